@@ -1,0 +1,77 @@
+"""Small helpers shared by every package."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import re
+from typing import Any
+
+from weir.errors import ConfigError
+
+__all__ = ["import_object", "stable_hash", "validate_identifier"]
+
+
+def import_object(path: str) -> Any:
+    """Import ``package.module.Name`` (or ``package.module:Name``) and return the object."""
+    if ":" in path:
+        mod_name, _, attr = path.partition(":")
+    else:
+        mod_name, _, attr = path.rpartition(".")
+    if not mod_name or not attr:
+        msg = f"{path!r} is not a dotted path to a class (expected 'package.module.ClassName')"
+        raise ConfigError(msg)
+    try:
+        module = importlib.import_module(mod_name)
+    except ImportError as exc:
+        msg = f"cannot import module {mod_name!r} for {path!r}: {exc}"
+        raise ConfigError(msg) from exc
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError as exc:
+            msg = f"module {mod_name!r} has no attribute {attr!r} (from {path!r})"
+            raise ConfigError(msg) from exc
+    return obj
+
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+def validate_identifier(name: str, *, what: str) -> str:
+    """Return ``name`` if it is a safe SQL identifier, else raise :class:`ConfigError`."""
+    if not isinstance(name, str) or not _IDENT.match(name):
+        msg = f"{what} {name!r} is not a valid SQL identifier (letters, digits and _, not starting with a digit)"
+        raise ConfigError(msg)
+    return name
+
+
+def stable_hash(value: Any) -> int:
+    """A hash of ``value`` that is the same in every process (unlike the salted builtin ``hash``).
+
+    Strings, bytes, ints, floats, bools, None and tuples/lists of them are supported.
+    """
+    h = hashlib.blake2b(_hash_bytes(value), digest_size=8).digest()
+    return int.from_bytes(h, "big") & 0x7FFFFFFFFFFFFFFF
+
+
+def _hash_bytes(value: Any) -> bytes:
+    if isinstance(value, str):
+        return b"s" + value.encode("utf-8", "surrogatepass")
+    if isinstance(value, bool):
+        return b"b1" if value else b"b0"
+    if isinstance(value, int):
+        return b"i" + str(value).encode()
+    if isinstance(value, float):
+        if value.is_integer():
+            return b"i" + str(int(value)).encode()
+        return b"f" + repr(value).encode()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return b"y" + bytes(value)
+    if value is None:
+        return b"n"
+    if isinstance(value, (tuple, list)):
+        parts = [_hash_bytes(v) for v in value]
+        return b"t" + b"".join(len(p).to_bytes(4, "big") + p for p in parts)
+    return b"r" + repr(value).encode()

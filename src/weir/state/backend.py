@@ -1,0 +1,141 @@
+"""The storage SPI under every built-in key-value provider.
+
+A :class:`Backend` stores, per namespace, three things (Storm's Redis layout, generalised):
+
+* **committed rows** — what every reader sees;
+* **one prepared change set** — ``{key: value-or-None}`` (None is a tombstone) with its txid;
+* **the txid record** — ``committed`` txid, ``prepared`` txid and the fencing ``epoch``.
+
+:class:`~weir.state.kv.TransactionalKeyValueState` implements Storm's semantics on top; a backend only
+has to make each write method **atomic**. Keys and values are already serialized bytes.
+
+Epoch fencing: every write takes the writer's ``epoch`` (or None for an unfenced admin write). The
+backend checks it atomically against the namespace's stored epoch: an older epoch raises
+:class:`~weir.errors.FencedError` and changes nothing; a newer one is stored.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+from weir.errors import FencedError
+
+__all__ = ["Backend", "Changes", "TxidRecord", "fenced_message"]
+
+Changes = Mapping[bytes, bytes | None]
+"""A change set: serialized key → serialized value, or None for a delete (tombstone)."""
+
+
+@dataclass(frozen=True)
+class TxidRecord:
+    """The txid record of a namespace."""
+
+    committed: int | None = None
+    prepared: int | None = None
+    epoch: int = 0
+
+
+def fenced_message(namespace: str, epoch: int, stored: int) -> str:
+    """The message of a :class:`FencedError`."""
+    return (
+        f"namespace {namespace!r}: writer epoch {epoch} is older than the stored epoch {stored}; "
+        "a newer driver has taken over this topology, so this one must stop (nothing was written)"
+    )
+
+
+def check_epoch(namespace: str, epoch: int | None, stored: int) -> None:
+    """Raise :class:`FencedError` when ``epoch`` is older than ``stored``."""
+    if epoch is not None and epoch < stored:
+        raise FencedError(fenced_message(namespace, epoch, stored))
+
+
+class Backend(ABC):
+    """Storage of committed rows, prepared change sets and txid records, by namespace."""
+
+    #: short name shown by the CLI ("sqlite", "redis", ...)
+    kind: str = "backend"
+    #: whether the store survives the process (memory does not)
+    durable: bool = True
+    #: whether it may be used from executors on other machines
+    distributed: bool = True
+
+    # ---- reads -------------------------------------------------------------------------------
+    @abstractmethod
+    def get(self, namespace: str, key: bytes) -> bytes | None:
+        """Committed value of ``key``, or None."""
+
+    def get_many(self, namespace: str, keys: list[bytes]) -> list[bytes | None]:
+        """Committed values of ``keys`` in order (one round trip where the store allows)."""
+        return [self.get(namespace, k) for k in keys]
+
+    @abstractmethod
+    def scan(self, namespace: str) -> Iterator[tuple[bytes, bytes]]:
+        """Every committed row of ``namespace``."""
+
+    @abstractmethod
+    def count(self, namespace: str) -> int:
+        """Number of committed rows of ``namespace``."""
+
+    @abstractmethod
+    def txids(self, namespace: str) -> TxidRecord:
+        """The txid record of ``namespace`` (all None / 0 when it has never been written)."""
+
+    @abstractmethod
+    def load_prepared(self, namespace: str) -> tuple[int, dict[bytes, bytes | None]] | None:
+        """The prepared change set and its txid, or None."""
+
+    @abstractmethod
+    def namespaces(self) -> list[str]:
+        """Every namespace that has rows, a prepared set or a txid record, sorted."""
+
+    # ---- atomic writes -----------------------------------------------------------------------
+    @abstractmethod
+    def write_prepared(self, namespace: str, txid: int, changes: Changes, epoch: int | None) -> None:
+        """Replace the prepared change set of ``namespace`` with ``changes`` as ``txid``, atomically."""
+
+    @abstractmethod
+    def commit_prepared(self, namespace: str, txid: int, epoch: int | None) -> None:
+        """Apply the prepared set (which must carry ``txid``) to the committed rows, set the committed
+        txid to ``txid`` and clear the prepared set — all in one atomic step."""
+
+    @abstractmethod
+    def discard_prepared(self, namespace: str, epoch: int | None) -> None:
+        """Delete the prepared change set, atomically (no-op when there is none)."""
+
+    @abstractmethod
+    def write_direct(self, namespace: str, changes: Changes, epoch: int | None) -> None:
+        """Apply ``changes`` to the committed rows atomically, without touching txids."""
+
+    @abstractmethod
+    def acquire_epoch(self, namespace: str) -> int:
+        """Atomically increment and return the namespace's epoch (a new driver takes over)."""
+
+    @abstractmethod
+    def drop(self, namespace: str) -> None:
+        """Delete everything of ``namespace`` (admin)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
+    # ---- helpers -----------------------------------------------------------------------------
+    def describe(self) -> str:
+        """Where the store is, for messages (no passwords)."""
+        return self.kind
+
+    @staticmethod
+    def split(changes: Changes) -> tuple[list[tuple[bytes, bytes]], list[bytes]]:
+        """Split a change set into upserts and deletes."""
+        ups: list[tuple[bytes, bytes]] = []
+        dels: list[bytes] = []
+        for k, v in changes.items():
+            if v is None:
+                dels.append(k)
+            else:
+                ups.append((k, v))
+        return ups, dels
+
+    def put_many(self, namespace: str, rows: Iterable[tuple[bytes, bytes]]) -> None:
+        """Admin bulk load of committed rows (used by ``weir state migrate``)."""
+        self.write_direct(namespace, dict(rows), None)

@@ -1,0 +1,121 @@
+"""Resolve ``topology.state.provider`` into a provider and make states (Storm's ``StateFactory``)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from weir._util import import_object
+from weir.errors import ConfigError
+from weir.state.backend import Backend
+from weir.state.base import State, StateProvider
+from weir.state.config import ProviderConfig, parse_provider_config, provider_from_url
+from weir.state.kv import TransactionalKeyValueState
+from weir.state.serializers import serializer_for
+
+__all__ = ["KeyValueStateProvider", "StateFactory", "open_backend"]
+
+_OPENERS = {
+    "memory": "weir.state.memory_provider:open_backend",
+    "sqlite": "weir.state.sqlite:open_backend",
+    "redis": "weir.state.redis:open_backend",
+    "postgres": "weir.state.postgres:open_backend",
+}
+_BACKENDS: dict[str, Backend] = {}
+_LOCK = threading.Lock()
+
+
+def open_backend(cfg: ProviderConfig, *, fresh: bool = False) -> Backend:
+    """The backend of ``cfg``, shared per process (connections are made once per worker).
+
+    Unreachable servers and bad credentials raise :class:`ConfigError`.
+    """
+    if cfg.provider == "custom":
+        msg = f"provider {cfg.custom_class!r} is a custom StateProvider and has no weir backend"
+        raise ConfigError(msg)
+    key = cfg.cache_key()
+    with _LOCK:
+        if not fresh and key in _BACKENDS:
+            return _BACKENDS[key]
+        opener = import_object(_OPENERS[cfg.provider])
+        backend: Backend = opener(cfg)
+        if not fresh:
+            _BACKENDS[key] = backend
+        return backend
+
+
+def close_backends() -> None:
+    """Close every shared backend of this process."""
+    with _LOCK:
+        for b in _BACKENDS.values():
+            b.close()
+        _BACKENDS.clear()
+
+
+class KeyValueStateProvider(StateProvider):
+    """Provider of :class:`TransactionalKeyValueState` over a built-in backend (picklable)."""
+
+    def __init__(self, config: ProviderConfig) -> None:
+        self.config = config
+        self._key_ser = config.options.get("keySerializerClass") or config.key_class
+        self._val_ser = config.options.get("valueSerializerClass") or config.value_class
+
+    @property
+    def backend(self) -> Backend:
+        """The shared backend of this process."""
+        return open_backend(self.config)
+
+    def new_state(
+        self, namespace: str, conf: Mapping[str, Any] | None = None, context: Any = None
+    ) -> TransactionalKeyValueState:
+        """A key-value state of ``namespace`` with the configured serializers."""
+        return TransactionalKeyValueState(
+            self.backend,
+            namespace,
+            serializer_for(self._key_ser, what="keySerializerClass"),
+            serializer_for(self._val_ser, what="valueSerializerClass"),
+        )
+
+    def validate(self) -> None:
+        """Connect once now (submit time), so a bad config never fails inside a worker."""
+        b = self.backend
+        b.txids("$weir-validate")
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"config": self.config}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["config"])  # type: ignore[misc]
+
+
+class StateFactory:
+    """Storm's ``StateFactory``: the provider named by the topology configuration."""
+
+    @staticmethod
+    def get_provider(conf: Mapping[str, Any]) -> StateProvider:
+        """Resolve and validate the provider of ``conf`` (does not connect)."""
+        cfg = parse_provider_config(conf)
+        if cfg.provider == "custom":
+            assert cfg.custom_class is not None
+            obj = import_object(cfg.custom_class)
+            inst = obj() if isinstance(obj, type) else obj
+            if not isinstance(inst, StateProvider):
+                msg = f"topology.state.provider: {cfg.custom_class!r} is not a weir.state.StateProvider"
+                raise ConfigError(msg)
+            return inst
+        return KeyValueStateProvider(cfg)
+
+    @staticmethod
+    def get_state(namespace: str, conf: Mapping[str, Any], context: Any = None) -> State:
+        """Storm's ``StateFactory.getState(namespace, conf, context)``."""
+        return StateFactory.get_provider(conf).new_state(namespace, conf, context)
+
+    @staticmethod
+    def from_url(url: str, **options: Any) -> KeyValueStateProvider:
+        """A provider for a store URL (``sqlite:///x.db``, ``redis://…``, ``postgresql://…``)."""
+        provider = provider_from_url(url)
+        cfg = parse_provider_config(
+            {"topology.state.provider": provider, "topology.state.provider.config": {"url": url, **options}}
+        )
+        return KeyValueStateProvider(cfg)

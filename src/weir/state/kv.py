@@ -1,0 +1,230 @@
+"""Storm's ``KeyValueState`` semantics over any :class:`~weir.state.backend.Backend`.
+
+Three layers are read in order: **pending** writes (this instance, since the last prepare), the
+**prepared** change set this instance stored (durable in the backend, invisible to every other
+reader, including a new instance of the same namespace) and the **committed** rows. Protocol, per transaction *t*:
+
+1. ``prepare_commit(t)`` — refuse *t* ≤ committed; merge pending into the change set this instance
+   prepared before (if any) and store it (one atomic backend write, replacing a stale prepared set
+   left by a crashed attempt) as *t*; pending starts empty.
+2. ``commit(t)`` — if *t* is already the committed txid and nothing is prepared, return (idempotent);
+   refuse a *t* that is not the prepared txid; else apply the prepared set atomically.
+3. ``rollback()`` — drop pending and delete the prepared set.
+
+``commit()`` with no txid applies pending writes directly (Storm uses it for the checkpoint spout's
+own record).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from typing import Any
+
+from weir.errors import SerializationError, StateError
+from weir.state.backend import Backend
+from weir.state.base import KeyValueState
+from weir.state.serializers import JsonSerializer, Serializer
+
+__all__ = ["Phase", "TransactionalKeyValueState"]
+
+_MISSING = object()
+
+
+class Phase(enum.Enum):
+    """Where a state instance is in the protocol."""
+
+    IDLE = "idle"  # nothing prepared by this instance
+    PREPARED = "prepared"  # a change set is prepared and waits for commit/rollback
+
+
+class TransactionalKeyValueState(KeyValueState[Any, Any]):
+    """A key-value state with Storm's prepare/commit/rollback protocol and read-own-writes."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        namespace: str,
+        key_serializer: Serializer | None = None,
+        value_serializer: Serializer | None = None,
+        *,
+        epoch: int | None = None,
+    ) -> None:
+        self.backend = backend
+        self.namespace = namespace
+        self.key_serializer: Serializer = key_serializer or JsonSerializer()
+        self.value_serializer: Serializer = value_serializer or JsonSerializer()
+        self.epoch = epoch
+        self._pending: dict[bytes, bytes | None] = {}
+        # the change set this instance prepared and has not committed yet (read-own-writes);
+        # a prepared set left by another instance (a crashed attempt) is not visible here
+        self._prepared: dict[bytes, bytes | None] | None = None
+        self._prepared_txid: int | None = None
+
+    # ---- helpers -------------------------------------------------------------------------
+    def fence(self, epoch: int | None) -> None:
+        """Carry ``epoch`` on every write; the backend refuses it once a newer driver has written."""
+        self.epoch = epoch
+
+    @property
+    def phase(self) -> Phase:
+        """PREPARED while a change set of this namespace waits for commit or rollback."""
+        return Phase.PREPARED if self.prepared_txid is not None else Phase.IDLE
+
+    @property
+    def prepared_txid(self) -> int | None:
+        """Txid of the prepared change set stored for this namespace, if any."""
+        return self.backend.txids(self.namespace).prepared
+
+    @property
+    def committed_txid(self) -> int | None:
+        """Txid of the last committed transaction of this namespace."""
+        return self.backend.txids(self.namespace).committed
+
+    def _skey(self, key: Any) -> bytes:
+        try:
+            return self.key_serializer.serialize(key)
+        except SerializationError as exc:
+            msg = f"namespace {self.namespace!r}: key {key!r:.80} cannot be serialized: {exc}"
+            raise SerializationError(msg) from exc
+
+    def _sval(self, key: Any, value: Any) -> bytes:
+        try:
+            return self.value_serializer.serialize(value)
+        except SerializationError as exc:
+            msg = (
+                f"namespace {self.namespace!r}, key {key!r:.80}: value of type "
+                f"{type(value).__qualname__} cannot be serialized: {exc}; nothing was written "
+                "(use valueSerializerClass 'pickle' for arbitrary Python objects)"
+            )
+            raise SerializationError(msg) from exc
+
+    def _dval(self, data: bytes) -> Any:
+        try:
+            return self.value_serializer.deserialize(data)
+        except SerializationError as exc:
+            msg = f"namespace {self.namespace!r}: {exc}"
+            raise SerializationError(msg) from exc
+
+    def _lookup(self, skey: bytes) -> Any:
+        """Serialized value of ``skey`` through the three layers, or _MISSING."""
+        if skey in self._pending:
+            v = self._pending[skey]
+            return _MISSING if v is None else v
+        if self._prepared is not None and skey in self._prepared:
+            v = self._prepared[skey]
+            return _MISSING if v is None else v
+        got = self.backend.get(self.namespace, skey)
+        return _MISSING if got is None else got
+
+    # ---- KeyValueState -------------------------------------------------------------------
+    def get(self, key: Any, default: Any = None) -> Any:
+        """Value of ``key``: own pending writes, then the prepared set, then committed rows."""
+        data = self._lookup(self._skey(key))
+        return default if data is _MISSING else self._dval(data)
+
+    def get_many(self, keys: list[Any], default: Any = None) -> list[Any]:
+        """Values of ``keys``; committed misses are fetched in one backend round trip."""
+        skeys = [self._skey(k) for k in keys]
+        out: list[Any] = [_MISSING] * len(skeys)
+        need: list[int] = []
+        for i, sk in enumerate(skeys):
+            if sk in self._pending:
+                v = self._pending[sk]
+                out[i] = None if v is None else v
+            elif self._prepared is not None and sk in self._prepared:
+                out[i] = self._prepared[sk]
+            else:
+                need.append(i)
+        if need:
+            got = self.backend.get_many(self.namespace, [skeys[i] for i in need])
+            for i, v in zip(need, got, strict=True):
+                out[i] = v
+        return [default if v is None or v is _MISSING else self._dval(v) for v in out]
+
+    def put(self, key: Any, value: Any) -> None:
+        """Write ``key`` = ``value`` into the current (pending) transaction."""
+        skey = self._skey(key)
+        self._pending[skey] = self._sval(key, value)
+
+    def delete(self, key: Any) -> Any:
+        """Delete ``key`` in the current transaction and return its previous value."""
+        skey = self._skey(key)
+        prev = self._lookup(skey)
+        self._pending[skey] = None
+        return None if prev is _MISSING else self._dval(prev)
+
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        """Every live key once: committed rows overlaid by the prepared set and pending writes."""
+        overlay: dict[bytes, bytes | None] = {}
+        if self._prepared is not None:
+            overlay.update(self._prepared)
+        overlay.update(self._pending)
+        for skey, sval in self.backend.scan(self.namespace):
+            if skey in overlay:
+                continue
+            yield self.key_serializer.deserialize(skey), self._dval(sval)
+        for skey, val in overlay.items():
+            if val is not None:
+                yield self.key_serializer.deserialize(skey), self._dval(val)
+
+    def __len__(self) -> int:
+        """Number of live keys (walks the state)."""
+        return sum(1 for _ in self)
+
+    @property
+    def pending_count(self) -> int:
+        """Writes not yet prepared."""
+        return len(self._pending)
+
+    # ---- protocol ------------------------------------------------------------------------
+    def prepare_commit(self, txid: int) -> None:
+        """Fix pending writes as (part of) transaction ``txid`` and store them durably."""
+        rec = self.backend.txids(self.namespace)
+        if rec.committed is not None and txid <= rec.committed:
+            msg = (
+                f"namespace {self.namespace!r}: cannot prepare txid {txid}: it is not after the "
+                f"committed txid {rec.committed} (txids must strictly increase)"
+            )
+            raise StateError(msg)
+        if self._prepared_txid is not None and txid < self._prepared_txid:
+            msg = (
+                f"namespace {self.namespace!r}: cannot prepare txid {txid}: txid "
+                f"{self._prepared_txid} is already prepared"
+            )
+            raise StateError(msg)
+        merged = dict(self._prepared or {})
+        merged.update(self._pending)
+        self.backend.write_prepared(self.namespace, txid, merged, self.epoch)
+        self._prepared, self._prepared_txid = merged, txid
+        self._pending = {}
+
+    def commit(self, txid: int | None = None) -> None:
+        """Commit prepared transaction ``txid`` (idempotent), or with no txid save pending directly."""
+        if txid is None:
+            if self._pending:
+                self.backend.write_direct(self.namespace, self._pending, self.epoch)
+                self._pending = {}
+            return
+        rec = self.backend.txids(self.namespace)
+        if rec.committed is not None and txid <= rec.committed and rec.prepared != txid:
+            # already committed (possibly by recovery in another process): idempotent no-op
+            self._prepared, self._prepared_txid = None, None
+            return
+        if rec.prepared != txid:
+            msg = (
+                f"namespace {self.namespace!r}: cannot commit txid {txid}: the prepared txid is "
+                f"{rec.prepared} and the committed txid is {rec.committed}; commit only what was prepared"
+            )
+            raise StateError(msg)
+        self.backend.commit_prepared(self.namespace, txid, self.epoch)
+        self._prepared, self._prepared_txid = None, None
+
+    def rollback(self) -> None:
+        """Discard pending writes and the prepared change set."""
+        self._pending = {}
+        self.backend.discard_prepared(self.namespace, self.epoch)
+        self._prepared, self._prepared_txid = None, None
+
+    def close(self) -> None:
+        """Nothing to release: the backend is shared and closed by its provider."""
