@@ -1,0 +1,349 @@
+"""The checkpoint coordinator: Storm's ``CheckpointSpout`` state machine, once per micro-batch.
+
+The record ``CheckPointState(txid, phase)`` lives under key ``__state`` in namespace
+``$checkpointspout-<topology>`` of the configured store, with weir's additions: the fencing
+``epoch``, the Spark query id and ``txid_base``, and the parallelism of each stateful component.
+
+Per batch with txid *n* (:meth:`Coordinator.run_batch`):
+
+1. First batch after a start — **recover**: ``PREPARING(n)`` → roll back every namespace and store
+   ``COMMITTED(n-1)``; ``COMMITTING(n)`` → commit every namespace and store ``COMMITTED(n)`` (a
+   COMMITTING transaction is always rolled forward); ``COMMITTED`` → nothing.
+2. *n* ≤ the last committed txid: a replay of a committed transaction — skip it.
+3. Store ``PREPARING(n)``; run the batch's job (each stateful task calls ``pre_prepare(n)`` then
+   ``prepare_commit(n)`` after its last tuple).
+4. Every task succeeded: store ``COMMITTING(n)``; per namespace ``pre_commit(n)`` then ``commit(n)``;
+   store ``COMMITTED(n)``.
+5. A task failed: ``pre_rollback()`` then ``rollback()`` per namespace, store ``COMMITTED(n-1)``, and
+   retry up to ``weir.batch.max.retries`` times; then stop with a :class:`TopologyError` naming the
+   component, task, txid and the original traceback.
+
+Every store of the record is fenced by the epoch taken at :meth:`Coordinator.start`: a second driver
+on the same topology makes the first fail with :class:`FencedError` and commit nothing.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from weir.checkpoint.faults import crash_point
+from weir.errors import CheckpointError, ConfigError, FencedError, TopologyError
+from weir.state.backend import Backend
+
+__all__ = [
+    "CheckPointState",
+    "CheckpointStore",
+    "Coordinator",
+    "JobOutcome",
+    "Participants",
+    "Phase",
+    "TaskFailure",
+    "checkpoint_namespace",
+]
+
+log = logging.getLogger("weir.checkpoint")
+RECORD_KEY = b"__state"
+
+
+def checkpoint_namespace(topology: str) -> str:
+    """The coordinator's namespace: ``$checkpointspout-<topology>``."""
+    return f"$checkpointspout-{topology}"
+
+
+class Phase(str, enum.Enum):
+    """Phase of the last transaction (Storm's ``CheckPointState.State``)."""
+
+    COMMITTED = "COMMITTED"
+    PREPARING = "PREPARING"
+    COMMITTING = "COMMITTING"
+
+
+@dataclass(frozen=True)
+class CheckPointState:
+    """The coordinator record."""
+
+    txid: int = 0
+    phase: Phase = Phase.COMMITTED
+    epoch: int = 0
+    query_id: str | None = None
+    txid_base: int | None = None
+    parallelism: Mapping[str, int] = field(default_factory=dict)
+    updated_ms: int = 0
+
+    def to_bytes(self) -> bytes:
+        """JSON, readable by ``weir state inspect`` and any other tool."""
+        return json.dumps(
+            {
+                "txid": self.txid,
+                "phase": self.phase.value,
+                "epoch": self.epoch,
+                "query_id": self.query_id,
+                "txid_base": self.txid_base,
+                "parallelism": dict(self.parallelism),
+                "updated_ms": self.updated_ms,
+            },
+            sort_keys=True,
+        ).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, namespace: str) -> CheckPointState:
+        """Parse a stored record; a corrupt one raises :class:`CheckpointError`."""
+        try:
+            d = json.loads(data)
+            return cls(
+                txid=int(d["txid"]),
+                phase=Phase(d["phase"]),
+                epoch=int(d.get("epoch", 0)),
+                query_id=d.get("query_id"),
+                txid_base=d.get("txid_base"),
+                parallelism={str(k): int(v) for k, v in d.get("parallelism", {}).items()},
+                updated_ms=int(d.get("updated_ms", 0)),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            msg = (
+                f"namespace {namespace!r}: the coordinator record is corrupt ({exc}); inspect it with "
+                "`weir state inspect` and repair or delete it"
+            )
+            raise CheckpointError(msg) from exc
+
+    @property
+    def last_committed(self) -> int:
+        """The txid of the last committed transaction (n-1 while n is PREPARING)."""
+        return self.txid - 1 if self.phase is Phase.PREPARING else self.txid
+
+
+class CheckpointStore:
+    """Loads and stores the coordinator record, fenced by epoch, in any :class:`Backend`."""
+
+    def __init__(self, backend: Backend, topology: str) -> None:
+        self.backend = backend
+        self.topology = topology
+        self.namespace = checkpoint_namespace(topology)
+
+    def acquire_epoch(self) -> int:
+        """Take a new epoch: every older driver is fenced from now on."""
+        return self.backend.acquire_epoch(self.namespace)
+
+    def load(self) -> CheckPointState | None:
+        """The stored record, or None for a topology that never ran."""
+        data = self.backend.get(self.namespace, RECORD_KEY)
+        return None if data is None else CheckPointState.from_bytes(data, self.namespace)
+
+    def save(self, rec: CheckPointState, epoch: int) -> None:
+        """Store ``rec``; raises :class:`FencedError` when a newer driver took over."""
+        rec = replace(rec, epoch=epoch, updated_ms=int(time.time() * 1000))
+        self.backend.write_direct(self.namespace, {RECORD_KEY: rec.to_bytes()}, epoch)
+
+
+@dataclass(frozen=True)
+class TaskFailure:
+    """A task that failed, with where and why."""
+
+    component: str
+    task: int
+    error: str
+    traceback: str = ""
+
+
+@dataclass
+class JobOutcome:
+    """What a batch's job reports back to the coordinator."""
+
+    failures: list[TaskFailure] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """Whether every task succeeded."""
+        return not self.failures
+
+
+class Participants(Protocol):
+    """The stateful namespaces of a topology, committed and rolled back by the coordinator."""
+
+    def commit_all(self, txid: int, epoch: int, after_first: Callable[[], None] | None = None) -> None:
+        """``pre_commit(txid)`` then ``commit(txid)`` for every namespace."""
+        ...
+
+    def rollback_all(self, epoch: int, after_first: Callable[[], None] | None = None) -> None:
+        """``pre_rollback()`` then ``rollback()`` for every namespace."""
+        ...
+
+
+@dataclass
+class BatchReport:
+    """What happened to one batch."""
+
+    txid: int
+    skipped: bool = False
+    attempts: int = 0
+    commit_ms: float = 0.0
+    job_ms: float = 0.0
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+class Coordinator:
+    """Drives prepare/commit/rollback for one topology, one micro-batch at a time (driver side)."""
+
+    def __init__(
+        self,
+        topology: str,
+        store: CheckpointStore,
+        participants: Participants,
+        parallelism: Mapping[str, int],
+        *,
+        max_retries: int = 3,
+    ) -> None:
+        self.topology = topology
+        self.store = store
+        self.participants = participants
+        self.parallelism = dict(parallelism)
+        self.max_retries = max_retries
+        self.epoch: int | None = None
+        self.record: CheckPointState | None = None
+        self._recovered = False
+
+    # ---- start ---------------------------------------------------------------------------
+    def check_parallelism(self) -> None:
+        """Refuse a stateful component whose parallelism differs from the stored one (submit time)."""
+        rec = self.store.load()
+        if rec is None:
+            return
+        for comp, stored in rec.parallelism.items():
+            now = self.parallelism.get(comp)
+            if now is not None and now != stored:
+                msg = (
+                    f"topology {self.topology!r}: stateful component {comp!r} has parallelism {now}, but its "
+                    f"state was written by {stored} tasks (namespaces {self.topology}-{comp}-0..{stored - 1}). "
+                    f"Run it with parallelism {stored}, or re-partition the state first (weir state dump / put), "
+                    f"or use a new topology name"
+                )
+                raise ConfigError(msg)
+
+    def start(self) -> int:
+        """Take a new epoch (fencing any older driver) and load the record. Returns the epoch."""
+        self.check_parallelism()
+        self.epoch = self.store.acquire_epoch()
+        rec = self.store.load() or CheckPointState(parallelism=self.parallelism)
+        self.record = replace(rec, parallelism={**rec.parallelism, **self.parallelism})
+        self._recovered = False
+        log.info("topology %s: coordinator epoch %d, record %s", self.topology, self.epoch, rec)
+        return self.epoch
+
+    def _save(self, rec: CheckPointState) -> None:
+        assert self.epoch is not None
+        try:
+            self.store.save(rec, self.epoch)
+        except FencedError as exc:
+            msg = (
+                f"topology {self.topology!r}: another driver (a newer epoch) has taken over; this driver "
+                f"(epoch {self.epoch}) stops and commits nothing. ({exc})"
+            )
+            raise FencedError(msg) from exc
+        self.record = replace(rec, epoch=self.epoch)
+
+    # ---- recovery ------------------------------------------------------------------------
+    def recover(self) -> None:
+        """Finish or undo the transaction a previous driver left (step 1)."""
+        rec = self._rec()
+        assert self.epoch is not None
+        if rec.phase is Phase.PREPARING:
+            log.warning("topology %s: recovery rolls back PREPARING txid %d", self.topology, rec.txid)
+            self.participants.rollback_all(self.epoch, lambda: crash_point("during_recovery", rec.txid))
+            self._save(replace(rec, txid=rec.txid - 1, phase=Phase.COMMITTED))
+        elif rec.phase is Phase.COMMITTING:
+            log.warning("topology %s: recovery rolls forward COMMITTING txid %d", self.topology, rec.txid)
+            self.participants.commit_all(rec.txid, self.epoch, lambda: crash_point("during_recovery", rec.txid))
+            self._save(replace(rec, phase=Phase.COMMITTED))
+        else:
+            # nothing in flight (a stale prepared set of a fenced driver's late task is replaced by
+            # the next prepare of that namespace); store the record to claim it with our epoch
+            self._save(rec)
+        self._recovered = True
+
+    def _rec(self) -> CheckPointState:
+        if self.record is None or self.epoch is None:
+            msg = f"topology {self.topology!r}: coordinator used before start()"
+            raise CheckpointError(msg)
+        return self.record
+
+    # ---- txids ---------------------------------------------------------------------------
+    def txid_for(self, query_id: str, batch_id: int) -> int:
+        """``txid_base + batch_id``; a new Spark query id gets a base after the last committed txid."""
+        rec = self._rec()
+        if rec.query_id != query_id or rec.txid_base is None:
+            base = rec.last_committed + 1 - batch_id
+            log.info(
+                "topology %s: Spark query %s starts at batch %d = txid %d",
+                self.topology, query_id, batch_id, base + batch_id,
+            )
+            self._save(replace(rec, query_id=query_id, txid_base=base))
+            rec = self._rec()
+        assert rec.txid_base is not None
+        return rec.txid_base + batch_id
+
+    # ---- one batch -----------------------------------------------------------------------
+    def run_batch(
+        self, query_id: str, batch_id: int, job: Callable[[int, int, int], JobOutcome]
+    ) -> BatchReport:
+        """Run Spark batch ``batch_id`` as a transaction. ``job(txid, epoch, attempt)`` runs the tasks."""
+        if not self._recovered:
+            self.recover()
+        txid = self.txid_for(query_id, batch_id)
+        rec = self._rec()
+        report = BatchReport(txid=txid)
+        if txid <= rec.last_committed:
+            log.info("topology %s: txid %d already committed, skipping replayed batch", self.topology, txid)
+            report.skipped = True
+            return report
+        assert self.epoch is not None
+        last_failures: list[TaskFailure] = []
+        for attempt in range(self.max_retries + 1):
+            report.attempts = attempt + 1
+            self._save(replace(rec, txid=txid, phase=Phase.PREPARING))
+            crash_point("after_preparing", txid)
+            t0 = time.perf_counter()
+            outcome = job(txid, self.epoch, attempt)
+            report.job_ms = (time.perf_counter() - t0) * 1000
+            report.stats = outcome.stats
+            if outcome.ok:
+                crash_point("after_prepared", txid)
+                t1 = time.perf_counter()
+                self._save(replace(rec, txid=txid, phase=Phase.COMMITTING))
+                crash_point("after_committing", txid)
+                self.participants.commit_all(txid, self.epoch, lambda: crash_point("between_commits", txid))
+                self._save(replace(rec, txid=txid, phase=Phase.COMMITTED))
+                report.commit_ms = (time.perf_counter() - t1) * 1000
+                crash_point("after_committed", txid)
+                return report
+            last_failures = outcome.failures
+            first = last_failures[0]
+            log.warning(
+                "topology %s: txid %d attempt %d failed in component %r task %d: %s",
+                self.topology, txid, attempt + 1, first.component, first.task, first.error,
+            )
+            self.participants.rollback_all(self.epoch)
+            self._save(replace(rec, txid=txid - 1, phase=Phase.COMMITTED))
+            rec = self._rec()
+        first = last_failures[0]
+        others = "" if len(last_failures) == 1 else f" ({len(last_failures) - 1} other task(s) failed too)"
+        msg = (
+            f"topology {self.topology!r}: component {first.component!r} task {first.task} failed txid {txid} "
+            f"{self.max_retries + 1} times (weir.batch.max.retries={self.max_retries}): {first.error}{others}. "
+            "State was rolled back to the last committed txid; fix the error, or set weir.deadletter to route "
+            "failing tuples aside, then restart."
+        )
+        raise TopologyError(
+            msg,
+            topology=self.topology,
+            component=first.component,
+            task=first.task,
+            txid=txid,
+            remote_traceback=first.traceback or None,
+        )

@@ -1,0 +1,458 @@
+"""``weir state``: look into and administer a state store, whichever provider holds it.
+
+Subcommands: ``ls``, ``get``, ``dump``, ``put``, ``delete``, ``inspect`` and ``migrate`` (see
+:mod:`weir.cli.state_migrate`). Everything goes through the public :class:`~weir.state.backend.Backend`
+SPI, so a provider added later works here unchanged.
+
+The store is chosen by ``--url`` (``sqlite:///PATH``, ``redis://HOST:PORT/DB``,
+``redis+cluster://H1:P1,H2:P2``, ``postgresql://…``, ``memory://NAME``), by Storm's configuration
+(``--conf topology.state.provider=redis --conf 'topology.state.provider.config={…}'`` or
+``--conf-file conf.json``), or defaults to the embedded SQLite store in ``./weir-state``
+(``weir.state.dir``). Keys and values are read and shown as JSON; ``--key-class`` /
+``--value-class`` pick other serializers, like Storm's ``keyClass`` / ``valueClass``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from weir.cli._table import print_table
+from weir.errors import ConfigError, SerializationError, StateError
+from weir.state.backend import Backend
+from weir.state.config import (
+    PROVIDER_CONFIG_KEY,
+    PROVIDER_KEY,
+    ProviderConfig,
+    default_state_dir,
+    parse_provider_config,
+    provider_from_url,
+)
+from weir.state.factory import open_backend
+from weir.state.serializers import (
+    BytesSerializer,
+    FloatSerializer,
+    IntSerializer,
+    JsonSerializer,
+    Serializer,
+    StrSerializer,
+    serializer_for,
+)
+
+__all__ = ["COORDINATOR_PREFIX", "Store", "load_conf", "open_store", "register", "to_jsonable"]
+
+#: namespaces of the checkpoint coordinators (``$checkpointspout-<topology>``), record key ``__state``
+COORDINATOR_PREFIX = "$checkpointspout-"
+COORDINATOR_KEY = "__state"
+
+
+# ---- store selection -------------------------------------------------------------------------
+def _conf_value(text: str) -> Any:
+    """A ``--conf`` value: JSON when it parses, else the plain string."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def load_conf(conf_file: str | None, items: Sequence[str], url: str | None) -> dict[str, Any]:
+    """The topology configuration given by ``--conf-file``, ``--conf k=v`` and ``--url``.
+
+    ``--conf`` entries override the file; ``--url`` overrides the provider keys of both.
+    """
+    conf: dict[str, Any] = {}
+    if conf_file:
+        try:
+            with open(conf_file, encoding="utf-8") as fh:
+                loaded = json.load(fh)
+        except OSError as exc:
+            msg = f"--conf-file {conf_file!r} cannot be read: {exc.strerror}"
+            raise ConfigError(msg) from exc
+        except ValueError as exc:
+            msg = f"--conf-file {conf_file!r} is not valid JSON: {exc}"
+            raise ConfigError(msg) from exc
+        if not isinstance(loaded, dict):
+            msg = f"--conf-file {conf_file!r} must hold a JSON object of configuration keys"
+            raise ConfigError(msg)
+        conf.update(loaded)
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            msg = f"--conf {item!r}: expected KEY=VALUE, e.g. --conf topology.state.provider=redis"
+            raise ConfigError(msg)
+        conf[key.strip()] = _conf_value(value)
+    if url:
+        conf[PROVIDER_KEY] = provider_from_url(url)
+        conf[PROVIDER_CONFIG_KEY] = {"url": url}
+    return conf
+
+
+@dataclass
+class Store:
+    """An open backend with the key and value serializers the command uses."""
+
+    backend: Backend
+    config: ProviderConfig
+    key_serializer: Serializer
+    value_serializer: Serializer
+
+    @property
+    def where(self) -> str:
+        """The store, for messages."""
+        return self.backend.describe()
+
+
+def _serializer(explicit: str | None, cfg: ProviderConfig, keys: tuple[str, str], what: str) -> Serializer:
+    spec = explicit or cfg.options.get(keys[0]) or cfg.options.get(keys[1])
+    return serializer_for(spec, what=what)
+
+
+def open_backend_for(conf: dict[str, Any], *, must_exist: bool) -> tuple[Backend, ProviderConfig]:
+    """Open (fresh, not shared) the backend of ``conf``.
+
+    With ``must_exist`` and no provider configured, the default embedded store must already exist:
+    a read-only command never creates an empty ``./weir-state``.
+    """
+    cfg = parse_provider_config(conf)
+    if cfg.provider == "custom":
+        msg = (
+            f"provider {cfg.custom_class!r} is a custom StateProvider; weir state works with the built-in "
+            "providers (memory, sqlite, redis, postgres) — pass --url for the store it writes to"
+        )
+        raise ConfigError(msg)
+    if must_exist and PROVIDER_KEY not in conf and PROVIDER_CONFIG_KEY not in conf:
+        path = os.path.join(default_state_dir(conf), "state.db")
+        if not os.path.exists(path):
+            msg = (
+                f"no weir state store at {path} (the default embedded store); run a topology here first, "
+                "or choose the store with --url, --conf or --conf-file"
+            )
+            raise ConfigError(msg)
+    return open_backend(cfg, fresh=True), cfg
+
+
+@contextmanager
+def open_store(args: argparse.Namespace, *, must_exist: bool = True) -> Iterator[Store]:
+    """Open the store selected by the common options of ``args``; close it afterwards."""
+    conf = load_conf(args.conf_file, args.conf or [], args.url)
+    backend, cfg = open_backend_for(conf, must_exist=must_exist)
+    try:
+        raw = getattr(args, "raw", False)
+        key_ser = (
+            BytesSerializer()
+            if raw
+            else _serializer(args.key_class, cfg, ("keySerializerClass", "keyClass"), "--key-class")
+        )
+        val_ser = (
+            BytesSerializer()
+            if raw
+            else _serializer(args.value_class, cfg, ("valueSerializerClass", "valueClass"), "--value-class")
+        )
+        yield Store(backend, cfg, key_ser, val_ser)
+    finally:
+        backend.close()
+
+
+# ---- JSON in and out -------------------------------------------------------------------------
+def to_jsonable(obj: Any) -> Any:
+    """``obj`` as JSON-ready data: bytes as ``{"$bytes": base64}``, other objects as ``{"$repr": …}``."""
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return {"$bytes": base64.b64encode(bytes(obj)).decode("ascii")}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(x) for x in obj]
+    if isinstance(obj, dict):
+        if all(isinstance(k, str) for k in obj):
+            return {k: to_jsonable(v) for k, v in obj.items()}
+        return {"$dict": [[to_jsonable(k), to_jsonable(v)] for k, v in obj.items()]}
+    if isinstance(obj, (set, frozenset)):
+        return sorted((to_jsonable(x) for x in obj), key=lambda x: json.dumps(x, sort_keys=True))
+    return {"$repr": repr(obj)}
+
+
+def dumps(obj: Any) -> str:
+    """Compact one-line JSON of ``obj`` (unicode kept as is)."""
+    return json.dumps(to_jsonable(obj), ensure_ascii=False, separators=(",", ":"))
+
+
+def _revive(obj: dict[str, Any]) -> Any:
+    if len(obj) == 1 and "$bytes" in obj and isinstance(obj["$bytes"], str):
+        try:
+            return base64.b64decode(obj["$bytes"], validate=True)
+        except ValueError as exc:
+            msg = f"{obj['$bytes']!r} is not valid base64 in a {{'$bytes': …}} value"
+            raise ConfigError(msg) from exc
+    return obj
+
+
+def parse_arg(text: str, serializer: Serializer, what: str) -> Any:
+    """A key or value given on the command line, for ``serializer``.
+
+    JSON by default (``42``, ``"42"``, ``[1,2]``, ``{"$bytes": "AAE="}``); text that is not valid
+    JSON is taken as a string. The typed serializers take the plain text: ``str`` as is, ``int`` and
+    ``float`` as numbers, ``bytes`` as UTF-8 (or the ``{"$bytes": …}`` form).
+    """
+    if isinstance(serializer, StrSerializer):
+        return text
+    if isinstance(serializer, (IntSerializer, FloatSerializer)):
+        kind = int if isinstance(serializer, IntSerializer) else float
+        try:
+            return kind(text)
+        except ValueError as exc:
+            msg = f"{what} {text!r} is not a valid {kind.__name__} (the {what} serializer is {kind.__name__})"
+            raise ConfigError(msg) from exc
+    try:
+        value = json.loads(text, object_hook=_revive)
+    except ValueError:
+        value = text
+    if isinstance(serializer, BytesSerializer) and not isinstance(value, bytes):
+        return text.encode("utf-8")
+    return value
+
+
+def _decode(store: Store, namespace: str, skey: bytes, sval: bytes | None) -> tuple[Any, Any]:
+    try:
+        key = store.key_serializer.deserialize(skey)
+        value = None if sval is None else store.value_serializer.deserialize(sval)
+    except SerializationError as exc:
+        msg = (
+            f"namespace {namespace!r}, stored key {skey[:60]!r}: {exc}; choose the serializers the "
+            "store was written with (--key-class / --value-class), or --raw to show the stored bytes"
+        )
+        raise SerializationError(msg) from exc
+    return key, value
+
+
+# ---- commands --------------------------------------------------------------------------------
+def _cmd_ls(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        b = store.backend
+        rows = []
+        for ns in sorted(b.namespaces()):
+            rec = b.txids(ns)
+            rows.append([ns, rec.committed, rec.prepared, rec.epoch, b.count(ns)])
+        if not rows:
+            print(f"no namespaces in {store.where}")
+            return 0
+        print_table(["namespace", "committed txid", "prepared txid", "epoch", "keys"], rows, max_width=None)
+    return 0
+
+
+def _cmd_get(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        key = parse_arg(args.key, store.key_serializer, "key")
+        skey = store.key_serializer.serialize(key)
+        data = store.backend.get(args.namespace, skey)
+        if data is None:
+            known = args.namespace in store.backend.namespaces()
+            where = "" if known else f" (there is no namespace {args.namespace!r} in {store.where}; see weir state ls)"
+            print(f"weir: key {dumps(key)} not found in namespace {args.namespace!r}{where}", file=sys.stderr)
+            return 1
+        print(dumps(_decode(store, args.namespace, skey, data)[1]))
+    return 0
+
+
+def _cmd_dump(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        b = store.backend
+        known = b.namespaces()
+        names = sorted(set(args.namespaces)) if args.namespaces else sorted(known)
+        missing = [ns for ns in names if ns not in known]
+        if missing:
+            msg = f"no namespace {', '.join(map(repr, missing))} in {store.where}; see weir state ls"
+            raise StateError(msg)
+        out = sys.stdout
+        for ns in names:
+            ns_json = json.dumps(ns, ensure_ascii=False)
+            for skey, sval in sorted(b.scan(ns)):
+                key, value = _decode(store, ns, skey, sval)
+                out.write(f'{{"ns":{ns_json},"key":{dumps(key)},"value":{dumps(value)}}}\n')
+        out.flush()
+    return 0
+
+
+def _refuse_if_prepared(store: Store, namespace: str) -> None:
+    prepared = store.backend.txids(namespace).prepared
+    if prepared is not None:
+        msg = (
+            f"namespace {namespace!r} has a prepared transaction (txid {prepared}) waiting for commit or "
+            "rollback; admin writes are refused until it is resolved (restart the topology so recovery "
+            "finishes it; `weir state inspect` shows it)"
+        )
+        raise StateError(msg)
+
+
+def _cmd_put(args: argparse.Namespace) -> int:
+    with open_store(args, must_exist=False) as store:
+        key = parse_arg(args.key, store.key_serializer, "key")
+        value = parse_arg(args.value, store.value_serializer, "value")
+        skey = store.key_serializer.serialize(key)
+        sval = store.value_serializer.serialize(value)
+        _refuse_if_prepared(store, args.namespace)
+        store.backend.write_direct(args.namespace, {skey: sval}, None)
+        print(f"{args.namespace}: {dumps(key)} = {dumps(value)}")
+    return 0
+
+
+def _cmd_delete(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        key = parse_arg(args.key, store.key_serializer, "key")
+        skey = store.key_serializer.serialize(key)
+        _refuse_if_prepared(store, args.namespace)
+        previous = store.backend.get(args.namespace, skey)
+        if previous is None:
+            print(f"weir: key {dumps(key)} not found in namespace {args.namespace!r}", file=sys.stderr)
+            return 1
+        store.backend.write_direct(args.namespace, {skey: None}, None)
+        old = _decode(store, args.namespace, skey, previous)[1]
+        print(f"{args.namespace}: deleted {dumps(key)} (was {dumps(old)})")
+    return 0
+
+
+def _coordinator_record(backend: Backend, namespace: str) -> dict[str, Any] | None:
+    """The ``__state`` record of a coordinator namespace as a dict (None when absent)."""
+    for skey in (JsonSerializer().serialize(COORDINATOR_KEY), COORDINATOR_KEY.encode()):
+        data = backend.get(namespace, skey)
+        if data is None:
+            continue
+        try:
+            rec = json.loads(data)
+        except (ValueError, UnicodeDecodeError):
+            return {"record": data}
+        return rec if isinstance(rec, dict) else {"record": rec}
+    return None
+
+
+def _cell(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return dumps(value)
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        b = store.backend
+        known = b.namespaces()
+        wanted = set(args.namespaces)
+        missing = sorted(wanted - set(known))
+        if missing:
+            msg = f"no namespace {', '.join(map(repr, missing))} in {store.where}; see weir state ls"
+            raise StateError(msg)
+        names = sorted(wanted) if wanted else sorted(known)
+        pending = []
+        for ns in names:
+            got = b.load_prepared(ns)
+            if got is None:
+                continue
+            txid, changes = got
+            tombstones = sum(1 for v in changes.values() if v is None)
+            rec = b.txids(ns)
+            pending.append([ns, txid, rec.committed, len(changes) - tombstones, tombstones, rec.epoch])
+        print(f"store: {store.where}")
+        print()
+        if pending:
+            print(f"pending prepares ({len(pending)} of {len(names)} namespaces)")
+            print_table(
+                ["namespace", "prepared txid", "committed txid", "upserts", "tombstones", "epoch"],
+                pending,
+                max_width=None,
+            )
+        else:
+            print(f"no pending prepares ({len(names)} namespaces)")
+
+        coords = []
+        for ns in sorted(known):
+            if not ns.startswith(COORDINATOR_PREFIX):
+                continue
+            topology = ns[len(COORDINATOR_PREFIX) :]
+            if wanted and ns not in wanted and not any(w.startswith(topology + "-") for w in wanted):
+                continue
+            coords.append((topology, _coordinator_record(b, ns)))
+        print()
+        if not coords:
+            print(f"no coordinator records ({COORDINATOR_PREFIX}<topology>)")
+            return 0
+        fields: list[str] = [f for f in ("txid", "phase", "epoch") if any(r and f in r for _, r in coords)]
+        for _, r in coords:
+            for f in r or {}:
+                if f not in fields:
+                    fields.append(f)
+        rows = [[topo] + [_cell((r or {}).get(f)) for f in fields] for topo, r in coords]
+        print("coordinators")
+        print_table(["topology", *fields], rows)
+    return 0
+
+
+# ---- registration ----------------------------------------------------------------------------
+def _store_options() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("store")
+    g.add_argument("--url", help="store URL: sqlite:///PATH, redis://H:P/DB, redis+cluster://H:P,…, postgresql://…")
+    g.add_argument(
+        "--conf",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a topology configuration key, e.g. topology.state.provider=redis (repeatable; VALUE may be JSON)",
+    )
+    g.add_argument("--conf-file", metavar="FILE", help="a JSON file of topology configuration keys")
+    g.add_argument("--key-class", metavar="NAME", help="key serializer: json (default), str, int, float, bytes, pickle")
+    g.add_argument("--value-class", metavar="NAME", help="value serializer (same names as --key-class)")
+    return p
+
+
+def register(subparsers: Any) -> None:
+    """Add ``weir state`` and its subcommands."""
+    from weir.cli import state_migrate
+
+    common = _store_options()
+    state = subparsers.add_parser(
+        "state",
+        help="inspect, edit and migrate state stores",
+        description=__doc__.split("\n\n")[1] if __doc__ else None,
+    )
+    sub = state.add_subparsers(dest="state_command", metavar="SUBCOMMAND")
+
+    def _help(_: argparse.Namespace) -> int:
+        state.print_help(sys.stderr)
+        return 2
+
+    state.set_defaults(func=_help)
+
+    p = sub.add_parser("ls", parents=[common], help="namespaces with txids, epoch and key count")
+    p.set_defaults(func=_cmd_ls)
+
+    p = sub.add_parser("get", parents=[common], help="the committed value of a key, as JSON")
+    p.add_argument("namespace")
+    p.add_argument("key", help="the key as JSON (text that is not JSON is taken as a string)")
+    p.add_argument("--raw", action="store_true", help="key and value as bytes ({'$bytes': base64} form)")
+    p.set_defaults(func=_cmd_get)
+
+    p = sub.add_parser("dump", parents=[common], help="committed rows as JSON lines, sorted (diff-able)")
+    p.add_argument("namespaces", nargs="*", metavar="NAMESPACE", help="namespaces to dump (default: all)")
+    p.add_argument("--raw", action="store_true", help="keys and values as stored bytes ({'$bytes': base64})")
+    p.set_defaults(func=_cmd_dump)
+
+    p = sub.add_parser("put", parents=[common], help="set a committed key (admin write)")
+    p.add_argument("namespace")
+    p.add_argument("key", help="the key as JSON (text that is not JSON is taken as a string)")
+    p.add_argument("value", help="the value as JSON (text that is not JSON is taken as a string)")
+    p.set_defaults(func=_cmd_put)
+
+    p = sub.add_parser("delete", parents=[common], help="delete a committed key (admin write)")
+    p.add_argument("namespace")
+    p.add_argument("key", help="the key as JSON (text that is not JSON is taken as a string)")
+    p.set_defaults(func=_cmd_delete)
+
+    p = sub.add_parser("inspect", parents=[common], help="pending prepares and coordinator records")
+    p.add_argument("namespaces", nargs="*", metavar="NAMESPACE", help="namespaces to show (default: all)")
+    p.set_defaults(func=_cmd_inspect)
+
+    state_migrate.register(sub)

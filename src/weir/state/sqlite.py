@@ -1,0 +1,510 @@
+"""The ``sqlite`` provider: weir's embedded, durable default store (one database file, WAL mode).
+
+Layout (three tables, clustered on their primary keys)::
+
+    weir_kv      (ns TEXT, k BLOB, v BLOB NOT NULL, PRIMARY KEY (ns, k))   committed rows
+    weir_prepare (ns TEXT, k BLOB, v BLOB,          PRIMARY KEY (ns, k))   prepared change sets (NULL = delete)
+    weir_txid    (ns TEXT PRIMARY KEY, committed, prepared, epoch)         txid record per namespace
+
+Every write method is one SQL transaction opened with ``BEGIN IMMEDIATE`` (the write lock is taken
+first, so two writers never deadlock on a lock upgrade), and the namespace's epoch is checked inside
+it. A commit moves rows with ``INSERT ... SELECT`` and ``DELETE ... WHERE k IN (SELECT ...)``, so its
+cost is SQLite's, not Python's. Several processes may write different namespaces of one file at once:
+they queue on the write lock (``busy_timeout``) and a busy error is retried until ``timeout``.
+
+Connections are made per process and per thread (a connection is never used across ``fork()`` or by
+two threads), so one backend object may be shared by threads, inherited by forked Spark Python
+workers, or pickled.
+
+Configuration (``topology.state.provider.config``)::
+
+    {"url": "sqlite:///relative/path.db"}     # or sqlite:////absolute/path.db, or {"path": "..."}
+    {"timeout": 30}                            # seconds a writer waits for the write lock
+    {"synchronous": "NORMAL"}                  # NORMAL (default: survives a process crash) or FULL
+                                               # (also survives a power loss, slower commits)
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any, TypeVar
+
+from weir.errors import ConfigError, StateError
+from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
+from weir.state.config import ProviderConfig
+
+__all__ = ["SqliteBackend", "SqliteOptions", "open_backend"]
+
+T = TypeVar("T")
+
+_SCHEMA_VERSION = 1
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS weir_kv (ns TEXT NOT NULL, k BLOB NOT NULL, v BLOB NOT NULL, "
+    "PRIMARY KEY (ns, k)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS weir_prepare (ns TEXT NOT NULL, k BLOB NOT NULL, v BLOB, "
+    "PRIMARY KEY (ns, k)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS weir_txid (ns TEXT NOT NULL PRIMARY KEY, committed INTEGER, "
+    "prepared INTEGER, epoch INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID",
+)
+
+_GET = "SELECT v FROM weir_kv WHERE ns = ? AND k = ?"
+_COUNT = "SELECT count(*) FROM weir_kv WHERE ns = ?"
+_SCAN_FIRST = "SELECT k, v FROM weir_kv WHERE ns = ? ORDER BY k LIMIT ?"
+_SCAN_NEXT = "SELECT k, v FROM weir_kv WHERE ns = ? AND k > ? ORDER BY k LIMIT ?"
+_TXIDS = "SELECT committed, prepared, epoch FROM weir_txid WHERE ns = ?"
+_LOAD_PREPARED = (
+    "SELECT t.prepared, p.k, p.v FROM weir_txid t LEFT JOIN weir_prepare p ON p.ns = t.ns WHERE t.ns = ?"
+)
+# every distinct namespace of a table by index skip-scan (no full scan of a big table)
+_NS_STEP = "{n}(ns) AS (SELECT min(ns) FROM {t} UNION ALL SELECT (SELECT min(ns) FROM {t} WHERE ns > {n}.ns) FROM {n} WHERE {n}.ns IS NOT NULL)"
+_NAMESPACES = (
+    "WITH RECURSIVE "
+    + _NS_STEP.format(n="a", t="weir_kv")
+    + ", "
+    + _NS_STEP.format(n="b", t="weir_prepare")
+    + " SELECT ns FROM weir_txid UNION SELECT ns FROM a WHERE ns IS NOT NULL"
+    " UNION SELECT ns FROM b WHERE ns IS NOT NULL"
+)
+_TXID_ENSURE = "INSERT OR IGNORE INTO weir_txid (ns) VALUES (?)"
+_TXID_SET = "UPDATE weir_txid SET committed = ?, prepared = ?, epoch = ? WHERE ns = ?"
+_UPSERT = "INSERT INTO weir_kv (ns, k, v) VALUES (?, ?, ?) ON CONFLICT (ns, k) DO UPDATE SET v = excluded.v"
+_DELETE = "DELETE FROM weir_kv WHERE ns = ? AND k = ?"
+_PREPARE_CLEAR = "DELETE FROM weir_prepare WHERE ns = ?"
+_PREPARE_ROW = "INSERT INTO weir_prepare (ns, k, v) VALUES (?, ?, ?)"
+_MOVE_UPSERTS = (
+    "INSERT INTO weir_kv (ns, k, v) SELECT ns, k, v FROM weir_prepare WHERE ns = ? AND v IS NOT NULL "
+    "ON CONFLICT (ns, k) DO UPDATE SET v = excluded.v"
+)
+_MOVE_DELETES = (
+    "DELETE FROM weir_kv WHERE ns = ? AND k IN (SELECT k FROM weir_prepare WHERE ns = ? AND v IS NULL)"
+)
+
+_GET_MANY_CHUNK = 500  # bound parameters per IN (...) query
+_SCAN_CHUNK = 2000  # rows per scan page
+_PUT_MANY_CHUNK = 10_000  # rows per executemany of put_many
+_BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+# connections inherited from a parent process: never used or closed in the child (closing one would
+# release the parent's POSIX locks on the file), only kept alive here
+_FOREIGN: list[sqlite3.Connection] = []
+
+
+@dataclass(frozen=True)
+class SqliteOptions:
+    """Options of the ``sqlite`` provider.
+
+    Attributes
+    ----------
+    path:
+        Path of the database file (made absolute; parent directories are created).
+    timeout:
+        Seconds a writer waits for the database's write lock before failing (default 30).
+    synchronous:
+        ``"NORMAL"`` (default; a commit survives a crash of the process) or ``"FULL"`` (a commit
+        also survives an OS crash or power loss, at the cost of an fsync per commit).
+    """
+
+    path: str
+    timeout: float = 30.0
+    synchronous: str = "NORMAL"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.path, str) or not self.path:
+            msg = "sqlite provider: 'path' must be a non-empty string"
+            raise ConfigError(msg)
+        if self.path == ":memory:" or self.path.startswith("file:"):
+            msg = (
+                f"sqlite provider: {self.path!r} is not a database file path; use the memory provider "
+                "for a store that lives in memory, or sqlite:///PATH for a file"
+            )
+            raise ConfigError(msg)
+        if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)) or self.timeout <= 0:
+            msg = f"sqlite provider: 'timeout' must be a positive number of seconds, got {self.timeout!r}"
+            raise ConfigError(msg)
+        if not isinstance(self.synchronous, str) or self.synchronous.upper() not in ("NORMAL", "FULL"):
+            msg = f"sqlite provider: 'synchronous' must be 'NORMAL' or 'FULL', got {self.synchronous!r}"
+            raise ConfigError(msg)
+        object.__setattr__(self, "path", os.path.abspath(self.path))
+        object.__setattr__(self, "timeout", float(self.timeout))
+        object.__setattr__(self, "synchronous", self.synchronous.upper())
+
+    @classmethod
+    def from_config(cls, cfg: ProviderConfig) -> SqliteOptions:
+        """Options from a parsed provider configuration (``url`` or ``path``)."""
+        opts = cfg.options
+        path = opts.get("path")
+        url = opts.get("url")
+        if path is None and url is None:
+            msg = "sqlite provider: set 'url' (sqlite:///PATH) or 'path' in topology.state.provider.config"
+            raise ConfigError(msg)
+        if path is None:
+            path = path_from_url(str(url))
+        kwargs: dict[str, Any] = {"path": path}
+        if "timeout" in opts:
+            kwargs["timeout"] = opts["timeout"]
+        if "synchronous" in opts:
+            kwargs["synchronous"] = opts["synchronous"]
+        return cls(**kwargs)
+
+
+def path_from_url(url: str) -> str:
+    """The file path of ``sqlite:///relative.db`` or ``sqlite:////absolute.db``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() != "sqlite":
+        msg = f"sqlite provider: url {url!r} must look like sqlite:///PATH (relative) or sqlite:////PATH"
+        raise ConfigError(msg)
+    if "?" in rest or "#" in rest:
+        msg = f"sqlite provider: url {url!r} may not have a query; set timeout/synchronous as config keys"
+        raise ConfigError(msg)
+    path = rest[1:] if rest.startswith("/") else rest
+    if not path:
+        msg = f"sqlite provider: url {url!r} names no file; use sqlite:///PATH"
+        raise ConfigError(msg)
+    return path
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in _BUSY_CODES
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+class SqliteBackend(Backend):
+    """Backend SPI over one SQLite database file (see the module docstring for the layout)."""
+
+    kind = "sqlite"
+    durable = True
+    distributed = False
+
+    def __init__(self, options: SqliteOptions) -> None:
+        self.options = options
+        self.path = options.path
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._open: list[tuple[int, sqlite3.Connection]] = []
+        self._generation = 0
+
+    @classmethod
+    def open(cls, options: SqliteOptions) -> SqliteBackend:
+        """Create the file (and its directory) and the tables if needed; raise ConfigError if impossible."""
+        backend = cls(options)
+        try:
+            os.makedirs(os.path.dirname(options.path), exist_ok=True)
+            backend._init_schema()
+        except (OSError, sqlite3.Error) as exc:
+            backend.close()
+            msg = (
+                f"cannot open the sqlite state store {backend.describe()}: {exc}; check that the "
+                "directory is writable and the file is a SQLite database (or point url/path elsewhere)"
+            )
+            raise ConfigError(msg) from exc
+        return backend
+
+    def describe(self) -> str:
+        """``sqlite:///<absolute path>``."""
+        return "sqlite:///" + self.path
+
+    def __repr__(self) -> str:
+        return f"SqliteBackend({self.describe()!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"options": self.options}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["options"])  # type: ignore[misc]
+
+    # ---- connections ---------------------------------------------------------------------------
+    def _conn(self) -> sqlite3.Connection:
+        local = self._local
+        conn: sqlite3.Connection | None = getattr(local, "conn", None)
+        if conn is not None and local.pid == os.getpid() and local.gen == self._generation:
+            return conn
+        return self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        local = self._local
+        pid = os.getpid()
+        old = getattr(local, "conn", None)
+        if old is not None and local.pid != pid:
+            _FOREIGN.append(old)
+        with self._lock:
+            foreign = [c for p, c in self._open if p != pid]
+            _FOREIGN.extend(foreign)
+            self._open = [(p, c) for p, c in self._open if p == pid]
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self.options.timeout,
+            isolation_level=None,
+            check_same_thread=False,
+            cached_statements=256,
+        )
+        try:
+            conn.execute(f"PRAGMA synchronous = {self.options.synchronous}")
+            conn.execute("PRAGMA temp_store = MEMORY")
+        except sqlite3.Error:
+            conn.close()
+            raise
+        with self._lock:
+            self._open.append((pid, conn))
+            local.gen = self._generation
+        local.conn, local.pid = conn, pid
+        return conn
+
+    def close(self) -> None:
+        """Close this process's connections (a later call reconnects)."""
+        pid = os.getpid()
+        with self._lock:
+            mine = [c for p, c in self._open if p == pid]
+            self._open = [(p, c) for p, c in self._open if p != pid]
+            self._generation += 1
+        for conn in mine:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+        self._local.conn = None
+
+    def _init_schema(self) -> None:
+        conn = self._conn()
+        deadline = time.monotonic() + self.options.timeout
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode = WAL").fetchone()
+                break
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+
+        def create(c: sqlite3.Connection) -> None:
+            (version,) = c.execute("PRAGMA user_version").fetchone()
+            if version > _SCHEMA_VERSION:
+                msg = (
+                    f"the state store {self.describe()} has schema version {version}, newer than this "
+                    f"weir ({_SCHEMA_VERSION}); upgrade weir"
+                )
+                raise ConfigError(msg)
+            for stmt in _SCHEMA:
+                c.execute(stmt)
+            if version < _SCHEMA_VERSION:
+                c.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+
+        self._write("(schema)", create)
+
+    # ---- transactions --------------------------------------------------------------------------
+    def _write(self, namespace: str, body: Callable[[sqlite3.Connection], T], *, rerun: bool = True) -> T:
+        """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction; retry while the file is busy."""
+        conn = self._conn()
+        deadline = time.monotonic() + self.options.timeout
+        delay = 0.002
+        while True:
+            began = False
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                began = True
+                result = body(conn)
+                conn.execute("COMMIT")
+                return result
+            except BaseException as exc:
+                if conn.in_transaction:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass
+                if not isinstance(exc, sqlite3.Error):
+                    raise
+                if (
+                    isinstance(exc, sqlite3.OperationalError)
+                    and _is_busy(exc)
+                    and (rerun or not began)
+                    and time.monotonic() < deadline
+                ):
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.1)
+                    continue
+                msg = (
+                    f"namespace {namespace!r}: write to {self.describe()} failed: {exc}"
+                    + (
+                        f"; the file stayed locked by another writer for {self.options.timeout:g} s "
+                        "(raise 'timeout' in the provider config)"
+                        if _is_busy(exc)
+                        else ""
+                    )
+                )
+                raise StateError(msg) from exc
+
+    def _read(self, namespace: str, body: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            return body(self._conn())
+        except sqlite3.Error as exc:
+            msg = f"namespace {namespace!r}: read from {self.describe()} failed: {exc}"
+            raise StateError(msg) from exc
+
+    @staticmethod
+    def _fence(conn: sqlite3.Connection, namespace: str, epoch: int | None) -> TxidRecord:
+        """Inside the write transaction: read (creating) the txid record and check ``epoch``."""
+        row = conn.execute(_TXIDS, (namespace,)).fetchone()
+        if row is None:
+            conn.execute(_TXID_ENSURE, (namespace,))
+            row = (None, None, 0)
+        committed, prepared, stored = row
+        check_epoch(namespace, epoch, stored)
+        if epoch is not None and epoch > stored:
+            stored = epoch
+        return TxidRecord(committed, prepared, stored)
+
+    # ---- reads ---------------------------------------------------------------------------------
+    def get(self, namespace: str, key: bytes) -> bytes | None:
+        """Committed value of ``key``, or None."""
+        try:
+            row = self._conn().execute(_GET, (namespace, key)).fetchone()
+        except sqlite3.Error as exc:
+            msg = f"namespace {namespace!r}: read of a key from {self.describe()} failed: {exc}"
+            raise StateError(msg) from exc
+        return None if row is None else row[0]  # type: ignore[no-any-return]
+
+    def get_many(self, namespace: str, keys: list[bytes]) -> list[bytes | None]:
+        """Committed values of ``keys`` in order, ``IN (...)`` queries of up to 500 keys."""
+
+        def body(conn: sqlite3.Connection) -> list[bytes | None]:
+            found: dict[bytes, bytes] = {}
+            for i in range(0, len(keys), _GET_MANY_CHUNK):
+                chunk = keys[i : i + _GET_MANY_CHUNK]
+                sql = "SELECT k, v FROM weir_kv WHERE ns = ? AND k IN (" + ",".join("?" * len(chunk)) + ")"
+                found.update(conn.execute(sql, (namespace, *chunk)).fetchall())
+            return [found.get(k) for k in keys]
+
+        if not keys:
+            return []
+        return self._read(namespace, body)
+
+    def scan(self, namespace: str) -> Iterator[tuple[bytes, bytes]]:
+        """Committed rows in key order, read in pages of 2,000 (no read lock is held between pages)."""
+        rows: list[tuple[bytes, bytes]] = self._read(
+            namespace, lambda c: c.execute(_SCAN_FIRST, (namespace, _SCAN_CHUNK)).fetchall()
+        )
+        while rows:
+            yield from rows
+            if len(rows) < _SCAN_CHUNK:
+                return
+            last = rows[-1][0]
+            rows = self._read(namespace, lambda c: c.execute(_SCAN_NEXT, (namespace, last, _SCAN_CHUNK)).fetchall())
+
+    def count(self, namespace: str) -> int:
+        """Number of committed rows."""
+        return int(self._read(namespace, lambda c: c.execute(_COUNT, (namespace,)).fetchone()[0]))
+
+    def txids(self, namespace: str) -> TxidRecord:
+        """The txid record (None / None / 0 for an unknown namespace)."""
+        row = self._read(namespace, lambda c: c.execute(_TXIDS, (namespace,)).fetchone())
+        return TxidRecord() if row is None else TxidRecord(row[0], row[1], row[2])
+
+    def load_prepared(self, namespace: str) -> tuple[int, dict[bytes, bytes | None]] | None:
+        """The prepared change set and its txid (one consistent query), or None."""
+        rows = self._read(namespace, lambda c: c.execute(_LOAD_PREPARED, (namespace,)).fetchall())
+        if not rows or rows[0][0] is None:
+            return None
+        return int(rows[0][0]), {k: v for _, k, v in rows if k is not None}
+
+    def namespaces(self) -> list[str]:
+        """Every namespace with rows, a prepared set or a txid record, sorted."""
+        rows = self._read("*", lambda c: c.execute(_NAMESPACES).fetchall())
+        return sorted(r[0] for r in rows)
+
+    # ---- atomic writes -------------------------------------------------------------------------
+    def write_prepared(self, namespace: str, txid: int, changes: Changes, epoch: int | None) -> None:
+        """Replace the prepared change set with ``changes`` as ``txid`` (one transaction)."""
+
+        def body(conn: sqlite3.Connection) -> None:
+            rec = self._fence(conn, namespace, epoch)
+            conn.execute(_PREPARE_CLEAR, (namespace,))
+            conn.executemany(_PREPARE_ROW, ((namespace, k, v) for k, v in changes.items()))
+            conn.execute(_TXID_SET, (rec.committed, txid, rec.epoch, namespace))
+
+        self._write(namespace, body)
+
+    def commit_prepared(self, namespace: str, txid: int, epoch: int | None) -> None:
+        """Move the prepared set ``txid`` into the committed rows, in SQL, in one transaction."""
+
+        def body(conn: sqlite3.Connection) -> None:
+            rec = self._fence(conn, namespace, epoch)
+            if rec.prepared != txid:
+                msg = (
+                    f"namespace {namespace!r}: cannot commit txid {txid}: the prepared txid is "
+                    f"{rec.prepared} and the committed txid is {rec.committed}; commit only what was prepared"
+                )
+                raise StateError(msg)
+            conn.execute(_MOVE_UPSERTS, (namespace,))
+            conn.execute(_MOVE_DELETES, (namespace, namespace))
+            conn.execute(_PREPARE_CLEAR, (namespace,))
+            conn.execute(_TXID_SET, (txid, None, rec.epoch, namespace))
+
+        self._write(namespace, body)
+
+    def discard_prepared(self, namespace: str, epoch: int | None) -> None:
+        """Delete the prepared change set (no-op when there is none)."""
+
+        def body(conn: sqlite3.Connection) -> None:
+            rec = self._fence(conn, namespace, epoch)
+            conn.execute(_PREPARE_CLEAR, (namespace,))
+            conn.execute(_TXID_SET, (rec.committed, None, rec.epoch, namespace))
+
+        self._write(namespace, body)
+
+    def write_direct(self, namespace: str, changes: Changes, epoch: int | None) -> None:
+        """Apply ``changes`` to the committed rows (one transaction), txids untouched."""
+        ups, dels = self.split(changes)
+
+        def body(conn: sqlite3.Connection) -> None:
+            rec = self._fence(conn, namespace, epoch)
+            if ups:
+                conn.executemany(_UPSERT, ((namespace, k, v) for k, v in ups))
+            if dels:
+                conn.executemany(_DELETE, ((namespace, k) for k in dels))
+            conn.execute(_TXID_SET, (rec.committed, rec.prepared, rec.epoch, namespace))
+
+        self._write(namespace, body)
+
+    def put_many(self, namespace: str, rows: Iterable[tuple[bytes, bytes]]) -> None:
+        """Bulk load of committed rows in one transaction (``rows`` is streamed, not copied)."""
+        it = iter(rows)
+
+        def body(conn: sqlite3.Connection) -> None:
+            self._fence(conn, namespace, None)
+            while chunk := list(islice(it, _PUT_MANY_CHUNK)):
+                conn.executemany(_UPSERT, ((namespace, k, v) for k, v in chunk))
+
+        self._write(namespace, body, rerun=False)
+
+    def acquire_epoch(self, namespace: str) -> int:
+        """Increment and return the namespace's epoch."""
+
+        def body(conn: sqlite3.Connection) -> int:
+            conn.execute(_TXID_ENSURE, (namespace,))
+            row = conn.execute(
+                "UPDATE weir_txid SET epoch = epoch + 1 WHERE ns = ? RETURNING epoch", (namespace,)
+            ).fetchone()
+            return int(row[0])
+
+        return self._write(namespace, body)
+
+    def drop(self, namespace: str) -> None:
+        """Delete the rows, the prepared set and the txid record of ``namespace``."""
+
+        def body(conn: sqlite3.Connection) -> None:
+            for table in ("weir_kv", "weir_prepare", "weir_txid"):
+                conn.execute(f"DELETE FROM {table} WHERE ns = ?", (namespace,))
+
+        self._write(namespace, body)
+
+
+def open_backend(cfg: ProviderConfig) -> SqliteBackend:
+    """Open (creating if needed) the SQLite store named by ``cfg`` (``url`` or ``path``)."""
+    return SqliteBackend.open(SqliteOptions.from_config(cfg))

@@ -1,0 +1,151 @@
+"""Components of a topology: spouts, bolts, basic bolts and stateful bolts (Storm's lifecycle).
+
+Instance lifetime differs from Storm: a bolt instance lives for **one task of one micro-batch**.
+``prepare`` runs at the start of every batch's task, ``cleanup`` at its end; the hooks
+``pre_prepare``/``pre_commit``/``pre_rollback`` may run on a fresh instance prepared with the same
+task context. Anything that must survive a batch belongs in state.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from weir.topology.tuple import DEFAULT_STREAM, Fields, Tuple
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from weir.state.base import State
+    from weir.topology.collector import BasicOutputCollector, OutputCollector
+    from weir.topology.context import TopologyContext
+
+__all__ = [
+    "BasicBolt",
+    "Bolt",
+    "Component",
+    "Guarantee",
+    "OutputFieldsDeclarer",
+    "Spout",
+    "StatefulBolt",
+]
+
+
+class Guarantee(enum.Enum):
+    """What a spout promises when Spark replays a batch (seed 004's spout types)."""
+
+    TRANSACTIONAL = "transactional"  # the same tuples for the same batch, always
+    OPAQUE = "opaque"  # every tuple in exactly one committed batch, but a replay may differ
+    NON_TRANSACTIONAL = "non-transactional"  # no guarantee
+
+
+class OutputFieldsDeclarer:
+    """Collects the streams a component declares in ``declare_output_fields``."""
+
+    def __init__(self) -> None:
+        self.streams: dict[str, Fields] = {}
+        self.direct: set[str] = set()
+
+    def declare(self, fields: Fields | list[str] | tuple[str, ...], direct: bool = False) -> None:
+        """Declare the default stream."""
+        self.declare_stream(DEFAULT_STREAM, fields, direct)
+
+    def declare_stream(
+        self, stream_id: str, fields: Fields | list[str] | tuple[str, ...], direct: bool = False
+    ) -> None:
+        """Declare stream ``stream_id`` with ``fields``."""
+        if not isinstance(stream_id, str) or not stream_id or stream_id.startswith("$"):
+            msg = f"invalid stream id {stream_id!r} (non-empty, not starting with '$')"
+            raise ValueError(msg)
+        if stream_id in self.streams:
+            msg = f"stream {stream_id!r} is declared twice"
+            raise ValueError(msg)
+        self.streams[stream_id] = fields if isinstance(fields, Fields) else Fields(list(fields))
+        if direct:
+            self.direct.add(stream_id)
+
+
+class Component(ABC):  # noqa: B024 - a marker base with optional hooks
+    """Anything that can sit in a topology."""
+
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:  # noqa: B027
+        """Declare output streams; the default declares none."""
+
+    def get_component_configuration(self) -> Mapping[str, Any] | None:
+        """Per-component configuration overrides (Storm's ``getComponentConfiguration``)."""
+        return None
+
+
+class Spout(Component):
+    """A source of tuples: a Spark streaming source whose offsets Spark checkpoints.
+
+    Subclasses implement :meth:`create_stream` and declare their output fields; see
+    :mod:`weir.sources` for the built-ins (files, rate, any DataFrame, Redis Streams, NATS).
+    """
+
+    guarantee: Guarantee = Guarantee.TRANSACTIONAL
+
+    @abstractmethod
+    def create_stream(self, spark: SparkSession, context: TopologyContext) -> DataFrame:
+        """A streaming DataFrame whose columns are the output fields, in order."""
+
+    def to_values(self, row: Any) -> tuple[Any, ...]:
+        """Turn one row of the stream into the tuple's values (override to parse records)."""
+        return tuple(row)
+
+
+class Bolt(Component):
+    """Storm's ``IRichBolt``: ``prepare``, ``execute``, ``cleanup``.
+
+    The default ``prepare`` keeps the collector as ``self.collector``.
+    """
+
+    collector: OutputCollector
+
+    def prepare(self, conf: Mapping[str, Any], context: TopologyContext, collector: OutputCollector) -> None:
+        """Called at the start of every task of every batch."""
+        self.collector = collector
+
+    @abstractmethod
+    def execute(self, tup: Tuple) -> None:
+        """Process one input tuple."""
+
+    def cleanup(self) -> None:  # noqa: B027 - optional hook
+        """Called at the end of every task of every batch."""
+
+
+class BasicBolt(Component):
+    """Storm's ``IBasicBolt``: tuples are acked automatically; raise ``FailedTuple`` to fail one."""
+
+    def prepare(self, conf: Mapping[str, Any], context: TopologyContext) -> None:  # noqa: B027
+        """Called at the start of every task of every batch."""
+
+    @abstractmethod
+    def execute(self, tup: Tuple, collector: BasicOutputCollector) -> None:
+        """Process one input tuple; emit with ``collector``."""
+
+    def cleanup(self) -> None:  # noqa: B027
+        """Called at the end of every task of every batch."""
+
+
+class StatefulBolt(Bolt):
+    """Storm's ``IStatefulBolt``: a bolt whose state is checkpointed once per micro-batch.
+
+    ``init_state`` receives the task's state (namespace ``<topology>-<component>-<task>``) with what
+    was last committed; the hooks run before the framework prepares, commits or rolls back.
+    """
+
+    @abstractmethod
+    def init_state(self, state: State) -> None:
+        """Receive the task's state; called after ``prepare`` and before any ``execute``."""
+
+    def pre_prepare(self, txid: int) -> None:  # noqa: B027
+        """Hook: just before the framework prepares the state of transaction ``txid``."""
+
+    def pre_commit(self, txid: int) -> None:  # noqa: B027
+        """Hook: just before the framework commits transaction ``txid``."""
+
+    def pre_rollback(self) -> None:  # noqa: B027
+        """Hook: just before the framework rolls back the prepared state."""
