@@ -1,0 +1,1 @@
+"""The ``weir`` command line (entry point :func:`weir.cli.main.main`)."""

@@ -50,18 +50,20 @@ def _cell(value: Any, max_width: int | None) -> str:
 
 
 def _right_aligned(column: Sequence[Any]) -> bool:
-    """A column is numeric when every non-empty cell is a number or a number with a unit."""
-    seen = False
+    """A column is numeric when every non-empty cell is a number or a number with a unit.
+
+    A column with no value at all (every cell ``-``) is right-aligned too: it is nearly always a
+    number that is not set yet (a txid).
+    """
     for v in column:
         if v is None or v == "" or v == "-":
             continue
-        seen = True
         if _is_number(v):
             continue
         if isinstance(v, str) and _NUMERIC.match(v.strip()):
             continue
         return False
-    return seen
+    return True
 
 
 def format_table(
@@ -124,7 +126,7 @@ def human_size(nbytes: float) -> str:
         if abs(value) < 1024 or unit == "TiB":
             return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
-    raise AssertionError("unreachable")  # pragma: no cover
+    return f"{value:.1f} TiB"  # pragma: no cover
 
 
 def human_duration(seconds: float) -> str:

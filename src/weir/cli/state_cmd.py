@@ -253,7 +253,7 @@ def _cmd_get(args: argparse.Namespace) -> int:
         data = store.backend.get(args.namespace, skey)
         if data is None:
             known = args.namespace in store.backend.namespaces()
-            where = "" if known else f" (there is no namespace {args.namespace!r} in {store.where}; see weir state ls)"
+            where = "" if known else f" (no such namespace in {store.where}; see weir state ls)"
             print(f"weir: key {dumps(key)} not found in namespace {args.namespace!r}{where}", file=sys.stderr)
             return 1
         print(dumps(_decode(store, args.namespace, skey, data)[1]))
@@ -395,15 +395,21 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 def _store_options() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("store")
-    g.add_argument("--url", help="store URL: sqlite:///PATH, redis://H:P/DB, redis+cluster://H:P,…, postgresql://…")
+    g.add_argument(
+        "--url", help="store URL: sqlite:///PATH, redis://H:P/DB, redis+cluster://H:P,…, postgresql://…"
+    )
     g.add_argument(
         "--conf",
         action="append",
         metavar="KEY=VALUE",
-        help="a topology configuration key, e.g. topology.state.provider=redis (repeatable; VALUE may be JSON)",
+        help="a configuration key, e.g. topology.state.provider=redis (repeatable; VALUE may be JSON)",
     )
     g.add_argument("--conf-file", metavar="FILE", help="a JSON file of topology configuration keys")
-    g.add_argument("--key-class", metavar="NAME", help="key serializer: json (default), str, int, float, bytes, pickle")
+    g.add_argument(
+        "--key-class",
+        metavar="NAME",
+        help="key serializer: json (default), str, int, float, bytes, pickle",
+    )
     g.add_argument("--value-class", metavar="NAME", help="value serializer (same names as --key-class)")
     return p
 
@@ -416,7 +422,11 @@ def register(subparsers: Any) -> None:
     state = subparsers.add_parser(
         "state",
         help="inspect, edit and migrate state stores",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        description=(
+            "Look into and administer a state store, whichever provider holds it. The store is chosen "
+            "by --url, by Storm configuration (--conf / --conf-file), or is the embedded SQLite store "
+            "in ./weir-state. Keys and values are JSON unless --key-class / --value-class say otherwise."
+        ),
     )
     sub = state.add_subparsers(dest="state_command", metavar="SUBCOMMAND")
 

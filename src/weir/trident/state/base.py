@@ -125,7 +125,5 @@ def check_partition(partition_index: int, num_partitions: int, *, what: str) -> 
         or not isinstance(partition_index, int)
         or not 0 <= partition_index < num_partitions
     ):
-        msg = (
-            f"{what}: partition_index must be an int in [0, {num_partitions}), got {partition_index!r}"
-        )
+        msg = f"{what}: partition_index must be an int in [0, {num_partitions}), got {partition_index!r}"
         raise ConfigError(msg)

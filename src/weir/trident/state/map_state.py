@@ -93,6 +93,16 @@ def check_same_length(keys: Sequence[Any], others: Sequence[Any], *, what: str, 
         raise ConfigError(msg)
 
 
+def check_backing(backing: object, what: str) -> None:
+    """Raise :class:`ConfigError` unless ``backing`` has callable ``multi_get`` and ``multi_put``."""
+    if not (callable(getattr(backing, "multi_get", None)) and callable(getattr(backing, "multi_put", None))):
+        msg = (
+            f"{what} needs a backing map with multi_get(keys) and multi_put(keys, vals) "
+            f"(a weir.trident.state.BackingMap); got {backing!r}"
+        )
+        raise ConfigError(msg)
+
+
 class BackingMap(ABC, Generic[V]):
     """Bulk get/put of stored values in a store (Storm's ``IBackingMap``).
 

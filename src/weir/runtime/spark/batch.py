@@ -1,0 +1,162 @@
+"""Driver side: run one micro-batch of a topology as one Spark job over RDDs.
+
+Component *c* is a stage with ``parallelism(c)`` partitions; partition *i* is task *i*. A bolt's
+input is the union of its subscriptions, each keyed by its grouping (fields: a stable hash of the
+field values mod the parallelism; shuffle: round-robin from the producing partition; global: task 0;
+all: every task; direct: the task the producer chose) and partitioned by that key. Every stage's
+output is persisted so each task runs once per attempt; one action collects the task reports.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.rdd import RDD
+
+from weir._util import stable_hash
+from weir.checkpoint.coordinator import JobOutcome, TaskFailure
+from weir.runtime.spark.task import TaskSpec, run_spout_task, run_task
+from weir.topology.builder import GroupingKind, Subscription, Topology
+
+__all__ = ["BatchJob", "key_for_grouping"]
+
+
+def key_for_grouping(
+    sub: Subscription, field_idx: list[int], n: int
+) -> Callable[[int, Iterator[tuple[Any, ...]]], Iterator[tuple[int, tuple[Any, ...]]]]:
+    """A ``mapPartitionsWithIndex`` function keying a producer's tuples for consumer parallelism ``n``."""
+    kind = sub.grouping.kind
+    source, stream = sub.source, sub.stream
+
+    def keyed(pidx: int, recs: Iterator[tuple[Any, ...]]) -> Iterator[tuple[int, tuple[Any, ...]]]:
+        rr = pidx
+        for r in recs:
+            if r[0] != "T" or r[1] != stream:
+                continue
+            payload = (source, stream, r[2], r[3])
+            if kind is GroupingKind.FIELDS:
+                vals = r[2]
+                if len(field_idx) == 1:
+                    k = stable_hash(vals[field_idx[0]]) % n
+                else:
+                    k = stable_hash(tuple(vals[i] for i in field_idx)) % n
+                yield k, payload
+            elif kind is GroupingKind.GLOBAL:
+                yield 0, payload
+            elif kind is GroupingKind.ALL:
+                for t in range(n):
+                    yield t, payload
+            elif kind is GroupingKind.DIRECT:
+                yield (r[4] if r[4] is not None else 0) % n, payload
+            else:  # shuffle, none, local_or_shuffle
+                yield rr % n, payload
+                rr += 1
+
+    return keyed
+
+
+@dataclass
+class BatchJob:
+    """Builds and runs the RDD graph of one batch for a topology."""
+
+    topology: Topology
+    specs: dict[str, TaskSpec]
+    on_dead_letters: Callable[[int, list[dict[str, Any]]], None] | None = None
+    last_stats: dict[str, Any] = field(default_factory=dict)
+
+    def run(self, batch_rdd: RDD[Any], spout_id: str | None, txid: int, epoch: int | None) -> JobOutcome:
+        """Run every component over ``batch_rdd`` (rows of the spout stream); collect reports."""
+        t0 = time.perf_counter()
+        outs: dict[str, RDD[Any]] = {}
+        persisted: list[RDD[Any]] = []
+        topo = self.topology
+        for cid in topo.order:
+            spec = self.specs[cid]
+            comp = topo.components[cid]
+            if comp.is_spout:
+                rdd = self._spout_rdd(batch_rdd, spout_id, cid, spec, txid)
+            else:
+                parts = []
+                for sub in comp.inputs:
+                    src_fields = topo.components[sub.source].outputs[sub.stream]
+                    idx = [src_fields.field_index(f) for f in sub.grouping.fields]
+                    parts.append(outs[sub.source].mapPartitionsWithIndex(key_for_grouping(sub, idx, comp.parallelism)))
+                sc = parts[0].context
+                merged = parts[0] if len(parts) == 1 else sc.union(parts)
+                n = comp.parallelism
+                grouped = merged.partitionBy(n, lambda k: k)
+
+                def run_part(pidx: int, it: Iterator[Any], _spec: TaskSpec = spec) -> Iterator[Any]:
+                    return run_task(_spec, pidx, txid, epoch, (rec for _k, rec in it))
+
+                rdd = grouped.mapPartitionsWithIndex(run_part)
+            rdd = rdd.persist(StorageLevel.MEMORY_AND_DISK)
+            persisted.append(rdd)
+            outs[cid] = rdd
+        try:
+            sc = batch_rdd.context
+            meta = sc.union([r.filter(lambda rec: rec[0] != "T") for r in outs.values()]).collect()
+        except Exception as exc:  # a worker died, OOM, ...: the whole job failed
+            return JobOutcome(
+                failures=[TaskFailure("<spark>", -1, f"the Spark job failed: {_short(exc)}", str(exc)[-4000:])]
+            )
+        finally:
+            for r in persisted:
+                r.unpersist(blocking=False)
+        reports = [m[1] for m in meta if m[0] == "R"]
+        dead = [m[1] for m in meta if m[0] == "D"]
+        failures = [
+            TaskFailure(r["component"], r["task"], r.get("error", "failed"), r.get("traceback", ""))
+            for r in reports
+            if not r.get("ok")
+        ]
+        stats = self._stats(reports, dead, (time.perf_counter() - t0) * 1000)
+        self.last_stats = stats
+        outcome = JobOutcome(failures=failures, stats=stats)
+        if any(r.get("fenced") for r in reports):
+            from weir.errors import FencedError
+
+            first = next(r for r in reports if r.get("fenced"))
+            raise FencedError(f"txid {txid}: {first['error']}")
+        if outcome.ok and dead and self.on_dead_letters is not None:
+            self.on_dead_letters(txid, dead)
+        return outcome
+
+    def _spout_rdd(self, batch_rdd: RDD[Any], spout_id: str | None, cid: str, spec: TaskSpec, txid: int) -> RDD[Any]:
+        if spout_id is None:  # several spouts share the batch: rows are (spout id, json values)
+            import json
+
+            def pick(pidx: int, it: Iterator[Any], _c: str = cid, _s: TaskSpec = spec) -> Iterator[Any]:
+                rows = (json.loads(r[1]) for r in it if r[0] == _c)
+                return run_spout_task(_s, pidx, txid, rows)
+
+            return batch_rdd.mapPartitionsWithIndex(pick)
+
+        def conv(pidx: int, it: Iterator[Any], _s: TaskSpec = spec) -> Iterator[Any]:
+            return run_spout_task(_s, pidx, txid, it)
+
+        return batch_rdd.mapPartitionsWithIndex(conv)
+
+    def _stats(self, reports: list[dict[str, Any]], dead: list[dict[str, Any]], ms: float) -> dict[str, Any]:
+        per: dict[str, dict[str, Any]] = {}
+        for r in reports:
+            c = per.setdefault(r["component"], {"in": 0, "out": 0, "tasks": 0, "failed": 0})
+            c["in"] += r.get("n_in", 0)
+            c["out"] += r.get("n_out", 0)
+            c["failed"] += r.get("failed", 0)
+            c["tasks"] += 1
+        spout_in = sum(v["in"] for k, v in per.items() if self.topology.components[k].is_spout) if per else 0
+        return {"components": per, "tuples_in": spout_in, "dead_letters": len(dead), "job_ms": ms}
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc)
+    for marker in ("PythonException:", "Exception:"):
+        i = text.find(marker)
+        if i >= 0:
+            return text[i : i + 500].strip()
+    return text[:500]

@@ -1,0 +1,88 @@
+"""Driver side: the stateful namespaces of a topology, committed and rolled back with their hooks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from pyspark import cloudpickle
+
+from weir.runtime.spark.task import TaskSpec
+from weir.state.base import StateProvider
+from weir.topology.collector import OutputCollector
+from weir.topology.components import StatefulBolt
+
+__all__ = ["StatefulParticipants"]
+
+
+class StatefulParticipants:
+    """Every task namespace ``<topology>-<component>-<task>`` of the stateful components.
+
+    Hooks run on a fresh instance of the component prepared with the task's context (the
+    processing instance lived in an executor and is gone).
+    """
+
+    def __init__(self, specs: list[TaskSpec], provider: StateProvider, *, parallel: bool) -> None:
+        self.specs = specs
+        self.provider = provider
+        self.parallel = parallel
+        self._blobs = {s.component_id: cloudpickle.dumps(s.component) for s in specs}
+
+    def tasks(self) -> list[tuple[TaskSpec, int]]:
+        """(spec, task index) of every stateful task."""
+        return [(s, i) for s in self.specs for i in range(s.parallelism)]
+
+    def namespaces(self) -> list[str]:
+        """Every stateful namespace."""
+        return [s.context(i).state_namespace for s, i in self.tasks()]
+
+    def _hook(self, spec: TaskSpec, task: int, name: str, *args: Any) -> None:
+        comp = spec.component
+        if getattr(type(comp), name, None) is getattr(StatefulBolt, name, None):
+            return  # not overridden: no need to build an instance
+        inst = cloudpickle.loads(self._blobs[spec.component_id])
+        ctx = spec.context(task)
+        out = OutputCollector(spec.component_id, task, dict(spec.outputs), topology=spec.topology)
+        inst.collector = out
+        inst.prepare(spec.conf, ctx, out)
+        getattr(inst, name)(*args)
+
+    def _each(self, fn: Callable[[TaskSpec, int], None], after_first: Callable[[], None] | None) -> None:
+        tasks = self.tasks()
+        if not tasks:
+            return
+        fn(*tasks[0])
+        if after_first is not None:
+            after_first()
+        rest = tasks[1:]
+        if self.parallel and len(rest) > 1:
+            with ThreadPoolExecutor(max_workers=min(8, len(rest))) as pool:
+                list(pool.map(lambda t: fn(*t), rest))
+        else:
+            for t in rest:
+                fn(*t)
+
+    def commit_all(self, txid: int, epoch: int, after_first: Callable[[], None] | None = None) -> None:
+        """``pre_commit(txid)`` then ``commit(txid)`` per namespace."""
+
+        def one(spec: TaskSpec, task: int) -> None:
+            state = self.provider.new_state(spec.context(task).state_namespace, spec.conf, spec.context(task))
+            if hasattr(state, "fence"):
+                state.fence(epoch)
+            self._hook(spec, task, "pre_commit", txid)
+            state.commit(txid)
+
+        self._each(one, after_first)
+
+    def rollback_all(self, epoch: int, after_first: Callable[[], None] | None = None) -> None:
+        """``pre_rollback()`` then ``rollback()`` per namespace."""
+
+        def one(spec: TaskSpec, task: int) -> None:
+            state = self.provider.new_state(spec.context(task).state_namespace, spec.conf, spec.context(task))
+            if hasattr(state, "fence"):
+                state.fence(epoch)
+            self._hook(spec, task, "pre_rollback")
+            state.rollback()
+
+        self._each(one, after_first)

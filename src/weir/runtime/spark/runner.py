@@ -1,0 +1,315 @@
+"""Submitting a topology: one Spark Structured Streaming query whose ``foreachBatch`` drives the
+coordinator. ``weir.submit(name, conf, topology)`` validates everything at submit time and returns a
+:class:`TopologyRun`; ``start()`` runs it continuously (trigger = checkpoint interval),
+``process_available()`` processes what the sources have now and stops (``Trigger.AvailableNow``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pyspark import cloudpickle
+
+from weir.checkpoint.coordinator import BatchReport, CheckpointStore, Coordinator, JobOutcome
+from weir.errors import ConfigError, TopologyError, WeirError
+from weir.runtime.spark.config import RuntimeConfig
+from weir.runtime.spark.session import ensure_python_env, get_spark
+from weir.state.base import StateProvider
+from weir.state.config import parse_provider_config
+from weir.state.factory import KeyValueStateProvider, StateFactory, open_backend
+from weir.topology.context import TopologyContext
+
+__all__ = ["BatchRunner", "RunStatus", "TopologyRun", "check_local_store", "make_coordinator"]
+
+log = logging.getLogger("weir.runtime")
+
+
+class BatchRunner(Protocol):
+    """What runs a batch's tasks (Storm topology, Trident stream, ...)."""
+
+    def run(self, batch_rdd: Any, spout_id: str | None, txid: int, epoch: int | None) -> JobOutcome:
+        """Run every task of the batch and report."""
+        ...
+
+
+@dataclass
+class RunStatus:
+    """A snapshot of a running topology (``run.status()``)."""
+
+    topology: str
+    state: str
+    query_id: str | None = None
+    last_txid: int | None = None
+    batches: int = 0
+    skipped: int = 0
+    retries: int = 0
+    tuples_in: int = 0
+    tuples_per_s: float = 0.0
+    last_batch_tuples: int = 0
+    last_job_ms: float = 0.0
+    last_commit_ms: float = 0.0
+    dead_letters: int = 0
+    elapsed_s: float = 0.0
+    error: str | None = None
+    components: dict[str, dict[str, Any]] = field(default_factory=dict)
+    state_sizes: dict[str, int] = field(default_factory=dict)
+
+
+def check_local_store(kind: str, master: str, topology: str) -> None:
+    """Refuse a single-machine store outside local mode, and ``memory`` on Spark at all."""
+    if kind == "memory":
+        msg = (
+            f"topology {topology!r}: the 'memory' state provider keeps state inside one Python process, but Spark "
+            "runs tasks in separate Python worker processes; use 'sqlite' (the embedded default) or a server "
+            "(redis, postgres). For tests without Spark use weir.testing."
+        )
+        raise ConfigError(msg)
+    if kind == "sqlite" and not master.startswith("local"):
+        msg = (
+            f"topology {topology!r}: the 'sqlite' state provider is a file on one machine, but Spark master "
+            f"{master!r} runs executors elsewhere; use redis or postgres (topology.state.provider) for a cluster"
+        )
+        raise ConfigError(msg)
+
+
+def make_coordinator(
+    name: str,
+    conf: Mapping[str, Any],
+    provider: StateProvider,
+    participants: Any,
+    parallelism: Mapping[str, int],
+    rc: RuntimeConfig,
+    master: str,
+) -> Coordinator:
+    """A started coordinator whose record lives in the topology's store (sqlite for custom providers)."""
+    if isinstance(provider, KeyValueStateProvider):
+        backend = provider.backend
+    else:
+        check_local_store("sqlite", master, name)
+        backend = open_backend(parse_provider_config({"weir.state.dir": rc.state_dir}))
+    coord = Coordinator(name, CheckpointStore(backend, name), participants, parallelism, max_retries=rc.max_retries)
+    coord.start()
+    return coord
+
+
+def resolve_provider(name: str, conf: Mapping[str, Any], master: str) -> StateProvider:
+    """The topology's state provider, validated (and connected once) at submit time."""
+    provider = StateFactory.get_provider(conf)
+    if isinstance(provider, KeyValueStateProvider):
+        check_local_store(provider.config.provider, master, name)
+        provider.validate()
+    return provider
+
+
+class TopologyRun:
+    """A submitted topology: start it, process what is available, watch it, stop it."""
+
+    def __init__(
+        self,
+        name: str,
+        conf: Mapping[str, Any],
+        rc: RuntimeConfig,
+        spark: Any,
+        spouts: list[tuple[str, Any]],
+        runner: BatchRunner,
+        coordinator: Coordinator | None,
+        *,
+        provider: StateProvider | None = None,
+        state_namespaces: list[str] | None = None,
+    ) -> None:
+        self.name = name
+        self.conf = dict(conf)
+        self.rc = rc
+        self.spark = spark
+        self.spouts = spouts
+        self.runner = runner
+        self.coordinator = coordinator
+        self.provider = provider
+        self.state_namespaces = state_namespaces or []
+        self.query: Any = None
+        self._qid: str | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._status = RunStatus(topology=name, state="submitted")
+        self._t0 = 0.0
+        self._lock = threading.Lock()
+
+    # ---- the stream ----------------------------------------------------------------------
+    def _build(self, trigger: dict[str, Any]) -> None:
+        if self.query is not None and self.query.isActive:
+            msg = f"topology {self.name!r} is already running (query {self._qid})"
+            raise TopologyError(msg, topology=self.name)
+        from pyspark.sql import functions as F  # noqa: N812
+
+        dfs = []
+        for cid, spout in self.spouts:
+            ctx = TopologyContext(self.name, cid, 0, 1, self.conf)
+            try:
+                dfs.append((cid, spout.create_stream(self.spark, ctx)))
+            except WeirError:
+                raise
+            except Exception as exc:
+                msg = f"topology {self.name!r}, spout {cid!r}: cannot create its stream: {exc}"
+                raise TopologyError(msg, topology=self.name, component=cid) from exc
+        if len(dfs) == 1:
+            self._spout_id: str | None = dfs[0][0]
+            df = dfs[0][1]
+        else:
+            self._spout_id = None
+            parts = [d.select(F.lit(cid).alias("c"), F.to_json(F.array(*d.columns)).alias("v")) for cid, d in dfs]
+            df = parts[0]
+            for p in parts[1:]:
+                df = df.unionByName(p)
+        writer = (
+            df.writeStream.foreachBatch(self._on_batch)
+            .option("checkpointLocation", self.rc.checkpoint_location)
+            .trigger(**trigger)
+        )
+        self._ready.clear()
+        self._error = None
+        self._t0 = time.time()
+        self._status.state = "running"
+        self.query = writer.start()
+        self._qid = str(self.query.id)
+        self._status.query_id = self._qid
+        self._ready.set()
+
+    def _on_batch(self, df: Any, batch_id: int) -> None:
+        try:
+            if not self._ready.wait(120):
+                msg = f"topology {self.name!r}: the streaming query did not start"
+                raise TopologyError(msg, topology=self.name)
+            assert self._qid is not None
+            rdd = df.rdd
+            if self.coordinator is not None:
+                report = self.coordinator.run_batch(
+                    self._qid, batch_id, lambda txid, epoch, attempt: self.runner.run(rdd, self._spout_id, txid, epoch)
+                )
+            else:
+                report = self._stateless(rdd, batch_id)
+            self._record(report)
+        except BaseException as exc:
+            self._error = exc
+            self._status.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise
+
+    def _stateless(self, rdd: Any, batch_id: int) -> BatchReport:
+        txid = batch_id + 1
+        report = BatchReport(txid=txid)
+        for attempt in range(self.rc.max_retries + 1):
+            report.attempts = attempt + 1
+            t0 = time.perf_counter()
+            outcome = self.runner.run(rdd, self._spout_id, txid, None)
+            report.job_ms = (time.perf_counter() - t0) * 1000
+            report.stats = outcome.stats
+            if outcome.ok:
+                return report
+        first = outcome.failures[0]
+        msg = (
+            f"topology {self.name!r}: component {first.component!r} task {first.task} failed batch {txid} "
+            f"{self.rc.max_retries + 1} times: {first.error}"
+        )
+        raise TopologyError(
+            msg, topology=self.name, component=first.component, task=first.task, txid=txid,
+            remote_traceback=first.traceback or None,
+        )
+
+    def _record(self, report: BatchReport) -> None:
+        with self._lock:
+            s = self._status
+            s.last_txid = report.txid
+            if report.skipped:
+                s.skipped += 1
+                return
+            s.batches += 1
+            s.retries += max(0, report.attempts - 1)
+            n = int(report.stats.get("tuples_in", 0))
+            s.tuples_in += n
+            s.last_batch_tuples = n
+            s.last_job_ms = report.job_ms
+            s.last_commit_ms = report.commit_ms
+            total_ms = report.job_ms + report.commit_ms
+            s.tuples_per_s = n / (total_ms / 1000) if total_ms > 0 else 0.0
+            s.dead_letters += int(report.stats.get("dead_letters", 0))
+            for comp, c in report.stats.get("components", {}).items():
+                agg = s.components.setdefault(comp, {"in": 0, "out": 0, "failed": 0})
+                for k in ("in", "out", "failed"):
+                    agg[k] += c.get(k, 0)
+
+    # ---- control -------------------------------------------------------------------------
+    def start(self) -> TopologyRun:
+        """Run continuously, one micro-batch per checkpoint interval."""
+        ms = self.rc.interval_ms
+        self._build({"processingTime": f"{ms} milliseconds"} if ms > 0 else {"processingTime": "0 seconds"})
+        return self
+
+    def process_available(self, timeout: float | None = None) -> RunStatus:
+        """Process everything the sources have now (``Trigger.AvailableNow``), then stop."""
+        self._build({"availableNow": True})
+        self.await_termination(timeout)
+        return self.status()
+
+    def await_termination(self, timeout: float | None = None) -> bool:
+        """Wait for the query to end; re-raise the error that stopped it (a :class:`WeirError`)."""
+        if self.query is None:
+            self.start()
+        try:
+            done = bool(self.query.awaitTermination(timeout) if timeout is not None else self.query.awaitTermination())
+            if timeout is None:
+                done = True
+        except Exception as exc:
+            self._status.state = "failed"
+            if self._error is not None:
+                raise self._error from None
+            msg = f"topology {self.name!r}: the streaming query failed: {str(exc)[:2000]}"
+            raise TopologyError(msg, topology=self.name) from exc
+        if done:
+            self._status.state = "stopped" if self._error is None else "failed"
+            if self._error is not None:
+                raise self._error
+        return done
+
+    def stop(self) -> None:
+        """Stop the query (a batch in flight finishes or is rolled back on the next start)."""
+        if self.query is not None and self.query.isActive:
+            self.query.stop()
+        self._status.state = "stopped"
+
+    def status(self, *, sizes: bool = False) -> RunStatus:
+        """Last txid, batches, tuples/s, commit ms; with ``sizes`` also key counts per namespace."""
+        with self._lock:
+            s = RunStatus(**{k: v for k, v in self._status.__dict__.items()})
+            s.components = {k: dict(v) for k, v in self._status.components.items()}
+        s.elapsed_s = time.time() - self._t0 if self._t0 else 0.0
+        if self.query is not None and self.query.isActive:
+            s.state = "running"
+        if sizes and isinstance(self.provider, KeyValueStateProvider):
+            b = self.provider.backend
+            s.state_sizes = {ns: b.count(ns) for ns in self.state_namespaces}
+        return s
+
+
+def picklable_or_raise(name: str, cid: str, obj: Any) -> bytes:
+    """Check at submit time that a component can be shipped to executors."""
+    ensure_python_env()
+    try:
+        return bytes(cloudpickle.dumps(obj))
+    except Exception as exc:
+        msg = (
+            f"topology {name!r}, component {cid!r}: {type(obj).__name__} cannot be pickled for the executors "
+            f"({type(exc).__name__}: {exc}); create connections, locks and files in prepare(), not in __init__"
+        )
+        raise TopologyError(msg, topology=name, component=cid) from exc
+
+
+def spark_for(rc: RuntimeConfig, spark: Any) -> tuple[Any, str]:
+    """The session to use and its master URL."""
+    if spark is None:
+        extra = {}
+        spark = get_spark(rc.master, f"weir-{rc.topology}", extra)
+    return spark, str(spark.sparkContext.master)

@@ -1,0 +1,40 @@
+"""Getting a SparkSession set up the way weir needs it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["ensure_python_env", "get_spark"]
+
+
+def ensure_python_env() -> None:
+    """Point Spark's Python workers at this interpreter (else they start whatever python3 is on PATH)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def get_spark(master: str, app_name: str, extra: Mapping[str, Any] | None = None) -> Any:
+    """The active SparkSession, or a new one on ``master`` with the UI off and few shuffle partitions."""
+    ensure_python_env()
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    b = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
+    for k, v in (extra or {}).items():
+        b = b.config(k, str(v))
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

@@ -1,0 +1,227 @@
+"""Executor side: run one task (partition) of one component for one micro-batch.
+
+Records between stages are plain tuples:
+
+* ``("T", stream, values, source_task, direct_task)`` — an emitted tuple;
+* ``("R", report)`` — the task's report (counts, timing, failure with traceback);
+* ``("D", dead_letter)`` — a failed tuple routed to the dead-letter sink.
+
+A task: ``prepare`` → (stateful) ``init_state`` → ``execute`` per tuple → (stateful) ``pre_prepare(txid)``
+and ``state.prepare_commit(txid)`` → ``cleanup``. A failure stops the task and is reported (not
+raised), so the driver can name the component, task and txid; the coordinator then rolls back.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import time
+import traceback
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from weir.checkpoint.faults import crash_point
+from weir.errors import FencedError, TopologyError
+from weir.topology.collector import BasicOutputCollector, FailedTuple, OutputCollector
+from weir.topology.components import BasicBolt, Bolt, Spout, StatefulBolt
+from weir.topology.context import TopologyContext
+from weir.topology.tuple import Fields, Tuple
+
+__all__ = ["TaskSpec", "run_spout_task", "run_task"]
+
+_PLAIN = (str, int, float, bool, bytes, type(None))
+
+
+@dataclass
+class TaskSpec:
+    """Everything a task needs, shipped to executors inside the Spark closure."""
+
+    topology: str
+    component_id: str
+    component: Any
+    parallelism: int
+    outputs: dict[str, Fields]
+    input_fields: dict[tuple[str, str], Fields] = field(default_factory=dict)
+    conf: Mapping[str, Any] = field(default_factory=dict)
+    component_tasks: dict[str, int] = field(default_factory=dict)
+    provider: Any = None
+    deadletter: bool = False
+    stateful: bool = False
+
+    def context(self, task: int) -> TopologyContext:
+        """The task's context."""
+        return TopologyContext(
+            topology=self.topology,
+            component_id=self.component_id,
+            task_index=task,
+            parallelism=self.parallelism,
+            conf=self.conf,
+            component_tasks=self.component_tasks,
+            output_fields={s: tuple(f) for s, f in self.outputs.items()},
+        )
+
+
+def _report(spec: TaskSpec, task: int, txid: int, **kw: Any) -> tuple[str, dict[str, Any]]:
+    rep = {"component": spec.component_id, "task": task, "txid": txid, "pid": os.getpid(), "ok": True}
+    rep.update(kw)
+    return ("R", rep)
+
+
+def _dead_letter(spec: TaskSpec, task: int, txid: int, tup: Tuple | None, values: Any, error: str) -> tuple[str, dict[str, Any]]:
+    return (
+        "D",
+        {
+            "topology": spec.topology,
+            "component": spec.component_id,
+            "task": task,
+            "txid": txid,
+            "source_component": tup.source_component if tup else None,
+            "source_stream": tup.source_stream_id if tup else None,
+            "source_task": tup.source_task if tup else None,
+            "values": _jsonable(values),
+            "error": error,
+        },
+    )
+
+
+def _jsonable(values: Any) -> Any:
+    try:
+        import json
+
+        json.dumps(values, default=repr)
+        return json.loads(json.dumps(values, default=repr))
+    except Exception:
+        return repr(values)
+
+
+def _check_emitted(spec: TaskSpec, task: int, values: tuple[Any, ...]) -> None:
+    for v in values:
+        if type(v) in _PLAIN:
+            continue
+        try:
+            pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            msg = (
+                f"topology {spec.topology!r}, component {spec.component_id!r}, task {task}: emitted a value of "
+                f"type {type(v).__qualname__} that cannot be serialized to the next component: {exc}"
+            )
+            raise TopologyError(msg, component=spec.component_id, task=task) from exc
+
+
+def run_spout_task(
+    spec: TaskSpec, task: int, txid: int, rows: Iterable[Any]
+) -> Iterator[tuple[Any, ...]]:
+    """Turn a partition of the batch's DataFrame into tuples of the spout's default stream."""
+    spout: Spout = spec.component
+    t0 = time.perf_counter()
+    n = 0
+    failed = 0
+    for row in rows:
+        try:
+            values = spout.to_values(row)
+        except Exception as exc:
+            err = f"{type(exc).__name__}: {exc}"
+            if spec.deadletter:
+                failed += 1
+                yield _dead_letter(spec, task, txid, None, list(row), f"malformed input record: {err}")
+                continue
+            yield _report(
+                spec, task, txid, ok=False, n_in=n,
+                error=f"malformed input record {tuple(row)!r:.200}: {err}",
+                traceback=traceback.format_exc(),
+            )
+            return
+        n += 1
+        yield ("T", "default", values, task, None)
+    yield _report(spec, task, txid, n_in=n, n_out=n, failed=failed, ms=(time.perf_counter() - t0) * 1000)
+
+
+def run_task(
+    spec: TaskSpec, task: int, txid: int, epoch: int | None, records: Iterable[tuple[Any, ...]]
+) -> Iterator[tuple[Any, ...]]:
+    """Run task ``task`` of a bolt over its input ``records`` (``(source, stream, values, source_task)``)."""
+    t0 = time.perf_counter()
+    comp = spec.component
+    ctx = spec.context(task)
+    out = OutputCollector(spec.component_id, task, dict(spec.outputs), topology=spec.topology)
+    n_in = n_out = n_failed = 0
+    state = None
+    stage = "prepare"
+    current: Tuple | None = None
+    crash_after = -1
+    if os.environ.get("WEIR_CRASH_AT", "").startswith("during_processing@"):
+        crash_after = 0
+    try:
+        if isinstance(comp, BasicBolt):
+            comp.prepare(spec.conf, ctx)
+            basic = BasicOutputCollector(out)
+        else:
+            comp.collector = out
+            comp.prepare(spec.conf, ctx, out)
+            basic = None
+        if spec.stateful and isinstance(comp, StatefulBolt):
+            stage = "init_state"
+            state = spec.provider.new_state(ctx.state_namespace, spec.conf, ctx)
+            if hasattr(state, "fence"):
+                state.fence(epoch)
+            comp.init_state(state)
+        stage = "execute"
+        fields_of = spec.input_fields
+        for source, stream, values, source_task in records:
+            current = Tuple(values, fields_of[(source, stream)], source, stream, source_task, txid)
+            n_in += 1
+            if crash_after >= 0 and n_in > crash_after:
+                crash_point("during_processing", txid, task=task)
+            try:
+                if basic is not None:
+                    basic.current = current
+                    comp.execute(current, basic)
+                else:
+                    comp.execute(current)
+            except FailedTuple as exc:
+                out.fail(current, str(exc) or "FailedTuple")
+            except FencedError:
+                raise
+            except Exception as exc:
+                if not spec.deadletter:
+                    raise
+                out.fail(current, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+            if out.failed:
+                if not spec.deadletter:
+                    tup, reason = out.failed[0]
+                    msg = f"tuple {list(tup.values)!r:.200} failed: {reason}"
+                    raise TopologyError(msg, component=spec.component_id, task=task, txid=txid)
+                for tup, reason in out.failed:
+                    n_failed += 1
+                    yield _dead_letter(spec, task, txid, tup, list(tup.values), reason)
+                out.failed.clear()
+            if out.emitted:
+                for stream_id, vals, direct in out.emitted:
+                    _check_emitted(spec, task, vals)
+                    n_out += 1
+                    yield ("T", stream_id, vals, task, direct)
+                out.emitted.clear()
+        current = None
+        if state is not None:
+            stage = "pre_prepare"
+            comp.pre_prepare(txid)
+            stage = "prepare_commit"
+            state.prepare_commit(txid)
+            crash_point("between_prepares", txid, task=task)
+        stage = "cleanup"
+        comp.cleanup()
+    except Exception as exc:
+        where = f"{stage}" + (f" of tuple {list(current.values)!r:.200}" if current is not None else "")
+        yield _report(
+            spec, task, txid, ok=False, n_in=n_in, n_out=n_out,
+            error=f"{type(exc).__name__} in {where}: {exc}",
+            error_type=type(exc).__name__,
+            traceback=traceback.format_exc(),
+            fenced=isinstance(exc, FencedError),
+        )
+        return
+    yield _report(
+        spec, task, txid, n_in=n_in, n_out=n_out, failed=n_failed, acked=out.acked,
+        errors=out.errors[:5], ms=(time.perf_counter() - t0) * 1000,
+    )

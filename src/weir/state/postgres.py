@@ -1,0 +1,545 @@
+"""The ``postgres`` provider: a shared, durable store that other services can query with SQL.
+
+Layout (``<schema>.<prefix>…``, default ``public.weir_…``)::
+
+    weir_kv      (ns TEXT, k BYTEA, v BYTEA NOT NULL, PRIMARY KEY (ns, k))   committed rows
+    weir_prepare (ns TEXT, k BYTEA, v BYTEA,          PRIMARY KEY (ns, k))   prepared change sets (NULL = delete)
+    weir_txid    (ns TEXT PRIMARY KEY, committed BIGINT, prepared BIGINT, epoch BIGINT NOT NULL DEFAULT 0)
+
+Every write method is one transaction that first locks the namespace's txid row
+(``SELECT ... FOR UPDATE``, creating it if needed) and checks the writer's epoch there, so a fenced
+driver can never overwrite a newer one's change set. A commit moves rows in SQL
+(``INSERT ... SELECT ... ON CONFLICT DO UPDATE`` and ``DELETE ... USING``). Bulk rows travel as
+``bytea[]`` arrays expanded with ``unnest`` or with binary ``COPY``: one round trip for any size.
+
+Connections are made per process and per thread (never shared across ``fork()``), lazily, so the
+backend may be pickled to Spark executors. Reads reconnect once when the connection broke.
+
+Configuration (``topology.state.provider.config``)::
+
+    {"url": "postgresql://user:password@host:5432/db",
+     "schema": "public", "tablePrefix": "weir_", "connectTimeout": 5}
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from itertools import islice
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from weir._util import validate_identifier
+from weir.errors import ConfigError, StateError
+from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
+from weir.state.config import ProviderConfig
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["PostgresBackend", "PostgresOptions", "open_backend", "redact_url"]
+
+T = TypeVar("T")
+
+_SCHEMA_LOCK_ID = 0x7765_6972_5F73_6368  # pg_advisory_xact_lock key guarding table creation ("weir_sch")
+_GET_MANY_CHUNK = 10_000
+_SCAN_CHUNK = 5_000
+_BULK_CHUNK = 50_000
+
+# connections inherited from a parent process: never used or closed here (closing would end the
+# parent's session), only kept referenced
+_FOREIGN: list[Any] = []
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password (in the netloc or a ``password=`` query parameter) replaced by ``***``."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if parts.password is not None:
+            userinfo, _, hostinfo = netloc.rpartition("@")
+            user = userinfo.split(":", 1)[0]
+            netloc = f"{user}:***@{hostinfo}"
+        query = parts.query
+        if query:
+            pairs = [(k, "***" if k.lower() == "password" else v) for k, v in parse_qsl(query, True)]
+            query = urlencode(pairs, safe="*")
+        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    except ValueError:
+        return "<unparsable postgres url>"
+
+
+@dataclass(frozen=True)
+class PostgresOptions:
+    """Options of the ``postgres`` provider.
+
+    Attributes
+    ----------
+    url:
+        libpq connection URL, ``postgresql://user[:password]@host[:port]/database``.
+    schema:
+        Schema of weir's tables (default ``public``; created if missing).
+    table_prefix:
+        Prefix of the table names (default ``weir_``: ``weir_kv``, ``weir_prepare``, ``weir_txid``).
+    connect_timeout:
+        Seconds to wait for a connection (default 5).
+    """
+
+    url: str
+    schema: str = "public"
+    table_prefix: str = "weir_"
+    connect_timeout: float = 5.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.url, str) or not self.url.lower().startswith(("postgresql://", "postgres://")):
+            msg = f"postgres provider: url {self.url!r} must look like postgresql://user@host:port/database"
+            raise ConfigError(msg)
+        validate_identifier(self.schema, what="postgres provider: schema")
+        if not isinstance(self.table_prefix, str):
+            msg = f"postgres provider: tablePrefix must be a string, got {type(self.table_prefix).__name__}"
+            raise ConfigError(msg)
+        for suffix in ("kv", "prepare", "txid"):
+            validate_identifier(self.table_prefix + suffix, what="postgres provider: table name (tablePrefix)")
+        t = self.connect_timeout
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
+            msg = f"postgres provider: connectTimeout must be a positive number of seconds, got {t!r}"
+            raise ConfigError(msg)
+
+    @classmethod
+    def from_config(cls, cfg: ProviderConfig) -> PostgresOptions:
+        """Options from a parsed provider configuration."""
+        opts = cfg.options
+        if not opts.get("url"):
+            msg = "postgres provider: set 'url' (postgresql://user@host:port/database)"
+            raise ConfigError(msg)
+        kwargs: dict[str, Any] = {"url": opts["url"]}
+        for key, name in (("schema", "schema"), ("tablePrefix", "table_prefix"), ("connectTimeout", "connect_timeout")):
+            if key in opts:
+                kwargs[name] = opts[key]
+        return cls(**kwargs)
+
+    def table(self, suffix: str) -> str:
+        """The quoted, schema-qualified name of table ``<prefix><suffix>`` (identifiers validated)."""
+        return f'"{self.schema}"."{self.table_prefix}{suffix}"'
+
+
+class _Statements:
+    """The SQL of one backend, with its table names filled in."""
+
+    def __init__(self, o: PostgresOptions) -> None:
+        kv, prep, txid = o.table("kv"), o.table("prepare"), o.table("txid")
+        self.create = (
+            f"CREATE TABLE IF NOT EXISTS {kv} (ns TEXT NOT NULL, k BYTEA NOT NULL, v BYTEA NOT NULL, "
+            "PRIMARY KEY (ns, k))",
+            f"CREATE TABLE IF NOT EXISTS {prep} (ns TEXT NOT NULL, k BYTEA NOT NULL, v BYTEA, "
+            "PRIMARY KEY (ns, k))",
+            f"CREATE TABLE IF NOT EXISTS {txid} (ns TEXT PRIMARY KEY, committed BIGINT, prepared BIGINT, "
+            "epoch BIGINT NOT NULL DEFAULT 0)",
+        )
+        self.exists = (
+            f"SELECT to_regclass('{kv}') IS NOT NULL AND to_regclass('{prep}') IS NOT NULL "
+            f"AND to_regclass('{txid}') IS NOT NULL"
+        )
+        self.get = f"SELECT v FROM {kv} WHERE ns = %s AND k = %b"
+        self.get_many = f"SELECT k, v FROM {kv} WHERE ns = %s AND k = ANY(%b::bytea[])"
+        self.count = f"SELECT count(*) FROM {kv} WHERE ns = %s"
+        self.scan_first = f"SELECT k, v FROM {kv} WHERE ns = %s ORDER BY k LIMIT %s"
+        self.scan_next = f"SELECT k, v FROM {kv} WHERE ns = %s AND k > %b ORDER BY k LIMIT %s"
+        self.txids = f"SELECT committed, prepared, epoch FROM {txid} WHERE ns = %s"
+        self.load_prepared = (
+            f"SELECT t.prepared, p.k, p.v FROM {txid} t LEFT JOIN {prep} p ON p.ns = t.ns WHERE t.ns = %s"
+        )
+        step = (
+            "{n}(ns) AS (SELECT min(ns) FROM {t} UNION ALL "
+            "SELECT (SELECT min(ns) FROM {t} WHERE ns > {n}.ns) FROM {n} WHERE {n}.ns IS NOT NULL)"
+        )
+        self.namespaces = (
+            f"WITH RECURSIVE {step.format(n='a', t=kv)}, {step.format(n='b', t=prep)} "
+            f"SELECT ns FROM {txid} UNION SELECT ns FROM a WHERE ns IS NOT NULL "
+            "UNION SELECT ns FROM b WHERE ns IS NOT NULL"
+        )
+        self.lock = f"SELECT committed, prepared, epoch FROM {txid} WHERE ns = %s FOR UPDATE"
+        self.ensure = f"INSERT INTO {txid} (ns) VALUES (%s) ON CONFLICT (ns) DO NOTHING"
+        self.set_txid = f"UPDATE {txid} SET committed = %s, prepared = %s, epoch = %s WHERE ns = %s"
+        self.acquire = f"UPDATE {txid} SET epoch = epoch + 1 WHERE ns = %s RETURNING epoch"
+        self.upsert = (
+            f"INSERT INTO {kv} (ns, k, v) SELECT %s, t.k, t.v FROM unnest(%b::bytea[], %b::bytea[]) AS t(k, v) "
+            "ON CONFLICT (ns, k) DO UPDATE SET v = EXCLUDED.v"
+        )
+        self.delete = f"DELETE FROM {kv} WHERE ns = %s AND k = ANY(%b::bytea[])"
+        self.prepare_clear = f"DELETE FROM {prep} WHERE ns = %s"
+        self.prepare_copy = f"COPY {prep} (ns, k, v) FROM STDIN (FORMAT BINARY)"
+        self.move_upserts = (
+            f"INSERT INTO {kv} (ns, k, v) SELECT ns, k, v FROM {prep} WHERE ns = %s AND v IS NOT NULL "
+            "ON CONFLICT (ns, k) DO UPDATE SET v = EXCLUDED.v"
+        )
+        self.move_deletes = (
+            f"DELETE FROM {kv} AS r USING {prep} AS p "
+            "WHERE r.ns = %s AND p.ns = r.ns AND p.k = r.k AND p.v IS NULL"
+        )
+        self.drop = tuple(f"DELETE FROM {t} WHERE ns = %s" for t in (kv, prep, txid))
+
+
+def _import_psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError as exc:
+        msg = "the postgres state provider needs psycopg 3: pip install 'weir[postgres]'"
+        raise ConfigError(msg) from exc
+    return psycopg
+
+
+def _connect_hint(text: str) -> str:
+    low = text.lower()
+    if "database" in low and "does not exist" in low:
+        return "create the database (CREATE DATABASE ...) or fix the database name in the url"
+    if "password" in low or "role" in low or "authentication" in low:
+        return "check the user and password in the url (and pg_hba.conf on the server)"
+    if "timeout" in low or "refused" in low or "could not translate" in low or "no route" in low:
+        return "check that PostgreSQL is running and reachable at that host and port (or raise connectTimeout)"
+    return "check the url and that the server accepts connections from this machine"
+
+
+class PostgresBackend(Backend):
+    """Backend SPI over three PostgreSQL tables (see the module docstring for the layout)."""
+
+    kind = "postgres"
+    durable = True
+    distributed = True
+
+    def __init__(self, options: PostgresOptions) -> None:
+        self.options = options
+        self._sql = _Statements(options)
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._open: list[tuple[int, Any]] = []
+        self._generation = 0
+
+    @classmethod
+    def open(cls, options: PostgresOptions) -> PostgresBackend:
+        """Connect now and create the tables if needed; raise ConfigError when that is impossible."""
+        backend = cls(options)
+        psycopg = _import_psycopg()
+        try:
+            conn = backend._conn()
+            backend._init_schema(conn)
+        except ConfigError:
+            backend.close()
+            raise
+        except psycopg.Error as exc:
+            backend.close()
+            text = " ".join(str(exc).split()) or type(exc).__name__
+            if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+                hint = (
+                    f"grant the user CREATE on schema {options.schema!r} or create weir's tables ahead "
+                    "(see weir.state.postgres)"
+                )
+            else:
+                hint = _connect_hint(text)
+            msg = f"cannot open the postgres state store {backend.describe()}: {text}; {hint}"
+            raise ConfigError(msg) from exc
+        return backend
+
+    def describe(self) -> str:
+        """The url (password hidden), with the schema and prefix when not the defaults."""
+        out = redact_url(self.options.url)
+        if (self.options.schema, self.options.table_prefix) != ("public", "weir_"):
+            out += f" [{self.options.schema}.{self.options.table_prefix}*]"
+        return out
+
+    def __repr__(self) -> str:
+        return f"PostgresBackend({self.describe()!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"options": self.options}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["options"])  # type: ignore[misc]
+
+    # ---- connections ---------------------------------------------------------------------------
+    def _conn(self) -> psycopg.Connection[Any]:
+        local = self._local
+        conn = getattr(local, "conn", None)
+        if (
+            conn is not None
+            and local.pid == os.getpid()
+            and local.gen == self._generation
+            and not conn.closed
+            and not conn.broken
+        ):
+            return conn  # type: ignore[no-any-return]
+        return self._connect()
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        psycopg = _import_psycopg()
+        local = self._local
+        pid = os.getpid()
+        with self._lock:
+            _FOREIGN.extend(c for p, c in self._open if p != pid)
+            stale = [c for p, c in self._open if p == pid and (c.closed or c.broken)]
+            self._open = [(p, c) for p, c in self._open if p == pid and not (c.closed or c.broken)]
+        old = getattr(local, "conn", None)
+        if old is not None and local.pid != pid and old not in _FOREIGN:
+            _FOREIGN.append(old)
+        for c in stale:
+            try:
+                c.close()
+            except psycopg.Error:
+                pass
+        conn = psycopg.connect(
+            self.options.url,
+            autocommit=True,
+            connect_timeout=max(2, round(self.options.connect_timeout)),
+            application_name="weir",
+        )
+        with self._lock:
+            self._open.append((pid, conn))
+            local.gen = self._generation
+        local.conn, local.pid = conn, pid
+        return conn  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        """Close this process's connections (a later call reconnects)."""
+        pid = os.getpid()
+        with self._lock:
+            mine = [c for p, c in self._open if p == pid]
+            self._open = [(p, c) for p, c in self._open if p != pid]
+            self._generation += 1
+        for conn in mine:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001, S110 - closing a broken connection may fail; nothing to do
+                pass
+        self._local.conn = None
+
+    def _init_schema(self, conn: psycopg.Connection[Any]) -> None:
+        if conn.execute(self._sql.exists).fetchone() == (True,):
+            return
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_ID,))
+            found = conn.execute(
+                "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.options.schema,)
+            ).fetchone()
+            if found is None:
+                conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.options.schema}"')
+            for stmt in self._sql.create:
+                conn.execute(stmt)
+
+    # ---- transactions --------------------------------------------------------------------------
+    def _read(self, namespace: str, body: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """Run a read; reconnect and retry once if the connection broke."""
+        psycopg = _import_psycopg()
+        for attempt in (1, 2):
+            conn = self._conn()
+            try:
+                return body(conn)
+            except psycopg.OperationalError as exc:
+                if attempt == 1 and (conn.closed or conn.broken):
+                    continue
+                msg = f"namespace {namespace!r}: read from {self.describe()} failed: {exc}"
+                raise StateError(msg) from exc
+            except psycopg.Error as exc:
+                msg = f"namespace {namespace!r}: read from {self.describe()} failed: {exc}"
+                raise StateError(msg) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _write(self, namespace: str, body: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """Run ``body`` in one transaction (a broken connection is replaced before, never retried)."""
+        psycopg = _import_psycopg()
+        conn = self._conn()
+        try:
+            with conn.transaction():
+                return body(conn)
+        except psycopg.Error as exc:
+            lost = conn.closed or conn.broken
+            msg = f"namespace {namespace!r}: write to {self.describe()} failed: {exc}" + (
+                "; the connection was lost, so the write may or may not have been applied: "
+                "check txids() before retrying"
+                if lost
+                else ""
+            )
+            raise StateError(msg) from exc
+
+    def _fence(self, conn: psycopg.Connection[Any], namespace: str, epoch: int | None) -> TxidRecord:
+        """Lock (creating) the namespace's txid row and check ``epoch``; return the record to write."""
+        row = conn.execute(self._sql.lock, (namespace,)).fetchone()
+        if row is None:
+            conn.execute(self._sql.ensure, (namespace,))
+            row = conn.execute(self._sql.lock, (namespace,)).fetchone()
+        assert row is not None
+        committed, prepared, stored = row
+        check_epoch(namespace, epoch, stored)
+        if epoch is not None and epoch > stored:
+            stored = epoch
+        return TxidRecord(committed, prepared, stored)
+
+    def _upsert(self, conn: psycopg.Connection[Any], namespace: str, rows: list[tuple[bytes, bytes]]) -> None:
+        for i in range(0, len(rows), _BULK_CHUNK):
+            chunk = dict(rows[i : i + _BULK_CHUNK])  # ON CONFLICT refuses a key twice in one statement
+            conn.execute(self._sql.upsert, (namespace, list(chunk), list(chunk.values())))
+
+    # ---- reads ---------------------------------------------------------------------------------
+    def get(self, namespace: str, key: bytes) -> bytes | None:
+        """Committed value of ``key``, or None."""
+        row = self._read(
+            namespace, lambda c: c.execute(self._sql.get, (namespace, key), binary=True).fetchone()
+        )
+        return None if row is None else bytes(row[0])
+
+    def get_many(self, namespace: str, keys: list[bytes]) -> list[bytes | None]:
+        """Committed values of ``keys`` in order (``k = ANY(array)``, 10,000 keys per query)."""
+
+        def body(conn: psycopg.Connection[Any]) -> list[bytes | None]:
+            found: dict[bytes, bytes] = {}
+            for i in range(0, len(keys), _GET_MANY_CHUNK):
+                chunk = keys[i : i + _GET_MANY_CHUNK]
+                cur = conn.execute(self._sql.get_many, (namespace, chunk), binary=True)
+                found.update((bytes(k), bytes(v)) for k, v in cur)
+            return [found.get(k) for k in keys]
+
+        if not keys:
+            return []
+        return self._read(namespace, body)
+
+    def scan(self, namespace: str) -> Iterator[tuple[bytes, bytes]]:
+        """Committed rows in key order, read in pages of 5,000 (no transaction held between pages)."""
+
+        def page(last: bytes | None) -> list[tuple[bytes, bytes]]:
+            def body(c: psycopg.Connection[Any]) -> list[tuple[bytes, bytes]]:
+                if last is None:
+                    cur = c.execute(self._sql.scan_first, (namespace, _SCAN_CHUNK), binary=True)
+                else:
+                    cur = c.execute(self._sql.scan_next, (namespace, last, _SCAN_CHUNK), binary=True)
+                return [(bytes(k), bytes(v)) for k, v in cur]
+
+            return self._read(namespace, body)
+
+        rows = page(None)
+        while rows:
+            yield from rows
+            if len(rows) < _SCAN_CHUNK:
+                return
+            rows = page(rows[-1][0])
+
+    def count(self, namespace: str) -> int:
+        """Number of committed rows."""
+        row = self._read(namespace, lambda c: c.execute(self._sql.count, (namespace,)).fetchone())
+        return 0 if row is None else int(row[0])
+
+    def txids(self, namespace: str) -> TxidRecord:
+        """The txid record (None / None / 0 for an unknown namespace)."""
+        row = self._read(namespace, lambda c: c.execute(self._sql.txids, (namespace,)).fetchone())
+        return TxidRecord() if row is None else TxidRecord(row[0], row[1], int(row[2]))
+
+    def load_prepared(self, namespace: str) -> tuple[int, dict[bytes, bytes | None]] | None:
+        """The prepared change set and its txid (one consistent query), or None."""
+        rows = self._read(
+            namespace,
+            lambda c: c.execute(self._sql.load_prepared, (namespace,), binary=True).fetchall(),
+        )
+        if not rows or rows[0][0] is None:
+            return None
+        return int(rows[0][0]), {
+            bytes(k): None if v is None else bytes(v) for _, k, v in rows if k is not None
+        }
+
+    def namespaces(self) -> list[str]:
+        """Every namespace with rows, a prepared set or a txid record, sorted."""
+        rows = self._read("*", lambda c: c.execute(self._sql.namespaces).fetchall())
+        return sorted(r[0] for r in rows)
+
+    # ---- atomic writes -------------------------------------------------------------------------
+    def write_prepared(self, namespace: str, txid: int, changes: Changes, epoch: int | None) -> None:
+        """Replace the prepared change set with ``changes`` as ``txid`` (one transaction, binary COPY)."""
+
+        def body(conn: psycopg.Connection[Any]) -> None:
+            rec = self._fence(conn, namespace, epoch)
+            conn.execute(self._sql.prepare_clear, (namespace,))
+            if changes:
+                with conn.cursor() as cur, cur.copy(self._sql.prepare_copy) as copy:
+                    copy.set_types(["text", "bytea", "bytea"])
+                    for k, v in changes.items():
+                        copy.write_row((namespace, k, v))
+            conn.execute(self._sql.set_txid, (rec.committed, txid, rec.epoch, namespace))
+
+        self._write(namespace, body)
+
+    def commit_prepared(self, namespace: str, txid: int, epoch: int | None) -> None:
+        """Move the prepared set ``txid`` into the committed rows, in SQL, in one transaction."""
+
+        def body(conn: psycopg.Connection[Any]) -> None:
+            rec = self._fence(conn, namespace, epoch)
+            if rec.prepared != txid:
+                msg = (
+                    f"namespace {namespace!r}: cannot commit txid {txid}: the prepared txid is "
+                    f"{rec.prepared} and the committed txid is {rec.committed}; commit only what was prepared"
+                )
+                raise StateError(msg)
+            conn.execute(self._sql.move_upserts, (namespace,))
+            conn.execute(self._sql.move_deletes, (namespace,))
+            conn.execute(self._sql.prepare_clear, (namespace,))
+            conn.execute(self._sql.set_txid, (txid, None, rec.epoch, namespace))
+
+        self._write(namespace, body)
+
+    def discard_prepared(self, namespace: str, epoch: int | None) -> None:
+        """Delete the prepared change set (no-op when there is none)."""
+
+        def body(conn: psycopg.Connection[Any]) -> None:
+            rec = self._fence(conn, namespace, epoch)
+            conn.execute(self._sql.prepare_clear, (namespace,))
+            conn.execute(self._sql.set_txid, (rec.committed, None, rec.epoch, namespace))
+
+        self._write(namespace, body)
+
+    def write_direct(self, namespace: str, changes: Changes, epoch: int | None) -> None:
+        """Apply ``changes`` to the committed rows (one transaction), txids untouched."""
+        ups, dels = self.split(changes)
+
+        def body(conn: psycopg.Connection[Any]) -> None:
+            rec = self._fence(conn, namespace, epoch)
+            if ups:
+                self._upsert(conn, namespace, ups)
+            for i in range(0, len(dels), _BULK_CHUNK):
+                conn.execute(self._sql.delete, (namespace, dels[i : i + _BULK_CHUNK]))
+            conn.execute(self._sql.set_txid, (rec.committed, rec.prepared, rec.epoch, namespace))
+
+        self._write(namespace, body)
+
+    def put_many(self, namespace: str, rows: Iterable[tuple[bytes, bytes]]) -> None:
+        """Bulk load of committed rows in one transaction (``rows`` is streamed in chunks)."""
+        it = iter(rows)
+
+        def body(conn: psycopg.Connection[Any]) -> None:
+            self._fence(conn, namespace, None)
+            while chunk := list(islice(it, _BULK_CHUNK)):
+                self._upsert(conn, namespace, chunk)
+
+        self._write(namespace, body)
+
+    def acquire_epoch(self, namespace: str) -> int:
+        """Increment and return the namespace's epoch."""
+
+        def body(conn: psycopg.Connection[Any]) -> int:
+            conn.execute(self._sql.ensure, (namespace,))
+            row = conn.execute(self._sql.acquire, (namespace,)).fetchone()
+            assert row is not None
+            return int(row[0])
+
+        return self._write(namespace, body)
+
+    def drop(self, namespace: str) -> None:
+        """Delete the rows, the prepared set and the txid record of ``namespace``."""
+
+        def body(conn: psycopg.Connection[Any]) -> None:
+            for stmt in self._sql.drop:
+                conn.execute(stmt, (namespace,))
+
+        self._write(namespace, body)
+
+
+def open_backend(cfg: ProviderConfig) -> PostgresBackend:
+    """Connect to the PostgreSQL store named by ``cfg`` and create weir's tables if needed."""
+    return PostgresBackend.open(PostgresOptions.from_config(cfg))

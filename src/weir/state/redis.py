@@ -1,0 +1,715 @@
+"""The ``redis`` provider: Storm's Redis layout on Redis or Redis Cluster, with atomic commits.
+
+Layout of a namespace ``ns`` (Storm's ``RedisKeyValueState``; in cluster mode every key carries the
+hash tag ``{ns}`` so the three live in one slot):
+
+=====================  ==========================  ==============================================
+standalone             cluster                     content
+=====================  ==========================  ==============================================
+``ns``                 ``{ns}``                    committed rows: serialized key → serialized value
+``ns$prepare``         ``{ns}$prepare``            the prepared change set: ``=`` + value, or ``-``
+``ns$txid``            ``{ns}$txid``               fields ``commit``, ``prepare`` and ``epoch``
+=====================  ==========================  ==============================================
+
+So with the default JSON serializer ``HGET wordcount-count-0 '"hello"'`` returns a count to any Redis
+client. Every write is **one Lua script** that first checks the writer's epoch (Storm's own commit
+is a non-atomic sequence of commands; this one is atomic). A change set larger than
+:data:`INLINE_LIMIT` entries is first staged in chunks into a temporary hash of the same slot
+(``ns$stage$<token>``, expiring after an hour); the visible step — swapping it in as the prepared
+set, or applying it — is still a single script.
+
+Configuration (``topology.state.provider.config``): Storm's ``jedisPoolConfig`` ``{host, port,
+timeout (ms), database, password}`` or ``jedisClusterConfig`` ``{nodes: ["h:p", ...], timeout,
+maxRedirections, password}``, or ``url``: ``redis://[[user]:password@]host[:port][/db]``,
+``rediss://...`` (TLS), ``redis+cluster://[[user]:password@]h1:p1,h2:p2[/]``; an optional query
+``?timeout=MS``. The default server is ``localhost:6379``, database 0, timeout 2000 ms.
+
+Example
+-------
+>>> from weir.state import StateFactory
+>>> provider = StateFactory.from_url("redis://localhost:6379/0")  # doctest: +SKIP
+>>> state = provider.new_state("wordcount-count-0")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import redis
+import redis.cluster
+import redis.exceptions as rexc
+
+from weir.errors import ConfigError, FencedError, StateError
+from weir.state.backend import Backend, Changes, TxidRecord, fenced_message
+from weir.state.config import ProviderConfig
+
+__all__ = ["INLINE_LIMIT", "RedisBackend", "RedisSettings", "open_backend", "redis_client"]
+
+#: change sets up to this many entries go inline in one script; larger ones are staged in chunks
+INLINE_LIMIT = 10_000
+_STAGE_CHUNK = 10_000
+_STAGE_TTL_S = 3600
+_READ_CHUNK = 5_000
+_SCAN_ALL_LIMIT = 10_000
+_DEFAULT_TIMEOUT_MS = 2000
+_PUT = b"="
+_ERRORS = (rexc.RedisError, rexc.RedisClusterException, OSError)
+_TOMBSTONE = b"-"
+
+# ---- Lua ---------------------------------------------------------------------------------------
+# KEYS[1] rows, KEYS[2] prepare, KEYS[3] txid, KEYS[4] stage (when used); ARGV[1] epoch ('' = none)
+_PRELUDE = """
+local function fence(e)
+  local stored = tonumber(redis.call('HGET', KEYS[3], 'epoch') or '0')
+  if e ~= '' then
+    local n = tonumber(e)
+    if n < stored then return stored end
+    if n > stored then redis.call('HSET', KEYS[3], 'epoch', e) return nil end
+  end
+  redis.call('HSETNX', KEYS[3], 'epoch', '0')
+  return nil
+end
+local function apply(arr, first, dst)
+  local puts, np, dels, nd = {}, 0, {}, 0
+  for i = first, #arr, 2 do
+    local v = arr[i + 1]
+    if string.byte(v, 1) == 61 then
+      puts[np + 1] = arr[i]
+      puts[np + 2] = string.sub(v, 2)
+      np = np + 2
+      if np >= 4000 then redis.call('HSET', dst, unpack(puts, 1, np)) np = 0 end
+    else
+      nd = nd + 1
+      dels[nd] = arr[i]
+      if nd >= 4000 then redis.call('HDEL', dst, unpack(dels, 1, nd)) nd = 0 end
+    end
+  end
+  if np > 0 then redis.call('HSET', dst, unpack(puts, 1, np)) end
+  if nd > 0 then redis.call('HDEL', dst, unpack(dels, 1, nd)) end
+end
+local function staged(n)
+  local got = redis.call('HLEN', KEYS[4])
+  if got ~= tonumber(n) then
+    redis.call('DEL', KEYS[4])
+    return redis.error_reply('WEIR_STAGE_LOST ' .. got .. ' ' .. n)
+  end
+  return nil
+end
+local f = fence(ARGV[1])
+if f then
+  if KEYS[4] then redis.call('DEL', KEYS[4]) end
+  return redis.error_reply('WEIR_FENCED ' .. f)
+end
+"""
+# ARGV: epoch, txid, k1, tagged v1, ...
+_PREPARE_INLINE = """
+redis.call('DEL', KEYS[2])
+local n = #ARGV
+local i = 3
+while i <= n do
+  local j = math.min(i + 3999, n)
+  redis.call('HSET', KEYS[2], unpack(ARGV, i, j))
+  i = j + 1
+end
+redis.call('HSET', KEYS[3], 'prepare', ARGV[2])
+return 1
+"""
+# ARGV: epoch, txid, staged entry count
+_PREPARE_STAGED = """
+local err = staged(ARGV[3])
+if err then return err end
+redis.call('RENAME', KEYS[4], KEYS[2])
+redis.call('PERSIST', KEYS[2])
+redis.call('HSET', KEYS[3], 'prepare', ARGV[2])
+return 1
+"""
+# ARGV: epoch, txid
+_COMMIT = """
+local p = redis.call('HGET', KEYS[3], 'prepare')
+if p ~= ARGV[2] then return redis.error_reply('WEIR_NOT_PREPARED ' .. (p or 'none')) end
+apply(redis.call('HGETALL', KEYS[2]), 1, KEYS[1])
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[3], 'commit', ARGV[2])
+redis.call('HDEL', KEYS[3], 'prepare')
+return 1
+"""
+# ARGV: epoch
+_DISCARD = """
+redis.call('DEL', KEYS[2])
+redis.call('HDEL', KEYS[3], 'prepare')
+return 1
+"""
+# ARGV: epoch, k1, tagged v1, ...
+_DIRECT_INLINE = """
+apply(ARGV, 2, KEYS[1])
+return 1
+"""
+# ARGV: epoch, staged entry count
+_DIRECT_STAGED = """
+local err = staged(ARGV[2])
+if err then return err end
+apply(redis.call('HGETALL', KEYS[4]), 1, KEYS[1])
+redis.call('DEL', KEYS[4])
+return 1
+"""
+# no fencing: read-only snapshot of the prepared set, and the admin drop
+_LOAD_PREPARED = "return {redis.call('HGET', KEYS[3], 'prepare'), redis.call('HGETALL', KEYS[2])}"
+_DROP = "return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])"
+
+
+class _Script:
+    """A Lua script called by EVALSHA, falling back to EVAL (which caches it) on NOSCRIPT."""
+
+    def __init__(self, body: str, *, fenced: bool = True) -> None:
+        self.source = (_PRELUDE + body) if fenced else body
+        self.sha = hashlib.sha1(self.source.encode(), usedforsecurity=False).hexdigest()
+
+    def __call__(self, client: Any, keys: Sequence[bytes], args: Sequence[Any]) -> Any:
+        try:
+            return client.evalsha(self.sha, len(keys), *keys, *args)
+        except rexc.NoScriptError:
+            return client.eval(self.source, len(keys), *keys, *args)
+
+
+_S_PREPARE_INLINE = _Script(_PREPARE_INLINE)
+_S_PREPARE_STAGED = _Script(_PREPARE_STAGED)
+_S_COMMIT = _Script(_COMMIT)
+_S_DISCARD = _Script(_DISCARD)
+_S_DIRECT_INLINE = _Script(_DIRECT_INLINE)
+_S_DIRECT_STAGED = _Script(_DIRECT_STAGED)
+_S_LOAD_PREPARED = _Script(_LOAD_PREPARED, fenced=False)
+_S_DROP = _Script(_DROP, fenced=False)
+
+
+# ---- configuration -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RedisSettings:
+    """Where and how to connect (picklable; parsed once from the provider configuration).
+
+    Attributes
+    ----------
+    nodes:
+        ``(host, port)`` of the server, or the cluster's startup nodes.
+    cluster:
+        Redis Cluster (hash-tagged keys, ``RedisCluster`` client) instead of one server.
+    database:
+        Database number (standalone only).
+    username, password:
+        Credentials (ACL user optional).
+    ssl:
+        TLS (``rediss://``).
+    timeout_ms:
+        Connect and socket timeout in milliseconds (Storm's ``timeout``, default 2000).
+    max_redirections:
+        Cluster redirections followed per command (Storm's ``maxRedirections``).
+    """
+
+    nodes: tuple[tuple[str, int], ...] = (("localhost", 6379),)
+    cluster: bool = False
+    database: int = 0
+    username: str | None = None
+    password: str | None = None
+    ssl: bool = False
+    timeout_ms: int = _DEFAULT_TIMEOUT_MS
+    max_redirections: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.nodes:
+            msg = "redis provider: no server given; set jedisPoolConfig.host/port or a redis:// url"
+            raise ConfigError(msg)
+        for host, port in self.nodes:
+            if not host or not 0 < port < 65536:
+                msg = f"redis provider: bad server address {host}:{port}"
+                raise ConfigError(msg)
+        if self.database < 0 or (self.cluster and self.database != 0):
+            msg = f"redis provider: database {self.database} is not allowed (a cluster has only database 0)"
+            raise ConfigError(msg)
+        if self.timeout_ms <= 0:
+            msg = f"redis provider: timeout must be a positive number of milliseconds, got {self.timeout_ms}"
+            raise ConfigError(msg)
+
+    def describe(self) -> str:
+        """A URL of the store without credentials."""
+        hosts = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.nodes)
+        if self.cluster:
+            return f"{'rediss' if self.ssl else 'redis'}+cluster://{hosts}"
+        return f"{'rediss' if self.ssl else 'redis'}://{hosts}/{self.database}"
+
+    def scrub(self, text: str) -> str:
+        """``text`` with the password replaced by ``***``."""
+        return text.replace(self.password, "***") if self.password else text
+
+    @classmethod
+    def from_config(cls, cfg: ProviderConfig | Mapping[str, Any]) -> RedisSettings:
+        """Settings from a :class:`ProviderConfig` (or its options mapping)."""
+        opts = cfg.options if isinstance(cfg, ProviderConfig) else cfg
+        given = [k for k in ("url", "jedisPoolConfig", "jedisClusterConfig") if opts.get(k)]
+        if len(given) > 1:
+            msg = f"redis provider: give one of url, jedisPoolConfig or jedisClusterConfig, not {given}"
+            raise ConfigError(msg)
+        if opts.get("url"):
+            return cls.from_url(str(opts["url"]))
+        if opts.get("jedisClusterConfig"):
+            c = opts["jedisClusterConfig"]
+            return cls(
+                nodes=tuple(_host_port(str(n), what="jedisClusterConfig.nodes") for n in c["nodes"]),
+                cluster=True,
+                password=c.get("password") or None,
+                timeout_ms=int(c.get("timeout", _DEFAULT_TIMEOUT_MS)),
+                max_redirections=c.get("maxRedirections"),
+            )
+        p = opts.get("jedisPoolConfig") or {}
+        return cls(
+            nodes=((str(p.get("host", "localhost")), int(p.get("port", 6379))),),
+            database=int(p.get("database", 0)),
+            password=p.get("password") or None,
+            timeout_ms=int(p.get("timeout", _DEFAULT_TIMEOUT_MS)),
+        )
+
+    @classmethod
+    def from_url(cls, url: str) -> RedisSettings:
+        """Parse ``redis://``, ``rediss://`` and ``redis+cluster://`` URLs."""
+        scheme, sep, rest = url.partition("://")
+        scheme = scheme.lower()
+        if not sep or scheme not in ("redis", "rediss", "redis+cluster", "rediss+cluster"):
+            msg = (
+                f"redis provider: cannot read url {_redact_url(url)!r}; expected "
+                "redis://[:password@]host:port/db, rediss://... or redis+cluster://h1:p1,h2:p2"
+            )
+            raise ConfigError(msg)
+        parts = urlsplit("x://" + rest)
+        netloc = parts.netloc
+        username = password = None
+        if "@" in netloc:
+            userinfo, _, netloc = netloc.rpartition("@")
+            user, has_pw, pw = userinfo.partition(":")
+            username = unquote(user) or None
+            password = unquote(pw) if has_pw else None
+            if not has_pw:  # redis://password@host is accepted by most clients
+                username, password = None, unquote(user) or None
+        cluster = scheme.endswith("+cluster")
+        nodes = tuple(
+            _host_port(n, what="url", default_port=6379) for n in (netloc.split(",") if netloc else [""])
+        )
+        if not cluster and len(nodes) != 1:
+            msg = f"redis provider: url {_redact_url(url)!r} names several hosts; use redis+cluster://"
+            raise ConfigError(msg)
+        path = parts.path.strip("/")
+        try:
+            database = int(path) if path else 0
+        except ValueError as exc:
+            msg = f"redis provider: url {_redact_url(url)!r}: database {path!r} is not a number"
+            raise ConfigError(msg) from exc
+        query = parse_qs(parts.query)
+        timeout_ms = _DEFAULT_TIMEOUT_MS
+        for key, values in query.items():
+            if key != "timeout" or not values[-1].isdigit():
+                msg = f"redis provider: url {_redact_url(url)!r}: unknown or bad query parameter {key!r}"
+                raise ConfigError(msg)
+            timeout_ms = int(values[-1])
+        return cls(
+            nodes=nodes,
+            cluster=cluster,
+            database=database,
+            username=username,
+            password=password,
+            ssl=scheme.startswith("rediss"),
+            timeout_ms=timeout_ms,
+        )
+
+
+def _redact_url(url: str) -> str:
+    head, sep, tail = url.rpartition("@")
+    if not sep:
+        return url
+    scheme, _, userinfo = head.partition("://")
+    user = userinfo.partition(":")[0] if ":" in userinfo else ""
+    return f"{scheme}://{user}:***@{tail}"
+
+
+def _host_port(text: str, *, what: str, default_port: int | None = None) -> tuple[str, int]:
+    text = text.strip()
+    if text.startswith("["):  # [ipv6]:port
+        host, _, rest = text[1:].partition("]")
+        port_text = rest.removeprefix(":")
+    elif text.count(":") == 1 or default_port is None:
+        host, _, port_text = text.rpartition(":")
+    else:
+        host, port_text = text, ""
+    host = host or "localhost"
+    if not port_text and default_port is not None:
+        return host, default_port
+    if not port_text.isdigit():
+        msg = f"redis provider: {what}: {text!r} is not 'host:port'"
+        raise ConfigError(msg)
+    return host, int(port_text)
+
+
+def _connect(settings: RedisSettings) -> Any:
+    """A new (unchecked) client for ``settings``."""
+    timeout = settings.timeout_ms / 1000.0
+    common: dict[str, Any] = {
+        "username": settings.username,
+        "password": settings.password,
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        "ssl": settings.ssl,
+    }
+    if not settings.cluster:
+        host, port = settings.nodes[0]
+        return redis.Redis(host=host, port=port, db=settings.database, **common)
+    client = redis.cluster.RedisCluster(
+        startup_nodes=[redis.cluster.ClusterNode(h, p) for h, p in settings.nodes],  # type: ignore[no-untyped-call]
+        **common,
+    )
+    if settings.max_redirections is not None:
+        client.RedisClusterRequestTTL = max(1, settings.max_redirections)
+    return client
+
+
+def _check(settings: RedisSettings, client: Any) -> None:
+    """PING the server(s) and check the mode matches (raises redis errors)."""
+    client.ping()
+    if settings.cluster:
+        for node in client.get_primaries():
+            info = client.get_redis_connection(node).execute_command("CLUSTER INFO")
+            if isinstance(info, dict):
+                state = info.get("cluster_state")
+            else:
+                text = info.decode() if isinstance(info, bytes) else str(info)
+                state = "ok" if "cluster_state:ok" in text else None
+            if state not in ("ok", b"ok"):
+                msg = f"node {node.host}:{node.port} reports cluster_state other than ok"
+                raise rexc.ClusterDownError(msg)
+    elif int(client.info("cluster").get("cluster_enabled", 0)):
+        msg = "cluster_enabled"
+        raise rexc.RedisClusterException(msg)
+
+
+def _open_error(settings: RedisSettings, exc: BaseException) -> ConfigError:
+    """A :class:`ConfigError` explaining why the store at ``settings`` cannot be used."""
+    where = settings.describe()
+    reason = settings.scrub(f"{type(exc).__name__}: {exc}")
+    text = str(exc)
+    if isinstance(exc, rexc.AuthenticationError) or any(
+        s in text for s in ("WRONGPASS", "NOAUTH", "invalid password", "without any password")
+    ):
+        hint = (
+            "fix the password (jedisPoolConfig.password / jedisClusterConfig.password, or the URL's "
+            "':password@' part), or remove it if the server has none"
+        )
+    elif text == "cluster_enabled":
+        reason = "the server is a Redis Cluster node"
+        hint = "use jedisClusterConfig or a redis+cluster://host:port,... url"
+    elif "Cluster mode is not enabled" in text:
+        hint = "the server is not a cluster: use jedisPoolConfig or a redis://host:port/db url"
+    elif isinstance(exc, (rexc.ClusterDownError, rexc.SlotNotCoveredError)) or "slots" in text:
+        hint = (
+            "the cluster is not ready: wait until 'redis-cli -p PORT cluster info' says cluster_state:ok "
+            "and every slot is covered"
+        )
+    else:
+        hint = "start the server, or fix the host, port and timeout in topology.state.provider.config"
+    return ConfigError(f"cannot use Redis at {where} ({reason}): {hint}")
+
+
+def redis_client(cfg: ProviderConfig | RedisSettings | str) -> Any:
+    """A connected ``redis.Redis`` / ``RedisCluster`` client for a config, settings or URL.
+
+    Raises
+    ------
+    ConfigError
+        When the server is unreachable, refuses the password, or the cluster is not ready.
+    """
+    if isinstance(cfg, str):
+        settings = RedisSettings.from_url(cfg)
+    elif isinstance(cfg, ProviderConfig):
+        settings = RedisSettings.from_config(cfg)
+    else:
+        settings = cfg
+    client = None
+    try:
+        client = _connect(settings)
+        _check(settings, client)
+    except _ERRORS as exc:
+        if client is not None:
+            client.close()
+        raise _open_error(settings, exc) from None
+    return client
+
+
+# ---- the backend -------------------------------------------------------------------------------
+class RedisBackend(Backend):
+    """Storm's Redis layout with atomic, epoch-fenced Lua writes (standalone or cluster).
+
+    The client is made lazily and again after a fork (the process id is checked), so the backend
+    can be pickled to Spark executors; only the :class:`RedisSettings` travel.
+    """
+
+    kind = "redis"
+    durable = True
+    distributed = True
+
+    def __init__(self, settings: RedisSettings) -> None:
+        self.settings = settings
+        self._client: Any = None
+        self._pid = -1
+        self._lock = threading.Lock()
+        self._keys: dict[str, tuple[bytes, bytes, bytes]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"settings": self.settings}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["settings"])  # type: ignore[misc]
+
+    def describe(self) -> str:
+        """The store's URL, without password."""
+        return self.settings.describe()
+
+    @property
+    def client(self) -> Any:
+        """The client of this process (made on first use, and anew in a forked child)."""
+        pid = os.getpid()
+        if self._client is None or self._pid != pid:
+            if self._pid != pid:
+                self._lock = threading.Lock()
+            with self._lock:
+                if self._client is None or self._pid != pid:
+                    self._client = redis_client(self.settings)
+                    self._pid = pid
+        return self._client
+
+    def close(self) -> None:
+        """Close this process's connections."""
+        if self._client is not None and self._pid == os.getpid():
+            self._client.close()
+        self._client = None
+
+    def keys(self, namespace: str) -> tuple[bytes, bytes, bytes]:
+        """Redis keys ``(rows, prepare, txid)`` of ``namespace``."""
+        got = self._keys.get(namespace)
+        if got is None:
+            if not namespace or namespace.endswith(("$prepare", "$txid")) or "$stage$" in namespace:
+                msg = f"namespace {namespace!r} cannot be stored in Redis: empty, or ends in $prepare/$txid"
+                raise StateError(msg)
+            if self.settings.cluster and namespace.startswith("}"):
+                msg = f"namespace {namespace!r} cannot start with '}}' in Redis Cluster (hash tag)"
+                raise StateError(msg)
+            base = f"{{{namespace}}}" if self.settings.cluster else namespace
+            got = (base.encode(), f"{base}$prepare".encode(), f"{base}$txid".encode())
+            self._keys[namespace] = got
+        return got
+
+    def _stage_key(self, namespace: str) -> bytes:
+        return self.keys(namespace)[0] + b"$stage$" + uuid.uuid4().hex.encode()
+
+    def _error(self, exc: Exception, namespace: str, what: str, epoch: int | None = None) -> StateError:
+        text = str(exc)
+        if text.startswith("WEIR_FENCED"):
+            return FencedError(fenced_message(namespace, epoch or 0, int(float(text.split()[1]))))
+        if text.startswith("WEIR_NOT_PREPARED"):
+            prepared = text.split()[1]
+            return StateError(
+                f"namespace {namespace!r}: cannot {what}: it is not prepared (the prepared txid is "
+                f"{prepared}); commit only what was prepared"
+            )
+        if text.startswith("WEIR_STAGE_LOST"):
+            return StateError(
+                f"namespace {namespace!r}: cannot {what}: the staged change set was incomplete "
+                f"({text.split(maxsplit=1)[1]} entries; it expired or the server restarted); nothing "
+                "was changed, retry the batch"
+            )
+        return StateError(
+            f"namespace {namespace!r}: Redis at {self.describe()} failed to {what} "
+            f"({self.settings.scrub(f'{type(exc).__name__}: {exc}')}); check the server, then the "
+            "batch is retried or recovered"
+        )
+
+    # ---- reads -----------------------------------------------------------------------------
+    def get(self, namespace: str, key: bytes) -> bytes | None:
+        """Committed value of ``key`` (HGET)."""
+        try:
+            got: bytes | None = self.client.hget(self.keys(namespace)[0], key)
+        except _ERRORS as exc:
+            raise self._error(exc, namespace, "read a key") from exc
+        return got
+
+    def get_many(self, namespace: str, keys: list[bytes]) -> list[bytes | None]:
+        """Committed values of ``keys`` (HMGET in chunks, one pipelined round trip)."""
+        if not keys:
+            return []
+        rows = self.keys(namespace)[0]
+        try:
+            if len(keys) <= _READ_CHUNK:
+                return list(self.client.hmget(rows, keys))
+            pipe = self.client.pipeline(transaction=False)
+            for i in range(0, len(keys), _READ_CHUNK):
+                pipe.hmget(rows, keys[i : i + _READ_CHUNK])
+            return [v for part in pipe.execute() for v in part]
+        except _ERRORS as exc:
+            raise self._error(exc, namespace, f"read {len(keys)} keys") from exc
+
+    def scan(self, namespace: str) -> Iterator[tuple[bytes, bytes]]:
+        """Every committed row, once (HGETALL for small hashes, else HSCAN de-duplicated)."""
+        rows = self.keys(namespace)[0]
+        try:
+            if self.client.hlen(rows) <= _SCAN_ALL_LIMIT:
+                yield from self.client.hgetall(rows).items()
+                return
+            seen: set[bytes] = set()
+            for k, v in self.client.hscan_iter(rows, count=1000):
+                if k not in seen:
+                    seen.add(k)
+                    yield k, v
+        except _ERRORS as exc:
+            raise self._error(exc, namespace, "scan the committed rows") from exc
+
+    def count(self, namespace: str) -> int:
+        """Number of committed rows (HLEN)."""
+        try:
+            return int(self.client.hlen(self.keys(namespace)[0]))
+        except _ERRORS as exc:
+            raise self._error(exc, namespace, "count the committed rows") from exc
+
+    def txids(self, namespace: str) -> TxidRecord:
+        """The txid record (HMGET commit prepare epoch)."""
+        try:
+            c, p, e = self.client.hmget(self.keys(namespace)[2], [b"commit", b"prepare", b"epoch"])
+        except _ERRORS as exc:
+            raise self._error(exc, namespace, "read the txid record") from exc
+        return TxidRecord(
+            None if c is None else int(c), None if p is None else int(p), 0 if e is None else int(e)
+        )
+
+    def load_prepared(self, namespace: str) -> tuple[int, dict[bytes, bytes | None]] | None:
+        """The prepared change set and its txid, read atomically."""
+        try:
+            txid, flat = _S_LOAD_PREPARED(self.client, self.keys(namespace), ())
+        except _ERRORS as exc:
+            raise self._error(exc, namespace, "read the prepared change set") from exc
+        if txid is None:
+            return None
+        it = iter(flat)
+        changes = {k: (None if v == _TOMBSTONE else v[1:]) for k, v in zip(it, it, strict=True)}
+        return int(txid), changes
+
+    def namespaces(self) -> list[str]:
+        """Every namespace with a txid record (SCAN for ``*$txid`` on every primary)."""
+        found: set[str] = set()
+        try:
+            if self.settings.cluster:
+                conns = [self.client.get_redis_connection(n) for n in self.client.get_primaries()]
+            else:
+                conns = [self.client]
+            for conn in conns:
+                for key in conn.scan_iter(match=b"*$txid", count=1000):
+                    name = key[:-5]
+                    if self.settings.cluster:
+                        if not (name.startswith(b"{") and name.endswith(b"}")):
+                            continue
+                        name = name[1:-1]
+                    found.add(name.decode("utf-8", "replace"))
+        except _ERRORS as exc:
+            raise self._error(exc, "*", "list namespaces") from exc
+        return sorted(found)
+
+    # ---- atomic writes ---------------------------------------------------------------------
+    @staticmethod
+    def _flatten(changes: Changes) -> list[bytes]:
+        flat: list[bytes] = []
+        add = flat.append
+        for k, v in changes.items():
+            add(k)
+            add(_TOMBSTONE if v is None else _PUT + v)
+        return flat
+
+    def _stage(self, namespace: str, changes: Changes) -> bytes:
+        """Write ``changes`` (tagged) into a fresh staging hash of the namespace's slot."""
+        stage = self._stage_key(namespace)
+        flat = self._flatten(changes)
+        pipe = self.client.pipeline(transaction=False)
+        step = 2 * _STAGE_CHUNK
+        for i in range(0, len(flat), step):
+            pipe.execute_command("HSET", stage, *flat[i : i + step])
+            pipe.expire(stage, _STAGE_TTL_S)
+        pipe.execute()
+        return stage
+
+    @staticmethod
+    def _epoch(epoch: int | None) -> str:
+        return "" if epoch is None else str(int(epoch))
+
+    def write_prepared(self, namespace: str, txid: int, changes: Changes, epoch: int | None) -> None:
+        """Replace the prepared change set with ``changes`` as ``txid`` (one script)."""
+        keys = self.keys(namespace)
+        what = f"prepare txid {txid} ({len(changes)} changes)"
+        try:
+            if len(changes) <= INLINE_LIMIT:
+                _S_PREPARE_INLINE(self.client, keys, [self._epoch(epoch), str(txid), *self._flatten(changes)])
+            else:
+                stage = self._stage(namespace, changes)
+                _S_PREPARE_STAGED(self.client, (*keys, stage), [self._epoch(epoch), str(txid), len(changes)])
+        except _ERRORS as exc:
+            raise self._error(exc, namespace, what, epoch) from exc
+
+    def commit_prepared(self, namespace: str, txid: int, epoch: int | None) -> None:
+        """Apply the prepared set of ``txid`` to the committed rows and record it (one script)."""
+        try:
+            _S_COMMIT(self.client, self.keys(namespace), [self._epoch(epoch), str(txid)])
+        except _ERRORS as exc:
+            raise self._error(exc, namespace, f"commit txid {txid}", epoch) from exc
+
+    def discard_prepared(self, namespace: str, epoch: int | None) -> None:
+        """Delete the prepared change set (one script)."""
+        try:
+            _S_DISCARD(self.client, self.keys(namespace), [self._epoch(epoch)])
+        except _ERRORS as exc:
+            raise self._error(exc, namespace, "roll back the prepared change set", epoch) from exc
+
+    def write_direct(self, namespace: str, changes: Changes, epoch: int | None) -> None:
+        """Apply ``changes`` to the committed rows without touching txids (one script)."""
+        keys = self.keys(namespace)
+        try:
+            if len(changes) <= INLINE_LIMIT:
+                _S_DIRECT_INLINE(self.client, keys, [self._epoch(epoch), *self._flatten(changes)])
+            else:
+                stage = self._stage(namespace, changes)
+                _S_DIRECT_STAGED(self.client, (*keys, stage), [self._epoch(epoch), len(changes)])
+        except _ERRORS as exc:
+            raise self._error(exc, namespace, f"write {len(changes)} changes", epoch) from exc
+
+    def acquire_epoch(self, namespace: str) -> int:
+        """Increment and return the namespace's epoch (HINCRBY)."""
+        try:
+            return int(self.client.hincrby(self.keys(namespace)[2], "epoch", 1))
+        except _ERRORS as exc:
+            raise self._error(exc, namespace, "take a new epoch") from exc
+
+    def drop(self, namespace: str) -> None:
+        """Delete the three keys of ``namespace``."""
+        try:
+            _S_DROP(self.client, self.keys(namespace), ())
+        except _ERRORS as exc:
+            raise self._error(exc, namespace, "drop the namespace") from exc
+
+
+def open_backend(cfg: ProviderConfig) -> RedisBackend:
+    """Open (and PING) the Redis store of ``cfg``.
+
+    Raises
+    ------
+    ConfigError
+        When the configuration is wrong, the server is unreachable, refuses the password, or the
+        cluster is not ready — naming ``host:port`` (never the password) and what to do.
+    """
+    backend = RedisBackend(RedisSettings.from_config(cfg))
+    _ = backend.client  # connect and check now, at submit time
+    return backend
