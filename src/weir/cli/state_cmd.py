@@ -31,7 +31,6 @@ from weir.state.config import (
     PROVIDER_CONFIG_KEY,
     PROVIDER_KEY,
     ProviderConfig,
-    default_state_dir,
     parse_provider_config,
     provider_from_url,
 )
@@ -117,8 +116,8 @@ def _serializer(explicit: str | None, cfg: ProviderConfig, keys: tuple[str, str]
 def open_backend_for(conf: dict[str, Any], *, must_exist: bool) -> tuple[Backend, ProviderConfig]:
     """Open (fresh, not shared) the backend of ``conf``.
 
-    With ``must_exist`` and no provider configured, the default embedded store must already exist:
-    a read-only command never creates an empty ``./weir-state``.
+    With ``must_exist``, an SQLite store must already exist: a read-only command never creates an
+    empty database file (``./weir-state/state.db`` or a mistyped path).
     """
     cfg = parse_provider_config(conf)
     if cfg.provider == "custom":
@@ -127,13 +126,19 @@ def open_backend_for(conf: dict[str, Any], *, must_exist: bool) -> tuple[Backend
             "providers (memory, sqlite, redis, postgres) — pass --url for the store it writes to"
         )
         raise ConfigError(msg)
-    if must_exist and PROVIDER_KEY not in conf and PROVIDER_CONFIG_KEY not in conf:
-        path = os.path.join(default_state_dir(conf), "state.db")
+    if must_exist and cfg.provider == "sqlite":
+        # a read-only command never creates a database file (a mistyped path, or no ./weir-state)
+        from weir.state.sqlite import SqliteOptions
+
+        path = SqliteOptions.from_config(cfg).path
         if not os.path.exists(path):
-            msg = (
-                f"no weir state store at {path} (the default embedded store); run a topology here first, "
-                "or choose the store with --url, --conf or --conf-file"
-            )
+            if PROVIDER_KEY not in conf and PROVIDER_CONFIG_KEY not in conf:
+                msg = (
+                    f"no weir state store at {path} (the default embedded store, under weir.state.dir); "
+                    "run a topology here first, or choose the store with --url, --conf or --conf-file"
+                )
+            else:
+                msg = f"no SQLite state store at {path}: the file does not exist (check the path)"
             raise ConfigError(msg)
     return open_backend(cfg, fresh=True), cfg
 

@@ -188,16 +188,15 @@ def _is_empty(backend: Backend, namespace: str) -> bool:
     return backend.count(namespace) == 0 and rec.committed is None and rec.prepared is None
 
 
-def _open(url: str, option: str) -> Backend:
+def _open(url: str, option: str, *, must_exist: bool) -> Backend:
     from weir.cli.state_cmd import open_backend_for
 
     try:
-        provider = provider_from_url(url)
+        conf = {PROVIDER_KEY: provider_from_url(url), PROVIDER_CONFIG_KEY: {"url": url}}
+        return open_backend_for(conf, must_exist=must_exist)[0]
     except ConfigError as exc:
         msg = f"{option}: {exc}"
         raise ConfigError(msg) from exc
-    conf = {PROVIDER_KEY: provider, PROVIDER_CONFIG_KEY: {"url": url}}
-    return open_backend_for(conf, must_exist=False)[0]
 
 
 def _plan(
@@ -237,9 +236,9 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     if args.chunk_size < 1:
         msg = f"--chunk-size must be at least 1, got {args.chunk_size}"
         raise ConfigError(msg)
-    source = _open(args.source, "--from")
+    source = _open(args.source, "--from", must_exist=True)
     try:
-        target = _open(args.target, "--to")
+        target = _open(args.target, "--to", must_exist=False)
     except BaseException:
         source.close()
         raise
@@ -264,7 +263,9 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
                 total += n
                 took = human_duration(time.perf_counter() - t0)
                 txid = source.txids(ns).committed
-                progress.done(f"copied {ns}: {n} keys, committed txid {'-' if txid is None else txid} ({took})")
+                progress.done(
+                    f"copied {ns}: {n} keys, committed txid {'-' if txid is None else txid} ({took})"
+                )
             print(
                 f"migrated {len(names)} namespaces, {total} keys from {source.describe()} to "
                 f"{target.describe()} in {human_duration(time.perf_counter() - started)}",

@@ -2,8 +2,8 @@
 
 Layout (``<schema>.<prefix>…``, default ``public.weir_…``)::
 
-    weir_kv      (ns TEXT, k BYTEA, v BYTEA NOT NULL, PRIMARY KEY (ns, k))   committed rows
-    weir_prepare (ns TEXT, k BYTEA, v BYTEA,          PRIMARY KEY (ns, k))   prepared change sets (NULL = delete)
+    weir_kv      (ns TEXT, k BYTEA, v BYTEA NOT NULL, PRIMARY KEY (ns, k))  committed rows
+    weir_prepare (ns TEXT, k BYTEA, v BYTEA,          PRIMARY KEY (ns, k))  prepared sets (NULL = delete)
     weir_txid    (ns TEXT PRIMARY KEY, committed BIGINT, prepared BIGINT, epoch BIGINT NOT NULL DEFAULT 0)
 
 Every write method is one transaction that first locks the namespace's txid row
@@ -101,7 +101,9 @@ class PostgresOptions:
             msg = f"postgres provider: tablePrefix must be a string, got {type(self.table_prefix).__name__}"
             raise ConfigError(msg)
         for suffix in ("kv", "prepare", "txid"):
-            validate_identifier(self.table_prefix + suffix, what="postgres provider: table name (tablePrefix)")
+            validate_identifier(
+                self.table_prefix + suffix, what="postgres provider: table name (tablePrefix)"
+            )
         t = self.connect_timeout
         if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
             msg = f"postgres provider: connectTimeout must be a positive number of seconds, got {t!r}"
@@ -115,7 +117,11 @@ class PostgresOptions:
             msg = "postgres provider: set 'url' (postgresql://user@host:port/database)"
             raise ConfigError(msg)
         kwargs: dict[str, Any] = {"url": opts["url"]}
-        for key, name in (("schema", "schema"), ("tablePrefix", "table_prefix"), ("connectTimeout", "connect_timeout")):
+        for key, name in (
+            ("schema", "schema"),
+            ("tablePrefix", "table_prefix"),
+            ("connectTimeout", "connect_timeout"),
+        ):
             if key in opts:
                 kwargs[name] = opts[key]
         return cls(**kwargs)
@@ -165,7 +171,8 @@ class _Statements:
         self.set_txid = f"UPDATE {txid} SET committed = %s, prepared = %s, epoch = %s WHERE ns = %s"
         self.acquire = f"UPDATE {txid} SET epoch = epoch + 1 WHERE ns = %s RETURNING epoch"
         self.upsert = (
-            f"INSERT INTO {kv} (ns, k, v) SELECT %s, t.k, t.v FROM unnest(%b::bytea[], %b::bytea[]) AS t(k, v) "
+            f"INSERT INTO {kv} (ns, k, v) SELECT %s, t.k, t.v "
+            "FROM unnest(%b::bytea[], %b::bytea[]) AS t(k, v) "
             "ON CONFLICT (ns, k) DO UPDATE SET v = EXCLUDED.v"
         )
         self.delete = f"DELETE FROM {kv} WHERE ns = %s AND k = ANY(%b::bytea[])"
@@ -198,7 +205,7 @@ def _connect_hint(text: str) -> str:
     if "password" in low or "role" in low or "authentication" in low:
         return "check the user and password in the url (and pg_hba.conf on the server)"
     if "timeout" in low or "refused" in low or "could not translate" in low or "no route" in low:
-        return "check that PostgreSQL is running and reachable at that host and port (or raise connectTimeout)"
+        return "check that PostgreSQL runs and is reachable at that host and port (or raise connectTimeout)"
     return "check the url and that the server accepts connections from this machine"
 
 
@@ -343,24 +350,41 @@ class PostgresBackend(Backend):
             except psycopg.Error as exc:
                 msg = f"namespace {namespace!r}: read from {self.describe()} failed: {exc}"
                 raise StateError(msg) from exc
-        raise AssertionError("unreachable")  # pragma: no cover
+        msg = f"namespace {namespace!r}: read from {self.describe()} failed twice"  # pragma: no cover
+        raise StateError(msg)  # pragma: no cover
 
-    def _write(self, namespace: str, body: Callable[[psycopg.Connection[Any]], T]) -> T:
-        """Run ``body`` in one transaction (a broken connection is replaced before, never retried)."""
+    def _write(
+        self, namespace: str, body: Callable[[psycopg.Connection[Any]], T], *, rerun: bool = True
+    ) -> T:
+        """Run ``body`` in one transaction.
+
+        A connection found broken before ``COMMIT`` was sent (nothing can have been applied) is
+        replaced and the transaction run once more; a connection lost during ``COMMIT`` is reported,
+        since the outcome is unknown.
+        """
         psycopg = _import_psycopg()
-        conn = self._conn()
-        try:
-            with conn.transaction():
-                return body(conn)
-        except psycopg.Error as exc:
-            lost = conn.closed or conn.broken
-            msg = f"namespace {namespace!r}: write to {self.describe()} failed: {exc}" + (
-                "; the connection was lost, so the write may or may not have been applied: "
-                "check txids() before retrying"
-                if lost
-                else ""
-            )
-            raise StateError(msg) from exc
+        for attempt in (1, 2):
+            conn = self._conn()
+            stage = "begin"
+            try:
+                with conn.transaction():
+                    stage = "body"
+                    result = body(conn)
+                    stage = "commit"
+                return result
+            except psycopg.Error as exc:
+                lost = conn.closed or conn.broken
+                if lost and attempt == 1 and (stage == "begin" or (stage == "body" and rerun)):
+                    continue
+                msg = f"namespace {namespace!r}: write to {self.describe()} failed: {exc}" + (
+                    "; the connection was lost while committing, so the write may or may not have "
+                    "been applied: check txids() before retrying"
+                    if lost and stage == "commit"
+                    else ""
+                )
+                raise StateError(msg) from exc
+        msg = f"namespace {namespace!r}: write to {self.describe()} failed twice"  # pragma: no cover
+        raise StateError(msg)  # pragma: no cover
 
     def _fence(self, conn: psycopg.Connection[Any], namespace: str, epoch: int | None) -> TxidRecord:
         """Lock (creating) the namespace's txid row and check ``epoch``; return the record to write."""
@@ -517,7 +541,7 @@ class PostgresBackend(Backend):
             while chunk := list(islice(it, _BULK_CHUNK)):
                 self._upsert(conn, namespace, chunk)
 
-        self._write(namespace, body)
+        self._write(namespace, body, rerun=False)
 
     def acquire_epoch(self, namespace: str) -> int:
         """Increment and return the namespace's epoch."""

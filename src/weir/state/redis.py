@@ -37,16 +37,14 @@ import hashlib
 import os
 import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
 
-import redis
-import redis.cluster
 import redis.exceptions as rexc
 
-from weir.errors import ConfigError, FencedError, StateError
+from weir.errors import FencedError, StateError
+from weir.state._redis_client import REDIS_ERRORS as _ERRORS
+from weir.state._redis_client import RedisSettings, redis_client
 from weir.state.backend import Backend, Changes, TxidRecord, fenced_message
 from weir.state.config import ProviderConfig
 
@@ -58,9 +56,7 @@ _STAGE_CHUNK = 10_000
 _STAGE_TTL_S = 3600
 _READ_CHUNK = 5_000
 _SCAN_ALL_LIMIT = 10_000
-_DEFAULT_TIMEOUT_MS = 2000
 _PUT = b"="
-_ERRORS = (rexc.RedisError, rexc.RedisClusterException, OSError)
 _TOMBSTONE = b"-"
 
 # ---- Lua ---------------------------------------------------------------------------------------
@@ -188,263 +184,6 @@ _S_LOAD_PREPARED = _Script(_LOAD_PREPARED, fenced=False)
 _S_DROP = _Script(_DROP, fenced=False)
 
 
-# ---- configuration -----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RedisSettings:
-    """Where and how to connect (picklable; parsed once from the provider configuration).
-
-    Attributes
-    ----------
-    nodes:
-        ``(host, port)`` of the server, or the cluster's startup nodes.
-    cluster:
-        Redis Cluster (hash-tagged keys, ``RedisCluster`` client) instead of one server.
-    database:
-        Database number (standalone only).
-    username, password:
-        Credentials (ACL user optional).
-    ssl:
-        TLS (``rediss://``).
-    timeout_ms:
-        Connect and socket timeout in milliseconds (Storm's ``timeout``, default 2000).
-    max_redirections:
-        Cluster redirections followed per command (Storm's ``maxRedirections``).
-    """
-
-    nodes: tuple[tuple[str, int], ...] = (("localhost", 6379),)
-    cluster: bool = False
-    database: int = 0
-    username: str | None = None
-    password: str | None = None
-    ssl: bool = False
-    timeout_ms: int = _DEFAULT_TIMEOUT_MS
-    max_redirections: int | None = None
-
-    def __post_init__(self) -> None:
-        if not self.nodes:
-            msg = "redis provider: no server given; set jedisPoolConfig.host/port or a redis:// url"
-            raise ConfigError(msg)
-        for host, port in self.nodes:
-            if not host or not 0 < port < 65536:
-                msg = f"redis provider: bad server address {host}:{port}"
-                raise ConfigError(msg)
-        if self.database < 0 or (self.cluster and self.database != 0):
-            msg = f"redis provider: database {self.database} is not allowed (a cluster has only database 0)"
-            raise ConfigError(msg)
-        if self.timeout_ms <= 0:
-            msg = f"redis provider: timeout must be a positive number of milliseconds, got {self.timeout_ms}"
-            raise ConfigError(msg)
-
-    def describe(self) -> str:
-        """A URL of the store without credentials."""
-        hosts = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.nodes)
-        if self.cluster:
-            return f"{'rediss' if self.ssl else 'redis'}+cluster://{hosts}"
-        return f"{'rediss' if self.ssl else 'redis'}://{hosts}/{self.database}"
-
-    def scrub(self, text: str) -> str:
-        """``text`` with the password replaced by ``***``."""
-        return text.replace(self.password, "***") if self.password else text
-
-    @classmethod
-    def from_config(cls, cfg: ProviderConfig | Mapping[str, Any]) -> RedisSettings:
-        """Settings from a :class:`ProviderConfig` (or its options mapping)."""
-        opts = cfg.options if isinstance(cfg, ProviderConfig) else cfg
-        given = [k for k in ("url", "jedisPoolConfig", "jedisClusterConfig") if opts.get(k)]
-        if len(given) > 1:
-            msg = f"redis provider: give one of url, jedisPoolConfig or jedisClusterConfig, not {given}"
-            raise ConfigError(msg)
-        if opts.get("url"):
-            return cls.from_url(str(opts["url"]))
-        if opts.get("jedisClusterConfig"):
-            c = opts["jedisClusterConfig"]
-            return cls(
-                nodes=tuple(_host_port(str(n), what="jedisClusterConfig.nodes") for n in c["nodes"]),
-                cluster=True,
-                password=c.get("password") or None,
-                timeout_ms=int(c.get("timeout", _DEFAULT_TIMEOUT_MS)),
-                max_redirections=c.get("maxRedirections"),
-            )
-        p = opts.get("jedisPoolConfig") or {}
-        return cls(
-            nodes=((str(p.get("host", "localhost")), int(p.get("port", 6379))),),
-            database=int(p.get("database", 0)),
-            password=p.get("password") or None,
-            timeout_ms=int(p.get("timeout", _DEFAULT_TIMEOUT_MS)),
-        )
-
-    @classmethod
-    def from_url(cls, url: str) -> RedisSettings:
-        """Parse ``redis://``, ``rediss://`` and ``redis+cluster://`` URLs."""
-        scheme, sep, rest = url.partition("://")
-        scheme = scheme.lower()
-        if not sep or scheme not in ("redis", "rediss", "redis+cluster", "rediss+cluster"):
-            msg = (
-                f"redis provider: cannot read url {_redact_url(url)!r}; expected "
-                "redis://[:password@]host:port/db, rediss://... or redis+cluster://h1:p1,h2:p2"
-            )
-            raise ConfigError(msg)
-        parts = urlsplit("x://" + rest)
-        netloc = parts.netloc
-        username = password = None
-        if "@" in netloc:
-            userinfo, _, netloc = netloc.rpartition("@")
-            user, has_pw, pw = userinfo.partition(":")
-            username = unquote(user) or None
-            password = unquote(pw) if has_pw else None
-            if not has_pw:  # redis://password@host is accepted by most clients
-                username, password = None, unquote(user) or None
-        cluster = scheme.endswith("+cluster")
-        nodes = tuple(
-            _host_port(n, what="url", default_port=6379) for n in (netloc.split(",") if netloc else [""])
-        )
-        if not cluster and len(nodes) != 1:
-            msg = f"redis provider: url {_redact_url(url)!r} names several hosts; use redis+cluster://"
-            raise ConfigError(msg)
-        path = parts.path.strip("/")
-        try:
-            database = int(path) if path else 0
-        except ValueError as exc:
-            msg = f"redis provider: url {_redact_url(url)!r}: database {path!r} is not a number"
-            raise ConfigError(msg) from exc
-        query = parse_qs(parts.query)
-        timeout_ms = _DEFAULT_TIMEOUT_MS
-        for key, values in query.items():
-            if key != "timeout" or not values[-1].isdigit():
-                msg = f"redis provider: url {_redact_url(url)!r}: unknown or bad query parameter {key!r}"
-                raise ConfigError(msg)
-            timeout_ms = int(values[-1])
-        return cls(
-            nodes=nodes,
-            cluster=cluster,
-            database=database,
-            username=username,
-            password=password,
-            ssl=scheme.startswith("rediss"),
-            timeout_ms=timeout_ms,
-        )
-
-
-def _redact_url(url: str) -> str:
-    head, sep, tail = url.rpartition("@")
-    if not sep:
-        return url
-    scheme, _, userinfo = head.partition("://")
-    user = userinfo.partition(":")[0] if ":" in userinfo else ""
-    return f"{scheme}://{user}:***@{tail}"
-
-
-def _host_port(text: str, *, what: str, default_port: int | None = None) -> tuple[str, int]:
-    text = text.strip()
-    if text.startswith("["):  # [ipv6]:port
-        host, _, rest = text[1:].partition("]")
-        port_text = rest.removeprefix(":")
-    elif text.count(":") == 1 or default_port is None:
-        host, _, port_text = text.rpartition(":")
-    else:
-        host, port_text = text, ""
-    host = host or "localhost"
-    if not port_text and default_port is not None:
-        return host, default_port
-    if not port_text.isdigit():
-        msg = f"redis provider: {what}: {text!r} is not 'host:port'"
-        raise ConfigError(msg)
-    return host, int(port_text)
-
-
-def _connect(settings: RedisSettings) -> Any:
-    """A new (unchecked) client for ``settings``."""
-    timeout = settings.timeout_ms / 1000.0
-    common: dict[str, Any] = {
-        "username": settings.username,
-        "password": settings.password,
-        "socket_timeout": timeout,
-        "socket_connect_timeout": timeout,
-        "ssl": settings.ssl,
-    }
-    if not settings.cluster:
-        host, port = settings.nodes[0]
-        return redis.Redis(host=host, port=port, db=settings.database, **common)
-    client = redis.cluster.RedisCluster(
-        startup_nodes=[redis.cluster.ClusterNode(h, p) for h, p in settings.nodes],  # type: ignore[no-untyped-call]
-        **common,
-    )
-    if settings.max_redirections is not None:
-        client.RedisClusterRequestTTL = max(1, settings.max_redirections)
-    return client
-
-
-def _check(settings: RedisSettings, client: Any) -> None:
-    """PING the server(s) and check the mode matches (raises redis errors)."""
-    client.ping()
-    if settings.cluster:
-        for node in client.get_primaries():
-            info = client.get_redis_connection(node).execute_command("CLUSTER INFO")
-            if isinstance(info, dict):
-                state = info.get("cluster_state")
-            else:
-                text = info.decode() if isinstance(info, bytes) else str(info)
-                state = "ok" if "cluster_state:ok" in text else None
-            if state not in ("ok", b"ok"):
-                msg = f"node {node.host}:{node.port} reports cluster_state other than ok"
-                raise rexc.ClusterDownError(msg)
-    elif int(client.info("cluster").get("cluster_enabled", 0)):
-        msg = "cluster_enabled"
-        raise rexc.RedisClusterException(msg)
-
-
-def _open_error(settings: RedisSettings, exc: BaseException) -> ConfigError:
-    """A :class:`ConfigError` explaining why the store at ``settings`` cannot be used."""
-    where = settings.describe()
-    reason = settings.scrub(f"{type(exc).__name__}: {exc}")
-    text = str(exc)
-    if isinstance(exc, rexc.AuthenticationError) or any(
-        s in text for s in ("WRONGPASS", "NOAUTH", "invalid password", "without any password")
-    ):
-        hint = (
-            "fix the password (jedisPoolConfig.password / jedisClusterConfig.password, or the URL's "
-            "':password@' part), or remove it if the server has none"
-        )
-    elif text == "cluster_enabled":
-        reason = "the server is a Redis Cluster node"
-        hint = "use jedisClusterConfig or a redis+cluster://host:port,... url"
-    elif "Cluster mode is not enabled" in text:
-        hint = "the server is not a cluster: use jedisPoolConfig or a redis://host:port/db url"
-    elif isinstance(exc, (rexc.ClusterDownError, rexc.SlotNotCoveredError)) or "slots" in text:
-        hint = (
-            "the cluster is not ready: wait until 'redis-cli -p PORT cluster info' says cluster_state:ok "
-            "and every slot is covered"
-        )
-    else:
-        hint = "start the server, or fix the host, port and timeout in topology.state.provider.config"
-    return ConfigError(f"cannot use Redis at {where} ({reason}): {hint}")
-
-
-def redis_client(cfg: ProviderConfig | RedisSettings | str) -> Any:
-    """A connected ``redis.Redis`` / ``RedisCluster`` client for a config, settings or URL.
-
-    Raises
-    ------
-    ConfigError
-        When the server is unreachable, refuses the password, or the cluster is not ready.
-    """
-    if isinstance(cfg, str):
-        settings = RedisSettings.from_url(cfg)
-    elif isinstance(cfg, ProviderConfig):
-        settings = RedisSettings.from_config(cfg)
-    else:
-        settings = cfg
-    client = None
-    try:
-        client = _connect(settings)
-        _check(settings, client)
-    except _ERRORS as exc:
-        if client is not None:
-            client.close()
-        raise _open_error(settings, exc) from None
-    return client
-
-
 # ---- the backend -------------------------------------------------------------------------------
 class RedisBackend(Backend):
     """Storm's Redis layout with atomic, epoch-fenced Lua writes (standalone or cluster).
@@ -498,7 +237,10 @@ class RedisBackend(Backend):
         got = self._keys.get(namespace)
         if got is None:
             if not namespace or namespace.endswith(("$prepare", "$txid")) or "$stage$" in namespace:
-                msg = f"namespace {namespace!r} cannot be stored in Redis: empty, or ends in $prepare/$txid"
+                msg = (
+                    f"namespace {namespace!r} cannot be stored in Redis: it is empty, ends in $prepare "
+                    "or $txid, or contains $stage$ (those name its companion keys); rename the component"
+                )
                 raise StateError(msg)
             if self.settings.cluster and namespace.startswith("}"):
                 msg = f"namespace {namespace!r} cannot start with '}}' in Redis Cluster (hash tag)"

@@ -2,9 +2,9 @@
 
 Layout (three tables, clustered on their primary keys)::
 
-    weir_kv      (ns TEXT, k BLOB, v BLOB NOT NULL, PRIMARY KEY (ns, k))   committed rows
-    weir_prepare (ns TEXT, k BLOB, v BLOB,          PRIMARY KEY (ns, k))   prepared change sets (NULL = delete)
-    weir_txid    (ns TEXT PRIMARY KEY, committed, prepared, epoch)         txid record per namespace
+    weir_kv      (ns TEXT, k BLOB, v BLOB NOT NULL, PRIMARY KEY (ns, k))  committed rows
+    weir_prepare (ns TEXT, k BLOB, v BLOB,          PRIMARY KEY (ns, k))  prepared sets (NULL = delete)
+    weir_txid    (ns TEXT PRIMARY KEY, committed, prepared, epoch)        txid record per namespace
 
 Every write method is one SQL transaction opened with ``BEGIN IMMEDIATE`` (the write lock is taken
 first, so two writers never deadlock on a lock upgrade), and the namespace's epoch is checked inside
@@ -62,7 +62,10 @@ _LOAD_PREPARED = (
     "SELECT t.prepared, p.k, p.v FROM weir_txid t LEFT JOIN weir_prepare p ON p.ns = t.ns WHERE t.ns = ?"
 )
 # every distinct namespace of a table by index skip-scan (no full scan of a big table)
-_NS_STEP = "{n}(ns) AS (SELECT min(ns) FROM {t} UNION ALL SELECT (SELECT min(ns) FROM {t} WHERE ns > {n}.ns) FROM {n} WHERE {n}.ns IS NOT NULL)"
+_NS_STEP = (
+    "{n}(ns) AS (SELECT min(ns) FROM {t} UNION ALL "
+    "SELECT (SELECT min(ns) FROM {t} WHERE ns > {n}.ns) FROM {n} WHERE {n}.ns IS NOT NULL)"
+)
 _NAMESPACES = (
     "WITH RECURSIVE "
     + _NS_STEP.format(n="a", t="weir_kv")
@@ -198,6 +201,9 @@ class SqliteBackend(Backend):
         try:
             os.makedirs(os.path.dirname(options.path), exist_ok=True)
             backend._init_schema()
+        except ConfigError:
+            backend.close()
+            raise
         except (OSError, sqlite3.Error) as exc:
             backend.close()
             msg = (
@@ -329,14 +335,11 @@ class SqliteBackend(Backend):
                     time.sleep(delay)
                     delay = min(delay * 2, 0.1)
                     continue
-                msg = (
-                    f"namespace {namespace!r}: write to {self.describe()} failed: {exc}"
-                    + (
-                        f"; the file stayed locked by another writer for {self.options.timeout:g} s "
-                        "(raise 'timeout' in the provider config)"
-                        if _is_busy(exc)
-                        else ""
-                    )
+                msg = f"namespace {namespace!r}: write to {self.describe()} failed: {exc}" + (
+                    f"; the file stayed locked by another writer for {self.options.timeout:g} s "
+                    "(raise 'timeout' in the provider config)"
+                    if _is_busy(exc)
+                    else ""
                 )
                 raise StateError(msg) from exc
 
@@ -387,15 +390,22 @@ class SqliteBackend(Backend):
 
     def scan(self, namespace: str) -> Iterator[tuple[bytes, bytes]]:
         """Committed rows in key order, read in pages of 2,000 (no read lock is held between pages)."""
-        rows: list[tuple[bytes, bytes]] = self._read(
-            namespace, lambda c: c.execute(_SCAN_FIRST, (namespace, _SCAN_CHUNK)).fetchall()
-        )
+
+        def page(last: bytes | None) -> list[tuple[bytes, bytes]]:
+            if last is None:
+                return self._read(
+                    namespace, lambda c: c.execute(_SCAN_FIRST, (namespace, _SCAN_CHUNK)).fetchall()
+                )
+            return self._read(
+                namespace, lambda c: c.execute(_SCAN_NEXT, (namespace, last, _SCAN_CHUNK)).fetchall()
+            )
+
+        rows = page(None)
         while rows:
             yield from rows
             if len(rows) < _SCAN_CHUNK:
                 return
-            last = rows[-1][0]
-            rows = self._read(namespace, lambda c: c.execute(_SCAN_NEXT, (namespace, last, _SCAN_CHUNK)).fetchall())
+            rows = page(rows[-1][0])
 
     def count(self, namespace: str) -> int:
         """Number of committed rows."""

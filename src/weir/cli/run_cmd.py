@@ -1,0 +1,139 @@
+"""``weir run FILE_OR_MODULE[:attr]``: submit a topology with a live progress display."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import sys
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from weir.cli._progress import Progress
+from weir.cli._table import print_table
+from weir.errors import ConfigError
+
+__all__ = ["load_target", "parse_conf_pairs", "register"]
+
+_ATTRS = ("topology", "TOPOLOGY", "create_topology", "build_topology", "build", "builder")
+
+
+def parse_conf_pairs(pairs: list[str]) -> dict[str, Any]:
+    """``k=v`` pairs; values are parsed as JSON when they are JSON (numbers, objects), else strings."""
+    conf: dict[str, Any] = {}
+    for p in pairs:
+        if "=" not in p:
+            msg = f"--conf {p!r}: expected KEY=VALUE"
+            raise ConfigError(msg)
+        k, v = p.split("=", 1)
+        try:
+            conf[k.strip()] = json.loads(v)
+        except ValueError:
+            conf[k.strip()] = v
+    return conf
+
+
+def _import_target(spec: str) -> tuple[Any, str]:
+    path, _, attr = spec.partition(":")
+    if path.endswith(".py") or os.path.sep in path:
+        if not os.path.exists(path):
+            msg = f"weir run: no such file {path!r}"
+            raise ConfigError(msg)
+        name = os.path.splitext(os.path.basename(path))[0]
+        sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+        mspec = importlib.util.spec_from_file_location(name, path)
+        assert mspec is not None and mspec.loader is not None
+        module = importlib.util.module_from_spec(mspec)
+        sys.modules[name] = module
+        mspec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(path)
+        except ImportError as exc:
+            msg = f"weir run: cannot import module {path!r}: {exc}"
+            raise ConfigError(msg) from exc
+        name = path.rsplit(".", 1)[-1]
+    return (module, attr), name
+
+
+def load_target(spec: str) -> tuple[Any, str, Mapping[str, Any]]:
+    """Find the topology in ``spec``: (topology, default name, module CONF)."""
+    from weir.topology import Topology, TopologyBuilder
+
+    (module, attr), name = _import_target(spec)
+    attrs = [attr] if attr else [a for a in _ATTRS if hasattr(module, a)]
+    if not attrs or not hasattr(module, attrs[0]):
+        msg = (
+            f"weir run: {spec!r} has no {attr or 'topology'}; name it FILE:attr, or define one of "
+            f"{', '.join(_ATTRS)} (a topology, a TopologyBuilder, a TridentTopology or a function returning one)"
+        )
+        raise ConfigError(msg)
+    obj = getattr(module, attrs[0])
+    if callable(obj) and not isinstance(obj, (Topology, TopologyBuilder)) and not hasattr(obj, "_weir_submit"):
+        obj = obj()
+    if isinstance(obj, TopologyBuilder):
+        obj = obj.create_topology()
+    conf = dict(getattr(module, "CONF", {}) or {})
+    return obj, str(getattr(module, "NAME", name)), conf
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import weir
+
+    topology, default_name, conf = load_target(args.target)
+    conf.update(parse_conf_pairs(args.conf or []))
+    if args.master:
+        conf["weir.spark.master"] = args.master
+    name = args.name or default_name
+    run = weir.submit(name, conf, topology)
+    print(f"weir: running topology {name!r} (Ctrl-C stops it)", file=sys.stderr)
+    with Progress(run, interval=args.interval):
+        if args.available_now:
+            err: list[BaseException] = []
+
+            def go() -> None:
+                try:
+                    run.process_available()
+                except BaseException as exc:  # noqa: BLE001 - re-raised below
+                    err.append(exc)
+
+            t = threading.Thread(target=go, daemon=True)
+            t.start()
+            try:
+                while t.is_alive():
+                    t.join(0.2)
+            except KeyboardInterrupt:
+                run.stop()
+                raise
+            if err:
+                raise err[0]
+        else:
+            run.start()
+            try:
+                run.await_termination(args.timeout)
+            except KeyboardInterrupt:
+                run.stop()
+            finally:
+                run.stop()
+    st = run.status()
+    rows = [(c, v["in"], v["out"], v["failed"]) for c, v in st.components.items()]
+    if rows:
+        print_table(["component", "tuples in", "tuples out", "failed"], rows)
+    print(f"last txid {st.last_txid}, {st.batches} batches, {st.tuples_in} tuples from spouts")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``weir run``."""
+    p = subparsers.add_parser("run", help="run a topology on Spark with a live progress display")
+    p.add_argument("target", metavar="FILE_OR_MODULE[:attr]", help="where the topology is defined")
+    p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="configuration (repeatable)")
+    p.add_argument("--master", help="Spark master URL (weir.spark.master), default local[*]")
+    p.add_argument("--name", help="topology name (default: NAME in the module, else its file name)")
+    p.add_argument("--available-now", action="store_true", help="process what the sources have now, then stop")
+    p.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
+    p.add_argument("--interval", type=float, default=0.5, help="progress refresh in seconds")
+    p.set_defaults(func=_cmd_run)

@@ -1,0 +1,100 @@
+"""The word-count demo of seed 000: a corpus generator and the split + stateful count topology.
+
+Used by ``weir demo``, ``examples/wordcount.py`` and the benchmarks.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from weir.sources import FileSpout
+from weir.topology import BasicBolt, Fields, StatefulBolt, Topology, TopologyBuilder, Values
+
+__all__ = ["SplitSentence", "WordCount", "generate_corpus", "read_counts", "wordcount_topology"]
+
+
+class SplitSentence(BasicBolt):
+    """Splits a line into words."""
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        """One field, ``word``."""
+        declarer.declare(Fields("word"))
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        """Emit every word of the line."""
+        for word in tup.get_string(0).split():
+            collector.emit(Values(word))
+
+
+class WordCount(StatefulBolt):
+    """Counts words in a ``KeyValueState`` (seed 000's WordCountBolt)."""
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        """``word``, ``count``."""
+        declarer.declare(Fields("word", "count"))
+
+    def init_state(self, state: Any) -> None:
+        """Keep the task's state."""
+        self.counts = state
+
+    def execute(self, tup: Any) -> None:
+        """Increment the word's count and emit it."""
+        word = tup.get_string(0)
+        count = self.counts.get(word, 0) + 1
+        self.counts.put(word, count)
+        self.collector.emit(Values(word, count), anchors=[tup])
+        self.collector.ack(tup)
+
+
+def wordcount_topology(input_dir: str, *, parallelism: int = 2, files_per_batch: int = 1) -> Topology:
+    """Lines from ``input_dir`` → split (shuffle) → stateful count (fields grouping on ``word``)."""
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(input_dir, files_per_batch=files_per_batch))
+    b.set_bolt("split", SplitSentence(), parallelism).shuffle_grouping("lines")
+    b.set_bolt("count", WordCount(), parallelism).fields_grouping("split", Fields("word"))
+    return b.create_topology()
+
+
+def generate_corpus(
+    directory: str, n_words: int = 200_000, n_distinct: int = 5_000, n_files: int = 8, seed: int = 7
+) -> Counter[str]:
+    """Write ``n_files`` text files of Zipf-distributed words; return the exact word counts."""
+    os.makedirs(directory, exist_ok=True)
+    rng = random.Random(seed)
+    vocab = [_word(rng, i) for i in range(n_distinct)]
+    weights = [1.0 / (i + 1) ** 1.1 for i in range(n_distinct)]
+    counts: Counter[str] = Counter()
+    per_file = max(1, n_words // n_files)
+    written = 0
+    for f in range(n_files):
+        n = per_file if f < n_files - 1 else n_words - written
+        words = rng.choices(vocab, weights, k=n)
+        counts.update(words)
+        written += n
+        tmp = os.path.join(directory, f".part-{f:05d}.txt.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for i in range(0, n, 12):
+                fh.write(" ".join(words[i : i + 12]) + "\n")
+        os.replace(tmp, os.path.join(directory, f"part-{f:05d}.txt"))
+    return counts
+
+
+def _word(rng: random.Random, i: int) -> str:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return "".join(rng.choice(letters) for _ in range(3 + i % 6)) + str(i)
+
+
+def read_counts(conf: Mapping[str, Any], topology: str, component: str = "count", parallelism: int = 2) -> Counter[Any]:
+    """The committed counts of every task namespace of ``component``."""
+    from weir.state import StateFactory
+
+    provider = StateFactory.get_provider(conf)
+    got: Counter[Any] = Counter()
+    for i in range(parallelism):
+        for k, v in provider.new_state(f"{topology}-{component}-{i}", conf):
+            got[k] += v
+    return got
