@@ -101,11 +101,11 @@ class CheckPointState:
                 phase=Phase(d["phase"]),
                 epoch=int(d.get("epoch", 0)),
                 query_id=d.get("query_id"),
-                txid_base=d.get("txid_base"),
+                txid_base=None if d.get("txid_base") is None else int(d["txid_base"]),
                 parallelism={str(k): int(v) for k, v in d.get("parallelism", {}).items()},
                 updated_ms=int(d.get("updated_ms", 0)),
             )
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             msg = (
                 f"namespace {namespace!r}: the coordinator record is corrupt ({exc}); inspect it with "
                 "`weir state inspect` and repair or delete it"

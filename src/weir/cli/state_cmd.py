@@ -224,16 +224,45 @@ def parse_arg(text: str, serializer: Serializer, what: str) -> Any:
 
 
 def _decode(store: Store, namespace: str, skey: bytes, sval: bytes | None) -> tuple[Any, Any]:
+    """Deserialize a stored row for display.
+
+    The coordinator's own record (``$checkpointspout-*``, raw key ``__state``, JSON value) is shown
+    whatever serializers were chosen: its key as text when the key serializer cannot read it.
+    """
     try:
         key = store.key_serializer.deserialize(skey)
+    except SerializationError as exc:
+        key = _coordinator_text(namespace, skey)
+        if key is None:
+            raise _undecodable(namespace, skey, exc) from exc
+    try:
         value = None if sval is None else store.value_serializer.deserialize(sval)
     except SerializationError as exc:
-        msg = (
-            f"namespace {namespace!r}, stored key {skey[:60]!r}: {exc}; choose the serializers the "
-            "store was written with (--key-class / --value-class), or --raw to show the stored bytes"
-        )
-        raise SerializationError(msg) from exc
+        value = None if sval is None else _coordinator_text(namespace, sval)
+        if value is None:
+            raise _undecodable(namespace, skey, exc) from exc
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass
     return key, value
+
+
+def _coordinator_text(namespace: str, data: bytes) -> str | None:
+    if not namespace.startswith(COORDINATOR_PREFIX):
+        return None
+    try:
+        return bytes(data).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _undecodable(namespace: str, skey: bytes, exc: Exception) -> SerializationError:
+    msg = (
+        f"namespace {namespace!r}, stored key {skey[:60]!r}: {exc}; choose the serializers the "
+        "store was written with (--key-class / --value-class), or --raw to show the stored bytes"
+    )
+    return SerializationError(msg)
 
 
 # ---- commands --------------------------------------------------------------------------------
@@ -256,6 +285,9 @@ def _cmd_get(args: argparse.Namespace) -> int:
         key = parse_arg(args.key, store.key_serializer, "key")
         skey = store.key_serializer.serialize(key)
         data = store.backend.get(args.namespace, skey)
+        if data is None and args.namespace.startswith(COORDINATOR_PREFIX):
+            skey = args.key.encode("utf-8")  # the coordinator's record has a raw key (__state)
+            data = store.backend.get(args.namespace, skey)
         if data is None:
             known = args.namespace in store.backend.namespaces()
             where = "" if known else f" (no such namespace in {store.where}; see weir state ls)"

@@ -29,6 +29,7 @@ from weir.state.serializers import JsonSerializer, Serializer
 __all__ = ["Phase", "TransactionalKeyValueState"]
 
 _MISSING = object()
+_IMMUTABLE = (str, int, float, bool, bytes, type(None))
 
 
 class Phase(enum.Enum):
@@ -60,6 +61,10 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
         # a prepared set left by another instance (a crashed attempt) is not visible here
         self._prepared: dict[bytes, bytes | None] | None = None
         self._prepared_txid: int | None = None
+        # decoded values of pending writes of immutable types (saves a decode per read-own-write)
+        self._pending_obj: dict[bytes, Any] = {}
+        self._last_key: Any = _MISSING
+        self._last_skey = b""
 
     # ---- helpers -------------------------------------------------------------------------
     def fence(self, epoch: int | None) -> None:
@@ -82,11 +87,16 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
         return self.backend.txids(self.namespace).committed
 
     def _skey(self, key: Any) -> bytes:
+        if key is self._last_key:  # get(k) then put(k): serialize once
+            return self._last_skey
         try:
-            return self.key_serializer.serialize(key)
+            skey = self.key_serializer.serialize(key)
         except SerializationError as exc:
             msg = f"namespace {self.namespace!r}: key {key!r:.80} cannot be serialized: {exc}"
             raise SerializationError(msg) from exc
+        if type(key) in _IMMUTABLE:
+            self._last_key, self._last_skey = key, skey
+        return skey
 
     def _sval(self, key: Any, value: Any) -> bytes:
         try:
@@ -120,7 +130,11 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
     # ---- KeyValueState -------------------------------------------------------------------
     def get(self, key: Any, default: Any = None) -> Any:
         """Value of ``key``: own pending writes, then the prepared set, then committed rows."""
-        data = self._lookup(self._skey(key))
+        skey = self._skey(key)
+        obj = self._pending_obj.get(skey, _MISSING)
+        if obj is not _MISSING:
+            return obj
+        data = self._lookup(skey)
         return default if data is _MISSING else self._dval(data)
 
     def get_many(self, keys: list[Any], default: Any = None) -> list[Any]:
@@ -146,12 +160,17 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
         """Write ``key`` = ``value`` into the current (pending) transaction."""
         skey = self._skey(key)
         self._pending[skey] = self._sval(key, value)
+        if type(value) in _IMMUTABLE:
+            self._pending_obj[skey] = value
+        else:
+            self._pending_obj.pop(skey, None)
 
     def delete(self, key: Any) -> Any:
         """Delete ``key`` in the current transaction and return its previous value."""
         skey = self._skey(key)
         prev = self._lookup(skey)
         self._pending[skey] = None
+        self._pending_obj.pop(skey, None)
         return None if prev is _MISSING else self._dval(prev)
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
@@ -198,6 +217,7 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
         self.backend.write_prepared(self.namespace, txid, merged, self.epoch)
         self._prepared, self._prepared_txid = merged, txid
         self._pending = {}
+        self._pending_obj = {}
 
     def commit(self, txid: int | None = None) -> None:
         """Commit prepared transaction ``txid`` (idempotent), or with no txid save pending directly."""
@@ -205,6 +225,7 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
             if self._pending:
                 self.backend.write_direct(self.namespace, self._pending, self.epoch)
                 self._pending = {}
+                self._pending_obj = {}
             return
         rec = self.backend.txids(self.namespace)
         if rec.committed is not None and txid <= rec.committed and rec.prepared != txid:
@@ -223,6 +244,7 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
     def rollback(self) -> None:
         """Discard pending writes and the prepared change set."""
         self._pending = {}
+        self._pending_obj = {}
         self.backend.discard_prepared(self.namespace, self.epoch)
         self._prepared, self._prepared_txid = None, None
 

@@ -34,10 +34,12 @@ Example
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
+import struct
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import redis.exceptions as rexc
@@ -60,21 +62,23 @@ _PUT = b"="
 _TOMBSTONE = b"-"
 
 # ---- Lua ---------------------------------------------------------------------------------------
+# A change set travels as ONE argument: a MessagePack array [k1, v1, k2, v2, ...] of raw strings
+# (decoded by Redis's built-in cmsgpack), where every value is tagged: b"=" + value, or b"-" for a
+# tombstone. One bulk argument costs far less to send than 2n arguments.
 # KEYS[1] rows, KEYS[2] prepare, KEYS[3] txid, KEYS[4] stage (when used); ARGV[1] epoch ('' = none)
-_PRELUDE = """
-local function fence(e)
-  local stored = tonumber(redis.call('HGET', KEYS[3], 'epoch') or '0')
-  if e ~= '' then
-    local n = tonumber(e)
-    if n < stored then return stored end
-    if n > stored then redis.call('HSET', KEYS[3], 'epoch', e) return nil end
+_FUNCTIONS = """
+local function hset_all(key, arr)
+  local n = #arr
+  local i = 1
+  while i <= n do
+    local j = math.min(i + 3999, n)
+    redis.call('HSET', key, unpack(arr, i, j))
+    i = j + 1
   end
-  redis.call('HSETNX', KEYS[3], 'epoch', '0')
-  return nil
 end
-local function apply(arr, first, dst)
+local function apply(arr, dst)
   local puts, np, dels, nd = {}, 0, {}, 0
-  for i = first, #arr, 2 do
+  for i = 1, #arr, 2 do
     local v = arr[i + 1]
     if string.byte(v, 1) == 61 then
       puts[np + 1] = arr[i]
@@ -98,22 +102,28 @@ local function staged(n)
   end
   return nil
 end
+"""
+_FENCE = """
+local function fence(e)
+  local stored = tonumber(redis.call('HGET', KEYS[3], 'epoch') or '0')
+  if e ~= '' then
+    local n = tonumber(e)
+    if n < stored then return stored end
+    if n > stored then redis.call('HSET', KEYS[3], 'epoch', e) return nil end
+  end
+  redis.call('HSETNX', KEYS[3], 'epoch', '0')
+  return nil
+end
 local f = fence(ARGV[1])
 if f then
   if KEYS[4] then redis.call('DEL', KEYS[4]) end
   return redis.error_reply('WEIR_FENCED ' .. f)
 end
 """
-# ARGV: epoch, txid, k1, tagged v1, ...
+# ARGV: epoch, txid, packed change set
 _PREPARE_INLINE = """
 redis.call('DEL', KEYS[2])
-local n = #ARGV
-local i = 3
-while i <= n do
-  local j = math.min(i + 3999, n)
-  redis.call('HSET', KEYS[2], unpack(ARGV, i, j))
-  i = j + 1
-end
+hset_all(KEYS[2], cmsgpack.unpack(ARGV[3]))
 redis.call('HSET', KEYS[3], 'prepare', ARGV[2])
 return 1
 """
@@ -130,7 +140,7 @@ return 1
 _COMMIT = """
 local p = redis.call('HGET', KEYS[3], 'prepare')
 if p ~= ARGV[2] then return redis.error_reply('WEIR_NOT_PREPARED ' .. (p or 'none')) end
-apply(redis.call('HGETALL', KEYS[2]), 1, KEYS[1])
+apply(redis.call('HGETALL', KEYS[2]), KEYS[1])
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[3], 'commit', ARGV[2])
 redis.call('HDEL', KEYS[3], 'prepare')
@@ -142,29 +152,50 @@ redis.call('DEL', KEYS[2])
 redis.call('HDEL', KEYS[3], 'prepare')
 return 1
 """
-# ARGV: epoch, k1, tagged v1, ...
+# ARGV: epoch, packed change set
 _DIRECT_INLINE = """
-apply(ARGV, 2, KEYS[1])
+apply(cmsgpack.unpack(ARGV[2]), KEYS[1])
 return 1
 """
 # ARGV: epoch, staged entry count
 _DIRECT_STAGED = """
 local err = staged(ARGV[2])
 if err then return err end
-apply(redis.call('HGETALL', KEYS[4]), 1, KEYS[1])
+apply(redis.call('HGETALL', KEYS[4]), KEYS[1])
 redis.call('DEL', KEYS[4])
 return 1
 """
-# no fencing: read-only snapshot of the prepared set, and the admin drop
+# not fenced: one chunk into a staging hash (KEYS[1]; ARGV packed chunk, ttl), the read-only
+# snapshot of the prepared set, and the admin drop
+_STAGE = """
+hset_all(KEYS[1], cmsgpack.unpack(ARGV[1]))
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
 _LOAD_PREPARED = "return {redis.call('HGET', KEYS[3], 'prepare'), redis.call('HGETALL', KEYS[2])}"
 _DROP = "return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])"
+
+_U32 = struct.Struct(">I").pack
+_PACKED_TOMBSTONE = b"\xdb" + _U32(1) + _TOMBSTONE
+
+
+def pack_changes(items: Iterable[tuple[bytes, bytes | None]], n: int) -> bytes:
+    """A MessagePack array of ``n`` ``(key, tagged value)`` pairs, as raw 32-bit strings."""
+    parts = [b"\xdd" + _U32(2 * n)]
+    add = parts.append
+    for k, v in items:
+        if v is None:
+            add(b"\xdb" + _U32(len(k)) + k + _PACKED_TOMBSTONE)
+        else:
+            add(b"\xdb" + _U32(len(k)) + k + b"\xdb" + _U32(len(v) + 1) + _PUT + v)
+    return b"".join(parts)
 
 
 class _Script:
     """A Lua script called by EVALSHA, falling back to EVAL (which caches it) on NOSCRIPT."""
 
     def __init__(self, body: str, *, fenced: bool = True) -> None:
-        self.source = (_PRELUDE + body) if fenced else body
+        self.source = _FUNCTIONS + (_FENCE if fenced else "") + body
         self.sha = hashlib.sha1(self.source.encode(), usedforsecurity=False).hexdigest()
 
     def __call__(self, client: Any, keys: Sequence[bytes], args: Sequence[Any]) -> Any:
@@ -182,6 +213,7 @@ _S_DIRECT_INLINE = _Script(_DIRECT_INLINE)
 _S_DIRECT_STAGED = _Script(_DIRECT_STAGED)
 _S_LOAD_PREPARED = _Script(_LOAD_PREPARED, fenced=False)
 _S_DROP = _Script(_DROP, fenced=False)
+_S_STAGE = _Script(_STAGE, fenced=False)
 
 
 # ---- the backend -------------------------------------------------------------------------------
@@ -364,24 +396,15 @@ class RedisBackend(Backend):
         return sorted(found)
 
     # ---- atomic writes ---------------------------------------------------------------------
-    @staticmethod
-    def _flatten(changes: Changes) -> list[bytes]:
-        flat: list[bytes] = []
-        add = flat.append
-        for k, v in changes.items():
-            add(k)
-            add(_TOMBSTONE if v is None else _PUT + v)
-        return flat
-
     def _stage(self, namespace: str, changes: Changes) -> bytes:
-        """Write ``changes`` (tagged) into a fresh staging hash of the namespace's slot."""
+        """Write ``changes`` in chunks into a fresh staging hash of the namespace's slot (pipelined)."""
         stage = self._stage_key(namespace)
-        flat = self._flatten(changes)
+        items = iter(changes.items())
         pipe = self.client.pipeline(transaction=False)
-        step = 2 * _STAGE_CHUNK
-        for i in range(0, len(flat), step):
-            pipe.execute_command("HSET", stage, *flat[i : i + step])
-            pipe.expire(stage, _STAGE_TTL_S)
+        for start in range(0, len(changes), _STAGE_CHUNK):
+            n = min(_STAGE_CHUNK, len(changes) - start)
+            blob = pack_changes(itertools.islice(items, n), n)
+            pipe.execute_command("EVAL", _S_STAGE.source, 1, stage, blob, _STAGE_TTL_S)
         pipe.execute()
         return stage
 
@@ -395,7 +418,8 @@ class RedisBackend(Backend):
         what = f"prepare txid {txid} ({len(changes)} changes)"
         try:
             if len(changes) <= INLINE_LIMIT:
-                _S_PREPARE_INLINE(self.client, keys, [self._epoch(epoch), str(txid), *self._flatten(changes)])
+                blob = pack_changes(changes.items(), len(changes))
+                _S_PREPARE_INLINE(self.client, keys, [self._epoch(epoch), str(txid), blob])
             else:
                 stage = self._stage(namespace, changes)
                 _S_PREPARE_STAGED(self.client, (*keys, stage), [self._epoch(epoch), str(txid), len(changes)])
@@ -421,7 +445,8 @@ class RedisBackend(Backend):
         keys = self.keys(namespace)
         try:
             if len(changes) <= INLINE_LIMIT:
-                _S_DIRECT_INLINE(self.client, keys, [self._epoch(epoch), *self._flatten(changes)])
+                blob = pack_changes(changes.items(), len(changes))
+                _S_DIRECT_INLINE(self.client, keys, [self._epoch(epoch), blob])
             else:
                 stage = self._stage(namespace, changes)
                 _S_DIRECT_STAGED(self.client, (*keys, stage), [self._epoch(epoch), len(changes)])

@@ -73,6 +73,10 @@ def _revive(obj: Any) -> Any:
     return obj
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_DECODER = json.JSONDecoder(object_hook=_revive)
+
+
 class JsonSerializer:
     """Compact, cross-language JSON (the default)."""
 
@@ -84,13 +88,18 @@ class JsonSerializer:
         if t is int:
             return str(obj).encode()
         if t is str:
-            return json.dumps(obj, ensure_ascii=False).encode()
-        return json.dumps(_check_json(obj, "value"), ensure_ascii=False, separators=(",", ":")).encode()
+            # fast path: printable text without quotes or backslashes needs no escaping
+            if obj.isprintable() and '"' not in obj and "\\" not in obj:
+                return b'"' + obj.encode("utf-8", "surrogatepass") + b'"'
+            return _ENCODER.encode(obj).encode("utf-8", "surrogatepass")
+        return _ENCODER.encode(_check_json(obj, "value")).encode("utf-8", "surrogatepass")
 
     def deserialize(self, data: bytes) -> Any:
         """Decode JSON written by :meth:`serialize`."""
         try:
-            return json.loads(data, object_hook=_revive)
+            if data[:1].isdigit() and data.isdigit():
+                return int(data)
+            return _DECODER.decode(bytes(data).decode("utf-8", "surrogatepass"))
         except (ValueError, UnicodeDecodeError) as exc:
             msg = f"stored data is not valid JSON ({exc}); was it written with another serializer?"
             raise SerializationError(msg) from exc

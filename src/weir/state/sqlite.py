@@ -39,7 +39,7 @@ from weir.errors import ConfigError, StateError
 from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
 from weir.state.config import ProviderConfig
 
-__all__ = ["SqliteBackend", "SqliteOptions", "open_backend"]
+__all__ = ["SqliteBackend", "SqliteOptions", "open_backend", "path_from_url"]
 
 T = TypeVar("T")
 

@@ -144,7 +144,8 @@ class BatchJob:
     def _stats(self, reports: list[dict[str, Any]], dead: list[dict[str, Any]], ms: float) -> dict[str, Any]:
         per: dict[str, dict[str, Any]] = {}
         for r in reports:
-            c = per.setdefault(r["component"], {"in": 0, "out": 0, "tasks": 0, "failed": 0})
+            c = per.setdefault(r["component"], {"in": 0, "out": 0, "tasks": 0, "failed": 0, "task_ms": 0.0})
+            c["task_ms"] += r.get("ms", 0.0)
             c["in"] += r.get("n_in", 0)
             c["out"] += r.get("n_out", 0)
             c["failed"] += r.get("failed", 0)

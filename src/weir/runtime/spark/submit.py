@@ -82,6 +82,7 @@ def submit_topology(name: str, conf: Mapping[str, Any], topology: Topology, spar
             provider=provider if c.is_stateful else None,
             deadletter=rc.deadletter is not None,
             stateful=c.is_stateful,
+            consumed_streams=frozenset(sub.stream for _, sub in topology.consumers(cid)),
         )
     sink = make_sink(rc.deadletter, name, provider) if rc.deadletter else None
     job = BatchJob(topology, specs, on_dead_letters=sink.write if sink else None)

@@ -48,6 +48,8 @@ class TaskSpec:
     provider: Any = None
     deadletter: bool = False
     stateful: bool = False
+    #: streams some component subscribes to; tuples on other streams are counted, not shipped
+    consumed_streams: frozenset[str] = frozenset()
 
     def context(self, task: int) -> TopologyContext:
         """The task's context."""
@@ -197,10 +199,12 @@ def run_task(
                     yield _dead_letter(spec, task, txid, tup, list(tup.values), reason)
                 out.failed.clear()
             if out.emitted:
+                consumed = spec.consumed_streams
                 for stream_id, vals, direct in out.emitted:
-                    _check_emitted(spec, task, vals)
                     n_out += 1
-                    yield ("T", stream_id, vals, task, direct)
+                    if stream_id in consumed:
+                        _check_emitted(spec, task, vals)
+                        yield ("T", stream_id, vals, task, direct)
                 out.emitted.clear()
         current = None
         if state is not None:

@@ -296,7 +296,7 @@ class TransactionalMap(_TxidMap[T, TransactionalValue[T]]):
                 new_cell: TransactionalValue[T] = TransactionalValue(txid, updater.update(None))
             elif cached or txid is None or cell.txid is None or cell.txid < txid:
                 new_cell = TransactionalValue(txid, updater.update(cell.val))
-            elif cell.txid == txid and False:
+            elif cell.txid == txid:
                 out.append(cell.val)  # this batch is already in the value
                 continue
             else:

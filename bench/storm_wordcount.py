@@ -1,0 +1,642 @@
+"""Benchmark: a Storm-style stateful word count on weir versus Spark's own stateful operators.
+
+One process, one SparkSession (``local[2]``, UI off, 2 shuffle partitions), one generated corpus
+(``bench/wordcount_corpus.py``), every variant reading the same files with the same number of files
+per micro-batch under ``Trigger.AvailableNow``:
+
+a. weir: ``FileSpout`` → split bolt (2 tasks, shuffle) → stateful count bolt (2 tasks, fields
+   grouping) on the embedded SQLite provider;
+b. the same topology on Redis (a private ``redis-server`` on a free loopback port, no persistence);
+c. Spark ``transformWithStateInPandas``: a ``StatefulProcessor`` with a ``ValueState`` count per word;
+d. Spark ``transformWithState`` (Row iterators), the same processor;
+e. Spark-native ``groupBy("word").count()``, output mode update.
+
+(c) and (d) run on the RocksDB state store, which transformWithState requires; (e) on Spark's
+default state store. Every variant is checked against the exact counts of the generator: weir by
+reading the committed state of namespaces ``<topology>-count-0..1`` through ``StateFactory``; Spark
+by collecting the updated counts of each batch in ``foreachBatch``. Before the timed runs each
+variant runs once on a small corpus, so JVM and Python-worker warm-up is not charged to whichever
+variant happens to go first.
+
+Usage::
+
+    .venv/bin/python bench/storm_wordcount.py                 # 2,000,000 words, all variants
+    .venv/bin/python bench/storm_wordcount.py --words 300000 --variants a,c,d
+    .venv/bin/python bench/storm_wordcount.py --words 100000 --variants a --profile /tmp/prof
+
+Prints a table and writes ``bench/results/storm_wordcount.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from wordcount_corpus import generate_corpus  # noqa: E402
+
+VARIANTS = {
+    "a": "weir storm bolts + sqlite",
+    "b": "weir storm bolts + redis",
+    "c": "spark transformWithStateInPandas",
+    "d": "spark transformWithState (Row)",
+    "e": "spark groupBy.count (native)",
+}
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+TARGETS = {"a_vs_c": 5.0, "a_vs_d": 1.5}
+
+
+# ---- results -------------------------------------------------------------------------------
+@dataclass
+class Result:
+    """One timed run of one variant."""
+
+    variant: str
+    label: str
+    words: int
+    seconds: float
+    batches: int
+    verified: bool
+    detail: str = ""
+    words_per_s: float = 0.0
+    ratio_vs_c: float | None = None
+    ratio_vs_d: float | None = None
+    breakdown: dict[str, Any] = field(default_factory=dict)
+
+
+def verify(got: Mapping[str, int], expected: Mapping[str, int]) -> tuple[bool, str]:
+    """Compare final counts; a short description of the first differences."""
+    if dict(got) == dict(expected):
+        return True, f"{len(got)} words, all counts exact"
+    missing = [w for w in expected if w not in got]
+    extra = [w for w in got if w not in expected]
+    wrong = [w for w in expected if w in got and got[w] != expected[w]]
+    parts = [f"{len(got)} keys vs {len(expected)} expected"]
+    if missing:
+        parts.append(f"{len(missing)} missing (e.g. {missing[:3]})")
+    if extra:
+        parts.append(f"{len(extra)} unexpected (e.g. {extra[:3]})")
+    if wrong:
+        w = wrong[0]
+        parts.append(f"{len(wrong)} wrong (e.g. {w!r}: {got[w]} != {expected[w]})")
+    return False, "; ".join(parts)
+
+
+def format_table(rows: list[Result]) -> str:
+    """A plain-text table of the results."""
+    head = ["variant", "words", "seconds", "words/s", "vs (c)", "vs (d)", "batches", "verified"]
+    body = []
+    for r in rows:
+        body.append(
+            [
+                f"({r.variant}) {r.label}",
+                f"{r.words:,}",
+                f"{r.seconds:.1f}",
+                f"{r.words_per_s:,.0f}",
+                "-" if r.ratio_vs_c is None else f"{r.ratio_vs_c:.2f}x",
+                "-" if r.ratio_vs_d is None else f"{r.ratio_vs_d:.2f}x",
+                str(r.batches),
+                "yes" if r.verified else "NO",
+            ]
+        )
+    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
+
+    def line(cells: list[str]) -> str:
+        pairs = enumerate(zip(cells, widths, strict=True))
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in pairs)
+
+    return "\n".join([line(head), "  ".join("-" * w for w in widths), *(line(row) for row in body)])
+
+
+# ---- infrastructure ------------------------------------------------------------------------
+def free_port() -> int:
+    """A free TCP port on the loopback interface."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """A private, non-persistent redis-server on a free loopback port, stopped by its pid."""
+
+    def __init__(self, workdir: Path) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            msg = "redis-server is not on PATH; install it or leave variant (b) out (--variants)"
+            raise RuntimeError(msg)
+        self.port = free_port()
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(workdir),
+                "--protected-mode",
+                "yes",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"redis-server exited with {self.proc.returncode}") from None
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"redis-server did not accept connections on port {self.port}")
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class ProgressLog:
+    """A StreamingQueryListener collecting every query's progress events, by query id."""
+
+    def __init__(self, spark: Any) -> None:
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        self.events: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+        self.terminated: dict[str, threading.Event] = collections.defaultdict(threading.Event)
+        outer = self
+
+        class Listener(StreamingQueryListener):
+            def onQueryStarted(self, event: Any) -> None:  # noqa: N802
+                pass
+
+            def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+                p = event.progress
+                outer.events[str(p.id)].append(
+                    {"batch": p.batchId, "rows": p.numInputRows, "ms": dict(p.durationMs)}
+                )
+
+            def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+                pass
+
+            def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+                outer.terminated[str(event.id)].set()
+
+        self.listener = Listener()
+        spark.streams.addListener(self.listener)
+
+    def summary(self, query_id: str) -> dict[str, Any]:
+        """Batches with input and the sum of each ``durationMs`` phase over the query's batches."""
+        self.terminated[query_id].wait(15)
+        evs = [e for e in self.events.get(query_id, []) if e["rows"] > 0]
+        totals: dict[str, int] = collections.Counter()
+        for e in evs:
+            totals.update(e["ms"])
+        return {
+            "batches": len(evs),
+            "rows": sum(e["rows"] for e in evs),
+            "spark_ms": dict(totals),
+            "per_batch_addBatch_ms": [e["ms"].get("addBatch", 0) for e in evs],
+        }
+
+
+def make_spark(profile: bool) -> Any:
+    """The one SparkSession of the benchmark."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    b = (
+        SparkSession.builder.master("local[2]")
+        .appName("weir-bench-storm-wordcount")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+    )
+    if profile:
+        b = b.config("spark.python.profile", "true")
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+# ---- weir ----------------------------------------------------------------------------------
+def weir_topology(input_dir: Path, files_per_batch: int) -> Any:
+    """FileSpout → split (2 tasks, shuffle) → stateful count (2 tasks, fields grouping)."""
+    from weir.sources import FileSpout
+    from weir.topology import BasicBolt, Fields, StatefulBolt, TopologyBuilder, Values
+
+    class Split(BasicBolt):
+        def declare_output_fields(self, d: Any) -> None:
+            d.declare(Fields("word"))
+
+        def execute(self, tup: Any, collector: Any) -> None:
+            for w in tup.get_string(0).split():
+                collector.emit(Values(w))
+
+    class WordCount(StatefulBolt):
+        def declare_output_fields(self, d: Any) -> None:
+            d.declare(Fields("word", "count"))
+
+        def init_state(self, state: Any) -> None:
+            self.counts = state
+
+        def execute(self, tup: Any) -> None:
+            word = tup.get_string(0)
+            c = self.counts.get(word, 0) + 1
+            self.counts.put(word, c)
+            self.collector.emit(Values(word, c), anchors=[tup])
+            self.collector.ack(tup)
+
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(str(input_dir), files_per_batch=files_per_batch))
+    b.set_bolt("split", Split(), 2).shuffle_grouping("lines")
+    b.set_bolt("count", WordCount(), 2).fields_grouping("split", Fields("word"))
+    return b.create_topology()
+
+
+def run_weir(
+    spark: Any,
+    progress: ProgressLog,
+    name: str,
+    input_dir: Path,
+    state_dir: Path,
+    fpb: int,
+    redis_url: str | None,
+) -> tuple[float, dict[str, int], dict[str, Any]]:
+    """Run the weir topology; seconds, committed counts, and where the time went."""
+    import weir
+    from weir.state import StateFactory
+
+    conf: dict[str, Any] = {"weir.state.dir": str(state_dir), "weir.spark.master": "local[2]"}
+    if redis_url is not None:
+        conf["topology.state.provider"] = "redis"
+        conf["topology.state.provider.config"] = {"url": redis_url}
+    reports: list[Any] = []
+    t0 = time.perf_counter()
+    run = weir.submit(name, conf, weir_topology(input_dir, fpb), spark=spark)
+    coord = run.coordinator
+    inner = coord.run_batch
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        rep = inner(*args, **kwargs)
+        reports.append(rep)
+        return rep
+
+    coord.run_batch = recording
+    t_submit = time.perf_counter() - t0
+    status = run.process_available()
+    seconds = time.perf_counter() - t0
+    if status.error:
+        raise RuntimeError(f"weir run {name} failed: {status.error}")
+
+    counts: dict[str, int] = {}
+    dup = 0
+    for task in range(2):
+        state = StateFactory.get_state(f"{name}-count-{task}", conf)
+        for word, c in state:
+            dup += word in counts
+            counts[word] = c
+    if dup:
+        counts["<words in two task namespaces>"] = dup
+    q = progress.summary(str(run.query.id))
+    job_ms = sum(r.job_ms for r in reports)
+    commit_ms = sum(r.commit_ms for r in reports)
+    add_ms = q["spark_ms"].get("addBatch", 0)
+    breakdown = {
+        "submit_s": round(t_submit, 3),
+        "batches": q["batches"],
+        "job_ms": round(job_ms),
+        "commit_ms": round(commit_ms),
+        "coordinator_other_ms": round(add_ms - job_ms - commit_ms),
+        "spark_ms": q["spark_ms"],
+        "per_batch": [
+            {"txid": r.txid, "job_ms": round(r.job_ms), "commit_ms": round(r.commit_ms)} for r in reports
+        ],
+        "components": status.components,
+    }
+    return seconds, counts, breakdown
+
+
+# ---- Spark ---------------------------------------------------------------------------------
+def words_stream(spark: Any, input_dir: Path, fpb: int) -> Any:
+    """readStream text → explode(split(value, ' ')) as ``word``."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    lines = spark.readStream.format("text").option("maxFilesPerTrigger", fpb).load(str(input_dir))
+    words = lines.select(F.explode(F.split(F.col("value"), " ")).alias("word"))
+    return words.where(F.col("word") != "")
+
+
+def pandas_processor() -> Any:
+    """A StatefulProcessor counting rows per key in a ValueState (pandas batches)."""
+    import pandas as pd
+    from pyspark.sql.streaming import StatefulProcessor
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    class PandasCount(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            self.count = handle.getValueState("count", StructType([StructField("value", LongType())]))
+
+        def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:  # noqa: N802, N803
+            n = 0
+            for pdf in rows:
+                n += len(pdf)
+            old = self.count.get()
+            total = n + (old[0] if old is not None else 0)
+            self.count.update((total,))
+            yield pd.DataFrame({"word": [key[0]], "count": [total]})
+
+        def close(self) -> None:
+            pass
+
+    return PandasCount()
+
+
+def row_processor() -> Any:
+    """The same processor over Row iterators (``transformWithState``)."""
+    from pyspark.sql import Row
+    from pyspark.sql.streaming import StatefulProcessor
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    class RowCount(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            self.count = handle.getValueState("count", StructType([StructField("value", LongType())]))
+
+        def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:  # noqa: N802, N803
+            n = 0
+            for _ in rows:
+                n += 1
+            old = self.count.get()
+            total = n + (old[0] if old is not None else 0)
+            self.count.update((total,))
+            yield Row(word=key[0], count=total)
+
+        def close(self) -> None:
+            pass
+
+    return RowCount()
+
+
+def run_spark(
+    spark: Any, progress: ProgressLog, kind: str, input_dir: Path, ckpt: Path, fpb: int
+) -> tuple[float, dict[str, int], dict[str, Any]]:
+    """Run one Spark variant (``c``, ``d`` or ``e``) to the end of its input."""
+    conf_key = "spark.sql.streaming.stateStore.providerClass"
+    prev = spark.conf.get(conf_key, None)
+    counts: dict[str, int] = {}
+
+    def collect(batch_df: Any, batch_id: int) -> None:
+        for row in batch_df.collect():
+            counts[row[0]] = int(row[1])
+
+    t0 = time.perf_counter()
+    try:
+        words = words_stream(spark, input_dir, fpb)
+        if kind == "e":
+            spark.conf.unset(conf_key)
+            out = words.groupBy("word").count()
+        else:
+            spark.conf.set(conf_key, ROCKSDB)
+            grouped = words.groupBy("word")
+            schema = "word STRING, count LONG"
+            if kind == "c":
+                out = grouped.transformWithStateInPandas(pandas_processor(), schema, "Update", "None")
+            else:
+                out = grouped.transformWithState(row_processor(), schema, "Update", "None")
+        query = (
+            out.writeStream.outputMode("update")
+            .foreachBatch(collect)
+            .option("checkpointLocation", str(ckpt))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        seconds = time.perf_counter() - t0
+    finally:
+        if prev is None:
+            spark.conf.unset(conf_key)
+        else:
+            spark.conf.set(conf_key, prev)
+    q = progress.summary(str(query.id))
+    return (
+        seconds,
+        counts,
+        {
+            "batches": q["batches"],
+            "spark_ms": q["spark_ms"],
+            "per_batch_addBatch_ms": q["per_batch_addBatch_ms"],
+        },
+    )
+
+
+# ---- driver --------------------------------------------------------------------------------
+def run_variant(
+    v: str,
+    spark: Any,
+    progress: ProgressLog,
+    input_dir: Path,
+    work: Path,
+    tag: str,
+    fpb: int,
+    redis: RedisServer | None,
+) -> tuple[float, dict[str, int], dict[str, Any]]:
+    """Dispatch one variant; every run gets fresh state and checkpoint directories under ``work``."""
+    d = work / f"{tag}-{v}"
+    if v == "a":
+        return run_weir(spark, progress, f"{tag}sq", input_dir, d, fpb, None)
+    if v == "b":
+        assert redis is not None
+        return run_weir(spark, progress, f"{tag}rd", input_dir, d, fpb, redis.url)
+    return run_spark(spark, progress, v, input_dir, d / "checkpoint", fpb)
+
+
+def ratios(results: list[Result]) -> None:
+    """Fill words/s and the ratios against (c) and (d)."""
+    by = {r.variant: r for r in results}
+    for r in results:
+        r.words_per_s = r.words / r.seconds if r.seconds > 0 else 0.0
+        for ref, attr in (("c", "ratio_vs_c"), ("d", "ratio_vs_d")):
+            if ref in by and by[ref].words_per_s > 0:
+                setattr(r, attr, r.words_per_s / by[ref].words_per_s)
+
+
+def dump_profiles(spark: Any, out: Path, top: int = 35) -> str:
+    """Merge the executors' Python profiles (``spark.python.profile``) and format the top entries."""
+    import io
+    import pstats
+
+    sc = spark.sparkContext
+    out.mkdir(parents=True, exist_ok=True)
+    sc.dump_profiles(str(out))
+    files = sorted(out.glob("*.pstats"))
+    if not files:
+        return "(no executor profiles were collected)"
+    buf = io.StringIO()
+    st = pstats.Stats(str(files[0]), stream=buf)
+    for f in files[1:]:
+        st.add(str(f))
+    st.strip_dirs().sort_stats("tottime").print_stats(top)
+    st.sort_stats("cumulative").print_stats(top)
+    return buf.getvalue()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; exit status 1 if any variant's counts were wrong."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--words", type=int, default=2_000_000, help="total words (default 2,000,000)")
+    p.add_argument("--distinct", type=int, default=20_000, help="distinct words (default 20,000)")
+    p.add_argument("--files", type=int, default=20, help="input files (default 20)")
+    p.add_argument("--files-per-batch", type=int, default=2, help="files per micro-batch (default 2)")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--variants", default="a,b,c,d,e", help="comma-separated subset of a,b,c,d,e")
+    p.add_argument("--no-warmup", action="store_true", help="skip the small warm-up run of each variant")
+    p.add_argument("--workdir", help="keep inputs, state and checkpoints here (default: a temp dir, removed)")
+    p.add_argument("--out", default=str(HERE / "results" / "storm_wordcount.json"), help="JSON output path")
+    p.add_argument("--profile", metavar="DIR", help="collect executor Python profiles (cProfile) into DIR")
+    args = p.parse_args(argv)
+    chosen = [v.strip() for v in args.variants.split(",") if v.strip()]
+    bad = [v for v in chosen if v not in VARIANTS]
+    if bad:
+        p.error(f"unknown variant(s) {bad}; choose from {', '.join(VARIANTS)}")
+
+    work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="weir-bench-wc-"))
+    work.mkdir(parents=True, exist_ok=True)
+    redis: RedisServer | None = None
+    results: list[Result] = []
+    warm: dict[str, Any] = {}
+    try:
+        t = time.perf_counter()
+        expected = generate_corpus(work / "input", args.words, args.distinct, args.files, args.seed)
+        warm_expected = generate_corpus(work / "warm-input", 20_000, 2_000, 2, args.seed + 1)
+        print(
+            f"corpus: {sum(expected.values()):,} words, {len(expected):,} distinct, {args.files} files, "
+            f"{args.files_per_batch} per batch ({time.perf_counter() - t:.1f} s) in {work}",
+            flush=True,
+        )
+        t = time.perf_counter()
+        spark = make_spark(bool(args.profile))
+        progress = ProgressLog(spark)
+        print(f"spark {spark.version} session up ({time.perf_counter() - t:.1f} s)", flush=True)
+        if "b" in chosen:
+            redis = RedisServer(work / "redis")
+            print(f"redis-server on port {redis.port}", flush=True)
+
+        if not args.no_warmup:
+            for v in chosen:
+                secs, got, _ = run_variant(v, spark, progress, work / "warm-input", work, "warm", 1, redis)
+                ok, _detail = verify(got, warm_expected)
+                warm[v] = {"seconds": round(secs, 2), "verified": ok}
+                print(f"  warm-up ({v}) {secs:5.1f} s  verified={'yes' if ok else 'NO'}", flush=True)
+
+        for v in chosen:
+            secs, got, breakdown = run_variant(
+                v, spark, progress, work / "input", work, "wc", args.files_per_batch, redis
+            )
+            ok, detail = verify(got, expected)
+            r = Result(
+                v,
+                VARIANTS[v],
+                sum(expected.values()),
+                secs,
+                breakdown.get("batches", 0),
+                ok,
+                detail,
+                breakdown=breakdown,
+            )
+            results.append(r)
+            print(
+                f"  ({v}) {VARIANTS[v]:<34} {secs:7.1f} s  {r.words / secs:>10,.0f} words/s  "
+                f"verified={'yes' if ok else 'NO: ' + detail}",
+                flush=True,
+            )
+        profile_text = dump_profiles(spark, Path(args.profile)) if args.profile else None
+    finally:
+        if redis is not None:
+            redis.stop()
+        if not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+
+    ratios(results)
+    print()
+    print(format_table(results))
+    by = {r.variant: r for r in results}
+    target_lines = []
+    if "a" in by:
+        for ref, need in (("c", TARGETS["a_vs_c"]), ("d", TARGETS["a_vs_d"])):
+            if ref in by:
+                got_ratio = by["a"].words_per_s / by[ref].words_per_s
+                verdict = "met" if got_ratio >= need else "NOT met"
+                target_lines.append(f"target (a) >= {need}x ({ref}): {got_ratio:.2f}x -> {verdict}")
+    for line in target_lines:
+        print(line)
+    if profile_text:
+        print("\nexecutor profile (merged over all Python workers):\n" + profile_text)
+
+    import pyspark
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "benchmark": "storm_wordcount",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": {
+            "python": platform.python_version(),
+            "pyspark": pyspark.__version__,
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+        },
+        "params": {
+            "words": args.words,
+            "distinct": args.distinct,
+            "files": args.files,
+            "files_per_batch": args.files_per_batch,
+            "seed": args.seed,
+            "master": "local[2]",
+            "shuffle_partitions": 2,
+            "warmup": not args.no_warmup,
+        },
+        "targets": {"a_vs_c": TARGETS["a_vs_c"], "a_vs_d": TARGETS["a_vs_d"], "verdicts": target_lines},
+        "warmup": warm,
+        "results": [asdict(r) for r in results],
+    }
+    out.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    print(f"\nwrote {out}")
+    return 0 if all(r.verified for r in results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

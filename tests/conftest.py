@@ -1,0 +1,165 @@
+"""Shared fixtures: real servers (session-scoped, stopped by pid), a fresh store per test, Spark.
+
+Servers come from :mod:`tests.servers`; a missing binary skips the test, or fails it when
+``WEIR_REQUIRE_SERVICES=1`` (CI). ``provider_url`` is parametrised *indirectly* over
+:data:`tests.servers.PROVIDERS`::
+
+    @pytest.mark.parametrize("provider_url", PROVIDERS, indirect=True)
+    def test_x(provider_url): ...
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import settings
+
+from tests.servers import (
+    Memcached,
+    NatsServer,
+    PostgresDatabase,
+    RedisCluster,
+    RedisServer,
+    require_binary,
+)
+
+# Hypothesis: no example database in the work tree, no per-example deadline (real servers vary).
+settings.register_profile("weir", deadline=None, database=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "weir"))
+
+
+# ---- servers ---------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """A standalone ``redis-server`` on a free loopback port (no persistence)."""
+    with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisCluster]:
+    """A 3-master Redis Cluster on free loopback ports."""
+    with RedisCluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def memcached_server() -> Iterator[Memcached]:
+    """A ``memcached`` on a free loopback port (TCP only)."""
+    with Memcached() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def nats_server() -> Iterator[NatsServer]:
+    """A ``nats-server`` with JetStream on a free loopback port (restartable)."""
+    with NatsServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def postgres_database() -> Iterator[PostgresDatabase]:
+    """A fresh database on the local PostgreSQL server, dropped at the end of the run."""
+    db = PostgresDatabase()
+    try:
+        yield db
+    finally:
+        _close_backends()
+        db.drop()
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_database: PostgresDatabase) -> str:
+    """``postgresql://postgres@127.0.0.1:5432/weir_test_<random>``."""
+    return postgres_database.url
+
+
+# ---- state -----------------------------------------------------------------------------------
+@pytest.fixture
+def tmp_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty ``weir.state.dir`` for one test (also exported as ``$WEIR_STATE_DIR``)."""
+    path = tmp_path / "weir-state"
+    path.mkdir()
+    monkeypatch.setenv("WEIR_STATE_DIR", str(path))
+    return path
+
+
+def _close_backends() -> None:
+    from weir.state.factory import close_backends
+
+    close_backends()
+
+
+@pytest.fixture
+def provider_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The URL of an empty store of the requested kind (``indirect`` parameter, see PROVIDERS).
+
+    ``memory`` gets a store name of its own, ``sqlite`` a new file, Redis and the Redis Cluster are
+    flushed, and the PostgreSQL test database has every table truncated. Backends cached by
+    :func:`weir.state.factory.open_backend` are closed before and after the test.
+    """
+    kind = getattr(request, "param", None)
+    if kind is None:
+        pytest.fail("provider_url must be parametrised indirectly, e.g. over tests.servers.PROVIDERS")
+    _close_backends()
+    if kind == "memory":
+        url = f"memory://test-{uuid.uuid4().hex[:12]}"
+    elif kind == "sqlite":
+        url = f"sqlite:///{tmp_path / 'state.db'}"
+    elif kind == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        server.flushall()
+        url = server.url
+    elif kind == "redis-cluster":
+        cluster: RedisCluster = request.getfixturevalue("redis_cluster")
+        cluster.flushall()
+        url = cluster.url
+    elif kind == "postgres":
+        db: PostgresDatabase = request.getfixturevalue("postgres_database")
+        db.truncate_all()
+        url = db.url
+    else:
+        pytest.fail(f"unknown provider set-up {kind!r}")
+    try:
+        yield url
+    finally:
+        _close_backends()
+        if kind == "memory":
+            from weir.state.memory import MemoryBackend
+
+            MemoryBackend.reset_all()
+
+
+# ---- Spark -----------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One local[2] SparkSession for the run, created only when a test asks for it."""
+    require_binary("java")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    warehouse = tmp_path_factory.mktemp("spark-warehouse")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("weir-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("WARN")
+    try:
+        yield session
+    finally:
+        session.stop()

@@ -1,0 +1,123 @@
+"""The provider contract: epoch fencing — a writer with an older epoch fails and changes nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.contract._support import ALL, committed, new_ns, provider_of, txids
+from weir.errors import FencedError, StateError
+from weir.state.factory import open_backend
+
+
+@ALL
+def test_acquire_epoch_strictly_increases_across_connections(provider_url: str) -> None:
+    provider = provider_of(provider_url)
+    ns = new_ns("fence")
+    first = provider.backend.acquire_epoch(ns)
+    other = open_backend(provider.config, fresh=True)
+    try:
+        second = other.acquire_epoch(ns)
+        third = provider.backend.acquire_epoch(ns)
+    finally:
+        other.close()
+    assert first < second < third
+    assert txids(provider, ns).epoch == third
+    # epochs are per namespace
+    assert txids(provider, new_ns("fence")).epoch == 0
+
+
+@ALL
+def test_fenced_writer_changes_nothing(provider_url: str) -> None:
+    provider = provider_of(provider_url)
+    ns = new_ns("fence")
+    old = provider.new_state(ns)
+    old.fence(provider.backend.acquire_epoch(ns))
+    old.put("a", 1)
+    old.prepare_commit(1)
+    old.commit(1)
+    old.put("a", 2)
+    old.put("b", 2)
+    old.prepare_commit(2)
+    prepared_before = provider.backend.load_prepared(ns)
+
+    # a new driver takes over (on its own connection)
+    takeover = open_backend(provider.config, fresh=True)
+    try:
+        new_epoch = takeover.acquire_epoch(ns)
+    finally:
+        takeover.close()
+    assert new_epoch > (old.epoch or 0)
+
+    def unchanged() -> None:
+        rec = txids(provider, ns)
+        assert (rec.committed, rec.prepared, rec.epoch) == (1, 2, new_epoch)
+        assert committed(provider, ns) == {"a": 1}
+        assert provider.backend.load_prepared(ns) == prepared_before
+
+    with pytest.raises(FencedError) as info:
+        old.commit(2)
+    assert ns in str(info.value)
+    assert isinstance(info.value, StateError)
+    unchanged()
+    with pytest.raises(FencedError):
+        old.rollback()
+    unchanged()
+    old.put("c", 3)
+    with pytest.raises(FencedError):
+        old.prepare_commit(3)
+    unchanged()
+    old.put("d", 4)
+    with pytest.raises(FencedError):
+        old.commit()  # a direct write is fenced too
+    unchanged()
+
+    # the new driver recovers (rolls 2 back) and carries on
+    new = provider.new_state(ns)
+    new.fence(new_epoch)
+    new.rollback()
+    new.put("c", 3)
+    new.prepare_commit(2)
+    new.commit(2)
+    assert committed(provider, ns) == {"a": 1, "c": 3}
+    assert txids(provider, ns).epoch == new_epoch
+
+
+@ALL
+def test_a_newer_epoch_is_stored_by_its_first_write(provider_url: str) -> None:
+    provider = provider_of(provider_url)
+    ns = new_ns("fence")
+    newer = provider.new_state(ns)
+    newer.fence(40)
+    newer.put("k", "newer")
+    newer.prepare_commit(1)
+    assert txids(provider, ns).epoch == 40
+    older = provider.new_state(ns)
+    older.fence(39)
+    older.put("k", "older")
+    with pytest.raises(FencedError):
+        older.prepare_commit(1)
+    with pytest.raises(FencedError):
+        older.commit(1)
+    newer.commit(1)
+    assert committed(provider, ns) == {"k": "newer"}
+    rec = txids(provider, ns)
+    assert (rec.committed, rec.prepared, rec.epoch) == (1, None, 40)
+    # an unfenced (admin) writer is never refused
+    admin = provider.new_state(ns)
+    admin.put("k", "admin")
+    admin.commit()
+    assert committed(provider, ns) == {"k": "admin"}
+
+
+@ALL
+def test_fencing_is_per_namespace(provider_url: str) -> None:
+    provider = provider_of(provider_url)
+    ns1, ns2 = new_ns("fence"), new_ns("fence")
+    provider.backend.acquire_epoch(ns1)
+    provider.backend.acquire_epoch(ns1)
+    state = provider.new_state(ns2)
+    state.fence(1)
+    state.put("x", 1)
+    state.prepare_commit(1)
+    state.commit(1)
+    assert committed(provider, ns2) == {"x": 1}

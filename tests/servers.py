@@ -1,0 +1,608 @@
+"""Real servers for tests, started from the installed binaries on free loopback ports.
+
+Every server runs in its own temporary directory, listens on 127.0.0.1 only (never the system
+Redis on 6379), is waited for with a bounded poll and is stopped by its pid. When a binary or the
+local PostgreSQL server is missing, :func:`require_binary` / :func:`require_service` skip the test —
+or fail it when ``WEIR_REQUIRE_SERVICES=1`` (CI).
+
+Example
+-------
+>>> with RedisServer() as redis:                       # doctest: +SKIP
+...     url = redis.url                                # redis://127.0.0.1:PORT/0
+...     redis.kill_and_restart()                       # SIGKILL, start again on the same port
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = [
+    "DURABLE_PROVIDERS",
+    "PROVIDERS",
+    "Memcached",
+    "NatsServer",
+    "PostgresDatabase",
+    "RedisCluster",
+    "RedisServer",
+    "ServerProcess",
+    "free_port",
+    "fresh_postgres_database",
+    "redis_command",
+    "require_binary",
+    "require_service",
+    "services_required",
+    "wait_until",
+]
+
+PROVIDERS = ("memory", "sqlite", "redis", "redis-cluster", "postgres")
+"""The store set-ups the ``provider_url`` fixture (tests/conftest.py) knows, for ``indirect`` parametrisation."""
+
+DURABLE_PROVIDERS = ("sqlite", "redis", "redis-cluster", "postgres")
+"""The set-ups whose data outlives the writing process (``memory`` is process-local by design)."""
+
+POSTGRES_ADMIN_DSN = os.environ.get("WEIR_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+"""Where the test PostgreSQL server is (trust auth); a fresh database is created on it per run."""
+
+
+# ---- requirements ----------------------------------------------------------------------------
+def services_required() -> bool:
+    """True when ``WEIR_REQUIRE_SERVICES=1``: a missing server fails instead of skipping."""
+    return os.environ.get("WEIR_REQUIRE_SERVICES", "").strip().lower() in ("1", "true", "yes")
+
+
+def require_service(available: bool, what: str) -> None:
+    """Skip (or, with ``WEIR_REQUIRE_SERVICES=1``, fail) when ``available`` is false."""
+    if available:
+        return
+    if services_required():
+        pytest.fail(f"{what} (WEIR_REQUIRE_SERVICES=1: a missing service is a failure)", pytrace=False)
+    pytest.skip(what)
+
+
+def require_binary(name: str) -> str:
+    """Absolute path of the binary ``name``; skip or fail the test when it is not installed."""
+    path = shutil.which(name)
+    require_service(path is not None, f"binary {name!r} is not installed (not on PATH)")
+    assert path is not None
+    return path
+
+
+# ---- small helpers ---------------------------------------------------------------------------
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(*, also_free: Sequence[int] = ()) -> int:
+    """A free loopback TCP port; ``also_free`` are offsets that must be free too (Redis' bus: 10000)."""
+    for _ in range(200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port: int = s.getsockname()[1]
+        if port + max(also_free, default=0) > 65535:
+            continue
+        if all(_port_free(port + off) for off in also_free):
+            return port
+    msg = "no free loopback port found"
+    raise RuntimeError(msg)
+
+
+def wait_until(
+    check: Callable[[], bool],
+    *,
+    timeout: float,
+    what: str,
+    interval: float = 0.02,
+    alive: Callable[[], str | None] | None = None,
+) -> None:
+    """Poll ``check`` until it is true, at most ``timeout`` seconds (backing off up to 0.2 s).
+
+    ``alive`` returns an error text when the thing waited for has died, to stop early.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if check():
+                return
+        except OSError:
+            pass
+        if alive is not None:
+            dead = alive()
+            if dead:
+                msg = f"{what}: {dead}"
+                raise RuntimeError(msg)
+        if time.monotonic() > deadline:
+            msg = f"timed out after {timeout:.0f}s waiting for {what}"
+            raise TimeoutError(msg)
+        time.sleep(interval)
+        interval = min(interval * 1.5, 0.2)
+
+
+def _encode_resp(args: Sequence[str | bytes | int]) -> bytes:
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        b = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(b), b))
+    return b"".join(out)
+
+
+def _read_resp(f: Any) -> Any:
+    line = f.readline()
+    if not line:
+        msg = "connection closed"
+        raise ConnectionError(msg)
+    kind, rest = line[:1], line[1:-2]
+    if kind == b"+":
+        return rest.decode()
+    if kind == b"-":
+        msg = rest.decode()
+        raise RuntimeError(msg)
+    if kind == b":":
+        return int(rest)
+    if kind == b"$":
+        n = int(rest)
+        if n < 0:
+            return None
+        data = f.read(n + 2)
+        return data[:-2]
+    if kind == b"*":
+        n = int(rest)
+        return None if n < 0 else [_read_resp(f) for _ in range(n)]
+    msg = f"unexpected RESP reply {line!r}"
+    raise RuntimeError(msg)
+
+
+def redis_command(port: int, *args: str | bytes | int, timeout: float = 5.0) -> Any:
+    """Send one command to the Redis server on ``127.0.0.1:port`` and return the decoded reply.
+
+    A tiny RESP client, so fixtures do not depend on the code under test or on redis-py.
+    """
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(_encode_resp(args))
+        with s.makefile("rb") as f:
+            return _read_resp(f)
+
+
+# ---- process handling ------------------------------------------------------------------------
+_LIVE: weakref.WeakSet[ServerProcess] = weakref.WeakSet()
+
+
+def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child
+    """Have Linux kill the server if the test process dies without cleaning up."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(Exception):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class ServerProcess:
+    """A server child process, with its log file, stopped by pid."""
+
+    name = "server"
+    #: signal of a graceful :meth:`stop`
+    stop_signal: int = signal.SIGTERM
+
+    def __init__(self, workdir: str | os.PathLike[str] | None = None) -> None:
+        self._own_dir = workdir is None
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix=f"weir-{self.name}-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = self.workdir / f"{self.name}.log"
+
+    # subclasses
+    def command(self) -> list[str]:
+        """The command line that starts the server."""
+        raise NotImplementedError
+
+    def ready(self) -> bool:
+        """True once the server answers."""
+        raise NotImplementedError
+
+    startup_timeout = 20.0
+
+    @property
+    def pid(self) -> int | None:
+        """Pid of the running server, if any."""
+        return None if self.proc is None else self.proc.pid
+
+    def running(self) -> bool:
+        """Whether the process is alive."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def _dead(self) -> str | None:
+        if self.proc is not None and self.proc.poll() is not None:
+            return f"{self.name} exited with code {self.proc.returncode}; log:\n{self.log_tail()}"
+        return None
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last lines of the server's log."""
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def start(self) -> ServerProcess:
+        """Start the server and wait until it answers."""
+        if self.running():
+            return self
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                self.command(),
+                cwd=self.workdir,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_set_pdeathsig,
+            )
+        _LIVE.add(self)
+        try:
+            wait_until(
+                self.ready, timeout=self.startup_timeout, what=f"{self.name} to start", alive=self._dead
+            )
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Signal the server by pid (``stop_signal``), then SIGKILL it after ``timeout`` seconds."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, self.stop_signal)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout)
+        _LIVE.discard(self)
+
+    def kill(self) -> None:
+        """SIGKILL the server by pid (a crash), and reap it."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        _LIVE.discard(self)
+
+    def kill_and_restart(self) -> None:
+        """SIGKILL the server, then start it again with the same port and directory."""
+        self.kill()
+        self.start()
+
+    def close(self) -> None:
+        """Stop the server and remove its directory if we created it."""
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> Any:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@atexit.register
+def _stop_leftovers() -> None:
+    for server in list(_LIVE):
+        with contextlib.suppress(Exception):
+            server.stop(timeout=5)
+
+
+# ---- Redis -----------------------------------------------------------------------------------
+class RedisServer(ServerProcess):
+    """``redis-server`` on a free loopback port, no persistence (``--save '' --appendonly no``).
+
+    Parameters
+    ----------
+    appendonly:
+        Turn on the AOF (fsync always), for tests that want data to survive :meth:`kill_and_restart`.
+    extra_args:
+        More ``--option value`` arguments.
+    """
+
+    name = "redis"
+
+    def __init__(
+        self,
+        workdir: str | os.PathLike[str] | None = None,
+        *,
+        port: int | None = None,
+        appendonly: bool = False,
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        super().__init__(workdir)
+        self.binary = require_binary("redis-server")
+        self.port = port or free_port(also_free=(10000,))
+        self.appendonly = appendonly
+        self.extra_args = list(extra_args)
+
+    def command(self) -> list[str]:
+        """``redis-server`` bound to 127.0.0.1:port in the work directory."""
+        cmd = [
+            self.binary,
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", str(self.workdir),
+            "--daemonize", "no",
+            "--save", "",
+            "--logfile", "",
+            "--protected-mode", "yes",
+        ]  # fmt: skip
+        if self.appendonly:
+            cmd += ["--appendonly", "yes", "--appendfsync", "always"]
+        else:
+            cmd += ["--appendonly", "no"]
+        return cmd + self.extra_args
+
+    def ready(self) -> bool:
+        """PING answers PONG."""
+        return bool(redis_command(self.port, "PING", timeout=1) == "PONG")
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:PORT/0``."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def command_reply(self, *args: str | bytes | int) -> Any:
+        """Run one Redis command on this server."""
+        return redis_command(self.port, *args)
+
+    def flushall(self) -> None:
+        """Delete every key of every database."""
+        self.command_reply("FLUSHALL")
+
+
+class RedisCluster:
+    """Three ``redis-server --cluster-enabled yes`` masters joined by ``redis-cli --cluster create``."""
+
+    def __init__(self, masters: int = 3, workdir: str | os.PathLike[str] | None = None) -> None:
+        self._own_dir = workdir is None
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="weir-redis-cluster-"))
+        self.redis_cli = require_binary("redis-cli")
+        self.nodes: list[RedisServer] = []
+        for i in range(masters):
+            port = free_port(also_free=(10000,))
+            node_dir = self.workdir / f"node{i}"
+            self.nodes.append(
+                RedisServer(
+                    node_dir,
+                    port=port,
+                    extra_args=[
+                        "--cluster-enabled", "yes",
+                        "--cluster-config-file", str(node_dir / "nodes.conf"),
+                        "--cluster-node-timeout", "5000",
+                    ],
+                )  # fmt: skip
+            )
+
+    @property
+    def ports(self) -> list[int]:
+        """The masters' ports."""
+        return [n.port for n in self.nodes]
+
+    @property
+    def addresses(self) -> list[str]:
+        """``127.0.0.1:PORT`` of every master."""
+        return [f"127.0.0.1:{p}" for p in self.ports]
+
+    @property
+    def url(self) -> str:
+        """``redis+cluster://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3``."""
+        return "redis+cluster://" + ",".join(self.addresses)
+
+    def _state_ok(self) -> bool:
+        for port in self.ports:
+            info = redis_command(port, "CLUSTER", "INFO", timeout=1)
+            if b"cluster_state:ok" not in info:
+                return False
+            # every node must also know all masters, or MOVED replies point nowhere yet
+            if b"cluster_known_nodes:%d" % len(self.nodes) not in info:
+                return False
+        return True
+
+    def start(self) -> RedisCluster:
+        """Start the nodes, create the cluster and wait for ``cluster_state:ok`` on every node."""
+        try:
+            for node in self.nodes:
+                node.start()
+            done = subprocess.run(
+                [self.redis_cli, "--cluster", "create", *self.addresses,
+                 "--cluster-replicas", "0", "--cluster-yes"],
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )  # fmt: skip
+            if done.returncode != 0:
+                msg = f"redis-cli --cluster create failed:\n{done.stdout.decode()}\n{done.stderr.decode()}"
+                raise RuntimeError(msg)
+            wait_until(self._state_ok, timeout=30, what="redis cluster_state:ok on every node")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def flushall(self) -> None:
+        """Delete every key on every master."""
+        for port in self.ports:
+            redis_command(port, "FLUSHALL")
+
+    def stop(self) -> None:
+        """Stop every node by pid."""
+        for node in self.nodes:
+            node.stop()
+
+    def close(self) -> None:
+        """Stop every node and remove the directory if we created it."""
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> RedisCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# ---- Memcached -------------------------------------------------------------------------------
+class Memcached(ServerProcess):
+    """``memcached -l 127.0.0.1 -p PORT -U 0`` (TCP only)."""
+
+    name = "memcached"
+    stop_signal = signal.SIGKILL  # nothing to persist; SIGTERM costs a second of shutdown
+
+    def __init__(self, workdir: str | os.PathLike[str] | None = None, *, port: int | None = None) -> None:
+        super().__init__(workdir)
+        self.binary = require_binary("memcached")
+        self.port = port or free_port()
+
+    def command(self) -> list[str]:
+        """The memcached command line (``-u`` is needed when the tests run as root)."""
+        cmd = [self.binary, "-l", "127.0.0.1", "-p", str(self.port), "-U", "0"]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            cmd += ["-u", "root"]
+        return cmd
+
+    def ready(self) -> bool:
+        """``version`` answers ``VERSION …``."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+            s.sendall(b"version\r\n")
+            return s.recv(64).startswith(b"VERSION")
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """``("127.0.0.1", PORT)``."""
+        return ("127.0.0.1", self.port)
+
+    @property
+    def url(self) -> str:
+        """``memcached://127.0.0.1:PORT``."""
+        return f"memcached://127.0.0.1:{self.port}"
+
+
+# ---- NATS ------------------------------------------------------------------------------------
+class NatsServer(ServerProcess):
+    """``nats-server -js -a 127.0.0.1 -p PORT -sd DIR``; JetStream data survives a restart."""
+
+    name = "nats"
+
+    def __init__(self, workdir: str | os.PathLike[str] | None = None, *, port: int | None = None) -> None:
+        super().__init__(workdir)
+        self.binary = require_binary("nats-server")
+        self.port = port or free_port()
+        self.store_dir = self.workdir / "jetstream"
+
+    def command(self) -> list[str]:
+        """The nats-server command line with JetStream on."""
+        return [self.binary, "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.store_dir)]
+
+    def ready(self) -> bool:
+        """The server greets with an ``INFO`` line announcing JetStream."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+            greeting = s.recv(4096)
+        return greeting.startswith(b"INFO ") and b'"jetstream":true' in greeting
+
+    @property
+    def url(self) -> str:
+        """``nats://127.0.0.1:PORT``."""
+        return f"nats://127.0.0.1:{self.port}"
+
+    def restart(self) -> None:
+        """Stop gracefully and start again on the same port and store directory."""
+        self.stop()
+        self.start()
+
+
+# ---- PostgreSQL ------------------------------------------------------------------------------
+def _pg_connect(dsn: str) -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        require_service(False, "psycopg is not installed (pip install 'weir[postgres]')")
+        raise
+    try:
+        return psycopg.connect(dsn, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        require_service(False, f"PostgreSQL is not reachable at {dsn}: {exc}".strip())
+        raise
+
+
+class PostgresDatabase:
+    """A fresh database ``weir_test_<random>`` on the local server; :meth:`drop` removes it."""
+
+    def __init__(self, admin_dsn: str = POSTGRES_ADMIN_DSN) -> None:
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+        self.admin_dsn = admin_dsn
+        self.name = f"weir_test_{uuid.uuid4().hex[:12]}"
+        with _pg_connect(admin_dsn) as conn:
+            conn.execute(f'CREATE DATABASE "{self.name}"')
+        parts = conninfo_to_dict(make_conninfo(admin_dsn))
+        user = parts.get("user", "postgres")
+        host = parts.get("host", "127.0.0.1")
+        port = parts.get("port", "5432")
+        password = parts.get("password")
+        auth = f"{user}:{password}" if password else str(user)
+        self.url = f"postgresql://{auth}@{host}:{port}/{self.name}"
+        self.dropped = False
+
+    def truncate_all(self) -> None:
+        """Empty every table of the database (all user schemas); close the store's connections first."""
+        with _pg_connect(self.url) as conn:
+            rows = conn.execute(
+                "SELECT quote_ident(schemaname) || '.' || quote_ident(tablename) FROM pg_tables "
+                "WHERE schemaname NOT IN ('pg_catalog', 'information_schema')"
+            ).fetchall()
+            if rows:
+                conn.execute("TRUNCATE " + ", ".join(r[0] for r in rows))
+
+    def drop(self) -> None:
+        """Terminate every connection to the database, then drop it (idempotent)."""
+        if self.dropped:
+            return
+        with _pg_connect(self.admin_dsn) as conn:
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = %s AND pid <> pg_backend_pid()",
+                (self.name,),
+            )
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.name}"')
+        self.dropped = True
+
+
+def fresh_postgres_database(admin_dsn: str = POSTGRES_ADMIN_DSN) -> tuple[str, Callable[[], None]]:
+    """Create ``weir_test_<random>`` on the local server; return its URL and a function that drops it.
+
+    Skips (or fails with ``WEIR_REQUIRE_SERVICES=1``) when the server is not reachable.
+    """
+    db = PostgresDatabase(admin_dsn)
+    return db.url, db.drop

@@ -1,0 +1,405 @@
+"""Quick tests of the postgres provider against the local server, in a fresh database per run."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from weir.errors import ConfigError, FencedError, StateError
+from weir.state.config import parse_provider_config
+from weir.state.factory import StateFactory
+from weir.state.kv import TransactionalKeyValueState
+from weir.state.postgres import PostgresBackend, PostgresOptions, open_backend, redact_url
+
+if os.environ.get("WEIR_REQUIRE_SERVICES") == "1":
+    import psycopg
+else:
+    psycopg = pytest.importorskip("psycopg")
+
+ADMIN_URL = os.environ.get("WEIR_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def _with_db(url: str, db: str) -> str:
+    return url.rsplit("/", 1)[0] + "/" + db
+
+
+@pytest.fixture(scope="module")
+def pg_url() -> Iterator[str]:
+    try:
+        admin = psycopg.connect(ADMIN_URL, autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as exc:
+        if os.environ.get("WEIR_REQUIRE_SERVICES") == "1":
+            pytest.fail(f"PostgreSQL is required but not reachable at {ADMIN_URL}: {exc}")
+        pytest.skip(f"PostgreSQL not reachable at {ADMIN_URL}")
+    db = f"weir_test_{uuid.uuid4().hex[:12]}"
+    admin.execute(f'CREATE DATABASE "{db}"')
+    try:
+        yield _with_db(ADMIN_URL, db)
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+        admin.close()
+
+
+def _open(url: str, **opts: object) -> PostgresBackend:
+    cfg = parse_provider_config(
+        {"topology.state.provider": "postgres", "topology.state.provider.config": {"url": url, **opts}}
+    )
+    return open_backend(cfg)
+
+
+@pytest.fixture
+def backend(pg_url: str) -> Iterator[PostgresBackend]:
+    b = _open(pg_url)
+    yield b
+    for ns in b.namespaces():
+        b.drop(ns)
+    b.close()
+
+
+# ---- configuration and connection errors ---------------------------------------------------------
+def test_open_creates_tables_and_describe(pg_url: str, backend: PostgresBackend) -> None:
+    assert backend.describe() == pg_url
+    assert (backend.kind, backend.durable, backend.distributed) == ("postgres", True, True)
+    with psycopg.connect(pg_url) as c:
+        names = {r[0] for r in c.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+    assert {"weir_kv", "weir_prepare", "weir_txid"} <= names
+
+
+def test_custom_schema_and_prefix_created_concurrently(pg_url: str) -> None:
+    opened: list[PostgresBackend] = []
+    errors: list[BaseException] = []
+
+    def open_one() -> None:
+        try:
+            opened.append(_open(pg_url, schema="weir_s", tablePrefix="app_"))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    b = opened[0]
+    assert b.describe().endswith("[weir_s.app_*]")
+    b.write_direct("x", {b"k": b"v"}, None)
+    with psycopg.connect(pg_url) as c:
+        assert c.execute("SELECT k, v FROM weir_s.app_kv").fetchall() == [(b"k", b"v")]
+    for o in opened:
+        o.close()
+
+
+@pytest.mark.parametrize(
+    ("opts", "match"),
+    [
+        ({"schema": "public; DROP TABLE x"}, "schema"),
+        ({"tablePrefix": "a-b"}, "tablePrefix"),
+        ({"connectTimeout": -1}, "connectTimeout"),
+    ],
+)
+def test_bad_options(pg_url: str, opts: dict[str, object], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        _open(pg_url, **opts)
+
+
+def test_missing_database_names_url_without_password(pg_url: str) -> None:
+    url = _with_db(pg_url, "weir_no_such_db").replace("postgres@", "postgres:sekrit@")
+    with pytest.raises(ConfigError) as info:
+        _open(url)
+    text = str(info.value)
+    assert "sekrit" not in text
+    assert "postgres:***@127.0.0.1:5432/weir_no_such_db" in text
+    assert "does not exist" in text
+    assert "CREATE DATABASE" in text
+
+
+def test_unreachable_server_is_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"127\.0\.0\.1:1/db.*check that PostgreSQL runs"):
+        _open("postgresql://postgres@127.0.0.1:1/db", connectTimeout=2)
+
+
+def test_unknown_role_is_config_error(pg_url: str) -> None:
+    url = pg_url.replace("postgres@", "weir_no_such_role@")
+    with pytest.raises(ConfigError, match="check the user and password"):
+        _open(url)
+
+
+def test_redact_url() -> None:
+    assert redact_url("postgresql://u:p@h:1/d") == "postgresql://u:***@h:1/d"
+    assert redact_url("postgresql://u@h/d?password=x&sslmode=require") == (
+        "postgresql://u@h/d?password=***&sslmode=require"
+    )
+
+
+# ---- semantics through TransactionalKeyValueState ------------------------------------------------
+def test_put_get_delete_and_visibility(backend: PostgresBackend) -> None:
+    writer = TransactionalKeyValueState(backend, "t-c-0")
+    reader = TransactionalKeyValueState(backend, "t-c-0")
+    writer.put("a", 1)
+    writer.put("b", {"x": [1, 2]})
+    assert writer.get("a") == 1
+    assert reader.get("a") is None
+    writer.prepare_commit(1)
+    assert reader.get("a") is None
+    writer.commit(1)
+    assert reader.get("a") == 1
+    assert reader.get_many(["a", "b", "zz"], default=0) == [1, {"x": [1, 2]}, 0]
+    assert writer.delete("a") == 1
+    writer.prepare_commit(2)
+    writer.commit(2)
+    assert reader.get("a") is None
+    assert dict(reader) == {"b": {"x": [1, 2]}}
+    assert backend.txids("t-c-0").committed == 2
+
+
+def test_rollback_and_commit_rules(backend: PostgresBackend) -> None:
+    s = TransactionalKeyValueState(backend, "ns")
+    s.put("k", "v1")
+    s.prepare_commit(1)
+    s.commit(1)
+    s.commit(1)  # idempotent
+    s.delete("k")
+    s.put("other", 5)
+    s.prepare_commit(2)
+    assert backend.load_prepared("ns") == (2, {b'"k"': None, b'"other"': b"5"})
+    s.rollback()
+    assert backend.load_prepared("ns") is None
+    assert (s.get("k"), s.get("other")) == ("v1", None)
+    with pytest.raises(StateError, match=r"'ns'.*txid 1.*committed txid 1"):
+        s.prepare_commit(1)
+    with pytest.raises(StateError, match="cannot commit txid 3"):
+        backend.commit_prepared("ns", 3, None)
+
+
+def test_epoch_fencing(backend: PostgresBackend) -> None:
+    assert backend.acquire_epoch("ns") == 1
+    old = TransactionalKeyValueState(backend, "ns", epoch=1)
+    old.put("a", 1)
+    old.prepare_commit(1)
+    assert backend.acquire_epoch("ns") == 2
+    with pytest.raises(FencedError, match=r"'ns'.*epoch 1 is older than the stored epoch 2"):
+        old.commit(1)
+    for call in (
+        lambda: backend.write_prepared("ns", 9, {b"x": b"1"}, 1),
+        lambda: backend.write_direct("ns", {b"x": b"1"}, 1),
+        lambda: backend.discard_prepared("ns", 1),
+    ):
+        with pytest.raises(FencedError):
+            call()
+    assert backend.load_prepared("ns") == (1, {b'"a"': b"1"})
+    assert backend.count("ns") == 0
+    new = TransactionalKeyValueState(backend, "ns", epoch=2)
+    new.rollback()
+    new.put("b", 2)
+    new.prepare_commit(1)
+    new.commit(1)
+    assert backend.txids("ns") == backend.txids("ns").__class__(1, None, 2)
+    backend.write_direct("ns", {b"z": b"1"}, 5)
+    assert backend.txids("ns").epoch == 5
+
+
+def test_scan_count_get_many_namespaces_drop(backend: PostgresBackend) -> None:
+    rows = {f"k{i:05d}".encode(): str(i).encode() for i in range(12_000)}  # > 2 scan pages, > 1 get chunk
+    backend.put_many("big", iter(rows.items()))
+    assert backend.count("big") == 12_000
+    assert dict(backend.scan("big")) == rows
+    keys = [b"nope", *rows]
+    assert backend.get_many("big", keys) == [None, *rows.values()]
+    backend.write_prepared("only-prepared", 3, {b"a": None}, None)
+    backend.acquire_epoch("only-epoch")
+    assert backend.namespaces() == ["big", "only-epoch", "only-prepared"]
+    backend.drop("big")
+    assert backend.count("big") == 0
+    assert backend.namespaces() == ["only-epoch", "only-prepared"]
+
+
+def test_commit_applies_tombstones_and_upserts(backend: PostgresBackend) -> None:
+    backend.put_many("ns", [(b"a", b"1"), (b"b", b"2"), (b"c", b"3"), (b"a", b"1")])
+    backend.write_prepared(
+        "ns", 1, {b"a": None, b"b": b"20", b"d": b"4", b"zz": None, b"\x00\xff": b""}, None
+    )
+    backend.commit_prepared("ns", 1, None)
+    assert dict(backend.scan("ns")) == {b"\x00\xff": b"", b"b": b"20", b"c": b"3", b"d": b"4"}
+    assert backend.txids("ns").prepared is None
+    backend.write_direct("ns", {b"b": None, b"c": b"30"}, None)
+    assert backend.get_many("ns", [b"b", b"c"]) == [None, b"30"]
+
+
+# ---- processes, threads, crashes, connections ----------------------------------------------------
+def test_prepared_set_survives_sigkill(pg_url: str, backend: PostgresBackend) -> None:
+    s = TransactionalKeyValueState(backend, "crash")
+    s.put("a", 1)
+    s.prepare_commit(1)
+    s.commit(1)
+    script = """
+        import os, signal, sys
+        from weir.state.factory import StateFactory
+        s = StateFactory.from_url(sys.argv[1]).new_state("crash")
+        s.put("a", 2); s.put("b", 3)
+        s.prepare_commit(2)
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script), pg_url], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    state = TransactionalKeyValueState(backend, "crash")
+    assert state.get("a") == 1
+    assert state.prepared_txid == 2
+    state.commit(2)
+    assert (state.get("a"), state.get("b")) == (2, 3)
+
+
+def test_concurrent_processes(pg_url: str, backend: PostgresBackend) -> None:
+    script = """
+        import sys
+        from weir.state.factory import StateFactory
+        url, ns, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+        s = StateFactory.from_url(url).new_state(ns)
+        for t in range(1, n + 1):
+            for j in range(20):
+                s.put(f"k{j}", s.get(f"k{j}", 0) + 1)
+            s.prepare_commit(t)
+            s.commit(t)
+        """
+    n = 15
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(script), pg_url, f"w{i}", str(n)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(3)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    for i in range(3):
+        st = TransactionalKeyValueState(backend, f"w{i}")
+        assert st.committed_txid == n
+        assert dict(st) == {f"k{j}": n for j in range(20)}
+
+
+def test_threads_and_fork(backend: PostgresBackend) -> None:
+    errors: list[BaseException] = []
+
+    def work(ns: str) -> None:
+        try:
+            s = TransactionalKeyValueState(backend, ns)
+            for t in range(1, 6):
+                s.put("n", t)
+                s.prepare_commit(t)
+                s.commit(t)
+        except BaseException as exc:  # pragma: no cover
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(f"th{i}",)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert [backend.get(f"th{i}", b'"n"') for i in range(3)] == [b"5"] * 3
+
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            backend.write_direct("forked", {b"child": b"1"}, None)
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert backend.get("forked", b"child") == b"1"  # the parent's session survived the child
+
+
+def test_pickle_round_trip(backend: PostgresBackend) -> None:
+    backend.write_direct("p", {b"a": b"1"}, None)
+    copy = pickle.loads(pickle.dumps(backend))
+    assert copy.get("p", b"a") == b"1"
+    copy.close()
+    provider = StateFactory.from_url(backend.options.url)
+    st = pickle.loads(pickle.dumps(provider)).new_state("p")
+    st.put("w", 1)
+    st.commit()
+    assert backend.get("p", b'"w"') == b"1"
+
+
+def test_reads_reconnect_after_connection_loss(pg_url: str, backend: PostgresBackend) -> None:
+    backend.write_direct("r", {b"a": b"1"}, None)
+    pid = backend._conn().info.backend_pid
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    time.sleep(0.1)
+    assert backend.get("r", b"a") == b"1"
+    assert backend._conn().info.backend_pid != pid
+
+
+def test_writes_reconnect_when_the_connection_died_idle(pg_url: str, backend: PostgresBackend) -> None:
+    backend.write_direct("w", {b"a": b"1"}, None)
+    pid = backend._conn().info.backend_pid
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    time.sleep(0.1)
+    backend.write_prepared("w", 1, {b"b": b"2"}, None)
+    backend.commit_prepared("w", 1, None)
+    assert backend.get_many("w", [b"a", b"b"]) == [b"1", b"2"]
+
+
+def test_options_from_config() -> None:
+    cfg = parse_provider_config(
+        {
+            "topology.state.provider": "postgres",
+            "topology.state.provider.config": {
+                "url": "postgresql://u@h/d",
+                "schema": "s",
+                "tablePrefix": "p_",
+            },
+        }
+    )
+    o = PostgresOptions.from_config(cfg)
+    assert (o.schema, o.table_prefix, o.connect_timeout) == ("s", "p_", 5.0)
+    assert o.table("kv") == '"s"."p_kv"'
+
+
+# ---- timings (printed, not asserted) -------------------------------------------------------------
+def test_print_latencies(backend: PostgresBackend, capsys: pytest.CaptureFixture[str]) -> None:
+    lines = []
+    for n in (1_000, 10_000, 100_000):
+        ns = f"perf{n}"
+        changes = {f"key-{i}".encode(): f"value-{i}".encode() for i in range(n)}
+        best_prep = best_commit = float("inf")
+        for txid in (1, 2):
+            t0 = time.perf_counter()
+            backend.write_prepared(ns, txid, changes, 1)
+            t1 = time.perf_counter()
+            backend.commit_prepared(ns, txid, 1)
+            t2 = time.perf_counter()
+            best_prep, best_commit = min(best_prep, t1 - t0), min(best_commit, t2 - t1)
+        lines.append(
+            f"postgres n={n:>7}: write_prepared {best_prep * 1e3:7.1f} ms, commit {best_commit * 1e3:6.1f} ms"
+        )
+    keys = [f"key-{i}".encode() for i in range(3_000)]
+    backend.get("perf100000", keys[0])
+    t0 = time.perf_counter()
+    for k in keys:
+        backend.get("perf100000", k)
+    per_get = (time.perf_counter() - t0) / len(keys)
+    t0 = time.perf_counter()
+    backend.get_many("perf100000", keys)
+    per_many = (time.perf_counter() - t0) / len(keys)
+    lines.append(f"postgres get {per_get * 1e6:.1f} us/key, get_many {per_many * 1e6:.2f} us/key")
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
