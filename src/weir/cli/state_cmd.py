@@ -183,9 +183,15 @@ def to_jsonable(obj: Any) -> Any:
     return {"$repr": repr(obj)}
 
 
+def _ascii_only() -> bool:
+    """Escape non-ASCII text when stdout cannot encode it (a non-UTF-8 terminal)."""
+    encoding = (getattr(sys.stdout, "encoding", None) or "utf-8").lower().replace("-", "").replace("_", "")
+    return encoding not in ("utf8", "utf16", "utf32")
+
+
 def dumps(obj: Any) -> str:
-    """Compact one-line JSON of ``obj`` (unicode kept as is)."""
-    return json.dumps(to_jsonable(obj), ensure_ascii=False, separators=(",", ":"))
+    """Compact one-line JSON of ``obj`` (unicode kept as is where stdout can show it)."""
+    return json.dumps(to_jsonable(obj), ensure_ascii=_ascii_only(), separators=(",", ":"))
 
 
 def _revive(obj: dict[str, Any]) -> Any:
@@ -308,7 +314,7 @@ def _cmd_dump(args: argparse.Namespace) -> int:
             raise StateError(msg)
         out = sys.stdout
         for ns in names:
-            ns_json = json.dumps(ns, ensure_ascii=False)
+            ns_json = json.dumps(ns, ensure_ascii=_ascii_only())
             for skey, sval in sorted(b.scan(ns)):
                 key, value = _decode(store, ns, skey, sval)
                 out.write(f'{{"ns":{ns_json},"key":{dumps(key)},"value":{dumps(value)}}}\n')

@@ -231,7 +231,12 @@ def _check(settings: RedisSettings, client: Any) -> None:
             if state not in ("ok", b"ok"):
                 msg = f"node {node.host}:{node.port} reports cluster_state other than ok"
                 raise rexc.ClusterDownError(msg)
-    elif int(client.info("cluster").get("cluster_enabled", 0)):
+        return
+    try:
+        enabled = int(client.info("cluster").get("cluster_enabled", 0))
+    except rexc.ResponseError:  # INFO refused by an ACL or a managed service: skip the check
+        return
+    if enabled:
         msg = "cluster_enabled"
         raise rexc.RedisClusterException(msg)
 
@@ -252,9 +257,7 @@ def _open_error(settings: RedisSettings, exc: BaseException) -> ConfigError:
     where = settings.describe()
     reason = settings.scrub(f"{type(exc).__name__}: {exc}")
     text = str(exc)
-    if isinstance(exc, rexc.AuthenticationError) or any(
-        s in text for s in _AUTH_MARKERS
-    ):
+    if isinstance(exc, rexc.AuthenticationError) or any(s in text for s in _AUTH_MARKERS):
         hint = (
             "fix the password (jedisPoolConfig.password / jedisClusterConfig.password, or the URL's "
             "':password@' part), or remove it if the server has none"

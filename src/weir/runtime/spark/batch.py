@@ -4,7 +4,10 @@ Component *c* is a stage with ``parallelism(c)`` partitions; partition *i* is ta
 input is the union of its subscriptions, each keyed by its grouping (fields: a stable hash of the
 field values mod the parallelism; shuffle: round-robin from the producing partition; global: task 0;
 all: every task; direct: the task the producer chose) and partitioned by that key. Every stage's
-output is persisted so each task runs once per attempt; one action collects the task reports.
+input of a shuffle-grouped bolt whose producer already has at most as many partitions stays narrow
+(no shuffle: PySpark pipelines both components in one Python pass). Task reports and dead letters
+travel in an accumulator; only a component read by several consumers is persisted, and one action
+over the terminal components runs the whole graph.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark import StorageLevel
+from pyspark.accumulators import AccumulatorParam
 from pyspark.rdd import RDD
 
 from weir._util import stable_hash
@@ -59,6 +63,31 @@ def key_for_grouping(
     return keyed
 
 
+class _ListParam(AccumulatorParam):  # type: ignore[type-arg]
+    """Accumulates lists (task reports and dead letters)."""
+
+    def zero(self, value: list[Any]) -> list[Any]:
+        return []
+
+    def addInPlace(self, a: list[Any], b: list[Any]) -> list[Any]:  # noqa: N802 - PySpark's name
+        a.extend(b)
+        return a
+
+
+def _meta_to(acc: Any, gen: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+    """Pass emitted tuples on; send reports and dead letters to the accumulator."""
+    meta = []
+    for rec in gen:
+        if rec[0] == "T":
+            yield rec
+        else:
+            meta.append(rec)
+    acc.add(meta)
+
+
+_NARROW = (GroupingKind.SHUFFLE, GroupingKind.NONE, GroupingKind.LOCAL_OR_SHUFFLE)
+
+
 @dataclass
 class BatchJob:
     """Builds and runs the RDD graph of one batch for a topology."""
@@ -71,6 +100,8 @@ class BatchJob:
     def run(self, batch_rdd: RDD[Any], spout_id: str | None, txid: int, epoch: int | None) -> JobOutcome:
         """Run every component over ``batch_rdd`` (rows of the spout stream); collect reports."""
         t0 = time.perf_counter()
+        sc = batch_rdd.context
+        acc = sc.accumulator([], _ListParam())
         outs: dict[str, RDD[Any]] = {}
         persisted: list[RDD[Any]] = []
         topo = self.topology
@@ -78,28 +109,17 @@ class BatchJob:
             spec = self.specs[cid]
             comp = topo.components[cid]
             if comp.is_spout:
-                rdd = self._spout_rdd(batch_rdd, spout_id, cid, spec, txid)
+                rdd = self._spout_rdd(batch_rdd, spout_id, cid, spec, txid, acc)
             else:
-                parts = []
-                for sub in comp.inputs:
-                    src_fields = topo.components[sub.source].outputs[sub.stream]
-                    idx = [src_fields.field_index(f) for f in sub.grouping.fields]
-                    parts.append(outs[sub.source].mapPartitionsWithIndex(key_for_grouping(sub, idx, comp.parallelism)))
-                sc = parts[0].context
-                merged = parts[0] if len(parts) == 1 else sc.union(parts)
-                n = comp.parallelism
-                grouped = merged.partitionBy(n, lambda k: k)
-
-                def run_part(pidx: int, it: Iterator[Any], _spec: TaskSpec = spec) -> Iterator[Any]:
-                    return run_task(_spec, pidx, txid, epoch, (rec for _k, rec in it))
-
-                rdd = grouped.mapPartitionsWithIndex(run_part)
-            rdd = rdd.persist(StorageLevel.MEMORY_AND_DISK)
-            persisted.append(rdd)
+                rdd = self._bolt_rdd(comp, spec, outs, txid, epoch, acc)
+            if len(topo.consumers(cid)) > 1:
+                rdd = rdd.persist(StorageLevel.MEMORY_AND_DISK)
+                persisted.append(rdd)
             outs[cid] = rdd
+        terminals = [outs[c] for c in topo.order if not topo.consumers(c)]
         try:
-            sc = batch_rdd.context
-            meta = sc.union([r.filter(lambda rec: rec[0] != "T") for r in outs.values()]).collect()
+            (terminals[0] if len(terminals) == 1 else sc.union(terminals)).count()
+            meta = list(acc.value)
         except Exception as exc:  # a worker died, OOM, ...: the whole job failed
             return JobOutcome(
                 failures=[TaskFailure("<spark>", -1, f"the Spark job failed: {_short(exc)}", str(exc)[-4000:])]
@@ -107,13 +127,16 @@ class BatchJob:
         finally:
             for r in persisted:
                 r.unpersist(blocking=False)
-        reports = [m[1] for m in meta if m[0] == "R"]
+        reports = _dedupe([m[1] for m in meta if m[0] == "R"])
         dead = [m[1] for m in meta if m[0] == "D"]
         failures = [
             TaskFailure(r["component"], r["task"], r.get("error", "failed"), r.get("traceback", ""))
             for r in reports
             if not r.get("ok")
         ]
+        missing = self._missing_tasks(reports)
+        if missing and not failures:
+            failures.append(TaskFailure(missing[0][0], missing[0][1], "the task sent no report (lost output?)"))
         stats = self._stats(reports, dead, (time.perf_counter() - t0) * 1000)
         self.last_stats = stats
         outcome = JobOutcome(failures=failures, stats=stats)
@@ -126,18 +149,54 @@ class BatchJob:
             self.on_dead_letters(txid, dead)
         return outcome
 
-    def _spout_rdd(self, batch_rdd: RDD[Any], spout_id: str | None, cid: str, spec: TaskSpec, txid: int) -> RDD[Any]:
+    def _bolt_rdd(
+        self, comp: Any, spec: TaskSpec, outs: dict[str, RDD[Any]], txid: int, epoch: int | None, acc: Any
+    ) -> RDD[Any]:
+        topo = self.topology
+        n = comp.parallelism
+
+        def run_part(pidx: int, it: Iterator[Any], _spec: TaskSpec = spec) -> Iterator[Any]:
+            return _meta_to(acc, run_task(_spec, pidx, txid, epoch, it))
+
+        if len(comp.inputs) == 1 and comp.inputs[0].grouping.kind in _NARROW:
+            sub = comp.inputs[0]
+            src = outs[sub.source]
+            if src.getNumPartitions() == n:
+                stream, source = sub.stream, sub.source
+                narrow = src.filter(lambda r, _s=stream: r[1] == _s).map(lambda r, _c=source: (_c, r[1], r[2], r[3]))
+                return narrow.mapPartitionsWithIndex(run_part)
+        parts = []
+        for sub in comp.inputs:
+            src_fields = topo.components[sub.source].outputs[sub.stream]
+            idx = [src_fields.field_index(f) for f in sub.grouping.fields]
+            parts.append(outs[sub.source].mapPartitionsWithIndex(key_for_grouping(sub, idx, n)))
+        merged = parts[0] if len(parts) == 1 else parts[0].context.union(parts)
+        grouped = merged.partitionBy(n, lambda k: k).values()
+        return grouped.mapPartitionsWithIndex(run_part)
+
+    def _missing_tasks(self, reports: list[dict[str, Any]]) -> list[tuple[str, int]]:
+        seen = {(r["component"], r["task"]) for r in reports}
+        out = []
+        for cid, c in self.topology.components.items():
+            if c.is_spout:
+                continue
+            out.extend((cid, t) for t in range(c.parallelism) if (cid, t) not in seen)
+        return out
+
+    def _spout_rdd(
+        self, batch_rdd: RDD[Any], spout_id: str | None, cid: str, spec: TaskSpec, txid: int, acc: Any
+    ) -> RDD[Any]:
         if spout_id is None:  # several spouts share the batch: rows are (spout id, json values)
             import json
 
             def pick(pidx: int, it: Iterator[Any], _c: str = cid, _s: TaskSpec = spec) -> Iterator[Any]:
                 rows = (json.loads(r[1]) for r in it if r[0] == _c)
-                return run_spout_task(_s, pidx, txid, rows)
+                return _meta_to(acc, run_spout_task(_s, pidx, txid, rows))
 
             return batch_rdd.mapPartitionsWithIndex(pick)
 
         def conv(pidx: int, it: Iterator[Any], _s: TaskSpec = spec) -> Iterator[Any]:
-            return run_spout_task(_s, pidx, txid, it)
+            return _meta_to(acc, run_spout_task(_s, pidx, txid, it))
 
         return batch_rdd.mapPartitionsWithIndex(conv)
 
@@ -152,6 +211,16 @@ class BatchJob:
             c["tasks"] += 1
         spout_in = sum(v["in"] for k, v in per.items() if self.topology.components[k].is_spout) if per else 0
         return {"components": per, "tuples_in": spout_in, "dead_letters": len(dead), "job_ms": ms}
+
+
+def _dedupe(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One report per (component, task); a failure wins over a success of a recomputed task."""
+    best: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in reports:
+        k = (r["component"], r["task"])
+        if k not in best or (best[k].get("ok") and not r.get("ok")):
+            best[k] = r
+    return list(best.values())
 
 
 def _short(exc: BaseException) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,8 +27,9 @@ WEIR_KEYS = {
 
 def _int(conf: Mapping[str, Any], key: str, default: int, minimum: int) -> int:
     v = conf.get(key, default)
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-        v = int(v)
+    if isinstance(v, str):
+        with contextlib.suppress(ValueError):  # not a number: refused below, by key
+            v = int(v.strip())
     if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
         msg = f"{key} must be an integer ≥ {minimum}, got {v!r}"
         raise ConfigError(msg)

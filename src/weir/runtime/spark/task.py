@@ -179,6 +179,7 @@ def run_task(
                 if basic is not None:
                     basic.current = current
                     comp.execute(current, basic)
+                    out.ack(current)  # Storm's IBasicBolt: acked automatically unless it failed
                 else:
                     comp.execute(current)
             except FailedTuple as exc:
