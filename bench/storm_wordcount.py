@@ -31,12 +31,10 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
-import platform
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -49,6 +47,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from _common import machine, redis_server, write_results  # noqa: E402
 from wordcount_corpus import generate_corpus  # noqa: E402
 
 VARIANTS = {
@@ -125,68 +124,6 @@ def format_table(rows: list[Result]) -> str:
 
 
 # ---- infrastructure ------------------------------------------------------------------------
-def free_port() -> int:
-    """A free TCP port on the loopback interface."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class RedisServer:
-    """A private, non-persistent redis-server on a free loopback port, stopped by its pid."""
-
-    def __init__(self, workdir: Path) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            msg = "redis-server is not on PATH; install it or leave variant (b) out (--variants)"
-            raise RuntimeError(msg)
-        self.port = free_port()
-        workdir.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(workdir),
-                "--protected-mode",
-                "yes",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"redis-server exited with {self.proc.returncode}") from None
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"redis-server did not accept connections on port {self.port}")
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 class ProgressLog:
     """A StreamingQueryListener collecting every query's progress events, by query id."""
 
@@ -472,15 +409,15 @@ def run_variant(
     work: Path,
     tag: str,
     fpb: int,
-    redis: RedisServer | None,
+    redis_url: str | None,
 ) -> tuple[float, dict[str, int], dict[str, Any]]:
     """Dispatch one variant; every run gets fresh state and checkpoint directories under ``work``."""
     d = work / f"{tag}-{v}"
     if v == "a":
         return run_weir(spark, progress, f"{tag}sq", input_dir, d, fpb, None)
     if v == "b":
-        assert redis is not None
-        return run_weir(spark, progress, f"{tag}rd", input_dir, d, fpb, redis.url)
+        assert redis_url is not None
+        return run_weir(spark, progress, f"{tag}rd", input_dir, d, fpb, redis_url)
     return run_spark(spark, progress, v, input_dir, d / "checkpoint", fpb)
 
 
@@ -489,6 +426,7 @@ def ratios(results: list[Result]) -> None:
     by = {r.variant: r for r in results}
     for r in results:
         r.words_per_s = r.words / r.seconds if r.seconds > 0 else 0.0
+    for r in results:
         for ref, attr in (("c", "ratio_vs_c"), ("d", "ratio_vs_d")):
             if ref in by and by[ref].words_per_s > 0:
                 setattr(r, attr, r.words_per_s / by[ref].words_per_s)
@@ -525,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variants", default="a,b,c,d,e", help="comma-separated subset of a,b,c,d,e")
     p.add_argument("--no-warmup", action="store_true", help="skip the small warm-up run of each variant")
     p.add_argument("--workdir", help="keep inputs, state and checkpoints here (default: a temp dir, removed)")
-    p.add_argument("--out", default=str(HERE / "results" / "storm_wordcount.json"), help="JSON output path")
+    p.add_argument("--out", help="JSON output path (default bench/results/storm_wordcount.json)")
     p.add_argument("--profile", metavar="DIR", help="collect executor Python profiles (cProfile) into DIR")
     args = p.parse_args(argv)
     chosen = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -535,7 +473,8 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="weir-bench-wc-"))
     work.mkdir(parents=True, exist_ok=True)
-    redis: RedisServer | None = None
+    stack = contextlib.ExitStack()
+    redis_url: str | None = None
     results: list[Result] = []
     warm: dict[str, Any] = {}
     try:
@@ -552,19 +491,20 @@ def main(argv: list[str] | None = None) -> int:
         progress = ProgressLog(spark)
         print(f"spark {spark.version} session up ({time.perf_counter() - t:.1f} s)", flush=True)
         if "b" in chosen:
-            redis = RedisServer(work / "redis")
-            print(f"redis-server on port {redis.port}", flush=True)
+            redis_url = stack.enter_context(redis_server())
+            print(f"redis-server at {redis_url}", flush=True)
 
         if not args.no_warmup:
             for v in chosen:
-                secs, got, _ = run_variant(v, spark, progress, work / "warm-input", work, "warm", 1, redis)
+                warm_dir = work / "warm-input"
+                secs, got, _ = run_variant(v, spark, progress, warm_dir, work, "warm", 1, redis_url)
                 ok, _detail = verify(got, warm_expected)
                 warm[v] = {"seconds": round(secs, 2), "verified": ok}
                 print(f"  warm-up ({v}) {secs:5.1f} s  verified={'yes' if ok else 'NO'}", flush=True)
 
         for v in chosen:
             secs, got, breakdown = run_variant(
-                v, spark, progress, work / "input", work, "wc", args.files_per_batch, redis
+                v, spark, progress, work / "input", work, "wc", args.files_per_batch, redis_url
             )
             ok, detail = verify(got, expected)
             r = Result(
@@ -585,8 +525,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         profile_text = dump_profiles(spark, Path(args.profile)) if args.profile else None
     finally:
-        if redis is not None:
-            redis.stop()
+        stack.close()
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
 
@@ -608,17 +547,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import pyspark
 
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "benchmark": "storm_wordcount",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": {
-            "python": platform.python_version(),
-            "pyspark": pyspark.__version__,
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-        },
+        "machine": {**machine(), "pyspark": pyspark.__version__},
         "params": {
             "words": args.words,
             "distinct": args.distinct,
@@ -633,7 +564,12 @@ def main(argv: list[str] | None = None) -> int:
         "warmup": warm,
         "results": [asdict(r) for r in results],
     }
-    out.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    else:
+        out = write_results("storm_wordcount", json.loads(json.dumps(payload, default=str)))
     print(f"\nwrote {out}")
     return 0 if all(r.verified for r in results) else 1
 

@@ -39,6 +39,7 @@ __all__ = [
     "NatsServer",
     "PostgresDatabase",
     "RedisCluster",
+    "RedisReplyError",
     "RedisServer",
     "ServerProcess",
     "free_port",
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 PROVIDERS = ("memory", "sqlite", "redis", "redis-cluster", "postgres")
-"""The store set-ups the ``provider_url`` fixture (tests/conftest.py) knows, for ``indirect`` parametrisation."""
+"""Store set-ups the ``provider_url`` fixture (tests/conftest.py) knows; parametrise it ``indirect``."""
 
 DURABLE_PROVIDERS = ("sqlite", "redis", "redis-cluster", "postgres")
 """The set-ups whose data outlives the writing process (``memory`` is process-local by design)."""
@@ -138,6 +139,10 @@ def wait_until(
         interval = min(interval * 1.5, 0.2)
 
 
+class RedisReplyError(RuntimeError):
+    """An error reply (``-ERR ...``, ``-LOADING ...``) from a Redis server."""
+
+
 def _encode_resp(args: Sequence[str | bytes | int]) -> bytes:
     out = [b"*%d\r\n" % len(args)]
     for a in args:
@@ -155,8 +160,7 @@ def _read_resp(f: Any) -> Any:
     if kind == b"+":
         return rest.decode()
     if kind == b"-":
-        msg = rest.decode()
-        raise RuntimeError(msg)
+        raise RedisReplyError(rest.decode())
     if kind == b":":
         return int(rest)
     if kind == b"$":
@@ -364,8 +368,11 @@ class RedisServer(ServerProcess):
         return cmd + self.extra_args
 
     def ready(self) -> bool:
-        """PING answers PONG."""
-        return bool(redis_command(self.port, "PING", timeout=1) == "PONG")
+        """PING answers PONG (not ``-LOADING`` while the AOF is replayed)."""
+        try:
+            return bool(redis_command(self.port, "PING", timeout=1) == "PONG")
+        except RedisReplyError:
+            return False
 
     @property
     def url(self) -> str:
@@ -397,9 +404,12 @@ class RedisCluster:
                     node_dir,
                     port=port,
                     extra_args=[
-                        "--cluster-enabled", "yes",
-                        "--cluster-config-file", str(node_dir / "nodes.conf"),
-                        "--cluster-node-timeout", "5000",
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        str(node_dir / "nodes.conf"),
+                        "--cluster-node-timeout",
+                        "5000",
                     ],
                 )  # fmt: skip
             )
@@ -585,16 +595,22 @@ class PostgresDatabase:
             if rows:
                 conn.execute("TRUNCATE " + ", ".join(r[0] for r in rows))
 
+    def terminate_connections(self) -> int:
+        """Kill every connection to the database (as a server restart would); return how many."""
+        with _pg_connect(self.admin_dsn) as conn:
+            rows = conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = %s AND pid <> pg_backend_pid()",
+                (self.name,),
+            ).fetchall()
+        return len(rows)
+
     def drop(self) -> None:
         """Terminate every connection to the database, then drop it (idempotent)."""
         if self.dropped:
             return
+        self.terminate_connections()
         with _pg_connect(self.admin_dsn) as conn:
-            conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = %s AND pid <> pg_backend_pid()",
-                (self.name,),
-            )
             conn.execute(f'DROP DATABASE IF EXISTS "{self.name}"')
         self.dropped = True
 

@@ -24,9 +24,7 @@ _NEEDS_SERVER = {"redis", "redis-cluster", "postgres"}
 
 def provider_params(kinds: Sequence[str] = PROVIDERS) -> list[Any]:
     """``pytest.param`` per provider set-up, marked ``services`` when it needs a server."""
-    return [
-        pytest.param(k, id=k, marks=[pytest.mark.services] if k in _NEEDS_SERVER else []) for k in kinds
-    ]
+    return [pytest.param(k, id=k, marks=[pytest.mark.services] if k in _NEEDS_SERVER else []) for k in kinds]
 
 
 ALL = pytest.mark.parametrize("provider_url", provider_params(), indirect=True)
@@ -47,17 +45,19 @@ def provider_of(url: str, **options: Any) -> KeyValueStateProvider:
 
 
 @contextmanager
-def independent_reader(provider: KeyValueStateProvider, namespace: str) -> Iterator[TransactionalKeyValueState]:
+def independent_reader(
+    provider: KeyValueStateProvider, namespace: str
+) -> Iterator[TransactionalKeyValueState]:
     """A state of ``namespace`` over a *new* backend (its own connections), closed afterwards.
 
     A same-connection reader could see a writer's open SQL transaction; this one cannot.
     """
+    template = provider.new_state(namespace)
     backend = open_backend(provider.config, fresh=True)
     try:
         yield TransactionalKeyValueState(
-            backend, namespace, provider.new_state(namespace).key_serializer,
-            provider.new_state(namespace).value_serializer,
-        )  # fmt: skip
+            backend, namespace, template.key_serializer, template.value_serializer
+        )
     finally:
         backend.close()
 

@@ -72,7 +72,9 @@ class FakeParticipants:
     namespaces are committed.
     """
 
-    def __init__(self, backend: Backend, log: list[tuple[Any, ...]], namespaces: list[str] = NAMESPACES) -> None:
+    def __init__(
+        self, backend: Backend, log: list[tuple[Any, ...]], namespaces: list[str] = NAMESPACES
+    ) -> None:
         self.backend = backend
         self.log = log
         self.namespaces = namespaces
@@ -131,7 +133,10 @@ class WordJob:
                 if shard(w) == task:
                     state.put(w, state.get(w, 0) + 1)
             if task == 1 and (self.fail_always or (txid, attempt) in self.fail):
-                tb = f'Traceback (most recent call last):\n  File "bolt.py", line 7\nValueError: bad word (txid {txid})'
+                tb = (
+                    'Traceback (most recent call last):\n  File "bolt.py", line 7\n'
+                    f"ValueError: bad word (txid {txid})"
+                )
                 return JobOutcome(failures=[TaskFailure(COMPONENT, 1, "ValueError: bad word", tb)])
             state.prepare_commit(txid)
         if self.crash == txid:
@@ -158,7 +163,9 @@ def expected_counts(txids: range | list[int]) -> dict[str, int]:
 class Driver:
     """One driver process: a store, participants, a job and a coordinator over a shared backend."""
 
-    def __init__(self, backend: Backend, *, max_retries: int = 3, parallelism: dict[str, int] | None = None) -> None:
+    def __init__(
+        self, backend: Backend, *, max_retries: int = 3, parallelism: dict[str, int] | None = None
+    ) -> None:
         self.backend = backend
         self.log: list[tuple[Any, ...]] = []
         self.store = RecordingStore(backend, TOPO, self.log)
@@ -281,7 +288,9 @@ def test_recovery_of_preparing_rolls_back_every_namespace_and_stores_committed_n
     assert committed_counts(backend) == expected_counts(range(1, 4))
 
 
-def test_recovery_of_committing_rolls_forward_and_the_replayed_batch_is_skipped(backend: MemoryBackend) -> None:
+def test_recovery_of_committing_rolls_forward_and_the_replayed_batch_is_skipped(
+    backend: MemoryBackend,
+) -> None:
     d = Driver(backend).start()
     d.batch(0)
     d.participants.crash_commit = (2, 1)
@@ -442,8 +451,16 @@ def test_too_many_failures_stop_with_a_topology_error_naming_component_task_and_
     assert (err.topology, err.component, err.task, err.txid) == (TOPO, COMPONENT, 1, 2)
     assert err.remote_traceback is not None and "ValueError: bad word (txid 2)" in err.remote_traceback
     text = str(err)
-    for part in ("'wc'", "component 'count' task 1", "txid 2", "3 times", "weir.batch.max.retries=2",
-                 "ValueError: bad word", "original traceback", 'File "bolt.py"'):
+    for part in (
+        "'wc'",
+        "component 'count' task 1",
+        "txid 2",
+        "3 times",
+        "weir.batch.max.retries=2",
+        "ValueError: bad word",
+        "original traceback",
+        'File "bolt.py"',
+    ):
         assert part in text
     assert [e for e in d.log if e[0] == "job"] == [("job", 1, 0), ("job", 2, 0), ("job", 2, 1), ("job", 2, 2)]
     rec = stored(backend)
@@ -514,15 +531,25 @@ def test_driver_fenced_during_its_job_commits_nothing(backend: MemoryBackend) ->
 
 
 # ---- parallelism and corrupt records ---------------------------------------------------------------
-def test_changed_parallelism_of_a_stateful_component_is_refused_with_a_way_out(backend: MemoryBackend) -> None:
+def test_changed_parallelism_of_a_stateful_component_is_refused_with_a_way_out(
+    backend: MemoryBackend,
+) -> None:
     d1 = Driver(backend).start()
     d1.batch(0)
     d2 = Driver(backend, parallelism={COMPONENT: 3})
     with pytest.raises(ConfigError) as info:
         d2.coord.start()
     text = str(info.value)
-    for part in ("'wc'", "'count'", "parallelism 3", "written by 2 tasks", "wc-count-0..1",
-                 "Run it with parallelism 2", "weir state dump", "new topology name"):
+    for part in (
+        "'wc'",
+        "'count'",
+        "parallelism 3",
+        "written by 2 tasks",
+        "wc-count-0..1",
+        "Run it with parallelism 2",
+        "weir state dump",
+        "new topology name",
+    ):
         assert part in text
     # the refused start took no epoch: the running driver is not fenced
     assert d1.batch(1).txid == 2
@@ -551,7 +578,9 @@ def test_added_stateful_component_is_recorded_with_its_parallelism(backend: Memo
         b'{"txid": 1, "phase": "COMMITTED", "txid_base": "x"}',
     ],
 )
-def test_corrupt_record_raises_checkpoint_error_naming_the_namespace(backend: MemoryBackend, data: bytes) -> None:
+def test_corrupt_record_raises_checkpoint_error_naming_the_namespace(
+    backend: MemoryBackend, data: bytes
+) -> None:
     backend.write_direct(checkpoint_namespace(TOPO), {RECORD_KEY: data}, None)
     with pytest.raises(CheckpointError, match=r"'\$checkpointspout-wc'.*corrupt.*weir state inspect"):
         Driver(backend).start()
@@ -631,7 +660,9 @@ DRIVER_SCRIPT = textwrap.dedent(
 )
 
 
-def run_driver(db: Path, first: int, last: int, crash_at: str | None = None) -> subprocess.CompletedProcess[str]:
+def run_driver(
+    db: Path, first: int, last: int, crash_at: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """One driver process over the SQLite store: runs Spark batches ``first..last`` of query q1."""
     return subprocess.run(
         [sys.executable, "-c", DRIVER_SCRIPT, str(db), str(first), str(last)],
@@ -662,7 +693,13 @@ def read_sqlite(db: Path) -> tuple[dict[str, int], CheckPointState]:
 
 # the driver-side points, and where Spark restarts: the batch of txid 2 (batch 1) was not committed
 # by Spark, so it is replayed (and skipped when weir had already committed it)
-DRIVER_POINTS = ["after_preparing", "after_prepared", "after_committing", "between_commits", "after_committed"]
+DRIVER_POINTS = [
+    "after_preparing",
+    "after_prepared",
+    "after_committing",
+    "between_commits",
+    "after_committed",
+]
 
 
 @pytest.mark.crash

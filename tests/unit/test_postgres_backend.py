@@ -236,6 +236,29 @@ def test_commit_applies_tombstones_and_upserts(backend: PostgresBackend) -> None
     assert backend.get_many("ns", [b"b", b"c"]) == [None, b"30"]
 
 
+def test_large_keys_and_plain_sql_reads(pg_url: str, backend: PostgresBackend) -> None:
+    big = [os.urandom(n) for n in (3000, 9000, 70_000)]  # past PostgreSQL's btree entry limit
+    backend.write_prepared("big-keys", 1, {k: str(len(k)).encode() for k in big}, None)
+    backend.commit_prepared("big-keys", 1, None)
+    assert backend.get_many("big-keys", big) == [b"3000", b"9000", b"70000"]
+    assert backend.get("big-keys", big[2]) == b"70000"
+    backend.write_direct("big-keys", {big[0]: None}, None)
+    assert dict(backend.scan("big-keys")) == {big[1]: b"9000", big[2]: b"70000"}
+    with psycopg.connect(pg_url) as c:  # what another service would run
+        row = c.execute(
+            "SELECT v FROM weir_kv WHERE ns = %s AND kh = sha256(%s) AND k = %s",
+            ("big-keys", big[1], big[1]),
+        ).fetchone()
+    assert row == (b"9000",)
+
+
+def test_foreign_table_without_key_hash_refused(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute("CREATE TABLE old_kv (ns TEXT, k BYTEA, v BYTEA, PRIMARY KEY (ns, k))")
+    with pytest.raises(ConfigError, match="lack the 'kh' key-hash column"):
+        _open(pg_url, tablePrefix="old_")
+
+
 # ---- processes, threads, crashes, connections ----------------------------------------------------
 def test_prepared_set_survives_sigkill(pg_url: str, backend: PostgresBackend) -> None:
     s = TransactionalKeyValueState(backend, "crash")

@@ -230,10 +230,10 @@ def test_epoch_fencing(backend: RedisBackend, ns: str) -> None:
     new = backend.acquire_epoch(ns)
     assert new == old + 1 == backend.txids(ns).epoch
     backend.write_prepared(ns, 1, {b"k": b"1"}, new)
+    large = {str(i).encode(): b"y" for i in range(20_000)}
     for write in (
         lambda: backend.write_prepared(ns, 2, {b"k": b"2"}, old),
-        lambda: backend.write_prepared(ns, 2, {bytes([i]): b"x" for i in range(256)} | {
-            str(i).encode(): b"y" for i in range(20_000)}, old),  # staged path
+        lambda: backend.write_prepared(ns, 2, large, old),  # staged path
         lambda: backend.commit_prepared(ns, 1, old),
         lambda: backend.discard_prepared(ns, old),
         lambda: backend.write_direct(ns, {b"k": b"3"}, old),
@@ -241,6 +241,7 @@ def test_epoch_fencing(backend: RedisBackend, ns: str) -> None:
         with pytest.raises(FencedError, match=rf"{ns}.*epoch {old} is older than the stored epoch {new}"):
             write()
     assert backend.load_prepared(ns) == (1, {b"k": b"1"}) and backend.count(ns) == 0
+    assert not _stage_keys(backend, f"*{ns}*$stage$*")  # the refused staged set was deleted
     backend.write_direct(ns, {b"d": b"1"}, new + 5)  # a newer epoch is stored
     assert backend.txids(ns).epoch == new + 5
     with pytest.raises(FencedError):
@@ -302,12 +303,16 @@ def test_large_change_sets_and_latency(backend: RedisBackend, url: str) -> None:
     backend.put_many(name, ((f"k{i}".encode(), b"1") for i in range(30_000)))
     assert backend.count(name) == 80_000
     backend.drop(name)
+    assert not _stage_keys(backend, "*big-*$stage$*")
+
+
+def _stage_keys(backend: RedisBackend, pattern: str) -> list[bytes]:
     conns = (
         [backend.client.get_redis_connection(n) for n in backend.client.get_primaries()]
         if backend.settings.cluster
         else [backend.client]
     )
-    assert not [k for c in conns for k in c.scan_iter(match=b"*big-*$stage$*")]
+    return [k for c in conns for k in c.scan_iter(match=pattern)]
 
 
 def test_binary_keys_and_values(backend: RedisBackend, ns: str) -> None:
@@ -448,10 +453,9 @@ def test_server_lost_at_runtime_is_a_state_error(tmp_path: Path, ns: str) -> Non
         b.write_direct(ns, {b"a": b"1"}, None)
     finally:
         _stop([proc])
-    with pytest.raises(StateError, match=rf"namespace '{ns}': Redis at redis://127.0.0.1:{port}/0 failed"):
-        b.get(ns, b"a")
-    with pytest.raises(StateError, match=rf"{ns}.*commit txid 4"):
-        b.commit_prepared(ns, 4, 1)
+    where = f"redis://127.0.0.1:{port}/0"
+    with pytest.raises(StateError, match=rf"namespace '{ns}': Redis at {where} failed to commit txid 4"):
+        b.commit_prepared(ns, 4, 1)  # after the client's retries (a short outage is ridden out)
 
 
 def test_mode_mismatch_is_a_config_error(standalone_url: str, cluster_url: str) -> None:

@@ -222,7 +222,7 @@ def parse_arg(text: str, serializer: Serializer, what: str) -> Any:
             raise ConfigError(msg) from exc
     try:
         value = json.loads(text, object_hook=_revive)
-    except ValueError:
+    except json.JSONDecodeError:
         value = text
     if isinstance(serializer, BytesSerializer) and not isinstance(value, bytes):
         return text.encode("utf-8")

@@ -226,8 +226,11 @@ def _plan(
                 f"namespace {ns!r} is not empty in the target ({target.count(ns)} keys, committed txid "
                 f"{rec.committed}, prepared txid {rec.prepared}); pass --force to replace it"
             )
+    if len(problems) == 1:
+        msg = "refusing to migrate: " + problems[0]
+        raise StateError(msg)
     if problems:
-        msg = "refusing to migrate:\n  " + "\n  ".join(problems)
+        msg = f"refusing to migrate ({len(problems)} problems):\n  " + "\n  ".join(problems)
         raise StateError(msg)
     return names
 

@@ -2,9 +2,13 @@
 
 Layout (``<schema>.<prefix>…``, default ``public.weir_…``)::
 
-    weir_kv      (ns TEXT, k BYTEA, v BYTEA NOT NULL, PRIMARY KEY (ns, k))  committed rows
-    weir_prepare (ns TEXT, k BYTEA, v BYTEA,          PRIMARY KEY (ns, k))  prepared sets (NULL = delete)
+    weir_kv      (ns TEXT, k BYTEA, v BYTEA NOT NULL, kh, PRIMARY KEY (ns, kh))  committed rows
+    weir_prepare (ns TEXT, k BYTEA, v BYTEA,          kh, PRIMARY KEY (ns, kh))  prepared sets (NULL = delete)
     weir_txid    (ns TEXT PRIMARY KEY, committed BIGINT, prepared BIGINT, epoch BIGINT NOT NULL DEFAULT 0)
+
+``kh`` is ``sha256(k)``, a stored generated column: PostgreSQL cannot index keys longer than about
+2.7 KB, and state keys may be documents or long URLs. Lookups use ``kh = sha256(key) AND k = key``,
+so another service can read a key with plain SQL the same way.
 
 Every write method is one transaction that first locks the namespace's txid row
 (``SELECT ... FOR UPDATE``, creating it if needed) and checks the writer's epoch there, so a fenced
@@ -23,6 +27,7 @@ Configuration (``topology.state.provider.config``)::
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -136,23 +141,27 @@ class _Statements:
 
     def __init__(self, o: PostgresOptions) -> None:
         kv, prep, txid = o.table("kv"), o.table("prepare"), o.table("txid")
+        # btree entries are limited to ~2.7 KB, so rows are keyed by sha256(k), a stored generated
+        # column; k itself is kept (and rechecked) so other services can read keys as they are
+        kh = "kh BYTEA GENERATED ALWAYS AS (sha256(k)) STORED"
         self.create = (
             f"CREATE TABLE IF NOT EXISTS {kv} (ns TEXT NOT NULL, k BYTEA NOT NULL, v BYTEA NOT NULL, "
-            "PRIMARY KEY (ns, k))",
+            f"{kh}, PRIMARY KEY (ns, kh))",
             f"CREATE TABLE IF NOT EXISTS {prep} (ns TEXT NOT NULL, k BYTEA NOT NULL, v BYTEA, "
-            "PRIMARY KEY (ns, k))",
+            f"{kh}, PRIMARY KEY (ns, kh))",
             f"CREATE TABLE IF NOT EXISTS {txid} (ns TEXT PRIMARY KEY, committed BIGINT, prepared BIGINT, "
             "epoch BIGINT NOT NULL DEFAULT 0)",
         )
+        has_kh = "EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('{t}') AND attname = 'kh')"
         self.exists = (
-            f"SELECT to_regclass('{kv}') IS NOT NULL AND to_regclass('{prep}') IS NOT NULL "
-            f"AND to_regclass('{txid}') IS NOT NULL"
+            f"SELECT to_regclass('{kv}') IS NOT NULL, to_regclass('{prep}') IS NOT NULL, "
+            f"to_regclass('{txid}') IS NOT NULL, {has_kh.format(t=kv)}, {has_kh.format(t=prep)}"
         )
-        self.get = f"SELECT v FROM {kv} WHERE ns = %s AND k = %b"
-        self.get_many = f"SELECT k, v FROM {kv} WHERE ns = %s AND k = ANY(%b::bytea[])"
+        self.get = f"SELECT v FROM {kv} WHERE ns = %s AND kh = sha256(%b) AND k = %b"
+        self.get_many = f"SELECT k, v FROM {kv} WHERE ns = %s AND kh = ANY(%b::bytea[])"
         self.count = f"SELECT count(*) FROM {kv} WHERE ns = %s"
-        self.scan_first = f"SELECT k, v FROM {kv} WHERE ns = %s ORDER BY k LIMIT %s"
-        self.scan_next = f"SELECT k, v FROM {kv} WHERE ns = %s AND k > %b ORDER BY k LIMIT %s"
+        self.scan_first = f"SELECT kh, k, v FROM {kv} WHERE ns = %s ORDER BY kh LIMIT %s"
+        self.scan_next = f"SELECT kh, k, v FROM {kv} WHERE ns = %s AND kh > %b ORDER BY kh LIMIT %s"
         self.txids = f"SELECT committed, prepared, epoch FROM {txid} WHERE ns = %s"
         self.load_prepared = (
             f"SELECT t.prepared, p.k, p.v FROM {txid} t LEFT JOIN {prep} p ON p.ns = t.ns WHERE t.ns = %s"
@@ -173,20 +182,25 @@ class _Statements:
         self.upsert = (
             f"INSERT INTO {kv} (ns, k, v) SELECT %s, t.k, t.v "
             "FROM unnest(%b::bytea[], %b::bytea[]) AS t(k, v) "
-            "ON CONFLICT (ns, k) DO UPDATE SET v = EXCLUDED.v"
+            "ON CONFLICT (ns, kh) DO UPDATE SET k = EXCLUDED.k, v = EXCLUDED.v"
         )
-        self.delete = f"DELETE FROM {kv} WHERE ns = %s AND k = ANY(%b::bytea[])"
+        self.delete = f"DELETE FROM {kv} WHERE ns = %s AND kh = ANY(%b::bytea[])"
         self.prepare_clear = f"DELETE FROM {prep} WHERE ns = %s"
         self.prepare_copy = f"COPY {prep} (ns, k, v) FROM STDIN (FORMAT BINARY)"
         self.move_upserts = (
             f"INSERT INTO {kv} (ns, k, v) SELECT ns, k, v FROM {prep} WHERE ns = %s AND v IS NOT NULL "
-            "ON CONFLICT (ns, k) DO UPDATE SET v = EXCLUDED.v"
+            "ON CONFLICT (ns, kh) DO UPDATE SET k = EXCLUDED.k, v = EXCLUDED.v"
         )
         self.move_deletes = (
             f"DELETE FROM {kv} AS r USING {prep} AS p "
-            "WHERE r.ns = %s AND p.ns = r.ns AND p.k = r.k AND p.v IS NULL"
+            "WHERE r.ns = %s AND p.ns = r.ns AND p.kh = r.kh AND p.v IS NULL"
         )
         self.drop = tuple(f"DELETE FROM {t} WHERE ns = %s" for t in (kv, prep, txid))
+
+
+def _kh(key: bytes) -> bytes:
+    """The key hash column's value, ``sha256(k)``, as the server computes it."""
+    return hashlib.sha256(key).digest()
 
 
 def _import_psycopg() -> Any:
@@ -322,7 +336,17 @@ class PostgresBackend(Backend):
         self._local.conn = None
 
     def _init_schema(self, conn: psycopg.Connection[Any]) -> None:
-        if conn.execute(self._sql.exists).fetchone() == (True,):
+        row = conn.execute(self._sql.exists).fetchone()
+        assert row is not None
+        kv_exists, prep_exists, txid_exists, kv_hashed, prep_hashed = row
+        if (kv_exists and not kv_hashed) or (prep_exists and not prep_hashed):
+            msg = (
+                f"the tables {self.options.table('kv')} / {self.options.table('prepare')} exist but lack the "
+                "'kh' key-hash column of weir's layout (made by an older weir or another program); "
+                "rename or drop them, or choose another tablePrefix"
+            )
+            raise ConfigError(msg)
+        if kv_exists and prep_exists and txid_exists:
             return
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_ID,))
@@ -408,18 +432,18 @@ class PostgresBackend(Backend):
     def get(self, namespace: str, key: bytes) -> bytes | None:
         """Committed value of ``key``, or None."""
         row = self._read(
-            namespace, lambda c: c.execute(self._sql.get, (namespace, key), binary=True).fetchone()
+            namespace, lambda c: c.execute(self._sql.get, (namespace, key, key), binary=True).fetchone()
         )
         return None if row is None else bytes(row[0])
 
     def get_many(self, namespace: str, keys: list[bytes]) -> list[bytes | None]:
-        """Committed values of ``keys`` in order (``k = ANY(array)``, 10,000 keys per query)."""
+        """Committed values of ``keys`` in order (``kh = ANY(array)``, 10,000 keys per query)."""
 
         def body(conn: psycopg.Connection[Any]) -> list[bytes | None]:
             found: dict[bytes, bytes] = {}
             for i in range(0, len(keys), _GET_MANY_CHUNK):
                 chunk = keys[i : i + _GET_MANY_CHUNK]
-                cur = conn.execute(self._sql.get_many, (namespace, chunk), binary=True)
+                cur = conn.execute(self._sql.get_many, (namespace, [_kh(k) for k in chunk]), binary=True)
                 found.update((bytes(k), bytes(v)) for k, v in cur)
             return [found.get(k) for k in keys]
 
@@ -428,21 +452,22 @@ class PostgresBackend(Backend):
         return self._read(namespace, body)
 
     def scan(self, namespace: str) -> Iterator[tuple[bytes, bytes]]:
-        """Committed rows in key order, read in pages of 5,000 (no transaction held between pages)."""
+        """Committed rows (in key-hash order), read in pages of 5,000; no transaction spans pages."""
 
-        def page(last: bytes | None) -> list[tuple[bytes, bytes]]:
-            def body(c: psycopg.Connection[Any]) -> list[tuple[bytes, bytes]]:
+        def page(last: bytes | None) -> list[tuple[bytes, bytes, bytes]]:
+            def body(c: psycopg.Connection[Any]) -> list[tuple[bytes, bytes, bytes]]:
                 if last is None:
                     cur = c.execute(self._sql.scan_first, (namespace, _SCAN_CHUNK), binary=True)
                 else:
                     cur = c.execute(self._sql.scan_next, (namespace, last, _SCAN_CHUNK), binary=True)
-                return [(bytes(k), bytes(v)) for k, v in cur]
+                return [(bytes(h), bytes(k), bytes(v)) for h, k, v in cur]
 
             return self._read(namespace, body)
 
         rows = page(None)
         while rows:
-            yield from rows
+            for _, k, v in rows:
+                yield k, v
             if len(rows) < _SCAN_CHUNK:
                 return
             rows = page(rows[-1][0])
@@ -527,7 +552,7 @@ class PostgresBackend(Backend):
             if ups:
                 self._upsert(conn, namespace, ups)
             for i in range(0, len(dels), _BULK_CHUNK):
-                conn.execute(self._sql.delete, (namespace, dels[i : i + _BULK_CHUNK]))
+                conn.execute(self._sql.delete, (namespace, [_kh(k) for k in dels[i : i + _BULK_CHUNK]]))
             conn.execute(self._sql.set_txid, (rec.committed, rec.prepared, rec.epoch, namespace))
 
         self._write(namespace, body)

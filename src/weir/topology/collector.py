@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from weir.errors import TopologyError
@@ -41,6 +41,16 @@ class OutputCollector:
         self.acked = 0
 
     def _check(self, stream: str, values: Sequence[Any]) -> tuple[Any, ...]:
+        if isinstance(values, (str, bytes, bytearray, Mapping)) or not hasattr(values, "__len__"):
+            # emit("word") would otherwise silently emit one value per character
+            msg = (
+                f"topology {self.topology!r}, component {self.component_id!r}, task {self.task_index}: "
+                f"emit takes a list of values, e.g. Values(word, count), got {type(values).__name__} "
+                f"{values!r:.80} on stream {stream!r}"
+            )
+            raise TopologyError(
+                msg, topology=self.topology, component=self.component_id, task=self.task_index
+            )
         arity = self._arity.get(stream)
         if arity is None:
             declared = ", ".join(sorted(self._arity)) or "none"

@@ -14,6 +14,10 @@ def ensure_python_env() -> None:
     """Point Spark's Python workers at this interpreter (else they start whatever python3 is on PATH)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if os.environ.get("WEIR_CRASH_AT"):
+        # crash tests: executor-side crash points kill the driver's process group (PySpark's
+        # daemon gives workers a group of their own)
+        os.environ.setdefault("WEIR_CRASH_PGID", str(os.getpgid(0)))
 
 
 def get_spark(master: str, app_name: str, extra: Mapping[str, Any] | None = None) -> Any:

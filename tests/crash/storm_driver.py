@@ -1,0 +1,30 @@
+"""A word-count driver the crash tests run as a separate process and SIGKILL (see WEIR_CRASH_AT).
+
+Usage: python storm_driver.py STATE_DIR INPUT_DIR PROVIDER_URL [NAME]
+"""
+
+from __future__ import annotations
+
+import sys
+
+import weir
+from weir.demo import wordcount_topology
+
+
+def main() -> int:
+    state_dir, input_dir, url = sys.argv[1:4]
+    name = sys.argv[4] if len(sys.argv) > 4 else "crashwc"
+    conf = {
+        "weir.state.dir": state_dir,
+        "weir.spark.master": "local[2]",
+        "topology.state.provider.config": {"url": url},
+        "weir.batch.max.retries": 2,
+    }
+    run = weir.submit(name, conf, wordcount_topology(input_dir, parallelism=2, files_per_batch=1))
+    st = run.process_available()
+    print(f"DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
