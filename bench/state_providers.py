@@ -143,6 +143,8 @@ def bench_provider(
             "runs": runs,
             "prepare_s": median(preps),
             "commit_s": median(commits),
+            "prepare_min_s": min(preps),
+            "commit_min_s": min(commits),
             "prepare_runs_s": preps,
             "commit_runs_s": commits,
         }

@@ -35,6 +35,7 @@ import contextlib
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -76,6 +77,8 @@ class Result:
     words_per_s: float = 0.0
     ratio_vs_c: float | None = None
     ratio_vs_d: float | None = None
+    runs_s: list[float] = field(default_factory=list)
+    median_s: float = 0.0
     breakdown: dict[str, Any] = field(default_factory=dict)
 
 
@@ -98,22 +101,26 @@ def verify(got: Mapping[str, int], expected: Mapping[str, int]) -> tuple[bool, s
 
 
 def format_table(rows: list[Result]) -> str:
-    """A plain-text table of the results."""
+    """A plain-text table of the results (with every run's seconds when there were several)."""
+    several = any(len(r.runs_s) > 1 for r in rows)
     head = ["variant", "words", "seconds", "words/s", "vs (c)", "vs (d)", "batches", "verified"]
+    if several:
+        head.insert(3, "runs (s)")
     body = []
     for r in rows:
-        body.append(
-            [
-                f"({r.variant}) {r.label}",
-                f"{r.words:,}",
-                f"{r.seconds:.1f}",
-                f"{r.words_per_s:,.0f}",
-                "-" if r.ratio_vs_c is None else f"{r.ratio_vs_c:.2f}x",
-                "-" if r.ratio_vs_d is None else f"{r.ratio_vs_d:.2f}x",
-                str(r.batches),
-                "yes" if r.verified else "NO",
-            ]
-        )
+        cells = [
+            f"({r.variant}) {r.label}",
+            f"{r.words:,}",
+            f"{r.seconds:.1f}",
+            f"{r.words_per_s:,.0f}",
+            "-" if r.ratio_vs_c is None else f"{r.ratio_vs_c:.2f}x",
+            "-" if r.ratio_vs_d is None else f"{r.ratio_vs_d:.2f}x",
+            str(r.batches),
+            "yes" if r.verified else "NO",
+        ]
+        if several:
+            cells.insert(3, "/".join(f"{x:.1f}" for x in r.runs_s))
+        body.append(cells)
     widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
 
     def line(cells: list[str]) -> str:
@@ -421,6 +428,17 @@ def run_variant(
     return run_spark(spark, progress, v, input_dir, d / "checkpoint", fpb)
 
 
+def best_of(runs: list[Result]) -> Result:
+    """The fastest run, carrying every run's seconds; verified only if every run was."""
+    best = min(runs, key=lambda r: r.seconds)
+    best.runs_s = [round(r.seconds, 2) for r in runs]
+    best.median_s = round(statistics.median(r.seconds for r in runs), 2)
+    if not all(r.verified for r in runs):
+        bad = next(r for r in runs if not r.verified)
+        best.verified, best.detail = False, bad.detail
+    return best
+
+
 def ratios(results: list[Result]) -> None:
     """Fill words/s and the ratios against (c) and (d)."""
     by = {r.variant: r for r in results}
@@ -461,6 +479,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--files-per-batch", type=int, default=2, help="files per micro-batch (default 2)")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--variants", default="a,b,c,d,e", help="comma-separated subset of a,b,c,d,e")
+    p.add_argument("--repeat", type=int, default=1, help="timed rounds over all variants; the best counts")
     p.add_argument("--no-warmup", action="store_true", help="skip the small warm-up run of each variant")
     p.add_argument("--workdir", help="keep inputs, state and checkpoints here (default: a temp dir, removed)")
     p.add_argument("--out", help="JSON output path (default bench/results/storm_wordcount.json)")
@@ -470,6 +489,8 @@ def main(argv: list[str] | None = None) -> int:
     bad = [v for v in chosen if v not in VARIANTS]
     if bad:
         p.error(f"unknown variant(s) {bad}; choose from {', '.join(VARIANTS)}")
+    if args.repeat < 1 or args.words < args.distinct:
+        p.error("--repeat must be ≥ 1 and --words ≥ --distinct")
 
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="weir-bench-wc-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -502,27 +523,24 @@ def main(argv: list[str] | None = None) -> int:
                 warm[v] = {"seconds": round(secs, 2), "verified": ok}
                 print(f"  warm-up ({v}) {secs:5.1f} s  verified={'yes' if ok else 'NO'}", flush=True)
 
-        for v in chosen:
-            secs, got, breakdown = run_variant(
-                v, spark, progress, work / "input", work, "wc", args.files_per_batch, redis_url
-            )
-            ok, detail = verify(got, expected)
-            r = Result(
-                v,
-                VARIANTS[v],
-                sum(expected.values()),
-                secs,
-                breakdown.get("batches", 0),
-                ok,
-                detail,
-                breakdown=breakdown,
-            )
-            results.append(r)
-            print(
-                f"  ({v}) {VARIANTS[v]:<34} {secs:7.1f} s  {r.words / secs:>10,.0f} words/s  "
-                f"verified={'yes' if ok else 'NO: ' + detail}",
-                flush=True,
-            )
+        runs: dict[str, list[Result]] = {v: [] for v in chosen}
+        for rnd in range(args.repeat):
+            tag = "wc" if args.repeat == 1 else f"wc{rnd + 1}"
+            for v in chosen:
+                secs, got, breakdown = run_variant(
+                    v, spark, progress, work / "input", work, tag, args.files_per_batch, redis_url
+                )
+                ok, detail = verify(got, expected)
+                n = sum(expected.values())
+                batches = breakdown.get("batches", 0)
+                r = Result(v, VARIANTS[v], n, secs, batches, ok, detail, breakdown=breakdown)
+                runs[v].append(r)
+                print(
+                    f"  ({v}) {VARIANTS[v]:<34} {secs:7.1f} s  {n / secs:>10,.0f} words/s  "
+                    f"verified={'yes' if ok else 'NO: ' + detail}",
+                    flush=True,
+                )
+        results = [best_of(rs) for rs in runs.values()]
         profile_text = dump_profiles(spark, Path(args.profile)) if args.profile else None
     finally:
         stack.close()
@@ -559,6 +577,7 @@ def main(argv: list[str] | None = None) -> int:
             "master": "local[2]",
             "shuffle_partitions": 2,
             "warmup": not args.no_warmup,
+            "repeat": args.repeat,
         },
         "targets": {"a_vs_c": TARGETS["a_vs_c"], "a_vs_d": TARGETS["a_vs_d"], "verdicts": target_lines},
         "warmup": warm,

@@ -19,24 +19,27 @@ from weir.state import StateFactory
 pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
 DRIVER = Path(__file__).with_name("storm_driver.py")
-N_FILES = 4  # one file per batch: txids 1..4
-CRASH_TXID = 2
+N_FILES = 8  # one file per batch: txids 1..8
 
-# (crash spec for the first run, expected txid state after the crash is recovered)
-POINTS = [
-    f"during_processing@{CRASH_TXID}@1",
-    f"after_preparing@{CRASH_TXID}",
-    f"between_prepares@{CRASH_TXID}@0",
-    f"after_prepared@{CRASH_TXID}",
-    f"after_committing@{CRASH_TXID}",
-    f"between_commits@{CRASH_TXID}",
-    f"after_committed@{CRASH_TXID}",
+# Each run of the driver first recovers what the previous run's crash left, then gets killed at the
+# next point; the record each crash must leave is checked before the next run. A final clean run
+# completes. (point, phase left in the coordinator record, its txid)
+CHAIN = [
+    ("during_processing@1@1", "PREPARING", 1),
+    ("after_preparing@2", "PREPARING", 2),
+    ("between_prepares@3@0", "PREPARING", 3),
+    ("after_prepared@4", "PREPARING", 4),
+    ("after_committing@5", "COMMITTING", 5),
+    ("during_recovery@5", "COMMITTING", 5),  # killed while rolling txid 5 forward
+    ("between_commits@6", "COMMITTING", 6),
+    ("after_committed@7", "COMMITTED", 7),  # before Spark commits its offsets: batch replays, is skipped
 ]
 
 
-def _run(state_dir: Path, corpus: Path, url: str, crash: str | None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+def _run(state_dir: Path, corpus: Path, url: str, crash: str | None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     env.pop("WEIR_CRASH_AT", None)
+    env.pop("WEIR_CRASH_PGID", None)
     if crash:
         env["WEIR_CRASH_AT"] = crash
     env["PYSPARK_PYTHON"] = sys.executable
@@ -62,6 +65,13 @@ def _run(state_dir: Path, corpus: Path, url: str, crash: str | None, timeout: fl
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+def _record(url: str) -> dict[str, object]:
+    backend = StateFactory.from_url(url).backend
+    data = backend.get("$checkpointspout-crashwc", b"__state")
+    assert data is not None
+    return dict(json.loads(data))
+
+
 def _counts(url: str) -> Counter[str]:
     provider = StateFactory.from_url(url)
     got: Counter[str] = Counter()
@@ -69,19 +79,6 @@ def _counts(url: str) -> Counter[str]:
         for k, v in provider.new_state(f"crashwc-count-{i}"):
             got[k] += v
     return got
-
-
-def _check_final(url: str, expected: Counter[str]) -> None:
-    provider = StateFactory.from_url(url)
-    backend = provider.backend
-    assert _counts(url) == expected
-    for i in range(2):
-        rec = backend.txids(f"crashwc-count-{i}")
-        assert rec.prepared is None, f"namespace crashwc-count-{i} still has prepared txid {rec.prepared}"
-        assert rec.committed == N_FILES
-    record = json.loads(backend.get("$checkpointspout-crashwc", b"__state"))
-    assert record["phase"] == "COMMITTED"
-    assert record["txid"] == N_FILES
 
 
 @pytest.fixture
@@ -100,31 +97,29 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(server.url)
 
 
-@pytest.mark.parametrize("crash", POINTS)
-def test_sigkill_then_restart_gives_exact_counts(crash: str, corpus: tuple[Path, Counter[str]], store_url: str, tmp_path: Path) -> None:
+def test_sigkill_at_every_protocol_step_then_restart_gives_exact_counts(
+    corpus: tuple[Path, Counter[str]], store_url: str, tmp_path: Path
+) -> None:
     input_dir, expected = corpus
     state_dir = tmp_path / "state"
-    first = _run(state_dir, input_dir, store_url, crash)
-    assert first.returncode == -signal.SIGKILL, (
-        f"the driver should have been killed at {crash}; rc={first.returncode}\n{first.stderr[-3000:]}"
-    )
-    assert "DONE" not in first.stdout
-    second = _run(state_dir, input_dir, store_url, None)
-    assert second.returncode == 0, second.stderr[-4000:]
-    assert f"DONE txid={N_FILES}" in second.stdout
-    _check_final(store_url, expected)
-
-
-def test_sigkill_during_recovery_then_restart(corpus: tuple[Path, Counter[str]], tmp_path: Path) -> None:
-    """A crash after COMMITTING leaves a roll-forward to do; crash again inside that recovery."""
-    input_dir, expected = corpus
-    url = f"sqlite:///{tmp_path / 'state.db'}"
-    state_dir = tmp_path / "state"
-    assert _run(state_dir, input_dir, url, f"after_committing@{CRASH_TXID}").returncode == -signal.SIGKILL
-    backend = StateFactory.from_url(url).backend
-    record = json.loads(backend.get("$checkpointspout-crashwc", b"__state"))
-    assert (record["phase"], record["txid"]) == ("COMMITTING", CRASH_TXID)
-    assert _run(state_dir, input_dir, url, f"during_recovery@{CRASH_TXID}").returncode == -signal.SIGKILL
-    third = _run(state_dir, input_dir, url, None)
-    assert third.returncode == 0, third.stderr[-4000:]
-    _check_final(url, expected)
+    for crash, phase, txid in CHAIN:
+        res = _run(state_dir, input_dir, store_url, crash)
+        assert res.returncode == -signal.SIGKILL, (
+            f"the driver should have been killed at {crash}; rc={res.returncode}\n{res.stderr[-3000:]}"
+        )
+        assert "DONE" not in res.stdout
+        rec = _record(store_url)
+        assert (rec["phase"], rec["txid"]) == (phase, txid), f"after the crash at {crash}: {rec}"
+    final = _run(state_dir, input_dir, store_url, None)
+    assert final.returncode == 0, final.stderr[-4000:]
+    assert f"DONE txid={N_FILES}" in final.stdout
+    assert _counts(store_url) == expected
+    backend = StateFactory.from_url(store_url).backend
+    for i in range(2):
+        rec = backend.txids(f"crashwc-count-{i}")
+        assert rec.prepared is None, f"namespace crashwc-count-{i} still has prepared txid {rec.prepared}"
+        assert rec.committed == N_FILES
+    final_rec = _record(store_url)
+    assert (final_rec["phase"], final_rec["txid"]) == ("COMMITTED", N_FILES)
+    # every restart took a new epoch: the first driver's epoch is long fenced out
+    assert int(final_rec["epoch"]) == len(CHAIN) + 1

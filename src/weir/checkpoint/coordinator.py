@@ -321,6 +321,9 @@ class Coordinator:
                 self._save(replace(rec, txid=txid, phase=Phase.COMMITTED))
                 report.commit_ms = (time.perf_counter() - t1) * 1000
                 crash_point("after_committed", txid)
+                after = getattr(self.participants, "after_commit", None)
+                if after is not None:
+                    after(txid)
                 return report
             last_failures = outcome.failures
             first = last_failures[0]

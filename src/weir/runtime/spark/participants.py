@@ -13,7 +13,7 @@ from weir.state.base import StateProvider
 from weir.topology.collector import OutputCollector
 from weir.topology.components import StatefulBolt
 
-__all__ = ["StatefulParticipants"]
+__all__ = ["CompositeParticipants", "StatefulParticipants"]
 
 
 class StatefulParticipants:
@@ -86,3 +86,31 @@ class StatefulParticipants:
             state.rollback()
 
         self._each(one, after_first)
+
+
+class CompositeParticipants:
+    """Several participant groups (stateful bolts, Streams operators, ...) driven as one, in order."""
+
+    def __init__(self, parts: list[Any]) -> None:
+        self.parts = parts
+
+    def namespaces(self) -> list[str]:
+        """Every namespace of every group."""
+        return [ns for p in self.parts for ns in p.namespaces()]
+
+    def commit_all(self, txid: int, epoch: int, after_first: Callable[[], None] | None = None) -> None:
+        """Commit every group; ``after_first`` fires after the very first namespace."""
+        for i, p in enumerate(self.parts):
+            p.commit_all(txid, epoch, after_first if i == 0 else None)
+
+    def rollback_all(self, epoch: int, after_first: Callable[[], None] | None = None) -> None:
+        """Roll back every group."""
+        for i, p in enumerate(self.parts):
+            p.rollback_all(epoch, after_first if i == 0 else None)
+
+    def after_commit(self, txid: int) -> None:
+        """Tell groups that care (Streams: region_checkpointed, retirement) that ``txid`` committed."""
+        for p in self.parts:
+            hook = getattr(p, "after_commit", None)
+            if hook is not None:
+                hook(txid)

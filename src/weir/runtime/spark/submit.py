@@ -10,7 +10,7 @@ from weir.errors import TopologyError
 from weir.runtime.spark.batch import BatchJob
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.deadletter import make_sink
-from weir.runtime.spark.participants import StatefulParticipants
+from weir.runtime.spark.participants import CompositeParticipants, StatefulParticipants
 from weir.runtime.spark.runner import (
     TopologyRun,
     make_coordinator,
@@ -21,6 +21,7 @@ from weir.runtime.spark.runner import (
 from weir.runtime.spark.task import TaskSpec
 from weir.state.factory import KeyValueStateProvider
 from weir.topology.builder import Topology
+from weir.topology.components import StatefulBolt
 
 __all__ = ["submit", "submit_topology"]
 
@@ -90,11 +91,17 @@ def submit_topology(name: str, conf: Mapping[str, Any], topology: Topology, spar
     namespaces: list[str] = []
     if stateful:
         assert provider is not None
-        participants = StatefulParticipants(
-            [specs[c.id] for c in stateful],
-            provider,
-            parallel=isinstance(provider, KeyValueStateProvider) and provider.config.provider in ("redis", "postgres"),
-        )
+        parallel = isinstance(provider, KeyValueStateProvider) and provider.config.provider in ("redis", "postgres")
+        groups: list[Any] = []
+        bolts = [specs[c.id] for c in stateful if isinstance(c.obj, StatefulBolt)]
+        if bolts:
+            groups.append(StatefulParticipants(bolts, provider, parallel=parallel))
+        operators = [specs[c.id] for c in stateful if not isinstance(c.obj, StatefulBolt)]
+        if operators:
+            from weir.streams.runtime import StreamsParticipants
+
+            groups.append(StreamsParticipants(operators, provider, rc, topology))
+        participants = CompositeParticipants(groups)
         namespaces = participants.namespaces()
         coordinator = make_coordinator(
             name, conf, provider, participants, {c.id: c.parallelism for c in stateful}, rc, master

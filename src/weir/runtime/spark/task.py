@@ -145,6 +145,13 @@ def run_task(
     """Run task ``task`` of a bolt over its input ``records`` (``(source, stream, values, source_task)``)."""
     t0 = time.perf_counter()
     comp = spec.component
+    from weir.streams.operator import Operator
+
+    if isinstance(comp, Operator):  # IBM Streams operators have their own task loop (state handlers)
+        from weir.streams.runtime import run_operator_task
+
+        yield from run_operator_task(spec, task, txid, epoch, records)
+        return
     ctx = spec.context(task)
     out = OutputCollector(spec.component_id, task, dict(spec.outputs), topology=spec.topology)
     n_in = n_out = n_failed = 0

@@ -1,0 +1,333 @@
+"""Memcached backing maps (seed 004's ``MemcachedState``), through pymemcache.
+
+Layout: the cell of key ``("man",)`` of a map state with ``key_prefix="wc:"`` is the memcached item
+``wc:["man"]``, whose value is the JSON of the cell (``[txid, curr, prev]`` for opaque, ``[txid,
+val]`` for transactional, the value itself for non-transactional maps). Memcached keys are at most
+250 bytes of printable ASCII without spaces; a key whose JSON form does not fit (spaces, non-ASCII
+text, long keys) is stored as ``<key_prefix>#<sha1 of the JSON form>`` instead — a JSON form always
+starts with ``[``, so the two never collide.
+
+``multi_get`` is one ``get_many`` and ``multi_put`` one ``set_many`` (pymemcache sends every key
+in one round trip per server). Memcached has no multi-key transactions: each item is written
+atomically, the set of them is not. That is enough for the opaque and transactional maps, whose
+cells carry their txid (a replayed batch repairs each key on its own), but remember what memcached
+is: a **cache**. An item evicted under memory pressure, or lost when a server restarts, takes its
+count with it (as in Storm). Give memcached enough memory, or use SQLite, Redis or PostgreSQL for
+state that must last.
+
+Several servers are spread over with pymemcache's ``HashClient`` (rendezvous hashing).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from weir.errors import ConfigError, StateError
+from weir.trident.backing._clients import discard_client, get_client
+from weir.trident.backing._codec import decode_cell, encode_cell, encode_key
+from weir.trident.backing._factory import MapStateFamily, MapStore
+from weir.trident.state import BackingMap, Key, StateType, as_keys
+from weir.trident.state.map_state import check_same_length
+
+__all__ = ["MemcachedBackingMap", "MemcachedMapState", "MemcachedMapStore", "memcached_key"]
+
+_MAX_KEY = 250
+_MAX_PREFIX = 200
+
+
+def _safe(text: str) -> bool:
+    return all("!" <= ch <= "~" for ch in text)
+
+
+def memcached_key(prefix: str, json_key: str) -> str:
+    """The memcached key of a map key's JSON form: ``prefix + json_key`` or ``prefix + '#' + sha1``."""
+    full = prefix + json_key
+    if len(full) <= _MAX_KEY and _safe(json_key):
+        return full
+    return prefix + "#" + hashlib.sha1(json_key.encode("utf-8", "surrogatepass")).hexdigest()  # noqa: S324
+
+
+def _import_pymemcache() -> Any:
+    try:
+        import pymemcache
+    except ImportError as exc:
+        msg = "MemcachedMapState needs pymemcache: pip install 'weir[memcached]'"
+        raise ConfigError(msg) from exc
+    return pymemcache
+
+
+def _parse_server(text: str) -> tuple[str, int]:
+    text = text.strip()
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port_text = rest.removeprefix(":")
+    elif ":" in text:
+        host, _, port_text = text.rpartition(":")
+    else:
+        host, port_text = text, "11211"
+    if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        msg = f"MemcachedMapState: server {text!r} is not 'host:port'"
+        raise ConfigError(msg)
+    return host, int(port_text)
+
+
+def _servers(spec: Any) -> tuple[tuple[str, int], ...]:
+    if isinstance(spec, str):
+        scheme, sep, rest = spec.partition("://")
+        if sep:
+            if scheme.lower() != "memcached":
+                msg = f"MemcachedMapState: url {spec!r} must look like memcached://host:port[,host:port...]"
+                raise ConfigError(msg)
+            spec = rest.rstrip("/")
+        parts: list[Any] = [p for p in spec.split(",") if p.strip()]
+    elif isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[1], int):
+        parts = [spec]
+    elif isinstance(spec, (list, tuple)):
+        parts = list(spec)
+    else:
+        parts = []
+    out: list[tuple[str, int]] = []
+    for part in parts:
+        if isinstance(part, str):
+            out.append(_parse_server(part))
+        elif (
+            isinstance(part, (list, tuple))
+            and len(part) == 2
+            and isinstance(part[0], str)
+            and isinstance(part[1], int)
+            and not isinstance(part[1], bool)
+        ):
+            out.append(_parse_server(f"{part[0]}:{part[1]}"))
+        else:
+            parts = []
+            break
+    if not out or not parts:
+        msg = (
+            "MemcachedMapState: give the servers as 'memcached://host:port[,host:port]', 'host:port', "
+            f"or a list of 'host:port' / (host, port); got {spec!r}"
+        )
+        raise ConfigError(msg)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class MemcachedMapStore(MapStore):
+    """The items ``<key_prefix><JSON key>`` of one or more memcached servers, holding one map state.
+
+    Attributes
+    ----------
+    servers : tuple of (host, port)
+        The memcached servers (several are spread over by rendezvous hashing).
+    key_prefix : str
+        Prefix of every item of this map state (printable ASCII, no spaces, at most 200 chars).
+    expire : int
+        Seconds an item lives (0, the default: until evicted).
+    timeout : float
+        Connect and socket timeout in seconds.
+    """
+
+    kind: ClassVar[str] = "memcached"
+
+    servers: tuple[tuple[str, int], ...]
+    key_prefix: str = "trident:"
+    expire: int = 0
+    timeout: float = 5.0
+
+    def __post_init__(self) -> None:
+        p = self.key_prefix
+        if not isinstance(p, str) or not p or len(p) > _MAX_PREFIX or not _safe(p):
+            msg = (
+                f"MemcachedMapState key_prefix {p!r} must be 1-{_MAX_PREFIX} printable ASCII characters "
+                "without spaces"
+            )
+            raise ConfigError(msg)
+        if isinstance(self.expire, bool) or not isinstance(self.expire, int) or self.expire < 0:
+            msg = f"MemcachedMapState expire must be a non-negative int of seconds, got {self.expire!r}"
+            raise ConfigError(msg)
+        t = self.timeout
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
+            msg = f"MemcachedMapState timeout must be a positive number of seconds, got {t!r}"
+            raise ConfigError(msg)
+
+    def describe(self) -> str:
+        """``memcached://h:p[,h:p] key prefix '…'``."""
+        hosts = ",".join(f"{h}:{p}" for h, p in self.servers)
+        return f"memcached://{hosts} key prefix {self.key_prefix!r}"
+
+    def _open(self) -> Any:
+        _import_pymemcache()
+        from pymemcache.client.base import Client
+        from pymemcache.client.hash import HashClient
+
+        if len(self.servers) == 1:
+            return Client(
+                self.servers[0], connect_timeout=self.timeout, timeout=self.timeout, no_delay=True,
+                default_noreply=False,
+            )  # fmt: skip
+        return HashClient(
+            list(self.servers), connect_timeout=self.timeout, timeout=self.timeout, no_delay=True,
+            default_noreply=False, retry_attempts=1, dead_timeout=self.timeout,
+        )  # fmt: skip
+
+    def client(self) -> Any:
+        """The pymemcache client of this process and thread, opened on first use."""
+        return get_client(("memcached", self.servers, self.timeout), self._open, _close, per_thread=True)
+
+    def discard(self, client: Any) -> None:
+        """Close and forget a client whose connection failed (the next call reconnects)."""
+        discard_client(("memcached", self.servers, self.timeout), client)
+
+    def validate(self, state_type: StateType) -> None:
+        """Ask every server for its version now.
+
+        Raises
+        ------
+        ConfigError
+            Naming the first server that does not answer.
+        """
+        pymemcache = _import_pymemcache()
+        from pymemcache.client.base import Client
+
+        for host, port in self.servers:
+            probe = Client((host, port), connect_timeout=self.timeout, timeout=self.timeout)
+            try:
+                probe.version()
+            except (OSError, pymemcache.exceptions.MemcacheError) as exc:
+                msg = (
+                    f"cannot use memcached at {host}:{port} for MemcachedMapState "
+                    f"(key prefix {self.key_prefix!r}): {type(exc).__name__}: {exc}; start the server "
+                    "or fix the host and port"
+                )
+                raise ConfigError(msg) from exc
+            finally:
+                probe.close()
+
+    def backing_map(self, state_type: StateType) -> MemcachedBackingMap:
+        """A :class:`MemcachedBackingMap` of ``state_type`` cells under this prefix."""
+        return MemcachedBackingMap(self, state_type)
+
+
+def _close(client: Any) -> None:
+    client.close()
+
+
+class MemcachedBackingMap(BackingMap[Any]):
+    """Bulk get/put of JSON cells in memcached (see the module docstring).
+
+    Parameters
+    ----------
+    store : MemcachedMapStore
+        Servers, key prefix and expiry.
+    state_type : StateType
+        Which cells are stored (they are read back as ``OpaqueValue`` / ``TransactionalValue``).
+    """
+
+    def __init__(self, store: MemcachedMapStore, state_type: StateType | str) -> None:
+        self.store = store
+        self.state_type = StateType.parse(state_type)
+
+    def memcached_keys(self, keys: Sequence[Key]) -> list[str]:
+        """The memcached key of each map key."""
+        where = self.store.describe()
+        prefix = self.store.key_prefix
+        return [memcached_key(prefix, encode_key(k, where=where)) for k in as_keys(keys)]
+
+    def _fail(self, op: str, n: int, client: Any, exc: BaseException) -> StateError:
+        self.store.discard(client)
+        msg = (
+            f"MemcachedMapState {self.store.describe()}: {op} of {n} keys failed "
+            f"({type(exc).__name__}: {exc}); check that the servers are up (the batch will be retried)"
+        )
+        return StateError(msg)
+
+    def multi_get(self, keys: Sequence[Key]) -> list[Any]:
+        """Cells of ``keys`` (``None`` where absent or evicted), with one ``get_many``."""
+        ks = as_keys(keys)
+        if not ks:
+            return []
+        pymemcache = _import_pymemcache()
+        mkeys = self.memcached_keys(ks)
+        client = self.store.client()
+        try:
+            found = client.get_many(list(dict.fromkeys(mkeys)))
+        except (OSError, pymemcache.exceptions.MemcacheError) as exc:
+            err = self._fail("multi_get", len(mkeys), client, exc)
+            raise err from exc
+        where = self.store.describe()
+        st = self.state_type
+        return [decode_cell(found.get(mk), st, k, where=where) for mk, k in zip(mkeys, ks, strict=True)]
+
+    def multi_put(self, keys: Sequence[Key], vals: Sequence[Any]) -> None:
+        """Store every cell with one ``set_many`` (each item atomic, the set of them not)."""
+        ks = as_keys(keys)
+        check_same_length(ks, vals, what="values", op="MemcachedBackingMap.multi_put")
+        if not ks:
+            return
+        pymemcache = _import_pymemcache()
+        where = self.store.describe()
+        st = self.state_type
+        mkeys = self.memcached_keys(ks)
+        items = {mk: encode_cell(v, st, k, where=where) for mk, k, v in zip(mkeys, ks, vals, strict=True)}
+        client = self.store.client()
+        try:
+            failed = client.set_many(items, expire=self.store.expire, noreply=False)
+        except (OSError, pymemcache.exceptions.MemcacheError) as exc:
+            err = self._fail("multi_put", len(items), client, exc)
+            raise err from exc
+        if failed:
+            msg = (
+                f"MemcachedMapState {self.store.describe()}: the server refused to store {len(failed)} of "
+                f"{len(items)} items (e.g. {failed[0]!r}); a value may exceed the item size limit "
+                "(memcached -I) or the server is out of memory"
+            )
+            raise StateError(msg)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"store": self.store, "state_type": self.state_type}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["store"], state["state_type"])  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        return f"MemcachedBackingMap({self.store.describe()}, {self.state_type.name})"
+
+
+class MemcachedMapState(MapStateFamily):
+    """Trident map states in memcached (Storm's ``MemcachedState``): ``MemcachedMapState.opaque(servers)``.
+
+    ``opaque`` / ``transactional`` / ``non_transactional`` take the arguments of :meth:`store`
+    plus ``cache_size``, ``global_key`` and ``check`` (see :class:`MapStateFamily`) and return a
+    picklable :class:`~weir.trident.backing.MapStateFactory`.
+
+    Examples
+    --------
+    >>> factory = MemcachedMapState.opaque("memcached://127.0.0.1:11211", key_prefix="wc:")  # doctest: +SKIP
+    """
+
+    @classmethod
+    def store(
+        cls,
+        servers: str | Sequence[str | tuple[str, int]] | tuple[str, int],
+        key_prefix: str = "trident:",
+        *,
+        expire: int = 0,
+        timeout: float = 5.0,
+    ) -> MemcachedMapStore:
+        """The items ``<key_prefix><JSON key>`` of the memcached ``servers``.
+
+        Parameters
+        ----------
+        servers : str or list
+            ``memcached://host:port[,host:port…]``, ``host:port``, or a list of ``host:port`` /
+            ``(host, port)``.
+        key_prefix : str
+            Prefix of this map state's items; give every map state its own.
+        expire : int
+            Seconds an item lives; 0 (default) keeps it until evicted.
+        timeout : float
+            Connect and socket timeout in seconds.
+        """
+        return MemcachedMapStore(_servers(servers), key_prefix, expire, float(timeout))

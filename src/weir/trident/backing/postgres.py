@@ -1,0 +1,547 @@
+"""PostgreSQL backing maps over a **typed table** that people and other services query with plain SQL.
+
+``PostgresMapState.opaque(url, table="word_counts", key_columns={"word": "TEXT"}, value_type="BIGINT")``
+keeps its cells in::
+
+    CREATE TABLE word_counts (word TEXT NOT NULL, value BIGINT, txid BIGINT, prev BIGINT,
+                              PRIMARY KEY (word))
+
+so ``SELECT word, value FROM word_counts ORDER BY value DESC`` reads the current counts. The
+columns after the key columns depend on the map state's type:
+
+================== ==================================== =======================================
+state type         columns                              cell
+================== ==================================== =======================================
+opaque             ``value``, ``txid``, ``prev``        ``OpaqueValue(txid, value, prev)``
+transactional      ``value``, ``txid``                  ``TransactionalValue(txid, value)``
+non-transactional  ``value``                            the value
+================== ==================================== =======================================
+
+``value`` (and ``prev``) have ``value_type``: any scalar SQL type (``BIGINT``, ``DOUBLE
+PRECISION``, ``NUMERIC(12,2)``, ``TEXT``, …) or ``JSONB`` / ``JSON`` for lists, dicts and mixed
+values. A key has one value per key column, in the order of ``key_columns``.
+
+- ``multi_get`` is one ``SELECT`` joining the table with ``unnest`` of the keys (``WITH
+  ORDINALITY``, so each row finds its key's position even when the column type normalises a value).
+- ``multi_put`` is one ``INSERT … SELECT * FROM unnest(…) ON CONFLICT (keys) DO UPDATE`` per 10 000
+  rows, all in one transaction: a partition's update of a batch is applied entirely or not at all.
+  Rewriting the same cells is idempotent, so a write whose connection broke is retried once.
+
+Identifiers are validated (:func:`weir._util.validate_identifier`) and quoted, so they keep their
+case: prefer lower-case names, which plain SQL reaches without quotes. The table is created if
+missing (under an advisory lock); an existing table must have the key columns as its primary key
+and exactly the value columns of the state's type.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, ClassVar, TypeVar
+
+from weir._util import validate_identifier
+from weir.errors import ConfigError, SerializationError, StateError
+from weir.state.postgres import redact_url
+from weir.trident.backing._clients import discard_client, get_client
+from weir.trident.backing._codec import decode_json, encode_json, to_cell, to_stored
+from weir.trident.backing._factory import MapStateFamily, MapStore
+from weir.trident.state import BackingMap, Key, StateType, as_keys
+from weir.trident.state.map_state import check_same_length
+
+__all__ = ["PostgresBackingMap", "PostgresMapState", "PostgresMapStore"]
+
+T = TypeVar("T")
+
+_CHUNK = 10_000
+_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(?: [A-Za-z][A-Za-z0-9_]*)*(?:\(\s*\d+(?:\s*,\s*\d+)?\s*\))?$")
+_CELL_COLUMNS = {
+    StateType.OPAQUE: ("value", "txid", "prev"),
+    StateType.TRANSACTIONAL: ("value", "txid"),
+    StateType.NON_TRANSACTIONAL: ("value",),
+}
+_RESERVED = {"value", "txid", "prev"}
+_CREATE_LOCK = 0x7765_6972_5F74_6D73  # pg_advisory_xact_lock key guarding CREATE TABLE ("weir_tms")
+_ENSURED: set[tuple[Any, ...]] = set()
+_ENSURED_LOCK = threading.Lock()
+
+
+def _import_psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError as exc:
+        msg = "PostgresMapState needs psycopg 3: pip install 'weir[postgres]'"
+        raise ConfigError(msg) from exc
+    return psycopg
+
+
+def _sql_type(text: object, *, what: str) -> str:
+    if not isinstance(text, str) or not _TYPE.match(" ".join(text.split())):
+        msg = (
+            f"PostgresMapState {what} {text!r} is not a SQL type name such as BIGINT, TEXT, "
+            "DOUBLE PRECISION, NUMERIC(12,2) or JSONB (array types are not supported: use JSONB)"
+        )
+        raise ConfigError(msg)
+    return " ".join(text.split()).upper()
+
+
+def _key_columns(spec: object) -> tuple[tuple[str, str], ...]:
+    if isinstance(spec, Mapping):
+        pairs = list(spec.items())
+    elif isinstance(spec, (list, tuple)):
+        pairs = list(spec)
+    else:
+        pairs = []
+    out: list[tuple[str, str]] = []
+    for pair in pairs:
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2):
+            out = []
+            break
+        name = validate_identifier(pair[0], what="PostgresMapState key column")
+        if name.lower() in _RESERVED:
+            msg = f"PostgresMapState key column {name!r} clashes with the value columns (value, txid, prev)"
+            raise ConfigError(msg)
+        ctype = _sql_type(pair[1], what=f"type of key column {name!r}")
+        if ctype == "JSON":
+            msg = f"PostgresMapState key column {name!r}: JSON has no equality operator; use JSONB"
+            raise ConfigError(msg)
+        out.append((name, ctype))
+    if not out:
+        msg = (
+            "PostgresMapState key_columns must name the key's columns and their SQL types in key order, "
+            f"e.g. {{'word': 'TEXT'}} or [('user_id', 'BIGINT'), ('day', 'DATE')]; got {spec!r}"
+        )
+        raise ConfigError(msg)
+    if len({n.lower() for n, _ in out}) != len(out):
+        msg = f"PostgresMapState key_columns has a column twice: {[n for n, _ in out]}"
+        raise ConfigError(msg)
+    return tuple(out)
+
+
+def _uniform(values: list[Any]) -> list[Any]:
+    """``values`` with mixed int/float/Decimal made one type (psycopg dumps only uniform lists)."""
+    kinds = {type(v) for v in values if v is not None}
+    if len(kinds) < 2 or not kinds <= {int, float, Decimal}:
+        return values
+    if float in kinds:
+        return [None if v is None else float(v) for v in values]
+    return [None if v is None else Decimal(v) for v in values]
+
+
+def _close(conn: Any) -> None:
+    conn.close()
+
+
+@dataclass(frozen=True)
+class PostgresMapStore(MapStore):
+    """A typed PostgreSQL table holding one Trident map state (see the module docstring).
+
+    Attributes
+    ----------
+    url : str
+        ``postgresql://user[:password]@host[:port]/database``.
+    table : str
+        The table (created if missing).
+    key_columns : tuple of (name, SQL type)
+        The key's columns in key order; together the primary key.
+    value_type : str
+        SQL type of ``value`` (and ``prev``): a scalar type, or ``JSONB`` / ``JSON``.
+    schema : str
+        Schema of the table (default ``public``; must exist).
+    connect_timeout : float
+        Seconds to wait for a connection.
+    """
+
+    kind: ClassVar[str] = "postgres"
+
+    url: str
+    table: str
+    key_columns: tuple[tuple[str, str], ...]
+    value_type: str = "BIGINT"
+    schema: str = "public"
+    connect_timeout: float = 5.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.url, str) or not self.url.lower().startswith(("postgresql://", "postgres://")):
+            msg = f"PostgresMapState url {self.url!r} must look like postgresql://user@host:port/database"
+            raise ConfigError(msg)
+        validate_identifier(self.table, what="PostgresMapState table")
+        validate_identifier(self.schema, what="PostgresMapState schema")
+        object.__setattr__(self, "key_columns", _key_columns(self.key_columns))
+        object.__setattr__(self, "value_type", _sql_type(self.value_type, what="value_type"))
+        t = self.connect_timeout
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
+            msg = f"PostgresMapState connect_timeout must be a positive number of seconds, got {t!r}"
+            raise ConfigError(msg)
+
+    # ---- names and SQL -------------------------------------------------------------------------
+    @property
+    def qualified(self) -> str:
+        """``"schema"."table"``."""
+        return f'"{self.schema}"."{self.table}"'
+
+    @property
+    def json_value(self) -> bool:
+        """Whether ``value`` is a JSON column."""
+        return self.value_type in ("JSON", "JSONB")
+
+    def describe(self) -> str:
+        """``<url without password> table schema.table``."""
+        return f"{redact_url(self.url)} table {self.schema}.{self.table}"
+
+    def columns(self, state_type: StateType) -> list[tuple[str, str]]:
+        """Every column of the table for ``state_type``: key columns, then the cell's."""
+        types = {"value": self.value_type, "txid": "BIGINT", "prev": self.value_type}
+        return [*self.key_columns, *((c, types[c]) for c in _CELL_COLUMNS[state_type])]
+
+    # ---- connections ---------------------------------------------------------------------------
+    def _open(self) -> Any:
+        psycopg = _import_psycopg()
+        from psycopg.types.json import set_json_loads
+
+        conn = psycopg.connect(
+            self.url,
+            autocommit=True,
+            connect_timeout=max(2, round(self.connect_timeout)),
+            application_name="weir-trident",
+        )
+        where = self.describe()
+        set_json_loads(lambda data: decode_json(data, what=where), conn)
+        return conn
+
+    def _spec(self) -> tuple[str, str, float]:
+        return ("postgres", self.url, self.connect_timeout)
+
+    def connection(self) -> Any:
+        """The connection of this process and thread, opened on first use.
+
+        Raises
+        ------
+        ConfigError
+            If the server cannot be reached or refuses the connection.
+        """
+        psycopg = _import_psycopg()
+        try:
+            return get_client(self._spec(), self._open, _close, per_thread=True)
+        except psycopg.Error as exc:
+            text = " ".join(str(exc).split()) or type(exc).__name__
+            msg = (
+                f"cannot use PostgreSQL for PostgresMapState {self.describe()}: {text}; check the url "
+                "(host, port, database, user, password) and that the server accepts connections"
+            )
+            raise ConfigError(msg) from exc
+
+    def run(self, body: Callable[[Any], T], *, what: str, in_transaction: bool) -> T:
+        """Run ``body(conn)`` (in one transaction if asked); reconnect and rerun once if the connection broke.
+
+        Only idempotent bodies are run through here: a read, or a write of absolute cells.
+        """
+        psycopg = _import_psycopg()
+        for attempt in (1, 2):
+            conn = self.connection()
+            try:
+                if not in_transaction:
+                    return body(conn)
+                with conn.transaction():
+                    return body(conn)
+            except (psycopg.DataError, psycopg.errors.IntegrityError) as exc:
+                text = " ".join(str(exc).split())
+                msg = (
+                    f"PostgresMapState {self.describe()}: {what}: a key or value does not fit the "
+                    f"columns {self.key_columns} / value {self.value_type} ({text}); store values of "
+                    "the column types, or use value_type='JSONB'"
+                )
+                raise SerializationError(msg) from exc
+            except psycopg.Error as exc:
+                lost = conn.closed or conn.broken
+                if lost:
+                    discard_client(self._spec(), conn)
+                    if attempt == 1:
+                        continue
+                text = " ".join(str(exc).split()) or type(exc).__name__
+                msg = f"PostgresMapState {self.describe()}: {what} failed: {text}"
+                raise StateError(msg) from exc
+        msg = f"PostgresMapState {self.describe()}: {what} failed twice"  # pragma: no cover
+        raise StateError(msg)  # pragma: no cover
+
+    # ---- the table -----------------------------------------------------------------------------
+    def _found_layout(self, conn: Any) -> tuple[list[str], list[str]] | None:
+        """(columns, primary-key columns) of the existing table, or ``None``."""
+        rows = conn.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
+            (self.schema, self.table),
+        ).fetchall()
+        if not rows:
+            return None
+        pk = conn.execute(
+            "SELECT a.attname FROM pg_index i JOIN pg_attribute a "
+            "ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+            "WHERE i.indrelid = to_regclass(%s) AND i.indisprimary",
+            (self.qualified,),
+        ).fetchall()
+        return [r[0] for r in rows], [r[0] for r in pk]
+
+    def _check_layout(self, state_type: StateType, found: tuple[list[str], list[str]]) -> None:
+        columns, pk = found
+        keys = [n for n, _ in self.key_columns]
+        missing = [n for n in keys if n not in columns]
+        cells = [c for c in ("value", "txid", "prev") if c in columns]
+        if missing or sorted(pk) != sorted(keys) or cells != list(_CELL_COLUMNS[state_type]):
+            expected = ", ".join(f"{n} {t}" for n, t in self.columns(state_type))
+            kinds = {v: k.value for k, v in _CELL_COLUMNS.items()}
+            holds = kinds.get(tuple(cells))
+            what = f" (its value columns are those of a {holds} map state)" if holds else ""
+            msg = (
+                f"PostgresMapState {self.describe()}: the table exists with columns {columns} and primary "
+                f"key {pk}{what}, but a {state_type.value} map state with these key columns needs "
+                f"({expected}, PRIMARY KEY ({', '.join(keys)})); choose another table or drop this one"
+            )
+            raise ConfigError(msg)
+
+    def ensure_table(self, state_type: StateType) -> None:
+        """Create the table if missing (once per process) and check its layout.
+
+        Raises
+        ------
+        ConfigError
+            If the server is unreachable, a type is unknown, or an existing table has another layout.
+        """
+        mark = (self, state_type)
+        with _ENSURED_LOCK:
+            if mark in _ENSURED:
+                return
+
+        def body(conn: Any) -> None:
+            types = [t for _, t in self.columns(state_type)]
+            for t, ok in zip(types, conn.execute(
+                "SELECT " + ", ".join(["to_regtype(%s) IS NOT NULL"] * len(types)), types
+            ).fetchone(), strict=True):  # fmt: skip
+                if not ok:
+                    msg = f"PostgresMapState {self.describe()}: PostgreSQL knows no type {t!r}"
+                    raise ConfigError(msg)
+            found = self._found_layout(conn)
+            if found is None:
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_CREATE_LOCK,))
+                    if self._found_layout(conn) is None:
+                        cols = ", ".join(
+                            f'"{n}" {t} NOT NULL' if i < len(self.key_columns) else f'"{n}" {t}'
+                            for i, (n, t) in enumerate(self.columns(state_type))
+                        )
+                        keys = ", ".join(f'"{n}"' for n, _ in self.key_columns)
+                        conn.execute(f"CREATE TABLE {self.qualified} ({cols}, PRIMARY KEY ({keys}))")
+                found = self._found_layout(conn)
+            assert found is not None
+            self._check_layout(state_type, found)
+
+        psycopg = _import_psycopg()
+        try:
+            self.run(body, what="creating the table", in_transaction=False)
+        except (StateError, psycopg.Error) as exc:
+            raise ConfigError(str(exc)) from exc
+        with _ENSURED_LOCK:
+            _ENSURED.add(mark)
+
+    def validate(self, state_type: StateType) -> None:
+        """Connect now, create the table if needed and check its layout."""
+        self.ensure_table(state_type)
+
+    def backing_map(self, state_type: StateType) -> PostgresBackingMap:
+        """A :class:`PostgresBackingMap` of ``state_type`` cells over this table."""
+        return PostgresBackingMap(self, state_type)
+
+
+class PostgresBackingMap(BackingMap[Any]):
+    """Bulk get/put of cells in a typed PostgreSQL table (see the module docstring).
+
+    Parameters
+    ----------
+    store : PostgresMapStore
+        Server, table and column types.
+    state_type : StateType
+        Which cells are stored (read back as ``OpaqueValue`` / ``TransactionalValue``).
+    """
+
+    def __init__(self, store: PostgresMapStore, state_type: StateType | str) -> None:
+        self.store = store
+        self.state_type = StateType.parse(state_type)
+        st = self.state_type
+        cols = store.columns(st)
+        nkeys = len(store.key_columns)
+        q = store.qualified
+        names = ", ".join(f'"{n}"' for n, _ in cols)
+        arrays = ", ".join(f"%s::{t}[]" for _, t in cols)
+        key_names = ", ".join(f'"{n}"' for n, _ in store.key_columns)
+        updates = ", ".join(f'"{c}" = EXCLUDED."{c}"' for c in _CELL_COLUMNS[st])
+        self._upsert = (
+            f"INSERT INTO {q} ({names}) SELECT * FROM unnest({arrays}) "
+            f"ON CONFLICT ({key_names}) DO UPDATE SET {updates}"
+        )
+        key_arrays = ", ".join(f"%s::{t}[]" for _, t in store.key_columns)
+        aliases = ", ".join(f"k{i}" for i in range(nkeys))
+        join = " AND ".join(f't."{n}" = u.k{i}' for i, (n, _) in enumerate(store.key_columns))
+        cells = ", ".join(f't."{c}"' for c in _CELL_COLUMNS[st])
+        self._select = (
+            f"SELECT u.weir_ord, {cells} FROM unnest({key_arrays}) WITH ORDINALITY AS u({aliases}, weir_ord) "
+            f"JOIN {q} AS t ON {join}"
+        )
+        self._json_keys = [t in ("JSON", "JSONB") for _, t in store.key_columns]
+
+    def _wrap_json(self, values: list[Any], json_type: str, what: str) -> list[Any]:
+        from psycopg.types.json import Json, Jsonb
+
+        wrapper = Jsonb if json_type == "JSONB" else Json
+
+        def dumps(obj: Any) -> str:
+            return encode_json(obj, what=what).decode("utf-8", "surrogatepass")
+
+        return [None if v is None else wrapper(v, dumps=dumps) for v in values]
+
+    def _key_arrays(self, ks: list[Key]) -> list[list[Any]]:
+        store = self.store
+        n = len(store.key_columns)
+        where = store.describe()
+        for k in ks:
+            if len(k) != n or any(v is None for v in k):
+                names = [c for c, _ in store.key_columns]
+                msg = (
+                    f"PostgresMapState {where}: key {k!r} does not match the key columns {names}; give one "
+                    "non-null value per key column, in that order"
+                )
+                raise SerializationError(msg)
+        arrays: list[list[Any]] = []
+        for i, (name, ctype) in enumerate(store.key_columns):
+            column = _uniform([k[i] for k in ks])
+            if self._json_keys[i]:
+                column = self._wrap_json(column, ctype, f"{where}: key column {name}")
+            arrays.append(column)
+        return arrays
+
+    def multi_get(self, keys: Sequence[Key]) -> list[Any]:
+        """Cells of ``keys`` (``None`` where there is no row): one ``SELECT`` joined with ``unnest``."""
+        ks = as_keys(keys)
+        if not ks:
+            return []
+        distinct = list(dict.fromkeys(ks))
+        arrays = self._key_arrays(distinct)
+        store = self.store
+        store.ensure_table(self.state_type)
+        sql = self._select
+        rows = store.run(
+            lambda conn: conn.execute(sql, arrays).fetchall(),
+            what=f"multi_get of {len(distinct)} keys",
+            in_transaction=False,
+        )
+        st = self.state_type
+        where = store.describe()
+        by_key: dict[Key, Any] = {}
+        for row in rows:
+            key = distinct[row[0] - 1]
+            if st is StateType.OPAQUE:
+                value, txid, prev = row[1:]
+                by_key[key] = to_cell([txid, value, prev], st, key, where=where)
+            elif st is StateType.TRANSACTIONAL:
+                value, txid = row[1:]
+                by_key[key] = to_cell([txid, value], st, key, where=where)
+            else:
+                by_key[key] = row[1]
+        return [by_key.get(k) for k in ks]
+
+    def multi_put(self, keys: Sequence[Key], vals: Sequence[Any]) -> None:
+        """Upsert every cell, in one transaction (``INSERT … SELECT unnest … ON CONFLICT DO UPDATE``)."""
+        ks = as_keys(keys)
+        check_same_length(ks, vals, what="values", op="PostgresBackingMap.multi_put")
+        if not ks:
+            return
+        store = self.store
+        where = store.describe()
+        st = self.state_type
+        cells = dict(zip(ks, vals, strict=True))  # a key given twice: the last value wins
+        distinct = list(cells)
+        columns: list[list[Any]] = [[] for _ in _CELL_COLUMNS[st]]
+        for key, cell in cells.items():
+            stored = to_stored(cell, st, key, where=where)
+            if st is StateType.OPAQUE:
+                txid, curr, prev = stored if stored is not None else (None, None, None)
+                row: tuple[Any, ...] = (curr, txid, prev)
+            elif st is StateType.TRANSACTIONAL:
+                txid, val = stored if stored is not None else (None, None)
+                row = (val, txid)
+            else:
+                row = (stored,)
+            for column, v in zip(columns, row, strict=True):
+                column.append(v)
+        value_cols = [0, 2] if st is StateType.OPAQUE else [0]
+        for i in value_cols:
+            columns[i] = _uniform(columns[i])
+            if store.json_value:
+                columns[i] = self._wrap_json(columns[i], store.value_type, f"{where}: value")
+        key_arrays = self._key_arrays(distinct)
+        store.ensure_table(st)
+        sql = self._upsert
+        n = len(distinct)
+
+        def body(conn: Any) -> None:
+            for start in range(0, n, _CHUNK):
+                part = [a[start : start + _CHUNK] for a in (*key_arrays, *columns)]
+                conn.execute(sql, part)
+
+        store.run(body, what=f"multi_put of {n} keys", in_transaction=True)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"store": self.store, "state_type": self.state_type}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["store"], state["state_type"])  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        return f"PostgresBackingMap({self.store.describe()}, {self.state_type.name})"
+
+
+class PostgresMapState(MapStateFamily):
+    """Trident map states in a typed PostgreSQL table.
+
+    ``PostgresMapState.opaque(url, table="word_counts", key_columns={"word": "TEXT"},
+    value_type="BIGINT")``; ``opaque`` / ``transactional`` / ``non_transactional`` take the
+    arguments of :meth:`store` plus ``cache_size``, ``global_key`` and ``check`` (see
+    :class:`MapStateFamily`) and return a picklable :class:`~weir.trident.backing.MapStateFactory`.
+
+    Examples
+    --------
+    >>> factory = PostgresMapState.opaque(                                   # doctest: +SKIP
+    ...     "postgresql://postgres@127.0.0.1:5432/app", table="word_counts",
+    ...     key_columns={"word": "TEXT"}, value_type="BIGINT")
+    """
+
+    @classmethod
+    def store(
+        cls,
+        url: str,
+        table: str,
+        key_columns: Mapping[str, str] | Sequence[tuple[str, str]],
+        value_type: str = "BIGINT",
+        *,
+        schema: str = "public",
+        connect_timeout: float = 5.0,
+    ) -> PostgresMapStore:
+        """The typed table ``schema.table`` at ``url``.
+
+        Parameters
+        ----------
+        url : str
+            ``postgresql://user[:password]@host[:port]/database``.
+        table : str
+            Table name (created if missing).
+        key_columns : mapping or list of pairs
+            Key column names and SQL types, in key order: ``{"word": "TEXT"}``.
+        value_type : str
+            SQL type of the value (``BIGINT`` default; ``JSONB`` for anything JSON).
+        schema : str
+            Schema of the table (must exist).
+        connect_timeout : float
+            Seconds to wait for a connection.
+        """
+        return PostgresMapStore(url, table, _key_columns(key_columns), value_type, schema, connect_timeout)

@@ -1,0 +1,264 @@
+"""Redis and Redis Cluster backing maps: one string key per Trident key, values in JSON.
+
+Layout: the cell of key ``("man",)`` of a map state with ``key_prefix="wc:"`` is the Redis string
+``wc:["man"]`` whose value is the JSON of the cell (``[txid, curr, prev]`` for opaque,
+``[txid, val]`` for transactional, the value itself for non-transactional maps), so any Redis
+client can read it (``GET 'wc:["man"]'``).
+
+What is atomic
+--------------
+- **Standalone Redis**: ``multi_get`` is one ``MGET`` (one pipeline of ``MGET`` per 1000 keys) and
+  ``multi_put`` one ``MULTI`` / ``MSET`` … / ``EXEC`` transaction: a partition's update of a batch
+  is applied entirely or not at all.
+- **Redis Cluster**: the keys of one map state spread over all hash slots (and so all masters).
+  ``multi_get`` / ``multi_put`` group the keys by slot and send one ``MGET`` / ``MSET`` per slot, all
+  in one cluster pipeline (redis-py's ``mget_nonatomic`` / ``mset_nonatomic``). Each slot's ``MSET``
+  is atomic, the whole ``multi_put`` is not: if a master fails mid-way, some slots may hold the new
+  cells and others the old. That is safe for opaque and transactional maps, whose cells carry their
+  txid: the batch is replayed with the same txid and every key is repaired on its own (a written
+  opaque cell is recomputed from ``prev``, a written transactional cell is skipped). To make
+  ``multi_put`` atomic in a cluster anyway, put a hash tag in the prefix (``key_prefix="{wc}:"``):
+  every key of the map then lives in one slot — on one master — and ``multi_put`` is one ``MSET``
+  per 1000 keys in a ``MULTI`` transaction.
+
+Connections are made per process with :func:`weir.state._redis_client.redis_client` (which PINGs,
+checks the server's mode and turns failures into :class:`~weir.errors.ConfigError`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from weir.errors import ConfigError, StateError
+from weir.state._redis_client import REDIS_ERRORS, RedisSettings, redis_client
+from weir.trident.backing._clients import get_client
+from weir.trident.backing._codec import chunked, decode_cell, encode_cell, encode_key
+from weir.trident.backing._factory import MapStateFamily, MapStore
+from weir.trident.state import BackingMap, Key, StateType, as_keys
+from weir.trident.state.map_state import check_same_length
+
+__all__ = ["RedisBackingMap", "RedisMapState", "RedisMapStore"]
+
+_CHUNK = 1000  # keys per MGET / MSET
+
+
+def _close(client: Any) -> None:
+    client.close()
+
+
+@dataclass(frozen=True)
+class RedisMapStore(MapStore):
+    """The keys ``<key_prefix><JSON key>`` of a Redis server or cluster, holding one map state.
+
+    Attributes
+    ----------
+    settings : RedisSettings
+        Server or cluster address, credentials and timeout (parsed from a URL or Storm's
+        ``jedisPoolConfig`` / ``jedisClusterConfig``).
+    key_prefix : str
+        Prefix of every key of this map state; give every map state its own. In a cluster, a hash
+        tag in it (``"{wc}:"``) keeps the whole map in one slot.
+    """
+
+    kind: ClassVar[str] = "redis"
+
+    settings: RedisSettings
+    key_prefix: str = "trident:"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.settings, RedisSettings):
+            msg = f"RedisMapStore needs RedisSettings, got {self.settings!r}"
+            raise ConfigError(msg)
+        if not isinstance(self.key_prefix, str) or not self.key_prefix:
+            msg = f"RedisMapState key_prefix must be a non-empty string, got {self.key_prefix!r}"
+            raise ConfigError(msg)
+
+    @property
+    def single_slot(self) -> bool:
+        """Whether every key of the map hashes to one slot (a hash tag in ``key_prefix``)."""
+        start = self.key_prefix.find("{")
+        end = self.key_prefix.find("}", start + 1) if start >= 0 else -1
+        return end > start + 1
+
+    def describe(self) -> str:
+        """``redis://host:port/db prefix '…'`` (no credentials)."""
+        return f"{self.settings.describe()} key prefix {self.key_prefix!r}"
+
+    def client(self) -> Any:
+        """The client of this process (thread-safe, pooled), connected and checked on first use.
+
+        Raises
+        ------
+        ConfigError
+            If the server is unreachable, refuses the credentials, or is of the wrong mode.
+        """
+        settings = self.settings
+
+        def open_client() -> Any:
+            try:
+                return redis_client(settings)
+            except ConfigError as exc:
+                msg = f"RedisMapState (key prefix {self.key_prefix!r}): {exc}"
+                raise ConfigError(msg) from exc
+
+        return get_client(("redis", settings), open_client, _close, per_thread=False)
+
+    def validate(self, state_type: StateType) -> None:
+        """Connect now (PING and a mode check)."""
+        self.client()
+
+    def backing_map(self, state_type: StateType) -> RedisBackingMap:
+        """A :class:`RedisBackingMap` of ``state_type`` cells under this prefix."""
+        return RedisBackingMap(self, state_type)
+
+
+class RedisBackingMap(BackingMap[Any]):
+    """Bulk get/put of JSON cells in Redis or Redis Cluster (see the module docstring).
+
+    Parameters
+    ----------
+    store : RedisMapStore
+        Server and key prefix.
+    state_type : StateType
+        Which cells are stored (they are read back as ``OpaqueValue`` / ``TransactionalValue``).
+    """
+
+    def __init__(self, store: RedisMapStore, state_type: StateType | str) -> None:
+        self.store = store
+        self.state_type = StateType.parse(state_type)
+        self._prefix = store.key_prefix
+
+    def redis_keys(self, keys: Sequence[Key]) -> list[str]:
+        """The Redis key of each map key."""
+        where = self.store.describe()
+        prefix = self._prefix
+        return [prefix + encode_key(k, where=where) for k in as_keys(keys)]
+
+    def _fail(self, op: str, n: int, exc: BaseException) -> StateError:
+        store = self.store
+        partial = ""
+        if op == "multi_put" and store.settings.cluster and not store.single_slot:
+            partial = (
+                "; in a cluster the keys of other slots may already hold the new cells — replaying the "
+                "batch (same txid) repairs them"
+            )
+        reason = store.settings.scrub(f"{type(exc).__name__}: {exc}")
+        msg = (
+            f"RedisMapState {store.describe()}: {op} of {n} keys failed ({reason}){partial}; "
+            "check that the server is up (the batch will be retried)"
+        )
+        return StateError(msg)
+
+    def multi_get(self, keys: Sequence[Key]) -> list[Any]:
+        """Cells of ``keys`` (``None`` where absent): ``MGET`` per 1000 keys, or per slot in a cluster."""
+        ks = as_keys(keys)
+        if not ks:
+            return []
+        rkeys = self.redis_keys(ks)
+        client = self.store.client()
+        try:
+            if self.store.settings.cluster:
+                raw = list(client.mget_nonatomic(rkeys))
+            elif len(rkeys) <= _CHUNK:
+                raw = list(client.mget(rkeys))
+            else:
+                pipe = client.pipeline(transaction=False)
+                for chunk in chunked(rkeys, _CHUNK):
+                    pipe.mget(chunk)
+                raw = [v for part in pipe.execute() for v in part]
+        except REDIS_ERRORS as exc:
+            err = self._fail("multi_get", len(rkeys), exc)
+            raise err from exc
+        where = self.store.describe()
+        st = self.state_type
+        return [decode_cell(data, st, k, where=where) for data, k in zip(raw, ks, strict=True)]
+
+    def multi_put(self, keys: Sequence[Key], vals: Sequence[Any]) -> None:
+        """Store every cell: one ``MULTI``/``EXEC`` (standalone, one-slot prefix), else ``MSET`` per slot."""
+        ks = as_keys(keys)
+        check_same_length(ks, vals, what="values", op="RedisBackingMap.multi_put")
+        if not ks:
+            return
+        where = self.store.describe()
+        st = self.state_type
+        rkeys = self.redis_keys(ks)
+        mapping = {
+            rk: encode_cell(v, st, k, where=where) for rk, k, v in zip(rkeys, ks, vals, strict=True)
+        }
+        client = self.store.client()
+        try:
+            if self.store.settings.cluster and not self.store.single_slot:
+                client.mset_nonatomic(mapping)
+            else:
+                items = list(mapping.items())
+                pipe = client.pipeline(transaction=True)
+                for chunk in chunked(items, _CHUNK):
+                    pipe.mset(dict(chunk))
+                pipe.execute()
+        except REDIS_ERRORS as exc:
+            err = self._fail("multi_put", len(mapping), exc)
+            raise err from exc
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"store": self.store, "state_type": self.state_type}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["store"], state["state_type"])  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        return f"RedisBackingMap({self.store.describe()}, {self.state_type.name})"
+
+
+def _settings(url: str | Mapping[str, Any] | RedisSettings) -> RedisSettings:
+    if isinstance(url, RedisSettings):
+        return url
+    try:
+        if isinstance(url, str):
+            return RedisSettings.from_url(url)
+        if isinstance(url, Mapping):
+            return RedisSettings.from_config(url)
+    except ConfigError as exc:
+        msg = f"RedisMapState: {exc}"
+        raise ConfigError(msg) from exc
+    except (KeyError, TypeError, ValueError) as exc:
+        msg = f"RedisMapState: bad Redis configuration {url!r}: {exc}"
+        raise ConfigError(msg) from exc
+    msg = (
+        f"RedisMapState: give a redis://host:port/db or redis+cluster://h1:p1,h2:p2 url, a mapping with "
+        f"jedisPoolConfig / jedisClusterConfig / url, or RedisSettings; got {url!r}"
+    )
+    raise ConfigError(msg)
+
+
+class RedisMapState(MapStateFamily):
+    """Trident map states in Redis or Redis Cluster: ``RedisMapState.opaque(url, key_prefix=...)``.
+
+    ``opaque`` / ``transactional`` / ``non_transactional`` take the arguments of :meth:`store`
+    plus ``cache_size``, ``global_key`` and ``check`` (see :class:`MapStateFamily`) and return a
+    picklable :class:`~weir.trident.backing.MapStateFactory`.
+
+    Examples
+    --------
+    >>> factory = RedisMapState.opaque("redis://127.0.0.1:6379/0", key_prefix="wc:")  # doctest: +SKIP
+    >>> factory = RedisMapState.opaque(                                               # doctest: +SKIP
+    ...     "redis+cluster://10.0.0.1:7000,10.0.0.2:7000", key_prefix="{wc}:")
+    """
+
+    @classmethod
+    def store(
+        cls, url: str | Mapping[str, Any] | RedisSettings, key_prefix: str = "trident:"
+    ) -> RedisMapStore:
+        """The keys ``<key_prefix><JSON key>`` of the Redis server or cluster at ``url``.
+
+        Parameters
+        ----------
+        url : str, mapping or RedisSettings
+            ``redis://[:password@]host:port/db``, ``rediss://…``, ``redis+cluster://h1:p1,h2:p2``, or
+            a mapping in the form of ``topology.state.provider.config`` (``url``, ``jedisPoolConfig``
+            or ``jedisClusterConfig``).
+        key_prefix : str
+            Prefix of this map state's keys; give every map state its own.
+        """
+        return RedisMapStore(_settings(url), key_prefix)

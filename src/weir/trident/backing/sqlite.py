@@ -1,0 +1,378 @@
+"""SQLite backing maps: Trident map states in one table of an embedded database file.
+
+Layout: one table per map state, ``<table> (k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID``, where ``k``
+is the JSON array of the key's grouping values (``["man"]``) and ``v`` the JSON of the cell
+(``[txid, curr, prev]`` for opaque, ``[txid, val]`` for transactional, the value itself for
+non-transactional maps). A small table ``weir_trident_maps (name, state_type)`` records which kind
+of map owns each table, so an opaque and a non-transactional state cannot share one by mistake.
+
+- ``multi_get`` is one ``SELECT k, v ... WHERE k IN (...)`` per 500 keys (one read transaction).
+- ``multi_put`` is one ``INSERT ... ON CONFLICT (k) DO UPDATE`` ``executemany`` inside one
+  ``BEGIN IMMEDIATE`` transaction: a partition's update of a batch is applied entirely or not at all.
+- The file is in WAL mode (readers never block the writer), and a writer waits up to ``timeout``
+  seconds for the write lock, so several processes may write different partitions at once.
+
+Examples
+--------
+>>> factory = SqliteMapState.opaque("sqlite:///state/words.db", table="word_counts")  # doctest: +SKIP
+>>> counts = factory.make_state({}, 0, 1)                                           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+from weir._util import validate_identifier
+from weir.errors import ConfigError, StateError
+from weir.state.sqlite import path_from_url
+from weir.trident.backing._clients import get_client
+from weir.trident.backing._codec import chunked, decode_cell, encode_cell, encode_key
+from weir.trident.backing._factory import MapStateFamily, MapStore
+from weir.trident.state import BackingMap, Key, StateType, as_keys
+from weir.trident.state.map_state import check_same_length
+
+__all__ = ["SqliteBackingMap", "SqliteMapState", "SqliteMapStore"]
+
+T = TypeVar("T")
+
+_CHUNK = 500  # bound parameters per IN (...) query
+_BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+_META = (
+    "CREATE TABLE IF NOT EXISTS weir_trident_maps "
+    "(name TEXT NOT NULL PRIMARY KEY, state_type TEXT NOT NULL) WITHOUT ROWID"
+)
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in _BUSY
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
+def _path_of(url_or_path: str | os.PathLike[str]) -> str:
+    if isinstance(url_or_path, os.PathLike):
+        url_or_path = os.fspath(url_or_path)
+    if not isinstance(url_or_path, str) or not url_or_path:
+        msg = f"SqliteMapState: give a sqlite:///PATH url or a file path, got {url_or_path!r}"
+        raise ConfigError(msg)
+    path = path_from_url(url_or_path) if "://" in url_or_path else url_or_path
+    if path == ":memory:" or path.startswith("file:"):
+        msg = (
+            f"SqliteMapState: {path!r} is not a database file; a Trident state must outlive the task, "
+            "so give a file path (or use MemoryMapState for in-memory tests)"
+        )
+        raise ConfigError(msg)
+    return os.path.abspath(path)
+
+
+@dataclass(frozen=True)
+class _SqliteFile:
+    """Connection options of one database file (the key of the per-process connection cache)."""
+
+    path: str
+    timeout: float
+    synchronous: str
+
+    def connect(self) -> sqlite3.Connection:
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        conn = sqlite3.connect(
+            self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+        )
+        try:
+            deadline = time.monotonic() + self.timeout
+            while True:
+                try:
+                    conn.execute("PRAGMA journal_mode = WAL").fetchone()
+                    break
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.01)
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+
+def _close(conn: sqlite3.Connection) -> None:
+    conn.close()
+
+
+_ENSURED: set[tuple[str, str, str, int]] = set()
+
+
+@dataclass(frozen=True)
+class SqliteMapStore(MapStore):
+    """A table of a SQLite database file holding one Trident map state.
+
+    Attributes
+    ----------
+    path : str
+        Absolute path of the database file (its directory is created if needed).
+    table : str
+        Table of this map state (a SQL identifier; one table per map state).
+    timeout : float
+        Seconds a writer waits for the write lock (SQLite's busy timeout), default 30.
+    synchronous : str
+        ``"NORMAL"`` (default; a commit survives a process crash) or ``"FULL"`` (also a power loss).
+    """
+
+    kind: ClassVar[str] = "sqlite"
+
+    path: str
+    table: str = "trident_state"
+    timeout: float = 30.0
+    synchronous: str = "NORMAL"
+
+    def __post_init__(self) -> None:
+        validate_identifier(self.table, what="SqliteMapState table")
+        if self.table.lower().startswith("sqlite_") or self.table.lower() == "weir_trident_maps":
+            msg = f"SqliteMapState table {self.table!r} is reserved; choose another name"
+            raise ConfigError(msg)
+        t = self.timeout
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
+            msg = f"SqliteMapState timeout must be a positive number of seconds, got {t!r}"
+            raise ConfigError(msg)
+        if not isinstance(self.synchronous, str) or self.synchronous.upper() not in ("NORMAL", "FULL"):
+            msg = f"SqliteMapState synchronous must be 'NORMAL' or 'FULL', got {self.synchronous!r}"
+            raise ConfigError(msg)
+        object.__setattr__(self, "timeout", float(t))
+        object.__setattr__(self, "synchronous", self.synchronous.upper())
+
+    @property
+    def _file(self) -> _SqliteFile:
+        return _SqliteFile(self.path, self.timeout, self.synchronous)
+
+    def describe(self) -> str:
+        """``sqlite:///<path> table <table>``."""
+        return f"sqlite:///{self.path} table {self.table!r}"
+
+    def connection(self) -> sqlite3.Connection:
+        """The connection of this process and thread to the file, opened on first use.
+
+        Raises
+        ------
+        ConfigError
+            If the file cannot be opened as a SQLite database.
+        """
+        file = self._file
+        try:
+            return get_client(("sqlite", file), file.connect, _close, per_thread=True)
+        except (OSError, sqlite3.Error) as exc:
+            msg = (
+                f"cannot open the SQLite map state {self.describe()}: {exc}; check that the directory is "
+                "writable and the file is a SQLite database (or give another path)"
+            )
+            raise ConfigError(msg) from exc
+
+    def write(self, body: Callable[[sqlite3.Connection], T], *, what: str) -> T:
+        """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction; retry while the file is busy."""
+        conn = self.connection()
+        deadline = time.monotonic() + self.timeout
+        delay = 0.002
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    result = body(conn)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                return result
+            except sqlite3.Error as exc:
+                if _is_busy(exc) and time.monotonic() < deadline:
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.1)
+                    continue
+                hint = (
+                    f"another process held the write lock for more than timeout={self.timeout}s; "
+                    "raise timeout or write less per batch"
+                    if _is_busy(exc)
+                    else "check the file and the disk"
+                )
+                msg = f"SQLite map state {self.describe()}: {what} failed: {exc}; {hint}"
+                raise StateError(msg) from exc
+
+    def ensure_table(self, state_type: StateType) -> None:
+        """Create the table (once per process) and check which kind of map owns it.
+
+        Raises
+        ------
+        ConfigError
+            If the table belongs to a map state of another type.
+        """
+        mark = (self.path, self.table, state_type.value, os.getpid())
+        if mark in _ENSURED:
+            return
+
+        def create(conn: sqlite3.Connection) -> None:
+            conn.execute(_META)
+            row = conn.execute(
+                "SELECT state_type FROM weir_trident_maps WHERE name = ?", (self.table,)
+            ).fetchone()
+            if row is not None and row[0] != state_type.value:
+                msg = (
+                    f"SqliteMapState {self.describe()} holds a {row[0]} map state, not a "
+                    f"{state_type.value} one; use another table for this state (or delete the old one)"
+                )
+                raise ConfigError(msg)
+            if row is None:
+                conn.execute(
+                    "INSERT INTO weir_trident_maps (name, state_type) VALUES (?, ?)",
+                    (self.table, state_type.value),
+                )
+            conn.execute(
+                f'CREATE TABLE IF NOT EXISTS "{self.table}" '
+                "(k TEXT NOT NULL PRIMARY KEY, v TEXT) WITHOUT ROWID"
+            )
+
+        try:
+            self.write(create, what="creating the table")
+        except StateError as exc:
+            raise ConfigError(str(exc)) from exc
+        _ENSURED.add(mark)
+
+    def validate(self, state_type: StateType) -> None:
+        """Open the file and create the table now (see :meth:`ensure_table`)."""
+        self.ensure_table(state_type)
+
+    def backing_map(self, state_type: StateType) -> SqliteBackingMap:
+        """A :class:`SqliteBackingMap` of ``state_type`` cells over this table."""
+        return SqliteBackingMap(self, state_type)
+
+
+class SqliteBackingMap(BackingMap[Any]):
+    """Bulk get/put of JSON cells in one SQLite table (see the module docstring).
+
+    Parameters
+    ----------
+    store : SqliteMapStore
+        File and table.
+    state_type : StateType
+        Which cells are stored (they are read back as ``OpaqueValue`` / ``TransactionalValue``).
+    """
+
+    def __init__(self, store: SqliteMapStore, state_type: StateType | str) -> None:
+        self.store = store
+        self.state_type = StateType.parse(state_type)
+        table = store.table
+        self._select: dict[int, str] = {}
+        self._upsert = (
+            f'INSERT INTO "{table}" (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v'
+        )
+
+    def _select_sql(self, n: int) -> str:
+        sql = self._select.get(n)
+        if sql is None:
+            sql = self._select[n] = f'SELECT k, v FROM "{self.store.table}" WHERE k IN ({",".join("?" * n)})'
+        return sql
+
+    def multi_get(self, keys: Sequence[Key]) -> list[Any]:
+        """Cells of ``keys`` (``None`` where absent): one query per 500 keys, one read transaction."""
+        ks = as_keys(keys)
+        if not ks:
+            return []
+        store = self.store
+        where = store.describe()
+        store.ensure_table(self.state_type)
+        encoded = [encode_key(k, where=where) for k in ks]
+        distinct = list(dict.fromkeys(encoded))
+        conn = store.connection()
+        found: dict[str, str | None] = {}
+        chunks = chunked(distinct, _CHUNK)
+        try:
+            if len(chunks) > 1:
+                conn.execute("BEGIN")
+            try:
+                for chunk in chunks:
+                    found.update(conn.execute(self._select_sql(len(chunk)), chunk).fetchall())
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            msg = f"SQLite map state {where}: multi_get of {len(distinct)} keys failed: {exc}"
+            raise StateError(msg) from exc
+        st = self.state_type
+        return [
+            decode_cell(found.get(e), st, k, where=where) if e in found else None
+            for e, k in zip(encoded, ks, strict=True)
+        ]
+
+    def multi_put(self, keys: Sequence[Key], vals: Sequence[Any]) -> None:
+        """Store every cell in one transaction (all or nothing)."""
+        ks = as_keys(keys)
+        check_same_length(ks, vals, what="values", op="SqliteBackingMap.multi_put")
+        if not ks:
+            return
+        store = self.store
+        where = store.describe()
+        store.ensure_table(self.state_type)
+        st = self.state_type
+        rows = [
+            (encode_key(k, where=where), encode_cell(v, st, k, where=where).decode("utf-8", "surrogatepass"))
+            for k, v in zip(ks, vals, strict=True)
+        ]
+        sql = self._upsert
+        store.write(lambda conn: conn.executemany(sql, rows), what=f"multi_put of {len(rows)} keys")
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"store": self.store, "state_type": self.state_type}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["store"], state["state_type"])  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        return f"SqliteBackingMap({self.store.describe()}, {self.state_type.name})"
+
+
+class SqliteMapState(MapStateFamily):
+    """Trident map states in a SQLite file: ``SqliteMapState.opaque(url_or_path, table=...)``.
+
+    ``opaque`` / ``transactional`` / ``non_transactional`` take the arguments of :meth:`store`
+    plus ``cache_size``, ``global_key`` and ``check`` (see :class:`MapStateFamily`) and return a
+    picklable :class:`~weir.trident.backing.MapStateFactory`.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "trident.db")
+    >>> factory = SqliteMapState.opaque(path, table="word_counts")
+    >>> counts = factory.make_state({}, 0, 1)
+    >>> counts.begin_commit(1); counts.multi_put([["man"]], [3]); counts.commit(1)
+    >>> factory.make_state({}, 0, 1).multi_get([["man"], ["dog"]])
+    [3, None]
+    """
+
+    @classmethod
+    def store(
+        cls,
+        url_or_path: str | os.PathLike[str],
+        table: str = "trident_state",
+        *,
+        timeout: float = 30.0,
+        synchronous: str = "NORMAL",
+    ) -> SqliteMapStore:
+        """The table ``table`` of the database ``url_or_path`` (``sqlite:///PATH`` or a path).
+
+        Parameters
+        ----------
+        url_or_path : str or path
+            ``sqlite:///relative.db``, ``sqlite:////absolute.db`` or a file path.
+        table : str
+            The map state's table (a SQL identifier); give every map state its own.
+        timeout : float
+            Seconds a writer waits for the write lock.
+        synchronous : str
+            ``"NORMAL"`` or ``"FULL"``.
+        """
+        return SqliteMapStore(_path_of(url_or_path), table, timeout, synchronous)
