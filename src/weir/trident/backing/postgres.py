@@ -134,6 +134,16 @@ def _close(conn: Any) -> None:
     conn.close()
 
 
+def _json_dumps(obj: Any) -> str:
+    """JSON of a ``JSON``/``JSONB`` key or value, in weir's JSON (``bytes`` as ``{"$bytes": …}``)."""
+    return encode_json(obj, what="PostgresMapState JSON column").decode("utf-8", "surrogatepass")
+
+
+def _json_loads(data: str | bytes) -> Any:
+    """Read a ``JSON``/``JSONB`` column written by :func:`_json_dumps`."""
+    return decode_json(data, what="PostgresMapState JSON column")
+
+
 @dataclass(frozen=True)
 class PostgresMapStore(MapStore):
     """A typed PostgreSQL table holding one Trident map state (see the module docstring).
@@ -207,8 +217,7 @@ class PostgresMapStore(MapStore):
             connect_timeout=max(2, round(self.connect_timeout)),
             application_name="weir-trident",
         )
-        where = self.describe()
-        set_json_loads(lambda data: decode_json(data, what=where), conn)
+        set_json_loads(_json_loads, conn)
         return conn
 
     def _spec(self) -> tuple[str, str, float]:
@@ -293,10 +302,10 @@ class PostgresMapStore(MapStore):
             expected = ", ".join(f"{n} {t}" for n, t in self.columns(state_type))
             kinds = {v: k.value for k, v in _CELL_COLUMNS.items()}
             holds = kinds.get(tuple(cells))
-            what = f" (its value columns are those of a {holds} map state)" if holds else ""
+            what = f" (the value columns of a map state of type {holds!r})" if holds else ""
             msg = (
                 f"PostgresMapState {self.describe()}: the table exists with columns {columns} and primary "
-                f"key {pk}{what}, but a {state_type.value} map state with these key columns needs "
+                f"key {pk}{what}, but a map state of type {state_type.value!r} with these key columns needs "
                 f"({expected}, PRIMARY KEY ({', '.join(keys)})); choose another table or drop this one"
             )
             raise ConfigError(msg)
@@ -390,15 +399,11 @@ class PostgresBackingMap(BackingMap[Any]):
         )
         self._json_keys = [t in ("JSON", "JSONB") for _, t in store.key_columns]
 
-    def _wrap_json(self, values: list[Any], json_type: str, what: str) -> list[Any]:
+    def _wrap_json(self, values: list[Any], json_type: str) -> list[Any]:
         from psycopg.types.json import Json, Jsonb
 
         wrapper = Jsonb if json_type == "JSONB" else Json
-
-        def dumps(obj: Any) -> str:
-            return encode_json(obj, what=what).decode("utf-8", "surrogatepass")
-
-        return [None if v is None else wrapper(v, dumps=dumps) for v in values]
+        return [None if v is None else wrapper(v, dumps=_json_dumps) for v in values]
 
     def _key_arrays(self, ks: list[Key]) -> list[list[Any]]:
         store = self.store
@@ -413,10 +418,10 @@ class PostgresBackingMap(BackingMap[Any]):
                 )
                 raise SerializationError(msg)
         arrays: list[list[Any]] = []
-        for i, (name, ctype) in enumerate(store.key_columns):
+        for i, (_, ctype) in enumerate(store.key_columns):
             column = _uniform([k[i] for k in ks])
             if self._json_keys[i]:
-                column = self._wrap_json(column, ctype, f"{where}: key column {name}")
+                column = self._wrap_json(column, ctype)
             arrays.append(column)
         return arrays
 
@@ -478,7 +483,7 @@ class PostgresBackingMap(BackingMap[Any]):
         for i in value_cols:
             columns[i] = _uniform(columns[i])
             if store.json_value:
-                columns[i] = self._wrap_json(columns[i], store.value_type, f"{where}: value")
+                columns[i] = self._wrap_json(columns[i], store.value_type)
         key_arrays = self._key_arrays(distinct)
         store.ensure_table(st)
         sql = self._upsert

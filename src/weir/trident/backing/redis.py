@@ -7,9 +7,8 @@ client can read it (``GET 'wc:["man"]'``).
 
 What is atomic
 --------------
-- **Standalone Redis**: ``multi_get`` is one ``MGET`` (one pipeline of ``MGET`` per 1000 keys) and
-  ``multi_put`` one ``MULTI`` / ``MSET`` … / ``EXEC`` transaction: a partition's update of a batch
-  is applied entirely or not at all.
+- **Standalone Redis**: ``multi_get`` is one ``MGET`` and ``multi_put`` one ``MSET``, which Redis
+  runs atomically: a partition's update of a batch is applied entirely or not at all.
 - **Redis Cluster**: the keys of one map state spread over all hash slots (and so all masters).
   ``multi_get`` / ``multi_put`` group the keys by slot and send one ``MGET`` / ``MSET`` per slot, all
   in one cluster pipeline (redis-py's ``mget_nonatomic`` / ``mset_nonatomic``). Each slot's ``MSET``
@@ -18,8 +17,8 @@ What is atomic
   txid: the batch is replayed with the same txid and every key is repaired on its own (a written
   opaque cell is recomputed from ``prev``, a written transactional cell is skipped). To make
   ``multi_put`` atomic in a cluster anyway, put a hash tag in the prefix (``key_prefix="{wc}:"``):
-  every key of the map then lives in one slot — on one master — and ``multi_put`` is one ``MSET``
-  per 1000 keys in a ``MULTI`` transaction.
+  every key of the map then lives in one slot — on one master — and ``multi_put`` is one atomic
+  ``MSET`` (at the price of one master holding, and serving, the whole map).
 
 Connections are made per process with :func:`weir.state._redis_client.redis_client` (which PINGs,
 checks the server's mode and turns failures into :class:`~weir.errors.ConfigError`).
@@ -34,14 +33,13 @@ from typing import Any, ClassVar
 from weir.errors import ConfigError, StateError
 from weir.state._redis_client import REDIS_ERRORS, RedisSettings, redis_client
 from weir.trident.backing._clients import get_client
-from weir.trident.backing._codec import chunked, decode_cell, encode_cell, encode_key
+from weir.trident.backing._codec import decode_cell, encode_cell, encode_key
 from weir.trident.backing._factory import MapStateFamily, MapStore
 from weir.trident.state import BackingMap, Key, StateType, as_keys
 from weir.trident.state.map_state import check_same_length
 
 __all__ = ["RedisBackingMap", "RedisMapState", "RedisMapStore"]
 
-_CHUNK = 1000  # keys per MGET / MSET
 
 
 def _close(client: Any) -> None:
@@ -152,22 +150,17 @@ class RedisBackingMap(BackingMap[Any]):
         return StateError(msg)
 
     def multi_get(self, keys: Sequence[Key]) -> list[Any]:
-        """Cells of ``keys`` (``None`` where absent): ``MGET`` per 1000 keys, or per slot in a cluster."""
+        """Cells of ``keys`` (``None`` where absent): one ``MGET``, or one per slot in a cluster."""
         ks = as_keys(keys)
         if not ks:
             return []
         rkeys = self.redis_keys(ks)
         client = self.store.client()
         try:
-            if self.store.settings.cluster:
+            if self.store.settings.cluster and not self.store.single_slot:
                 raw = list(client.mget_nonatomic(rkeys))
-            elif len(rkeys) <= _CHUNK:
-                raw = list(client.mget(rkeys))
             else:
-                pipe = client.pipeline(transaction=False)
-                for chunk in chunked(rkeys, _CHUNK):
-                    pipe.mget(chunk)
-                raw = [v for part in pipe.execute() for v in part]
+                raw = list(client.mget(rkeys))
         except REDIS_ERRORS as exc:
             err = self._fail("multi_get", len(rkeys), exc)
             raise err from exc
@@ -176,7 +169,7 @@ class RedisBackingMap(BackingMap[Any]):
         return [decode_cell(data, st, k, where=where) for data, k in zip(raw, ks, strict=True)]
 
     def multi_put(self, keys: Sequence[Key], vals: Sequence[Any]) -> None:
-        """Store every cell: one ``MULTI``/``EXEC`` (standalone, one-slot prefix), else ``MSET`` per slot."""
+        """Store every cell: one ``MSET`` (standalone or one-slot prefix), else one ``MSET`` per slot."""
         ks = as_keys(keys)
         check_same_length(ks, vals, what="values", op="RedisBackingMap.multi_put")
         if not ks:
@@ -192,11 +185,7 @@ class RedisBackingMap(BackingMap[Any]):
             if self.store.settings.cluster and not self.store.single_slot:
                 client.mset_nonatomic(mapping)
             else:
-                items = list(mapping.items())
-                pipe = client.pipeline(transaction=True)
-                for chunk in chunked(items, _CHUNK):
-                    pipe.mset(dict(chunk))
-                pipe.execute()
+                client.mset(mapping)
         except REDIS_ERRORS as exc:
             err = self._fail("multi_put", len(mapping), exc)
             raise err from exc

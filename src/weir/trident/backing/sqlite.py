@@ -222,8 +222,8 @@ class SqliteMapStore(MapStore):
             ).fetchone()
             if row is not None and row[0] != state_type.value:
                 msg = (
-                    f"SqliteMapState {self.describe()} holds a {row[0]} map state, not a "
-                    f"{state_type.value} one; use another table for this state (or delete the old one)"
+                    f"SqliteMapState {self.describe()} holds a map state of type {row[0]!r}, not "
+                    f"{state_type.value!r}; use another table for this state (or delete the old one)"
                 )
                 raise ConfigError(msg)
             if row is None:

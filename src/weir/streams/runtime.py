@@ -1,0 +1,560 @@
+"""Executor and driver sides of Streams operators on weir's batch engine.
+
+Executor (:func:`run_operator_task`, called by the Spark task runner for every ``Operator`` task of a
+micro-batch with txid *n*):
+
+1. **Restore.** Read the task's committed :class:`~weir.streams.store.Head`. The live instance kept
+   by this Python worker is used as is when it wrote that head (same attempt token). Otherwise it is
+   restored: ``reset(latest complete checkpoint)``; ``reset_to_initial_state()`` when the task ran
+   before but has no complete checkpoint; nothing on the very first start. A new instance is
+   created (and ``prepare``-d) when the worker has none. Chunk sets of failed attempts and retired
+   checkpoints are garbage-collected.
+2. **Process** every tuple (``process``); ``create_checkpoint()`` may checkpoint meanwhile
+   (operators outside consistent regions).
+3. **Cut** (operators in a consistent region, every batch; checkpoint id = *n*): ``drain()`` on
+   every handler → in non-blocking mode ``prepare_for_non_blocking_checkpoint(n)`` and the drained
+   tuples flow on while ``checkpoint()`` and the chunk writes run on a background thread → the task
+   waits for that thread. Outside regions, a periodic checkpoint is taken when
+   ``checkpoint.period.ms`` has passed since the last one.
+4. **Prepare** the new head (retained checkpoints, the ones retired now) as transaction *n*.
+
+Driver (:class:`StreamsParticipants`, one of the coordinator's participants): commits or rolls back
+every operator task's head with the batch, then, after ``COMMITTED(n)``, deletes retired checkpoint
+data and calls ``region_checkpointed(n)`` (start operators) and ``retire_checkpoint(id)`` on an
+instance of the operator prepared on the driver with the task's context.
+
+Crash points (``WEIR_CRASH_AT``, executor side): ``during_processing@n[@task]`` (first tuple),
+``during_checkpoint@n[@task]`` (chunks written, head not prepared), ``between_prepares@n[@task]``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark import cloudpickle
+
+from weir.checkpoint.faults import crash_point
+from weir.errors import CheckpointError, ConfigError, FencedError, TopologyError
+from weir.runtime.spark.config import RuntimeConfig
+from weir.runtime.spark.task import TaskSpec
+from weir.state.factory import KeyValueStateProvider
+from weir.streams.checkpoint import Checkpoint
+from weir.streams.context import ConsistentRegionContext, OperatorContext
+from weir.streams.handler import StateHandler
+from weir.streams.operator import Operator
+from weir.streams.regions import SPEC_ATTR, Placement, placements
+from weir.streams.store import CheckpointMeta, Head, TaskCheckpoints
+from weir.topology.builder import Topology
+from weir.topology.collector import FailedTuple, OutputCollector
+from weir.topology.tuple import Tuple
+
+__all__ = ["StreamsParticipants", "clear_live_instances", "live_instance", "run_operator_task"]
+
+log = logging.getLogger("weir.streams")
+
+
+# ---- live instances kept by a worker process ------------------------------------------------------
+@dataclass
+class _Live:
+    """An operator instance kept between batches by one Python worker."""
+
+    operator: Operator
+    context: OperatorContext
+    collector: OutputCollector
+    #: token of the batch attempt this instance last prepared (None: dirty, must be restored)
+    token: str | None = None
+    seq: int = 0
+    last_ckpt_ts: float = 0.0
+    created: float = field(default_factory=time.time)
+
+
+_LIVE: dict[tuple[str, str, str, int], _Live] = {}
+_LIVE_LOCK = threading.Lock()
+
+
+def live_instance(store: str, topology: str, component: str, task: int) -> Operator | None:
+    """The operator instance this process keeps for a task (tests and debugging), if any."""
+    with _LIVE_LOCK:
+        live = _LIVE.get((store, topology, component, task))
+    return live.operator if live else None
+
+
+def clear_live_instances(topology: str | None = None, *, close: bool = False) -> int:
+    """Forget the live instances of ``topology`` (all when None), as if the worker had died.
+
+    With ``close`` their handlers are closed and ``cleanup()`` is called. Returns how many.
+    """
+    with _LIVE_LOCK:
+        keys = [k for k in _LIVE if topology is None or k[1] == topology]
+        dropped = [_LIVE.pop(k) for k in keys]
+    if close:
+        for live in dropped:
+            _close(live.operator, live.context)
+    return len(dropped)
+
+
+def _close(op: Operator, ctx: OperatorContext) -> None:
+    for h in reversed(ctx.state_handlers):
+        try:
+            h.close()
+        except Exception:
+            log.exception("%s: closing handler %s failed", ctx.where, type(h).__qualname__)
+    try:
+        op.cleanup()
+    except Exception:
+        log.exception("%s: cleanup failed", ctx.where)
+
+
+def _new_instance(spec: TaskSpec, task: int, placement: Placement, *, hooks_only: bool = False) -> _Live:
+    op: Operator = cloudpickle.loads(cloudpickle.dumps(spec.component))
+    region = None
+    if placement.region is not None:
+        region = ConsistentRegionContext(
+            placement.region, is_start_of_region=placement.is_start, is_end_of_region=placement.is_end
+        )
+    ctx = OperatorContext(spec.context(task), region=region, checkpointed=spec.stateful, hooks_only=hooks_only)
+    out = OutputCollector(spec.component_id, task, dict(spec.outputs), topology=spec.topology)
+    if isinstance(op, StateHandler):
+        ctx.register_state_handler(op)
+    op.context = ctx
+    op.collector = out
+    op.prepare(spec.conf, ctx, out)
+    return _Live(op, ctx, out)
+
+
+def _placement(spec: TaskSpec) -> Placement:
+    p = getattr(spec, SPEC_ATTR, None)
+    return p if isinstance(p, Placement) else Placement()
+
+
+def _call(ctx: OperatorContext, handler: StateHandler, method: str, arg: Any, what: str) -> None:
+    """Call ``handler.method(arg)``; any error becomes a CheckpointError naming operator, task and id."""
+    fn: Callable[..., None] = getattr(handler, method)
+    try:
+        fn() if arg is None else fn(arg)
+    except FencedError:
+        raise
+    except Exception as exc:
+        arg_text = "" if arg is None else (f"checkpoint {arg.sequence_id}" if isinstance(arg, Checkpoint) else str(arg))
+        msg = (
+            f"{ctx.where}: {type(handler).__qualname__}.{method}({arg_text}) failed{what}: "
+            f"{type(exc).__name__}: {exc}"
+        )
+        raise CheckpointError(msg) from exc
+
+
+# ---- executor side ------------------------------------------------------------------------------
+def _report(spec: TaskSpec, task: int, txid: int, **kw: Any) -> tuple[str, dict[str, Any]]:
+    rep = {"component": spec.component_id, "task": task, "txid": txid, "pid": os.getpid(), "ok": True}
+    rep.update(kw)
+    return ("R", rep)
+
+
+class _OperatorTask:
+    """One task of one operator for one micro-batch (see the module docstring for the steps)."""
+
+    def __init__(self, spec: TaskSpec, task: int, txid: int, epoch: int | None) -> None:
+        self.spec = spec
+        self.task = task
+        self.txid = txid
+        self.epoch = epoch
+        self.placement = _placement(spec)
+        self.token = uuid.uuid4().hex
+        self.where = f"operator {spec.component_id!r} task {task}"
+        self.stats: dict[str, Any] = {"n_in": 0, "n_out": 0, "failed": 0}
+        self.metas: list[CheckpointMeta] = []
+        self.stage = "open"
+        self.current: Tuple | None = None
+        self.live: _Live | None = None
+        self.store: TaskCheckpoints | None = None
+
+    # ---- restore -----------------------------------------------------------------------------
+    def restore(self, store: TaskCheckpoints) -> tuple[_Live, Head | None]:
+        spec, task = self.spec, self.task
+        key = (store.backend.describe(), spec.topology, spec.component_id, task)
+        head = store.head()
+        with _LIVE_LOCK:
+            live = _LIVE.get(key)
+        if live is not None and head is not None and live.token == head.token:
+            self.stats["restore"] = "live"
+            return live, head
+        t0 = time.perf_counter()
+        fresh = live is None
+        if live is None:
+            self.stage = "prepare"
+            live = _new_instance(spec, task, self.placement)
+            with _LIVE_LOCK:
+                _LIVE[key] = live
+        live.token = None  # dirty until this batch prepares
+        latest = head.latest if head is not None else None
+        ctx = live.context
+        if latest is not None:
+            self.stage = "reset"
+            ckpt = store.load(latest)
+            if ctx.consistent_region_context is not None:
+                ctx.consistent_region_context._sequence_id = latest.id
+            for h in ctx.state_handlers:
+                _call(ctx, h, "reset", ckpt, "")
+            live.last_ckpt_ts = latest.timestamp
+            how = "reset"
+        elif not fresh or head is not None or store.started():
+            self.stage = "reset_to_initial_state"
+            for h in ctx.state_handlers:
+                _call(ctx, h, "reset_to_initial_state", None, "")
+            live.last_ckpt_ts = live.created
+            how = "initial"
+        else:
+            store.mark_started()
+            live.last_ckpt_ts = live.created
+            how = "first"
+        live.seq = head.seq if head is not None else 0
+        self.stats["restore"] = how
+        self.stats["restore_id"] = latest.id if latest is not None else None
+        self.stats["restore_ms"] = (time.perf_counter() - t0) * 1000
+        return live, head
+
+    # ---- checkpoints ---------------------------------------------------------------------------
+    def checkpoint_now(self, cid: int, *, background: bool = False) -> CheckpointMeta:
+        """Every handler's ``checkpoint()`` into one Checkpoint, then its chunks to the store."""
+        assert self.live is not None and self.store is not None
+        ctx = self.live.context
+        t0 = time.perf_counter()
+        ckpt = Checkpoint(cid, time.time(), where=self.where)
+        for h in ctx.state_handlers:
+            _call(ctx, h, "checkpoint", ckpt, "")
+        try:
+            meta = self.store.write(ckpt, self.token)
+        except (CheckpointError, FencedError):
+            raise
+        except Exception as exc:
+            msg = f"{self.where}: storing checkpoint {cid} failed: {type(exc).__name__}: {exc}"
+            raise CheckpointError(msg) from exc
+        crash_point("during_checkpoint", self.txid, task=self.task)
+        self.stats["checkpoint_ms"] = self.stats.get("checkpoint_ms", 0.0) + (time.perf_counter() - t0) * 1000
+        self.stats["checkpoint_bytes"] = self.stats.get("checkpoint_bytes", 0) + meta.size
+        self.metas.append(meta)
+        self.live.last_ckpt_ts = ckpt.timestamp
+        return meta
+
+    def operator_driven(self) -> int:
+        """``context.create_checkpoint()``: the next sequence id, checkpointed on this thread."""
+        assert self.live is not None
+        cid = self.live.seq + 1
+        self.live.seq = cid
+        self.checkpoint_now(cid)
+        return cid
+
+    def new_head(self, prev: Head | None) -> Head:
+        assert self.live is not None
+        retained = [*(prev.retained if prev else ()), *self.metas]
+        keep = self.placement.retain
+        retired = retained[:-keep] if len(retained) > keep else []
+        return Head(
+            token=self.token,
+            txid=self.txid,
+            retained=tuple(retained[-keep:]),
+            retired=tuple(retired),
+            seq=self.live.seq,
+            region=self.placement.region is not None,
+        )
+
+    # ---- the task ------------------------------------------------------------------------------
+    def _flush(self, out: OutputCollector) -> Iterator[tuple[Any, ...]]:
+        spec = self.spec
+        if out.failed:
+            if not spec.deadletter:
+                tup, reason = out.failed[0]
+                msg = f"tuple {list(tup.values)!r:.200} failed: {reason}"
+                raise TopologyError(msg, component=spec.component_id, task=self.task, txid=self.txid)
+            from weir.runtime.spark.task import _dead_letter
+
+            for tup, reason in out.failed:
+                self.stats["failed"] += 1
+                yield _dead_letter(spec, self.task, self.txid, tup, list(tup.values), reason)
+            out.failed.clear()
+        if out.emitted:
+            from weir.runtime.spark.task import _check_emitted
+
+            consumed = spec.consumed_streams
+            for stream_id, vals, direct in out.emitted:
+                self.stats["n_out"] += 1
+                if stream_id in consumed:
+                    _check_emitted(spec, self.task, vals)
+                    yield ("T", stream_id, vals, self.task, direct)
+            out.emitted.clear()
+
+    def _process(self, live: _Live, records: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+        spec, txid = self.spec, self.txid
+        op, out = live.operator, live.collector
+        fields_of = spec.input_fields
+        crash_first = os.environ.get("WEIR_CRASH_AT", "").startswith("during_processing@")
+        self.stage = "process"
+        for source, stream, values, source_task in records:
+            self.current = tup = Tuple(values, fields_of[(source, stream)], source, stream, source_task, txid)
+            self.stats["n_in"] += 1
+            if crash_first:
+                crash_point("during_processing", txid, task=self.task)
+            try:
+                op.process(tup)
+            except FailedTuple as exc:
+                out.fail(tup, str(exc) or "FailedTuple")
+            except (FencedError, CheckpointError):
+                raise
+            except Exception as exc:
+                if not spec.deadletter:
+                    raise
+                out.fail(tup, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+            yield from self._flush(out)
+        self.current = None
+
+    def run(self, records: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+        t0 = time.perf_counter()
+        spec, task, txid = self.spec, self.task, self.txid
+        thread: threading.Thread | None = None
+        try:
+            provider = spec.provider
+            if not isinstance(provider, KeyValueStateProvider):
+                msg = f"{self.where}: Streams operators need a built-in state provider (sqlite, redis, postgres)"
+                raise ConfigError(msg)
+            ns = spec.context(task).state_namespace
+            self.store = store = TaskCheckpoints(provider.backend, ns, self.where, self.epoch)
+            self.stage = "restore"
+            live, prev = self.restore(store)
+            self.live = live
+            self.stats["gc"] = store.collect_garbage(prev)
+            ctx = live.context
+            region = ctx.consistent_region_context
+            if region is not None:
+                region._sequence_id = txid
+            out = live.collector
+            out.emitted.clear()
+            out.failed.clear()
+            out.errors.clear()
+            out.acked = 0
+            ctx._checkpointer = self.operator_driven
+            yield from self._process(live, records)
+            ctx._checkpointer = None
+            cid: int | None = None
+            if region is not None:
+                self.stage = "drain"
+                for h in ctx.state_handlers:
+                    _call(ctx, h, "drain", None, f" while draining for checkpoint {txid}")
+                cid = txid
+                live.seq = txid
+            else:
+                period = self.placement.period_ms
+                if period is not None and (time.time() - live.last_ckpt_ts) * 1000 >= period:
+                    cid = live.seq + 1
+                    live.seq = cid
+            drained: list[tuple[Any, ...]] = []
+            if out.emitted or out.failed:
+                drained = list(self._flush(out))
+            t_pause = time.perf_counter()
+            if cid is not None and region is not None and region.non_blocking:
+                self.stage = "prepare_for_non_blocking_checkpoint"
+                for h in ctx.state_handlers:
+                    _call(ctx, h, "prepare_for_non_blocking_checkpoint", cid, "")
+                self.stats["pause_ms"] = (time.perf_counter() - t_pause) * 1000
+                self.stage = "checkpoint"
+                errors: list[BaseException] = []
+
+                def background(cid: int = cid) -> None:
+                    try:
+                        self.checkpoint_now(cid, background=True)
+                    except BaseException as exc:  # re-raised on the task's thread
+                        errors.append(exc)
+
+                thread = threading.Thread(target=background, name=f"weir-checkpoint-{self.where}", daemon=True)
+                thread.start()
+                yield from drained  # the rest of the batch flows while the checkpoint is written
+                t_wait = time.perf_counter()
+                thread.join()
+                thread = None
+                self.stats["wait_ms"] = (time.perf_counter() - t_wait) * 1000
+                if errors:
+                    raise errors[0]
+            elif cid is not None:
+                self.stage = "checkpoint"
+                self.checkpoint_now(cid)
+                self.stats["pause_ms"] = (time.perf_counter() - t_pause) * 1000
+            self.stage = "prepare_commit"
+            head = self.new_head(prev)
+            store.prepare(txid, head)
+            live.token = self.token
+            crash_point("between_prepares", txid, task=task)
+            if cid is None or region is None or not region.non_blocking:
+                yield from drained
+        except Exception as exc:
+            if self.live is not None:
+                self.live.token = None  # partial state: restore before the next use
+                self.live.context._checkpointer = None
+            where = self.stage + (f" of tuple {list(self.current.values)!r:.200}" if self.current is not None else "")
+            yield _report(
+                spec, task, txid, ok=False, n_in=self.stats["n_in"], n_out=self.stats["n_out"],
+                error=f"{type(exc).__name__} in {where} ({self.where}, txid {txid}): {exc}",
+                error_type=type(exc).__name__,
+                traceback=traceback.format_exc(),
+                fenced=isinstance(exc, FencedError),
+            )
+            return
+        finally:
+            if thread is not None:  # the consumer stopped early: never leave a writer behind
+                thread.join()
+                if self.live is not None:
+                    self.live.token = None
+        yield _report(
+            spec, task, txid,
+            acked=self.live.collector.acked if self.live else 0,
+            checkpoint=self.metas[-1].id if self.metas else None,
+            ms=(time.perf_counter() - t0) * 1000,
+            **self.stats,
+        )
+
+
+def _run_stateless(spec: TaskSpec, task: int, txid: int, records: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+    """An operator with ``checkpointed = False``: a fresh instance per batch, drained at its end."""
+    t0 = time.perf_counter()
+    runner = _OperatorTask(spec, task, txid, None)
+    try:
+        runner.stage = "prepare"
+        live = _new_instance(spec, task, _placement(spec))
+        runner.live = live
+        yield from runner._process(live, records)
+        runner.stage = "drain"
+        for h in live.context.state_handlers:
+            _call(live.context, h, "drain", None, "")
+        yield from runner._flush(live.collector)
+        runner.stage = "cleanup"
+        live.operator.cleanup()
+    except Exception as exc:
+        yield _report(
+            spec, task, txid, ok=False, n_in=runner.stats["n_in"], n_out=runner.stats["n_out"],
+            error=f"{type(exc).__name__} in {runner.stage} ({runner.where}, txid {txid}): {exc}",
+            error_type=type(exc).__name__, traceback=traceback.format_exc(), fenced=isinstance(exc, FencedError),
+        )
+        return
+    yield _report(spec, task, txid, ms=(time.perf_counter() - t0) * 1000, **runner.stats)
+
+
+def run_operator_task(
+    spec: TaskSpec, task: int, txid: int, epoch: int | None, records: Iterable[tuple[Any, ...]]
+) -> Iterator[tuple[Any, ...]]:
+    """Run task ``task`` of a Streams operator for the batch ``txid``; yields T / D / R records."""
+    if not spec.stateful:
+        yield from _run_stateless(spec, task, txid, records)
+        return
+    yield from _OperatorTask(spec, task, txid, epoch).run(records)
+
+
+# ---- driver side --------------------------------------------------------------------------------
+class StreamsParticipants:
+    """The coordinator's participant for every task of the topology's checkpointed operators.
+
+    Parameters
+    ----------
+    specs : the TaskSpecs of the operators (each gets its :class:`Placement` attached here)
+    provider : the topology's state provider (a built-in one: sqlite, redis, postgres)
+    rc : the runtime configuration (``weir.checkpoint.retain``)
+    topology : the topology (its consistent regions)
+    """
+
+    def __init__(self, specs: list[TaskSpec], provider: Any, rc: RuntimeConfig, topology: Topology) -> None:
+        if not isinstance(provider, KeyValueStateProvider):
+            msg = (
+                f"topology {rc.topology!r}: Streams operators keep checkpoints in a built-in state provider "
+                f"(sqlite, redis, postgres); {type(provider).__qualname__} is a custom provider"
+            )
+            raise ConfigError(msg)
+        self.specs = specs
+        self.provider = provider
+        self.rc = rc
+        self.places = placements(rc.topology, topology, {s.component_id: s.conf for s in specs}, rc.checkpoint_retain)
+        for s in specs:
+            setattr(s, SPEC_ATTR, self.places.get(s.component_id, Placement(retain=rc.checkpoint_retain)))
+        self.hook_errors: list[str] = []
+        self._epoch: int | None = None
+
+    def tasks(self) -> list[tuple[TaskSpec, int]]:
+        """(spec, task) of every operator task."""
+        return [(s, i) for s in self.specs for i in range(s.parallelism)]
+
+    def namespaces(self) -> list[str]:
+        """``<topology>-<operator>-<task>`` of every operator task."""
+        return [s.context(i).state_namespace for s, i in self.tasks()]
+
+    def _store(self, spec: TaskSpec, task: int, epoch: int | None) -> TaskCheckpoints:
+        return TaskCheckpoints(
+            self.provider.backend, spec.context(task).state_namespace,
+            f"operator {spec.component_id!r} task {task}", epoch,
+        )
+
+    def commit_all(self, txid: int, epoch: int, after_first: Callable[[], None] | None = None) -> None:
+        """Commit every task's prepared head of ``txid`` (its checkpoints become complete)."""
+        self._epoch = epoch
+        for i, (spec, task) in enumerate(self.tasks()):
+            store = self._store(spec, task, epoch)
+            rec = store.backend.txids(store.namespace)
+            if rec.prepared is None and (rec.committed is None or rec.committed < txid):
+                log.warning("%s: nothing prepared to commit for txid %d", store.where, txid)
+            else:
+                store.commit(txid)
+            if i == 0 and after_first is not None:
+                after_first()
+
+    def rollback_all(self, epoch: int, after_first: Callable[[], None] | None = None) -> None:
+        """Discard every task's prepared head (the attempt's chunks become garbage)."""
+        self._epoch = epoch
+        for i, (spec, task) in enumerate(self.tasks()):
+            self._store(spec, task, epoch).rollback()
+            if i == 0 and after_first is not None:
+                after_first()
+
+    def after_commit(self, txid: int) -> None:
+        """Delete retired checkpoints; call ``region_checkpointed`` / ``retire_checkpoint`` hooks."""
+        for spec, task in self.tasks():
+            store = self._store(spec, task, self._epoch)
+            head = store.head()
+            if head is None or head.txid != txid:
+                continue
+            place = _placement(spec)
+            latest = head.latest
+            notify = place.region is not None and place.is_start and latest is not None and latest.id == txid
+            if head.retired:
+                store.delete(head.retired)
+            if notify or head.retired:
+                self._hooks(spec, task, txid if notify else None, [m.id for m in head.retired])
+
+    def _hooks(self, spec: TaskSpec, task: int, region_id: int | None, retired: list[int]) -> None:
+        where = f"operator {spec.component_id!r} task {task}"
+        try:
+            live = _new_instance(spec, task, _placement(spec), hooks_only=True)
+        except Exception as exc:
+            self._hook_error(f"{where}: preparing the driver-side instance for checkpoint hooks failed: {exc!r}")
+            return
+        ctx = live.context
+        region = ctx.consistent_region_context
+        if region is not None and region_id is not None:
+            region._sequence_id = region_id
+        calls: list[tuple[str, int]] = []
+        if region_id is not None:
+            calls.append(("region_checkpointed", region_id))
+        calls.extend(("retire_checkpoint", cid) for cid in retired)
+        for method, cid in calls:
+            for h in ctx.state_handlers:
+                try:
+                    getattr(h, method)(cid)
+                except Exception as exc:
+                    self._hook_error(f"{where}: {type(h).__qualname__}.{method}({cid}) failed: {exc!r}")
+        _close(live.operator, ctx)
+
+    def _hook_error(self, text: str) -> None:
+        log.error("%s (the batch is committed; the hook is not retried)", text)
+        self.hook_errors.append(text)

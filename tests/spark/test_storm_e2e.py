@@ -1,0 +1,244 @@
+"""End-to-end Storm topologies on the session's local Spark: counts, retries, failures, dead letters,
+groupings, hooks, fencing and submit-time errors."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import weir
+from weir.demo import SplitSentence, generate_corpus, read_counts, wordcount_topology
+from weir.errors import ConfigError, FencedError, TopologyError
+from weir.sources import FileSpout
+from weir.state import StateFactory
+from weir.topology import Fields, TopologyBuilder
+
+from ._topologies import FlakyCount, HookRecorder, PickyCount, Router, TaskRecorder, Unpicklable
+
+pytestmark = pytest.mark.spark
+
+
+def _conf(tmp_path: Path, **extra: Any) -> dict[str, Any]:
+    return {"weir.state.dir": str(tmp_path / "state"), "weir.spark.master": "local[2]", **extra}
+
+
+def _write(d: Path, name: str, lines: list[str]) -> None:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_wordcount_exact_and_status(spark: Any, tmp_path: Path) -> None:
+    corpus = tmp_path / "in"
+    expected = generate_corpus(str(corpus), n_words=5_000, n_distinct=200, n_files=3, seed=1)
+    conf = _conf(tmp_path)
+    run = weir.submit("wc", conf, wordcount_topology(str(corpus)), spark=spark)
+    st = run.process_available()
+    assert read_counts(conf, "wc") == expected
+    assert st.last_txid == 3 and st.batches == 3 and st.state == "stopped"
+    assert st.components["count"]["in"] == sum(expected.values())
+    assert st.components["split"]["out"] == sum(expected.values())
+    # a second run over the same checkpoint finds nothing new and keeps the counts
+    run2 = weir.submit("wc", conf, wordcount_topology(str(corpus)), spark=spark)
+    run2.process_available()
+    assert read_counts(conf, "wc") == expected
+    # new input continues at the next txid
+    _write(corpus, "part-99999.txt", ["alpha beta alpha"])
+    run3 = weir.submit("wc", conf, wordcount_topology(str(corpus)), spark=spark)
+    st3 = run3.process_available()
+    assert st3.last_txid == 4
+    expected.update(["alpha", "beta", "alpha"])
+    assert read_counts(conf, "wc") == expected
+
+
+def _flaky_topology(corpus: Path, marker: Path) -> Any:
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(str(corpus), files_per_batch=5))
+    b.set_bolt("split", SplitSentence(), 2).shuffle_grouping("lines")
+    b.set_bolt("count", FlakyCount(str(marker)), 2).fields_grouping("split", Fields("word"))
+    return b.create_topology()
+
+
+def test_task_whose_first_attempt_raises_is_retried_exactly(spark: Any, tmp_path: Path) -> None:
+    corpus = tmp_path / "in"
+    _write(corpus, "a.txt", ["x y z x", "y x"])
+    marker = tmp_path / "fail-once"
+    marker.write_text("1")
+    conf = _conf(tmp_path)
+    st = weir.submit("flaky", conf, _flaky_topology(corpus, marker), spark=spark).process_available()
+    assert not marker.exists()
+    assert st.retries == 1
+    assert read_counts(conf, "flaky") == Counter({"x": 3, "y": 2, "z": 1})
+
+
+def test_always_failing_tuple_stops_with_named_error_and_rolls_back(spark: Any, tmp_path: Path) -> None:
+    corpus = tmp_path / "in"
+    _write(corpus, "a.txt", ["good fine good"])
+    conf = _conf(tmp_path, **{"weir.batch.max.retries": 1})
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(str(corpus)))
+    b.set_bolt("split", SplitSentence(), 2).shuffle_grouping("lines")
+    b.set_bolt("count", PickyCount(raise_instead=True), 2).fields_grouping("split", Fields("word"))
+    weir.submit("picky", conf, b.create_topology(), spark=spark).process_available()
+    assert read_counts(conf, "picky") == Counter({"good": 2, "fine": 1})
+    _write(corpus, "b.txt", ["fine badword fine"])
+    with pytest.raises(TopologyError) as ei:
+        weir.submit("picky", conf, b.create_topology(), spark=spark).process_available()
+    err = ei.value
+    assert err.component == "count" and err.txid == 2 and err.task in (0, 1)
+    assert "badword" in str(err) and "ValueError" in str(err)
+    assert err.remote_traceback and "cannot count" in err.remote_traceback
+    # the failed batch changed nothing
+    assert read_counts(conf, "picky") == Counter({"good": 2, "fine": 1})
+    backend = StateFactory.get_provider(conf).backend  # type: ignore[attr-defined]
+    assert all(backend.txids(f"picky-count-{i}").prepared is None for i in range(2))
+    rec = json.loads(backend.get("$checkpointspout-picky", b"__state"))
+    assert (rec["phase"], rec["txid"]) == ("COMMITTED", 1)
+
+
+@pytest.mark.parametrize("raise_instead", [False, True])
+def test_dead_letter_directory_takes_failed_tuples_and_batch_commits(
+    spark: Any, tmp_path: Path, raise_instead: bool
+) -> None:
+    corpus = tmp_path / "in"
+    _write(corpus, "a.txt", ["ok badone ok", "badtwo ok"])
+    dl = tmp_path / "dead"
+    conf = _conf(tmp_path, **{"weir.deadletter": str(dl)})
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(str(corpus)))
+    b.set_bolt("split", SplitSentence(), 2).shuffle_grouping("lines")
+    b.set_bolt("count", PickyCount(raise_instead=raise_instead), 2).fields_grouping("split", Fields("word"))
+    st = weir.submit("dl", conf, b.create_topology(), spark=spark).process_available()
+    assert read_counts(conf, "dl") == Counter({"ok": 3})
+    assert st.dead_letters == 2
+    files = sorted((dl / "dl").glob("txid-*.jsonl"))
+    assert [f.name for f in files] == ["txid-000000000001.jsonl"]
+    rows = [json.loads(line) for line in files[0].read_text().splitlines()]
+    assert sorted(r["values"][0] for r in rows) == ["badone", "badtwo"]
+    for r in rows:
+        assert r["component"] == "count" and r["txid"] == 1 and r["source_component"] == "split"
+        assert ("cannot count" in r["error"]) if raise_instead else ("failed" in r["error"])
+
+
+def test_malformed_json_record_fails_naming_the_spout_or_goes_to_dead_letter(spark: Any, tmp_path: Path) -> None:
+    src = tmp_path / "json"
+    _write(src, "a.json", ['{"word": "a"}', "{not json", '{"word": "b"}'])
+
+    def topo() -> Any:
+        b = TopologyBuilder()
+        b.set_spout("events", FileSpout(str(src), format="json", schema="word STRING"))
+        b.set_bolt("count", TaskRecorder(), 1).shuffle_grouping("events")
+        return b.create_topology()
+
+    with pytest.raises(TopologyError) as ei:
+        weir.submit("bad", _conf(tmp_path, **{"weir.batch.max.retries": 0}), topo(), spark=spark).process_available()
+    assert ei.value.component == "events" and "{not json" in str(ei.value)
+    conf = _conf(tmp_path / "second", **{"weir.deadletter": str(tmp_path / "dead")})
+    st = weir.submit("bad", conf, topo(), spark=spark).process_available()
+    assert st.dead_letters == 1
+    assert read_counts(conf, "bad", "count", 1) == Counter({"a": 1, "b": 1})
+
+
+def test_groupings_global_all_fields_streams_and_direct(spark: Any, tmp_path: Path) -> None:
+    corpus = tmp_path / "in"
+    words = ["a", "bb", "ccc", "dddd", "eeeee", "a", "bb", "ffffff"]
+    _write(corpus, "a.txt", [" ".join(words)])
+    conf = _conf(tmp_path)
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(str(corpus)))
+    b.set_bolt("route", Router(), 2).shuffle_grouping("lines")
+    b.set_bolt("global", TaskRecorder(), 3).global_grouping("route", "short")
+    b.set_bolt("all", TaskRecorder(), 2).all_grouping("route", "long")
+    b.set_bolt("fields", TaskRecorder(), 3).fields_grouping("route", "long", Fields("word"))
+    b.set_bolt("direct", TaskRecorder(), 2).direct_grouping("route", "direct")
+    weir.submit("grp", conf, b.create_topology(), spark=spark).process_available()
+    provider = StateFactory.get_provider(conf)
+
+    def task_counts(comp: str, n: int) -> list[Counter[str]]:
+        return [Counter(dict(provider.new_state(f"grp-{comp}-{i}"))) for i in range(n)]
+
+    short = Counter(w for w in words if len(w) <= 3)
+    long_ = Counter(w for w in words if len(w) > 3)
+    g = task_counts("global", 3)
+    assert g[0] == short and g[1] == Counter() and g[2] == Counter()
+    assert task_counts("all", 2) == [long_, long_]
+    f = task_counts("fields", 3)
+    assert sum(f, Counter()) == long_
+    for w in long_:  # each word in exactly one task
+        assert sum(1 for c in f if w in c) == 1
+    d = task_counts("direct", 2)
+    assert d[0] == Counter(w for w in words if len(w) % 2 == 0)
+    assert d[1] == Counter(w for w in words if len(w) % 2 == 1)
+
+
+def test_hooks_run_at_the_right_moments(spark: Any, tmp_path: Path) -> None:
+    corpus = tmp_path / "in"
+    _write(corpus, "a.txt", ["one two"])
+    _write(corpus, "b.txt", ["three"])
+    log = tmp_path / "hooks.jsonl"
+    conf = _conf(tmp_path)
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(str(corpus)))
+    b.set_bolt("rec", HookRecorder(str(log)), 2).shuffle_grouping("lines")
+    weir.submit("hooks", conf, b.create_topology(), spark=spark).process_available()
+    events = [json.loads(x) for x in log.read_text().splitlines()]
+    for txid in (1, 2):
+        pp = [e for e in events if e["event"] == "pre_prepare" and e["txid"] == txid]
+        pc = [e for e in events if e["event"] == "pre_commit" and e["txid"] == txid]
+        assert sorted(e["task"] for e in pp) == [0, 1]
+        assert sorted(e["task"] for e in pc) == [0, 1]
+        # every pre_prepare of txid happens before any of its pre_commits
+        assert max(events.index(e) for e in pp) < min(events.index(e) for e in pc)
+    assert not [e for e in events if e["event"] == "pre_rollback"]
+
+
+def test_second_driver_fences_the_first(spark: Any, tmp_path: Path) -> None:
+    corpus = tmp_path / "in"
+    generate_corpus(str(corpus), n_words=500, n_distinct=20, n_files=2, seed=5)
+    conf = _conf(tmp_path)
+    first = weir.submit("fence", conf, wordcount_topology(str(corpus)), spark=spark)
+    second = weir.submit("fence", conf, wordcount_topology(str(corpus)), spark=spark)
+    with pytest.raises(FencedError) as ei:
+        first.process_available()
+    assert "another driver" in str(ei.value)
+    assert read_counts(conf, "fence") == Counter()  # the fenced driver committed nothing
+    second.process_available()
+    assert sum(read_counts(conf, "fence").values()) == 500
+
+
+def test_submit_time_errors(spark: Any, tmp_path: Path) -> None:
+    corpus = tmp_path / "in"
+    _write(corpus, "a.txt", ["x"])
+    topo = wordcount_topology(str(corpus))
+    with pytest.raises(ConfigError, match="memory"):
+        weir.submit("e1", _conf(tmp_path, **{"topology.state.provider": "memory"}), topo, spark=spark)
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        weir.submit("e2", _conf(tmp_path, **{"topology.state.provider.config": "{nope"}), topo, spark=spark)
+    with pytest.raises(ConfigError, match="weir.batch.max.retrys"):
+        weir.submit("e3", _conf(tmp_path, **{"weir.batch.max.retrys": 2}), topo, spark=spark)
+    with pytest.raises(ConfigError, match="127.0.0.1:1"):
+        weir.submit(
+            "e4", _conf(tmp_path, **{"topology.state.provider.config": {"url": "redis://127.0.0.1:1/0"}}), topo, spark=spark
+        )
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(str(corpus)))
+    b.set_bolt("locky", Unpicklable()).shuffle_grouping("lines")
+    with pytest.raises(TopologyError, match="locky"):
+        weir.submit("e5", _conf(tmp_path), b.create_topology(), spark=spark)
+    # parallelism differing from the stored one
+    conf = _conf(tmp_path)
+    weir.submit("par", conf, wordcount_topology(str(corpus), parallelism=2), spark=spark).process_available()
+    with pytest.raises(ConfigError, match="parallelism 3") as ei:
+        weir.submit("par", conf, wordcount_topology(str(corpus), parallelism=3), spark=spark)
+    assert "par-count-0..1" in str(ei.value)
+
+
+def test_sqlite_refused_on_a_cluster_master() -> None:
+    from weir.runtime.spark.runner import check_local_store
+
+    with pytest.raises(ConfigError, match="sqlite"):
+        check_local_store("sqlite", "spark://10.0.0.1:7077", "wc")
+    check_local_store("sqlite", "local[2]", "wc")
