@@ -5,6 +5,7 @@ Usage: python storm_driver.py STATE_DIR INPUT_DIR PROVIDER_URL [NAME]
 
 from __future__ import annotations
 
+import os
 import sys
 
 import weir
@@ -16,7 +17,7 @@ def main() -> int:
     name = sys.argv[4] if len(sys.argv) > 4 else "crashwc"
     conf = {
         "weir.state.dir": state_dir,
-        "weir.spark.master": "local[2]",
+        "weir.spark.master": os.environ.get("WEIR_TEST_MASTER", "local[2]"),
         "topology.state.provider.config": {"url": url},
         "weir.batch.max.retries": 2,
     }

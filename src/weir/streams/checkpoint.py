@@ -85,7 +85,9 @@ class Checkpoint:
     def output_stream(self) -> BinaryIO:
         """The binary stream to write the handler's data to (writing only)."""
         if self._out is None:
-            msg = f"{self._what()} was read back: write to it only inside checkpoint(), read with input_stream"
+            msg = (
+                f"{self._what()} was read back: write to it only inside checkpoint(), read with input_stream"
+            )
             raise CheckpointError(msg)
         return self._out
 
@@ -175,7 +177,12 @@ class Checkpoint:
 
     @classmethod
     def from_bytes(
-        cls, data: bytes | bytearray | memoryview, sequence_id: int, timestamp: float | None = None, *, where: str = ""
+        cls,
+        data: bytes | bytearray | memoryview,
+        sequence_id: int,
+        timestamp: float | None = None,
+        *,
+        where: str = "",
     ) -> Checkpoint:
         """Parse the stored form; damaged data raises :class:`CheckpointError`."""
         ck = cls(sequence_id, timestamp, where=where)
@@ -199,7 +206,9 @@ class Checkpoint:
             try:
                 ck._map = dict(pickle.loads(view[end_stream + _LEN.size :]))  # noqa: S301
             except Exception as exc:
-                msg = f"{ck._what()} is corrupt: its key-value map cannot be read: {type(exc).__name__}: {exc}"
+                msg = (
+                    f"{ck._what()} is corrupt: its key-value map cannot be read: {type(exc).__name__}: {exc}"
+                )
                 raise CheckpointError(msg) from exc
         return ck
 

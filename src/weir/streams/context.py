@@ -146,10 +146,14 @@ class OperatorContext:
                 f"{self.where}: register_state_handler expects a weir.streams.StateHandler, got "
                 f"{type(handler).__qualname__}"
             )
-            raise TopologyError(msg, topology=self.topology, component=self.component_id, task=self.task_index)
+            raise TopologyError(
+                msg, topology=self.topology, component=self.component_id, task=self.task_index
+            )
         if any(h is handler for h in self._handlers):
             msg = f"{self.where}: handler {type(handler).__qualname__} is registered twice"
-            raise TopologyError(msg, topology=self.topology, component=self.component_id, task=self.task_index)
+            raise TopologyError(
+                msg, topology=self.topology, component=self.component_id, task=self.task_index
+            )
         self._handlers.append(handler)
 
     @property
@@ -167,8 +171,8 @@ class OperatorContext:
         if self.consistent_region_context is not None:
             msg = (
                 f"{self.where}: create_checkpoint() is not allowed in a consistent region (region "
-                f"{self.consistent_region_context.index} checkpoints at every micro-batch); leave the operator "
-                "out of builder.consistent_region(...) to use operator-driven checkpointing"
+                f"{self.consistent_region_context.index} checkpoints at every micro-batch); leave the "
+                "operator out of builder.consistent_region(...) to use operator-driven checkpointing"
             )
             raise CheckpointError(msg)
         if not self.checkpointed:

@@ -44,7 +44,10 @@ def _period(topology_name: str, cid: str, conf: Mapping[str, Any]) -> int | None
         except ValueError:
             pass
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        msg = f"topology {topology_name!r}, operator {cid!r}: {PERIOD_KEY} must be an integer ≥ 0 (ms), got {v!r}"
+        msg = (
+            f"topology {topology_name!r}, operator {cid!r}: {PERIOD_KEY} must be an integer ≥ 0 (ms), "
+            f"got {v!r}"
+        )
         raise ConfigError(msg)
     return v
 
@@ -66,8 +69,8 @@ def placements(name: str, topology: Topology, conf: Mapping[str, Any], retain: i
         for cid in members:
             if cid in region_of and region_of[cid] != i:
                 msg = (
-                    f"topology {name!r}: component {cid!r} is in consistent regions {region_of[cid]} and {i}; "
-                    "a component belongs to at most one region"
+                    f"topology {name!r}: component {cid!r} is in consistent regions {region_of[cid]} "
+                    f"and {i}; a component belongs to at most one region"
                 )
                 raise TopologyError(msg, topology=name, component=cid)
             region_of[cid] = i
@@ -86,9 +89,7 @@ def placements(name: str, topology: Topology, conf: Mapping[str, Any], retain: i
             raise ConfigError(msg)
         is_start = False
         if region is not None:
-            is_start = any(
-                comps[s.source].is_spout or region_of.get(s.source) != region for s in c.inputs
-            )
+            is_start = any(comps[s.source].is_spout or region_of.get(s.source) != region for s in c.inputs)
         is_end = region is not None and not any(
             region_of.get(consumer.id) == region for consumer, _ in topology.consumers(cid)
         )

@@ -114,13 +114,15 @@ def _close(op: Operator, ctx: OperatorContext) -> None:
 
 
 def _new_instance(spec: TaskSpec, task: int, placement: Placement, *, hooks_only: bool = False) -> _Live:
-    op: Operator = cloudpickle.loads(cloudpickle.dumps(spec.component))
+    op: Operator = cloudpickle.loads(cloudpickle.dumps(spec.component))  # type: ignore[no-untyped-call]
     region = None
     if placement.region is not None:
         region = ConsistentRegionContext(
             placement.region, is_start_of_region=placement.is_start, is_end_of_region=placement.is_end
         )
-    ctx = OperatorContext(spec.context(task), region=region, checkpointed=spec.stateful, hooks_only=hooks_only)
+    ctx = OperatorContext(
+        spec.context(task), region=region, checkpointed=spec.stateful, hooks_only=hooks_only
+    )
     out = OutputCollector(spec.component_id, task, dict(spec.outputs), topology=spec.topology)
     if isinstance(op, StateHandler):
         ctx.register_state_handler(op)
@@ -143,7 +145,11 @@ def _call(ctx: OperatorContext, handler: StateHandler, method: str, arg: Any, wh
     except FencedError:
         raise
     except Exception as exc:
-        arg_text = "" if arg is None else (f"checkpoint {arg.sequence_id}" if isinstance(arg, Checkpoint) else str(arg))
+        arg_text = (
+            ""
+            if arg is None
+            else (f"checkpoint {arg.sequence_id}" if isinstance(arg, Checkpoint) else str(arg))
+        )
         msg = (
             f"{ctx.where}: {type(handler).__qualname__}.{method}({arg_text}) failed{what}: "
             f"{type(exc).__name__}: {exc}"
@@ -222,7 +228,7 @@ class _OperatorTask:
         return live, head
 
     # ---- checkpoints ---------------------------------------------------------------------------
-    def checkpoint_now(self, cid: int, *, background: bool = False) -> CheckpointMeta:
+    def checkpoint_now(self, cid: int) -> CheckpointMeta:
         """Every handler's ``checkpoint()`` into one Checkpoint, then its chunks to the store."""
         assert self.live is not None and self.store is not None
         ctx = self.live.context
@@ -322,7 +328,7 @@ class _OperatorTask:
         try:
             provider = spec.provider
             if not isinstance(provider, KeyValueStateProvider):
-                msg = f"{self.where}: Streams operators need a built-in state provider (sqlite, redis, postgres)"
+                msg = f"{self.where}: Streams operators need a built-in provider (sqlite, redis, postgres)"
                 raise ConfigError(msg)
             ns = spec.context(task).state_namespace
             self.store = store = TaskCheckpoints(provider.backend, ns, self.where, self.epoch)
@@ -368,11 +374,13 @@ class _OperatorTask:
 
                 def background(cid: int = cid) -> None:
                     try:
-                        self.checkpoint_now(cid, background=True)
+                        self.checkpoint_now(cid)
                     except BaseException as exc:  # re-raised on the task's thread
                         errors.append(exc)
 
-                thread = threading.Thread(target=background, name=f"weir-checkpoint-{self.where}", daemon=True)
+                thread = threading.Thread(
+                    target=background, name=f"weir-checkpoint-{self.where}", daemon=True
+                )
                 thread.start()
                 yield from drained  # the rest of the batch flows while the checkpoint is written
                 t_wait = time.perf_counter()
@@ -396,9 +404,16 @@ class _OperatorTask:
             if self.live is not None:
                 self.live.token = None  # partial state: restore before the next use
                 self.live.context._checkpointer = None
-            where = self.stage + (f" of tuple {list(self.current.values)!r:.200}" if self.current is not None else "")
+            where = self.stage + (
+                f" of tuple {list(self.current.values)!r:.200}" if self.current is not None else ""
+            )
             yield _report(
-                spec, task, txid, ok=False, n_in=self.stats["n_in"], n_out=self.stats["n_out"],
+                spec,
+                task,
+                txid,
+                ok=False,
+                n_in=self.stats["n_in"],
+                n_out=self.stats["n_out"],
                 error=f"{type(exc).__name__} in {where} ({self.where}, txid {txid}): {exc}",
                 error_type=type(exc).__name__,
                 traceback=traceback.format_exc(),
@@ -411,7 +426,9 @@ class _OperatorTask:
                 if self.live is not None:
                     self.live.token = None
         yield _report(
-            spec, task, txid,
+            spec,
+            task,
+            txid,
             acked=self.live.collector.acked if self.live else 0,
             checkpoint=self.metas[-1].id if self.metas else None,
             ms=(time.perf_counter() - t0) * 1000,
@@ -419,7 +436,9 @@ class _OperatorTask:
         )
 
 
-def _run_stateless(spec: TaskSpec, task: int, txid: int, records: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+def _run_stateless(
+    spec: TaskSpec, task: int, txid: int, records: Iterable[tuple[Any, ...]]
+) -> Iterator[tuple[Any, ...]]:
     """An operator with ``checkpointed = False``: a fresh instance per batch, drained at its end."""
     t0 = time.perf_counter()
     runner = _OperatorTask(spec, task, txid, None)
@@ -436,9 +455,16 @@ def _run_stateless(spec: TaskSpec, task: int, txid: int, records: Iterable[tuple
         live.operator.cleanup()
     except Exception as exc:
         yield _report(
-            spec, task, txid, ok=False, n_in=runner.stats["n_in"], n_out=runner.stats["n_out"],
+            spec,
+            task,
+            txid,
+            ok=False,
+            n_in=runner.stats["n_in"],
+            n_out=runner.stats["n_out"],
             error=f"{type(exc).__name__} in {runner.stage} ({runner.where}, txid {txid}): {exc}",
-            error_type=type(exc).__name__, traceback=traceback.format_exc(), fenced=isinstance(exc, FencedError),
+            error_type=type(exc).__name__,
+            traceback=traceback.format_exc(),
+            fenced=isinstance(exc, FencedError),
         )
         return
     yield _report(spec, task, txid, ms=(time.perf_counter() - t0) * 1000, **runner.stats)
@@ -476,7 +502,9 @@ class StreamsParticipants:
         self.specs = specs
         self.provider = provider
         self.rc = rc
-        self.places = placements(rc.topology, topology, {s.component_id: s.conf for s in specs}, rc.checkpoint_retain)
+        self.places = placements(
+            rc.topology, topology, {s.component_id: s.conf for s in specs}, rc.checkpoint_retain
+        )
         for s in specs:
             setattr(s, SPEC_ATTR, self.places.get(s.component_id, Placement(retain=rc.checkpoint_retain)))
         self.hook_errors: list[str] = []
@@ -492,8 +520,10 @@ class StreamsParticipants:
 
     def _store(self, spec: TaskSpec, task: int, epoch: int | None) -> TaskCheckpoints:
         return TaskCheckpoints(
-            self.provider.backend, spec.context(task).state_namespace,
-            f"operator {spec.component_id!r} task {task}", epoch,
+            self.provider.backend,
+            spec.context(task).state_namespace,
+            f"operator {spec.component_id!r} task {task}",
+            epoch,
         )
 
     def commit_all(self, txid: int, epoch: int, after_first: Callable[[], None] | None = None) -> None:
@@ -537,7 +567,9 @@ class StreamsParticipants:
         try:
             live = _new_instance(spec, task, _placement(spec), hooks_only=True)
         except Exception as exc:
-            self._hook_error(f"{where}: preparing the driver-side instance for checkpoint hooks failed: {exc!r}")
+            self._hook_error(
+                f"{where}: preparing the driver-side instance for checkpoint hooks failed: {exc!r}"
+            )
             return
         ctx = live.context
         region = ctx.consistent_region_context

@@ -37,7 +37,7 @@ from weir.state.kv import TransactionalKeyValueState
 from weir.state.serializers import BytesSerializer
 from weir.streams.checkpoint import Checkpoint, iter_chunks
 
-__all__ = ["CHUNK_BYTES", "CheckpointMeta", "Head", "TaskCheckpoints", "chunk_key"]
+__all__ = ["CHUNK_BYTES", "CheckpointMeta", "Head", "TaskCheckpoints", "chunk_key", "load_checkpoint"]
 
 HEAD = b"head"
 INTENTS = b"intents"
@@ -136,7 +136,8 @@ class TaskCheckpoints:
     namespace: str
     where: str
     epoch: int | None = None
-    chunk_bytes: int = CHUNK_BYTES
+    #: chunk size in bytes (default: the module's CHUNK_BYTES at write time)
+    chunk_bytes: int | None = None
     _kv: TransactionalKeyValueState | None = field(default=None, repr=False)
 
     @property
@@ -166,8 +167,9 @@ class TaskCheckpoints:
         missing = [i for i, v in enumerate(got) if v is None]
         if missing:
             msg = (
-                f"{what} is incomplete: chunk(s) {missing[:5]} of {meta.chunks} are missing from the store; "
-                "it cannot be restored — restore the store from a backup or drop the namespace to start afresh"
+                f"{what} is incomplete: chunk(s) {missing[:5]} of {meta.chunks} are missing from the "
+                "store; it cannot be restored — restore the store from a backup or drop the namespace "
+                "to start afresh"
             )
             raise CheckpointError(msg)
         data = b"".join(v for v in got if v is not None)
@@ -198,14 +200,17 @@ class TaskCheckpoints:
         """Store ``ckpt``'s bytes as chunks of attempt ``token`` (durable now, visible after commit)."""
         parts = ckpt.to_parts()
         size = sum(memoryview(p).nbytes for p in parts)
-        n = max(1, -(-size // self.chunk_bytes))
+        piece = self.chunk_bytes or CHUNK_BYTES
+        n = max(1, -(-size // piece))
         intents = self._intents()
         intents[token + ":" + str(ckpt.sequence_id)] = [ckpt.sequence_id, n]
         self.backend.write_direct(self.namespace, {INTENTS: _dump(intents)}, self.epoch)
         crc = 0
-        for i, chunk in enumerate(iter_chunks(parts, self.chunk_bytes)):
+        for i, chunk in enumerate(iter_chunks(parts, piece)):
             crc = zlib.crc32(chunk, crc)
-            self.backend.write_direct(self.namespace, {chunk_key(ckpt.sequence_id, token, i): chunk}, self.epoch)
+            self.backend.write_direct(
+                self.namespace, {chunk_key(ckpt.sequence_id, token, i): chunk}, self.epoch
+            )
         return CheckpointMeta(ckpt.sequence_id, ckpt.timestamp, token, n, size, crc)
 
     def prepare(self, txid: int, head: Head) -> None:
@@ -263,3 +268,32 @@ class TaskCheckpoints:
 
 def _dump(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def load_checkpoint(
+    provider: Any, topology: str, component: str, task: int = 0, checkpoint_id: int | None = None
+) -> Checkpoint | None:
+    """The latest complete checkpoint of an operator task (or the retained one with ``checkpoint_id``).
+
+    ``provider`` is a :class:`~weir.state.factory.KeyValueStateProvider` or a store URL. Returns None
+    when the task has no complete checkpoint (or ``checkpoint_id`` is not retained).
+
+    Example
+    -------
+    >>> ck = load_checkpoint("sqlite:///weir-state/state.db", "sorter", "window", 0)  # doctest: +SKIP
+    >>> ck.sequence_id, ck.read_object()  # doctest: +SKIP
+    """
+    from weir.state.factory import KeyValueStateProvider, StateFactory
+
+    prov = StateFactory.from_url(provider) if isinstance(provider, str) else provider
+    if not isinstance(prov, KeyValueStateProvider):
+        msg = f"load_checkpoint needs a built-in provider or a store URL, got {type(provider).__qualname__}"
+        raise CheckpointError(msg)
+    store = TaskCheckpoints(
+        prov.backend, f"{topology}-{component}-{task}", f"operator {component!r} task {task}"
+    )
+    head = store.head()
+    if head is None:
+        return None
+    metas = [m for m in head.retained if checkpoint_id is None or m.id == checkpoint_id]
+    return store.load(metas[-1]) if metas else None

@@ -134,9 +134,9 @@ def _close(conn: Any) -> None:
     conn.close()
 
 
-def _json_dumps(obj: Any) -> str:
-    """JSON of a ``JSON``/``JSONB`` key or value, in weir's JSON (``bytes`` as ``{"$bytes": …}``)."""
-    return encode_json(obj, what="PostgresMapState JSON column").decode("utf-8", "surrogatepass")
+def _already_json(text: str) -> str:
+    """``dumps`` of a JSON column value that :meth:`PostgresBackingMap._wrap_json` encoded already."""
+    return text
 
 
 def _json_loads(data: str | bytes) -> Any:
@@ -399,11 +399,21 @@ class PostgresBackingMap(BackingMap[Any]):
         )
         self._json_keys = [t in ("JSON", "JSONB") for _, t in store.key_columns]
 
-    def _wrap_json(self, values: list[Any], json_type: str) -> list[Any]:
+    def _wrap_json(self, values: list[Any], json_type: str, keys: list[Key], what: str) -> list[Any]:
+        """``values`` for a JSON column, in weir's JSON (``bytes`` as ``{"$bytes": …}``)."""
         from psycopg.types.json import Json, Jsonb
 
         wrapper = Jsonb if json_type == "JSONB" else Json
-        return [None if v is None else wrapper(v, dumps=_json_dumps) for v in values]
+        where = self.store.describe()
+        return [
+            None
+            if v is None
+            else wrapper(
+                encode_json(v, what=f"{where}: {what} of key {k!r}").decode("utf-8", "surrogatepass"),
+                dumps=_already_json,
+            )
+            for v, k in zip(values, keys, strict=True)
+        ]
 
     def _key_arrays(self, ks: list[Key]) -> list[list[Any]]:
         store = self.store
@@ -418,10 +428,10 @@ class PostgresBackingMap(BackingMap[Any]):
                 )
                 raise SerializationError(msg)
         arrays: list[list[Any]] = []
-        for i, (_, ctype) in enumerate(store.key_columns):
+        for i, (name, ctype) in enumerate(store.key_columns):
             column = _uniform([k[i] for k in ks])
             if self._json_keys[i]:
-                column = self._wrap_json(column, ctype)
+                column = self._wrap_json(column, ctype, ks, f"key column {name}")
             arrays.append(column)
         return arrays
 
@@ -483,7 +493,7 @@ class PostgresBackingMap(BackingMap[Any]):
         for i in value_cols:
             columns[i] = _uniform(columns[i])
             if store.json_value:
-                columns[i] = self._wrap_json(columns[i], store.value_type)
+                columns[i] = self._wrap_json(columns[i], store.value_type, distinct, "value")
         key_arrays = self._key_arrays(distinct)
         store.ensure_table(st)
         sql = self._upsert
