@@ -407,6 +407,7 @@ class _OperatorTask:
             where = self.stage + (
                 f" of tuple {list(self.current.values)!r:.200}" if self.current is not None else ""
             )
+            text = _strip(str(exc), self.where)
             yield _report(
                 spec,
                 task,
@@ -414,7 +415,7 @@ class _OperatorTask:
                 ok=False,
                 n_in=self.stats["n_in"],
                 n_out=self.stats["n_out"],
-                error=f"{type(exc).__name__} in {where} ({self.where}, txid {txid}): {exc}",
+                error=f"{type(exc).__name__} in {where} ({self.where}, txid {txid}): {text}",
                 error_type=type(exc).__name__,
                 traceback=traceback.format_exc(),
                 fenced=isinstance(exc, FencedError),
@@ -434,6 +435,11 @@ class _OperatorTask:
             ms=(time.perf_counter() - t0) * 1000,
             **self.stats,
         )
+
+
+def _strip(text: str, where: str) -> str:
+    """``text`` without a leading ``<where>: `` (the report names the operator and task already)."""
+    return text[len(where) + 2 :] if text.startswith(where + ": ") else text
 
 
 def _run_stateless(

@@ -17,7 +17,12 @@ REPO = Path(__file__).resolve().parents[3]
 
 def child_command(factory_path: Path, partition: int, partitions: int, batches: list[Any]) -> list[str]:
     """The command line running ``batches`` of the pickled factory in a fresh interpreter."""
-    spec = {"factory": str(factory_path), "partition": partition, "partitions": partitions, "batches": batches}
+    spec = {
+        "factory": str(factory_path),
+        "partition": partition,
+        "partitions": partitions,
+        "batches": batches,
+    }
     return [sys.executable, "-m", "tests.unit.trident_backing._child", json.dumps(spec)]
 
 
@@ -41,7 +46,9 @@ def run_child(factory_path: Path, partition: int, partitions: int, batches: list
     return json.loads(done.stdout)
 
 
-def spawn_child(factory_path: Path, partition: int, partitions: int, batches: list[Any]) -> subprocess.Popen[str]:
+def spawn_child(
+    factory_path: Path, partition: int, partitions: int, batches: list[Any]
+) -> subprocess.Popen[str]:
     """Start batches in a subprocess (collect with ``communicate``)."""
     return subprocess.Popen(
         child_command(factory_path, partition, partitions, batches),

@@ -32,7 +32,7 @@ from weir.trident.state import (
 
 pytestmark = [pytest.mark.services, pytest.mark.parametrize("kit", KINDS, indirect=True)]
 
-KEYS = [("man", 1), ("naïve ✓ 🍺", -2), ("", 0), ("with space and \"quotes\"", 2**40)]
+KEYS = [("man", 1), ("naïve ✓ 🍺", -2), ("", 0), ('with space and "quotes"', 2**40)]
 CELLS: dict[StateType, list[Any]] = {
     StateType.OPAQUE: [
         OpaqueValue(3, 5, 2),

@@ -94,3 +94,20 @@ def test_unreachable_server_raises_config_error_naming_it(memcached_server: Memc
         MemcachedMapState.transactional(
             [memcached_server.address, ("127.0.0.1", port)], key_prefix="wc:", timeout=1
         )
+
+
+def test_failure_of_a_running_server_is_a_state_error_then_reconnects() -> None:
+    from weir.errors import StateError
+
+    with Memcached() as server:
+        factory = MemcachedMapState.non_transactional(server.url, key_prefix="crash:", timeout=1)
+        backing = factory.backing_map()
+        backing.multi_put([("a",)], [1])
+        server.kill()
+        with pytest.raises(StateError, match=rf"memcached://127.0.0.1:{server.port} key prefix 'crash:'"):
+            backing.multi_get([("a",)])
+        server.start()
+        assert backing.multi_get([("a",)]) == [None]  # memcached keeps nothing across a restart
+        backing.multi_put([("a",)], [2])
+        assert backing.multi_get([("a",)]) == [2]
+        close_connections()

@@ -53,7 +53,9 @@ def test_standalone_settings_from_storm_config(redis_server: RedisServer) -> Non
     with redis.Redis(host="127.0.0.1", port=redis_server.port, db=2) as plain:
         assert plain.get(f'{prefix}["a"]') == b"[1,2]"
     assert redis_command(redis_server.port, "GET", f'{prefix}["a"]') is None  # not in database 0
-    assert RedisMapState.store(conf).settings == RedisSettings(nodes=(("127.0.0.1", redis_server.port),), database=2)
+    assert RedisMapState.store(conf).settings == RedisSettings(
+        nodes=(("127.0.0.1", redis_server.port),), database=2
+    )
 
 
 def _keys_per_node(cluster: RedisCluster, prefix: str) -> list[int]:
@@ -104,7 +106,9 @@ def test_bad_urls_and_options_raise_config_error() -> None:
 
 def test_unreachable_server_raises_config_error_naming_it() -> None:
     port = free_port()
-    with pytest.raises(ConfigError, match=rf"key prefix 'wc:'.*cannot use Redis at redis://127.0.0.1:{port}/0"):
+    with pytest.raises(
+        ConfigError, match=rf"key prefix 'wc:'.*cannot use Redis at redis://127.0.0.1:{port}/0"
+    ):
         RedisMapState.opaque(f"redis://127.0.0.1:{port}/0", key_prefix="wc:")
     # without the check the factory is made, and the first operation reports the same
     factory = RedisMapState.opaque(f"redis://127.0.0.1:{port}/0", key_prefix="wc:", check=False)
@@ -118,3 +122,12 @@ def test_mode_mismatch_raises_config_error(redis_server: RedisServer, redis_clus
         RedisMapState.opaque(f"redis://127.0.0.1:{redis_cluster.ports[0]}/0")
     with pytest.raises(ConfigError, match=r"redis\+cluster://"):
         RedisMapState.opaque(f"redis+cluster://127.0.0.1:{redis_server.port}")
+
+
+def test_a_restarted_server_is_reconnected_to() -> None:
+    with RedisServer(appendonly=True) as server:
+        backing = RedisMapState.opaque(server.url, key_prefix="r:").backing_map()
+        backing.multi_put([("a",)], [OpaqueValue(1, 2, None)])
+        server.kill_and_restart()
+        assert backing.multi_get([("a",)]) == [OpaqueValue(1, 2, None)]
+        close_connections()

@@ -41,7 +41,6 @@ from weir.trident.state.map_state import check_same_length
 __all__ = ["RedisBackingMap", "RedisMapState", "RedisMapStore"]
 
 
-
 def _close(client: Any) -> None:
     client.close()
 
@@ -177,9 +176,7 @@ class RedisBackingMap(BackingMap[Any]):
         where = self.store.describe()
         st = self.state_type
         rkeys = self.redis_keys(ks)
-        mapping = {
-            rk: encode_cell(v, st, k, where=where) for rk, k, v in zip(rkeys, ks, vals, strict=True)
-        }
+        mapping = {rk: encode_cell(v, st, k, where=where) for rk, k, v in zip(rkeys, ks, vals, strict=True)}
         client = self.store.client()
         try:
             if self.store.settings.cluster and not self.store.single_slot:

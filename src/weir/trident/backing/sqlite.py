@@ -82,9 +82,7 @@ class _SqliteFile:
 
     def connect(self) -> sqlite3.Connection:
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        conn = sqlite3.connect(
-            self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
-        )
+        conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
         try:
             deadline = time.monotonic() + self.timeout
             while True:

@@ -1,0 +1,191 @@
+"""Public surface, the JSON codec, factory validation, and a property test against the memory map."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import weir.trident.backing as backing_pkg
+from tests.unit.trident_backing.conftest import Sum
+from weir.errors import ConfigError, SerializationError, StateError
+from weir.trident.backing import (
+    DEFAULT_GLOBAL_KEY,
+    MapStateFactory,
+    MapStore,
+    SqliteMapState,
+    close_connections,
+)
+from weir.trident.backing._codec import decode_cell, encode_cell, encode_key
+from weir.trident.state import (
+    CombinerValueUpdater,
+    MemoryBackingMap,
+    OpaqueMap,
+    OpaqueValue,
+    StateFactory,
+    StateType,
+    TransactionalMap,
+    TransactionalValue,
+)
+
+EXPORTED = {
+    "DEFAULT_GLOBAL_KEY",
+    "MapStateFactory",
+    "MapStateFamily",
+    "MapStore",
+    "MemcachedBackingMap",
+    "MemcachedMapState",
+    "MemcachedMapStore",
+    "PostgresBackingMap",
+    "PostgresMapState",
+    "PostgresMapStore",
+    "RedisBackingMap",
+    "RedisMapState",
+    "RedisMapStore",
+    "SnapshottableNonTransactionalMap",
+    "SnapshottableOpaqueMap",
+    "SnapshottableTransactionalMap",
+    "SqliteBackingMap",
+    "SqliteMapState",
+    "SqliteMapStore",
+    "close_connections",
+}
+
+
+@pytest.fixture(autouse=True)
+def _close() -> Iterator[None]:
+    close_connections()
+    yield
+    close_connections()
+
+
+def test_exported_names() -> None:
+    exported = list(backing_pkg.__all__)
+    assert len(exported) == len(set(exported))
+    assert set(exported) == EXPORTED
+    for name in exported:
+        assert hasattr(backing_pkg, name)
+
+
+# ---- codec -----------------------------------------------------------------------------------
+def test_key_encoding_is_compact_deterministic_json() -> None:
+    assert encode_key(("man", 3, None, True, 1.5), where="w") == '["man",3,null,true,1.5]'
+    assert encode_key(("naïve",), where="w") == '["naïve"]'
+    assert encode_key((("nested", 1), b"\x00"), where="w") == '[["nested",1],{"$bytes":"AA=="}]'
+    with pytest.raises(SerializationError, match=r"w: key \(frozenset\(\)\,\) cannot be stored"):
+        encode_key((frozenset(),), where="w")
+    with pytest.raises(SerializationError, match=r"no JSON form"):
+        encode_key((float("nan"),), where="w")
+
+
+def test_cells_round_trip_and_foreign_data_is_refused() -> None:
+    cell = OpaqueValue(3, {"a": b"\x01"}, [1])
+    data = encode_cell(cell, StateType.OPAQUE, ("k",), where="w")
+    assert data == b'[3,{"a":{"$bytes":"AQ=="}},[1]]'
+    assert decode_cell(data, StateType.OPAQUE, ("k",), where="w") == cell
+    assert decode_cell(b"[1,2]", StateType.TRANSACTIONAL, ("k",), where="w") == TransactionalValue(1, 2)
+    assert decode_cell(b"7", StateType.NON_TRANSACTIONAL, ("k",), where="w") == 7
+    with pytest.raises(
+        SerializationError, match=r"w: key \('k',\): stored data 7 is not one of the OpaqueValue"
+    ):
+        decode_cell(b"7", StateType.OPAQUE, ("k",), where="w")
+    with pytest.raises(SerializationError, match=r"key \('k',\).*another kind of map state"):
+        decode_cell(b'["x",1,2]', StateType.OPAQUE, ("k",), where="w")
+    with pytest.raises(SerializationError, match=r"not valid JSON"):
+        decode_cell(b"{nope", StateType.NON_TRANSACTIONAL, ("k",), where="w")
+
+
+# ---- factories -------------------------------------------------------------------------------
+def test_factory_is_a_picklable_state_factory(tmp_path: Path) -> None:
+    factory = SqliteMapState.transactional(tmp_path / "t.db", table="tx", cache_size=5, global_key=["$all"])
+    assert isinstance(factory, StateFactory) and isinstance(factory.store, MapStore)
+    assert factory.state_type is StateType.TRANSACTIONAL
+    assert factory.global_key == ("$all",)
+    copy = pickle.loads(pickle.dumps(factory))
+    assert copy == factory and copy.describe() == factory.describe()
+    assert "transactional map state in sqlite:///" in factory.describe()
+    assert SqliteMapState.opaque(tmp_path / "t.db", table="o").global_key == DEFAULT_GLOBAL_KEY
+    assert SqliteMapState.factory("opaque", tmp_path / "t.db", table="o").state_type is StateType.OPAQUE
+
+
+@pytest.mark.parametrize("cache_size", [-1, 1.5, True, "10"])
+def test_bad_cache_size_is_a_config_error(tmp_path: Path, cache_size: object) -> None:
+    with pytest.raises(ConfigError, match=r"cache_size must be None, 0 \(no cache\) or a positive int"):
+        SqliteMapState.opaque(tmp_path / "t.db", cache_size=cache_size)
+
+
+def test_other_misuse_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"needs a weir.trident.backing.MapStore"):
+        MapStateFactory("sqlite:///x.db", StateType.OPAQUE)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"unknown state type 'exactly_once'"):
+        SqliteMapState.factory("exactly_once", tmp_path / "t.db")
+    factory = SqliteMapState.opaque(tmp_path / "t.db")
+    with pytest.raises(ConfigError, match=r"partition_index must be an int in \[0, 2\), got 2"):
+        factory.make_state({}, 2, 2)
+
+
+def test_check_false_defers_every_connection(tmp_path: Path) -> None:
+    path = tmp_path / "later" / "t.db"
+    factory = SqliteMapState.opaque(path, table="later", check=False)
+    assert not path.exists()
+    state = factory.make_state({}, 0, 1)
+    assert not path.exists()
+    assert state.multi_get([["a"]]) == [None]
+    assert path.exists()
+
+
+def test_store_errors_are_state_errors(tmp_path: Path) -> None:
+    import sqlite3
+
+    factory = SqliteMapState.non_transactional(tmp_path / "t.db", table="dropped")
+    conn = sqlite3.connect(tmp_path / "t.db")
+    conn.execute("DROP TABLE dropped")
+    conn.close()
+    with pytest.raises(StateError, match=r"table 'dropped': multi_get of 1 keys failed: no such table"):
+        factory.backing_map().multi_get([("a",)])
+
+
+# ---- property: a durable opaque map behaves exactly like the in-memory one ---------------------
+_WORDS = st.sampled_from(["a", "b", "c", "d"])
+_BATCH = st.dictionaries(_WORDS, st.integers(1, 5), min_size=1, max_size=4)
+_STEP = st.tuples(_BATCH, st.booleans(), st.one_of(st.none(), _BATCH))
+
+
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(_STEP, min_size=1, max_size=6))
+def test_sqlite_opaque_and_transactional_maps_match_memory(
+    tmp_path_factory: pytest.TempPathFactory, steps: list
+) -> None:  # type: ignore[type-arg]
+    """Each step: a batch, whether its first attempt fails after writing, and the replay's batch."""
+    db = tmp_path_factory.mktemp("prop") / "t.db"
+    for state_type, builder in (
+        (StateType.OPAQUE, OpaqueMap.build),
+        (StateType.TRANSACTIONAL, TransactionalMap.build),
+    ):
+        factory = SqliteMapState.factory(state_type, db, table=state_type.value)
+        memory = builder(MemoryBackingMap())
+        for txid, (batch, fails, replay) in enumerate(steps, start=1):
+            attempts = [batch]
+            if fails:
+                # a transactional spout replays the same batch; an opaque one may change it
+                attempts.append(replay if (replay and state_type is StateType.OPAQUE) else batch)
+            for i, adds in enumerate(attempts):
+                durable = factory.make_state({}, 0, 1)
+                results = []
+                for target in (durable, memory):
+                    target.begin_commit(txid)
+                    results.append(
+                        target.multi_update(
+                            [[w] for w in adds], [CombinerValueUpdater(Sum(), n) for n in adds.values()]
+                        )
+                    )
+                    if i == len(attempts) - 1:
+                        target.commit(txid)
+                assert results[0] == results[1]
+        words = [["a"], ["b"], ["c"], ["d"]]
+        assert factory.make_state({}, 0, 1).multi_get(words) == memory.multi_get(words)
+    close_connections()
