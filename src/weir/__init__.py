@@ -27,6 +27,7 @@ def submit(name: str, conf: Mapping[str, Any], topology: Any, spark: Any = None)
 
     return _submit(name, conf, topology, spark)
 
+
 __all__ = [
     "CheckpointError",
     "ConfigError",

@@ -88,13 +88,16 @@ def _word(rng: random.Random, i: int) -> str:
     return "".join(rng.choice(letters) for _ in range(3 + i % 6)) + str(i)
 
 
-def read_counts(conf: Mapping[str, Any], topology: str, component: str = "count", parallelism: int = 2) -> Counter[Any]:
+def read_counts(
+    conf: Mapping[str, Any], topology: str, component: str = "count", parallelism: int = 2
+) -> Counter[Any]:
     """The committed counts of every task namespace of ``component``."""
     from weir.state import StateFactory
 
     provider = StateFactory.get_provider(conf)
     got: Counter[Any] = Counter()
     for i in range(parallelism):
-        for k, v in provider.new_state(f"{topology}-{component}-{i}", conf):
+        state: Any = provider.new_state(f"{topology}-{component}-{i}", conf)
+        for k, v in state:
             got[k] += v
     return got

@@ -118,7 +118,7 @@ def test_placements_of_regions() -> None:
     b.set_spout("src", RateSpout())
     b.set_bolt("first", Summer()).shuffle_grouping("src")
     b.set_bolt("second", Summer()).shuffle_grouping("first")
-    b.set_bolt("outside", Summer()).add_configuration("checkpoint.period.ms", 50).shuffle_grouping("second")
+    b.set_bolt("outside", Summer()).shuffle_grouping("second")
     topo = b.create_topology()
     default = placements("t", topo, {}, 2)  # no region declared: the whole topology is one region
     assert default["first"].is_start and not default["second"].is_start

@@ -259,7 +259,9 @@ class Coordinator:
             self._save(replace(rec, txid=rec.txid - 1, phase=Phase.COMMITTED))
         elif rec.phase is Phase.COMMITTING:
             log.warning("topology %s: recovery rolls forward COMMITTING txid %d", self.topology, rec.txid)
-            self.participants.commit_all(rec.txid, self.epoch, lambda: crash_point("during_recovery", rec.txid))
+            self.participants.commit_all(
+                rec.txid, self.epoch, lambda: crash_point("during_recovery", rec.txid)
+            )
             self._save(replace(rec, phase=Phase.COMMITTED))
         else:
             # nothing in flight (a stale prepared set of a fenced driver's late task is replaced by
@@ -281,7 +283,10 @@ class Coordinator:
             base = rec.last_committed + 1 - batch_id
             log.info(
                 "topology %s: Spark query %s starts at batch %d = txid %d",
-                self.topology, query_id, batch_id, base + batch_id,
+                self.topology,
+                query_id,
+                batch_id,
+                base + batch_id,
             )
             self._save(replace(rec, query_id=query_id, txid_base=base))
             rec = self._rec()
@@ -329,7 +334,12 @@ class Coordinator:
             first = last_failures[0]
             log.warning(
                 "topology %s: txid %d attempt %d failed in component %r task %d: %s",
-                self.topology, txid, attempt + 1, first.component, first.task, first.error,
+                self.topology,
+                txid,
+                attempt + 1,
+                first.component,
+                first.task,
+                first.error,
             )
             self.participants.rollback_all(self.epoch)
             self._save(replace(rec, txid=txid - 1, phase=Phase.COMMITTED))

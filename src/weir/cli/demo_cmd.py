@@ -51,7 +51,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     st = run.status()
     got = read_counts(conf, TOPOLOGY, "count", args.parallelism)
     print()
-    print_table(["rank", "word", "count"], [(i + 1, w, c) for i, (w, c) in enumerate(got.most_common(args.top))])
+    print_table(
+        ["rank", "word", "count"], [(i + 1, w, c) for i, (w, c) in enumerate(got.most_common(args.top))]
+    )
     print()
     ok = got == expected
     print(
@@ -62,7 +64,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         print(f"verified: all {len(expected)} counts equal a plain Python Counter of the corpus")
         return 0
     diff = {w for w in set(got) | set(expected) if got[w] != expected[w]}
-    print(f"MISMATCH: {len(diff)} words differ from a plain Python count, e.g. {sorted(diff)[:5]}", file=sys.stderr)
+    print(
+        f"MISMATCH: {len(diff)} words differ from a plain Python count, e.g. {sorted(diff)[:5]}",
+        file=sys.stderr,
+    )
     return 1
 
 
@@ -74,7 +79,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--files", type=int, default=8, help="input files (default 8)")
     p.add_argument("--files-per-batch", type=int, default=2, help="files per micro-batch (default 2)")
     p.add_argument("--parallelism", type=int, default=2, help="tasks of split and count (default 2)")
-    p.add_argument("--state-dir", default=os.environ.get("WEIR_STATE_DIR", "./weir-state"), help="weir.state.dir")
+    p.add_argument(
+        "--state-dir", default=os.environ.get("WEIR_STATE_DIR", "./weir-state"), help="weir.state.dir"
+    )
     p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     p.add_argument("--top", type=int, default=10, help="how many top words to print")
     p.add_argument("--seed", type=int, default=7, help="corpus seed")

@@ -72,7 +72,11 @@ def load_target(spec: str) -> tuple[Any, str, Mapping[str, Any]]:
         )
         raise ConfigError(msg)
     obj = getattr(module, attrs[0])
-    if callable(obj) and not isinstance(obj, (Topology, TopologyBuilder)) and not hasattr(obj, "_weir_submit"):
+    if (
+        callable(obj)
+        and not isinstance(obj, (Topology, TopologyBuilder))
+        and not hasattr(obj, "_weir_submit")
+    ):
         obj = obj()
     if isinstance(obj, TopologyBuilder):
         obj = obj.create_topology()
@@ -83,7 +87,8 @@ def load_target(spec: str) -> tuple[Any, str, Mapping[str, Any]]:
 def _cmd_run(args: argparse.Namespace) -> int:
     import weir
 
-    topology, default_name, conf = load_target(args.target)
+    topology, default_name, module_conf = load_target(args.target)
+    conf = dict(module_conf)
     conf.update(parse_conf_pairs(args.conf or []))
     if args.master:
         conf["weir.spark.master"] = args.master
@@ -133,7 +138,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="configuration (repeatable)")
     p.add_argument("--master", help="Spark master URL (weir.spark.master), default local[*]")
     p.add_argument("--name", help="topology name (default: NAME in the module, else its file name)")
-    p.add_argument("--available-now", action="store_true", help="process what the sources have now, then stop")
+    p.add_argument(
+        "--available-now", action="store_true", help="process what the sources have now, then stop"
+    )
     p.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--interval", type=float, default=0.5, help="progress refresh in seconds")
     p.set_defaults(func=_cmd_run)

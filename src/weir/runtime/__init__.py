@@ -1,0 +1,1 @@
+"""Runtimes: the only code that knows an execution engine (Spark)."""

@@ -50,7 +50,9 @@ class FileSpout(Spout):
             msg = f"FileSpout: format must be 'text', 'json' or 'csv', got {format!r}"
             raise ConfigError(msg)
         if format != "text" and not schema:
-            msg = f"FileSpout({path!r}): format {format!r} needs a schema, e.g. schema='word STRING, n BIGINT'"
+            msg = (
+                f"FileSpout({path!r}): format {format!r} needs a schema, e.g. schema='word STRING, n BIGINT'"
+            )
             raise ConfigError(msg)
         if isinstance(files_per_batch, bool) or not isinstance(files_per_batch, int) or files_per_batch < 1:
             msg = f"FileSpout: files_per_batch must be a positive int, got {files_per_batch!r}"
@@ -187,5 +189,3 @@ class DataFrameSpout(Spout):
         if cols != self.fields:
             df = df.select(*self.fields) if set(self.fields) <= set(cols) else df.toDF(*self.fields)
         return df
-
-

@@ -97,8 +97,10 @@ class Backend(ABC):
 
     @abstractmethod
     def commit_prepared(self, namespace: str, txid: int, epoch: int | None) -> None:
-        """Apply the prepared set (which must carry ``txid``) to the committed rows, set the committed
-        txid to ``txid`` and clear the prepared set — all in one atomic step."""
+        """Apply the prepared set (which must carry ``txid``) to the committed rows atomically.
+
+        In the same atomic step the committed txid becomes ``txid`` and the prepared set is cleared.
+        """
 
     @abstractmethod
     def discard_prepared(self, namespace: str, epoch: int | None) -> None:

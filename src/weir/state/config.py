@@ -117,7 +117,7 @@ class ProviderConfig:
         out = json.loads(json.dumps(dict(self.options), default=str))
         for sub in ("jedisPoolConfig", "jedisClusterConfig"):
             if isinstance(out.get(sub), dict) and out[sub].get("password"):
-                out[sub]["password"] = "***"
+                out[sub]["password"] = "***"  # noqa: S105 - redaction, not a secret
         if isinstance(out.get("url"), str):
             parts = urlsplit(out["url"])
             if parts.password:
@@ -162,7 +162,9 @@ def parse_provider_config(conf: Mapping[str, Any]) -> ProviderConfig:
         try:
             options = json.loads(raw_cfg)
         except json.JSONDecodeError as exc:
-            msg = f"{PROVIDER_CONFIG_KEY} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+            msg = (
+                f"{PROVIDER_CONFIG_KEY} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+            )
             raise ConfigError(msg) from exc
         if not isinstance(options, dict):
             msg = f"{PROVIDER_CONFIG_KEY} must be a JSON object, got {type(options).__name__}"

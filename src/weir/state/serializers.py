@@ -89,9 +89,10 @@ class JsonSerializer:
             return str(obj).encode()
         if t is str:
             # fast path: printable text without quotes or backslashes needs no escaping
-            if obj.isprintable() and '"' not in obj and "\\" not in obj:
-                return b'"' + obj.encode("utf-8", "surrogatepass") + b'"'
-            return _ENCODER.encode(obj).encode("utf-8", "surrogatepass")
+            text: str = obj
+            if text.isprintable() and '"' not in text and "\\" not in text:
+                return b'"' + text.encode("utf-8", "surrogatepass") + b'"'
+            return _ENCODER.encode(text).encode("utf-8", "surrogatepass")
         return _ENCODER.encode(_check_json(obj, "value")).encode("utf-8", "surrogatepass")
 
     def deserialize(self, data: bytes) -> Any:

@@ -18,7 +18,15 @@ from weir.topology.components import (
 )
 from weir.topology.tuple import DEFAULT_STREAM, Fields
 
-__all__ = ["BoltDeclarer", "ComponentSpec", "Grouping", "GroupingKind", "Subscription", "Topology", "TopologyBuilder"]
+__all__ = [
+    "BoltDeclarer",
+    "ComponentSpec",
+    "Grouping",
+    "GroupingKind",
+    "Subscription",
+    "Topology",
+    "TopologyBuilder",
+]
 
 
 class GroupingKind(enum.Enum):
@@ -92,9 +100,7 @@ class BoltDeclarer:
         """Tuples go round-robin over the tasks."""
         return self._add(component_id, stream_id, Grouping(GroupingKind.SHUFFLE))
 
-    def fields_grouping(
-        self, component_id: str, *args: Any
-    ) -> BoltDeclarer:
+    def fields_grouping(self, component_id: str, *args: Any) -> BoltDeclarer:
         """Tuples with equal values of ``fields`` go to the same task (stable hash, every process alike).
 
         Call as ``fields_grouping("split", Fields("word"))`` or ``fields_grouping("split", "stream", Fields("word"))``.
@@ -213,7 +219,9 @@ class TopologyBuilder:
         from weir.streams.operator import Operator
 
         if not isinstance(bolt, (Bolt, BasicBolt, Operator)):
-            msg = f"set_bolt({cid!r}): {type(bolt).__name__} is not a Bolt, BasicBolt, StatefulBolt or Operator"
+            msg = (
+                f"set_bolt({cid!r}): {type(bolt).__name__} is not a Bolt, BasicBolt, StatefulBolt or Operator"
+            )
             raise TopologyError(msg, component=cid)
         return BoltDeclarer(self._add(cid, bolt, parallelism_hint))
 
@@ -296,7 +304,7 @@ class TopologyBuilder:
             if state.get(cid) == 2:
                 return
             if state.get(cid) == 1:
-                cycle = " -> ".join([*path[path.index(cid):], cid])
+                cycle = " -> ".join([*path[path.index(cid) :], cid])
                 msg = (
                     f"the topology has a cycle ({cycle}); weir runs each micro-batch as a DAG, so "
                     "break the cycle (e.g. feed back through an external store or a source)"

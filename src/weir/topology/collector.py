@@ -59,13 +59,17 @@ class OutputCollector:
                 f"emit on undeclared stream {stream!r} (declared: {declared}); declare it in "
                 "declare_output_fields with declarer.declare_stream(stream, Fields(...))"
             )
-            raise TopologyError(msg, topology=self.topology, component=self.component_id, task=self.task_index)
+            raise TopologyError(
+                msg, topology=self.topology, component=self.component_id, task=self.task_index
+            )
         if len(values) != arity:
             msg = (
                 f"topology {self.topology!r}, component {self.component_id!r}, task {self.task_index}: "
                 f"emitted {len(values)} values on stream {stream!r}, which declares {arity} fields"
             )
-            raise TopologyError(msg, topology=self.topology, component=self.component_id, task=self.task_index)
+            raise TopologyError(
+                msg, topology=self.topology, component=self.component_id, task=self.task_index
+            )
         return tuple(values)
 
     def emit(

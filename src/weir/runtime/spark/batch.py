@@ -122,7 +122,9 @@ class BatchJob:
             meta = list(acc.value)
         except Exception as exc:  # a worker died, OOM, ...: the whole job failed
             return JobOutcome(
-                failures=[TaskFailure("<spark>", -1, f"the Spark job failed: {_short(exc)}", str(exc)[-4000:])]
+                failures=[
+                    TaskFailure("<spark>", -1, f"the Spark job failed: {_short(exc)}", str(exc)[-4000:])
+                ]
             )
         finally:
             for r in persisted:
@@ -136,7 +138,9 @@ class BatchJob:
         ]
         missing = self._missing_tasks(reports)
         if missing and not failures:
-            failures.append(TaskFailure(missing[0][0], missing[0][1], "the task sent no report (lost output?)"))
+            failures.append(
+                TaskFailure(missing[0][0], missing[0][1], "the task sent no report (lost output?)")
+            )
         stats = self._stats(reports, dead, (time.perf_counter() - t0) * 1000)
         self.last_stats = stats
         outcome = JobOutcome(failures=failures, stats=stats)
@@ -144,7 +148,8 @@ class BatchJob:
             from weir.errors import FencedError
 
             first = next(r for r in reports if r.get("fenced"))
-            raise FencedError(f"txid {txid}: {first['error']}")
+            msg = f"txid {txid}: {first['error']}"
+            raise FencedError(msg)
         if outcome.ok and dead and self.on_dead_letters is not None:
             self.on_dead_letters(txid, dead)
         return outcome
@@ -163,7 +168,9 @@ class BatchJob:
             src = outs[sub.source]
             if src.getNumPartitions() == n:
                 stream, source = sub.stream, sub.source
-                narrow = src.filter(lambda r, _s=stream: r[1] == _s).map(lambda r, _c=source: (_c, r[1], r[2], r[3]))
+                narrow = src.filter(lambda r, _s=stream: r[1] == _s).map(
+                    lambda r, _c=source: (_c, r[1], r[2], r[3])
+                )
                 return narrow.mapPartitionsWithIndex(run_part)
         parts = []
         for sub in comp.inputs:
@@ -176,7 +183,7 @@ class BatchJob:
 
     def _missing_tasks(self, reports: list[dict[str, Any]]) -> list[tuple[str, int]]:
         seen = {(r["component"], r["task"]) for r in reports}
-        out = []
+        out: list[tuple[str, int]] = []
         for cid, c in self.topology.components.items():
             if c.is_spout:
                 continue

@@ -1,5 +1,6 @@
-"""Submitting a topology: one Spark Structured Streaming query whose ``foreachBatch`` drives the
-coordinator. ``weir.submit(name, conf, topology)`` validates everything at submit time and returns a
+"""Running a topology: one Spark Structured Streaming query whose ``foreachBatch`` drives the coordinator.
+
+``weir.submit(name, conf, topology)`` validates everything at submit time and returns a
 :class:`TopologyRun`; ``start()`` runs it continuously (trigger = checkpoint interval),
 ``process_available()`` processes what the sources have now and stops (``Trigger.AvailableNow``).
 """
@@ -92,7 +93,9 @@ def make_coordinator(
     else:
         check_local_store("sqlite", master, name)
         backend = open_backend(parse_provider_config({"weir.state.dir": rc.state_dir}))
-    coord = Coordinator(name, CheckpointStore(backend, name), participants, parallelism, max_retries=rc.max_retries)
+    coord = Coordinator(
+        name, CheckpointStore(backend, name), participants, parallelism, max_retries=rc.max_retries
+    )
     coord.start()
     return coord
 
@@ -161,7 +164,9 @@ class TopologyRun:
             df = dfs[0][1]
         else:
             self._spout_id = None
-            parts = [d.select(F.lit(cid).alias("c"), F.to_json(F.array(*d.columns)).alias("v")) for cid, d in dfs]
+            parts = [
+                d.select(F.lit(cid).alias("c"), F.to_json(F.array(*d.columns)).alias("v")) for cid, d in dfs
+            ]
             df = parts[0]
             for p in parts[1:]:
                 df = df.unionByName(p)
@@ -188,7 +193,9 @@ class TopologyRun:
             rdd = df.rdd
             if self.coordinator is not None:
                 report = self.coordinator.run_batch(
-                    self._qid, batch_id, lambda txid, epoch, attempt: self.runner.run(rdd, self._spout_id, txid, epoch)
+                    self._qid,
+                    batch_id,
+                    lambda txid, epoch, attempt: self.runner.run(rdd, self._spout_id, txid, epoch),
                 )
             else:
                 report = self._stateless(rdd, batch_id)
@@ -215,7 +222,11 @@ class TopologyRun:
             f"{self.rc.max_retries + 1} times: {first.error}"
         )
         raise TopologyError(
-            msg, topology=self.name, component=first.component, task=first.task, txid=txid,
+            msg,
+            topology=self.name,
+            component=first.component,
+            task=first.task,
+            txid=txid,
             remote_traceback=first.traceback or None,
         )
 
@@ -259,7 +270,9 @@ class TopologyRun:
         if self.query is None:
             self.start()
         try:
-            done = bool(self.query.awaitTermination(timeout) if timeout is not None else self.query.awaitTermination())
+            done = bool(
+                self.query.awaitTermination(timeout) if timeout is not None else self.query.awaitTermination()
+            )
             if timeout is None:
                 done = True
         except Exception as exc:
@@ -310,6 +323,5 @@ def picklable_or_raise(name: str, cid: str, obj: Any) -> bytes:
 def spark_for(rc: RuntimeConfig, spark: Any) -> tuple[Any, str]:
     """The session to use and its master URL."""
     if spark is None:
-        extra = {}
-        spark = get_spark(rc.master, f"weir-{rc.topology}", extra)
+        spark = get_spark(rc.master, f"weir-{rc.topology}")
     return spark, str(spark.sparkContext.master)

@@ -56,7 +56,9 @@ def submit_topology(name: str, conf: Mapping[str, Any], topology: Topology, spar
             if c.parallelism > rc.max_task_parallelism:
                 log.warning(
                     "component %s: parallelism %d capped to topology.max.task.parallelism=%d",
-                    c.id, c.parallelism, rc.max_task_parallelism,
+                    c.id,
+                    c.parallelism,
+                    rc.max_task_parallelism,
                 )
                 c.parallelism = rc.max_task_parallelism
     for c in topology.components.values():
@@ -70,7 +72,9 @@ def submit_topology(name: str, conf: Mapping[str, Any], topology: Topology, spar
     specs: dict[str, TaskSpec] = {}
     for cid in topology.order:
         c = topology.components[cid]
-        input_fields = {(s.source, s.stream): topology.components[s.source].outputs[s.stream] for s in c.inputs}
+        input_fields = {
+            (s.source, s.stream): topology.components[s.source].outputs[s.stream] for s in c.inputs
+        }
         specs[cid] = TaskSpec(
             topology=name,
             component_id=cid,
@@ -91,7 +95,10 @@ def submit_topology(name: str, conf: Mapping[str, Any], topology: Topology, spar
     namespaces: list[str] = []
     if stateful:
         assert provider is not None
-        parallel = isinstance(provider, KeyValueStateProvider) and provider.config.provider in ("redis", "postgres")
+        parallel = isinstance(provider, KeyValueStateProvider) and provider.config.provider in (
+            "redis",
+            "postgres",
+        )
         groups: list[Any] = []
         bolts = [specs[c.id] for c in stateful if isinstance(c.obj, StatefulBolt)]
         if bolts:
@@ -108,5 +115,13 @@ def submit_topology(name: str, conf: Mapping[str, Any], topology: Topology, spar
         )
     spouts = [(s.id, s.obj) for s in topology.spouts]
     return TopologyRun(
-        name, conf, rc, spark_session, spouts, job, coordinator, provider=provider, state_namespaces=namespaces
+        name,
+        conf,
+        rc,
+        spark_session,
+        spouts,
+        job,
+        coordinator,
+        provider=provider,
+        state_namespaces=namespaces,
     )

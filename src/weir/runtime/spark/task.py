@@ -24,7 +24,7 @@ from typing import Any
 from weir.checkpoint.faults import crash_point
 from weir.errors import FencedError, TopologyError
 from weir.topology.collector import BasicOutputCollector, FailedTuple, OutputCollector
-from weir.topology.components import BasicBolt, Bolt, Spout, StatefulBolt
+from weir.topology.components import BasicBolt, Spout, StatefulBolt
 from weir.topology.context import TopologyContext
 from weir.topology.tuple import Fields, Tuple
 
@@ -70,7 +70,9 @@ def _report(spec: TaskSpec, task: int, txid: int, **kw: Any) -> tuple[str, dict[
     return ("R", rep)
 
 
-def _dead_letter(spec: TaskSpec, task: int, txid: int, tup: Tuple | None, values: Any, error: str) -> tuple[str, dict[str, Any]]:
+def _dead_letter(
+    spec: TaskSpec, task: int, txid: int, tup: Tuple | None, values: Any, error: str
+) -> tuple[str, dict[str, Any]]:
     return (
         "D",
         {
@@ -111,9 +113,7 @@ def _check_emitted(spec: TaskSpec, task: int, values: tuple[Any, ...]) -> None:
             raise TopologyError(msg, component=spec.component_id, task=task) from exc
 
 
-def run_spout_task(
-    spec: TaskSpec, task: int, txid: int, rows: Iterable[Any]
-) -> Iterator[tuple[Any, ...]]:
+def run_spout_task(spec: TaskSpec, task: int, txid: int, rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
     """Turn a partition of the batch's DataFrame into tuples of the spout's default stream."""
     spout: Spout = spec.component
     t0 = time.perf_counter()
@@ -129,7 +129,11 @@ def run_spout_task(
                 yield _dead_letter(spec, task, txid, None, list(row), f"malformed input record: {err}")
                 continue
             yield _report(
-                spec, task, txid, ok=False, n_in=n,
+                spec,
+                task,
+                txid,
+                ok=False,
+                n_in=n,
                 error=f"malformed input record {tuple(row)!r:.200}: {err}",
                 traceback=traceback.format_exc(),
             )
@@ -226,7 +230,12 @@ def run_task(
     except Exception as exc:
         where = f"{stage}" + (f" of tuple {list(current.values)!r:.200}" if current is not None else "")
         yield _report(
-            spec, task, txid, ok=False, n_in=n_in, n_out=n_out,
+            spec,
+            task,
+            txid,
+            ok=False,
+            n_in=n_in,
+            n_out=n_out,
             error=f"{type(exc).__name__} in {where}: {exc}",
             error_type=type(exc).__name__,
             traceback=traceback.format_exc(),
@@ -234,6 +243,13 @@ def run_task(
         )
         return
     yield _report(
-        spec, task, txid, n_in=n_in, n_out=n_out, failed=n_failed, acked=out.acked,
-        errors=out.errors[:5], ms=(time.perf_counter() - t0) * 1000,
+        spec,
+        task,
+        txid,
+        n_in=n_in,
+        n_out=n_out,
+        failed=n_failed,
+        acked=out.acked,
+        errors=out.errors[:5],
+        ms=(time.perf_counter() - t0) * 1000,
     )

@@ -1,0 +1,433 @@
+"""Replayable spouts: a user's offset-range reader registered as a Spark Python data source.
+
+A :class:`ReplayableSpout` says where its data starts (:meth:`~ReplayableSpout.initial_offset`), how
+far a batch may go (:meth:`~ReplayableSpout.latest_offset`, honouring a :class:`ReadLimit`) and how
+to read a range (:meth:`~ReplayableSpout.read`). weir turns it into a Spark
+``DataSourceStreamReader`` with admission control and ``Trigger.AvailableNow`` support, so Spark
+records every batch's offsets in its offset log *before* the batch runs and replays exactly that
+range after a failure — spout progress is checkpointed, unlike Storm's.
+
+Where each method runs:
+
+=========================  ==========================================================
+``initial_offset``          the driver, once per checkpoint (the result is pinned)
+``latest_offset``           Spark's source planner (a Python worker next to the driver)
+``partitions``, ``commit``  the planner as well
+``read``                    executors, on a pickled copy of the spout: keep it stateless
+=========================  ==========================================================
+
+Offsets are JSON objects (``dict`` of ``str`` to ``str``/``int``/``bool`` or nested objects);
+weir sorts their keys so the same offset always has the same JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from abc import abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadMaxBytes,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.streaming.datasource import ReadLimit as SparkReadLimit
+
+from weir.errors import ConfigError, SourceError, WeirError
+from weir.sources._schema import CORRUPT_COLUMN, Column, parse_columns, to_ddl
+from weir.topology.components import Guarantee, OutputFieldsDeclarer, Spout
+from weir.topology.tuple import Fields
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from weir.topology.context import TopologyContext
+
+__all__ = ["Offset", "ReadLimit", "ReplayableSpout", "canonical_offset"]
+
+log = logging.getLogger("weir.sources")
+
+Offset = dict[str, Any]
+"""A spout offset: a JSON object."""
+
+
+@dataclass(frozen=True)
+class ReadLimit:
+    """How much one batch may take: at most ``max_records`` records and about ``max_bytes`` bytes.
+
+    ``None`` means no limit. A spout must always admit at least one record when any is available,
+    even one larger than ``max_bytes``, or the stream would stop.
+    """
+
+    max_records: int | None = None
+    max_bytes: int | None = None
+
+    @property
+    def unlimited(self) -> bool:
+        """Whether everything available may be taken."""
+        return self.max_records is None and self.max_bytes is None
+
+    def cap(self, start: int, available: int) -> int:
+        """For integer positions: the end of a batch starting after ``start`` with ``available`` the last.
+
+        Example: ``ReadLimit(max_records=100).cap(start=250, available=1000) == 350``.
+        """
+        if available <= start or self.max_records is None:
+            return max(start, available)
+        return min(available, start + self.max_records)
+
+
+class ReplayableSpout(Spout):
+    """A spout that reads by offset range, registered with Spark as a Python data source.
+
+    Subclasses implement :meth:`initial_offset`, :meth:`latest_offset` and :meth:`read`, and declare
+    their output with ``fields`` (every column ``STRING``) or a DDL ``schema`` such as
+    ``"user STRING, amount BIGINT"``. Optional: :meth:`partitions` (split a range for parallel
+    reads), :meth:`commit` (Spark finished a range; lags a batch and may be skipped: never rely on
+    it), :meth:`stop`, :meth:`clamp_offset` (for offsets that are not numbers).
+
+    ``read(start, end)`` must return the same records every time it is called with the same range:
+    that is what makes the spout ``TRANSACTIONAL``. A source that can lose records inside a range
+    (retention) declares ``OPAQUE``.
+
+    Attributes
+    ----------
+    guarantee : what the spout promises on replay (default ``TRANSACTIONAL``)
+    fields : output field names (all ``STRING``) when no ``schema`` is given
+    schema : DDL of the output columns (``STRING``, ``BIGINT``, ``INT``, ``DOUBLE``, ``BOOLEAN``, ``BINARY``, ...)
+    max_records_per_batch : back-pressure: records per batch (``None``: no limit)
+    max_bytes_per_batch : back-pressure: approximate bytes per batch (``None``: no limit)
+    corrupt_column : rows end with one more value, the reason a record is malformed (or ``None``);
+        such a row fails its batch, or goes to the dead-letter sink when the topology has one
+
+    Examples
+    --------
+    >>> class Numbers(ReplayableSpout):
+    ...     schema = "n BIGINT"
+    ...     max_records_per_batch = 100
+    ...     def __init__(self, total):
+    ...         self.total = total
+    ...     def initial_offset(self):
+    ...         return {"n": 0}
+    ...     def latest_offset(self, start, limit):
+    ...         return {"n": limit.cap(start["n"], self.total)}
+    ...     def read(self, start, end):
+    ...         return ((i,) for i in range(start["n"], end["n"]))
+    """
+
+    guarantee: Guarantee = Guarantee.TRANSACTIONAL
+    fields: Sequence[str] | None = None
+    schema: str | None = None
+    max_records_per_batch: int | None = None
+    max_bytes_per_batch: int | None = None
+    corrupt_column: bool = False
+
+    # ---- what a spout implements ---------------------------------------------------------
+    @abstractmethod
+    def initial_offset(self) -> Offset:
+        """Where a new topology starts. Called once; weir pins the result in the checkpoint."""
+
+    @abstractmethod
+    def latest_offset(self, start: Offset, limit: ReadLimit) -> Offset:
+        """The end of the next batch after ``start``, within ``limit``; ``start`` when nothing is new."""
+
+    @abstractmethod
+    def read(self, start: Offset, end: Offset) -> Iterable[Sequence[Any]]:
+        """The records after ``start`` up to and including ``end``, as tuples in the output's column order."""
+
+    def partitions(self, start: Offset, end: Offset) -> Sequence[tuple[Offset, Offset]]:
+        """Split the range into sub-ranges read in parallel (default: one)."""
+        return [] if start == end else [(start, end)]
+
+    def commit(self, end: Offset) -> None:  # noqa: B027 - optional hook
+        """Spark has processed everything up to ``end`` (lags a batch; may not be called)."""
+
+    def stop(self) -> None:  # noqa: B027 - optional hook
+        """The query stopped (not always called)."""
+
+    def clamp_offset(self, start: Offset, end: Offset, target: Offset) -> Offset:
+        """``end`` limited to ``target`` and never before ``start`` (for ``Trigger.AvailableNow``).
+
+        The default handles numbers and nested objects of numbers; keys missing from ``target``
+        keep their ``start`` value (or are left out). Override it for offsets that do not compare
+        as numbers.
+        """
+        return _clamp(start, end, target, self.describe())
+
+    def describe(self) -> str:
+        """A short description for messages (default: the class name)."""
+        return type(self).__name__
+
+    # ---- what weir does with it ----------------------------------------------------------
+    def columns(self) -> list[Column]:
+        """The output columns (validated)."""
+        return parse_columns(self.schema, self.fields, where=self.describe())
+
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
+        """One stream with the spout's fields."""
+        declarer.declare(Fields([c.name for c in self.columns()]))
+
+    def spark_schema(self) -> str:
+        """The data source's DDL (output columns, plus the malformed-record column if any)."""
+        return to_ddl(self.columns(), corrupt_column=self.corrupt_column)
+
+    def read_limit(self) -> ReadLimit:
+        """The configured back-pressure limits (validated)."""
+        for name in ("max_records_per_batch", "max_bytes_per_batch"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                msg = f"{self.describe()}: {name} must be a positive int or None, got {v!r}"
+                raise ConfigError(msg)
+        return ReadLimit(self.max_records_per_batch, self.max_bytes_per_batch)
+
+    def to_values(self, row: Any) -> tuple[Any, ...]:
+        """The row's values; a row marked malformed raises :class:`SourceError`."""
+        if self.corrupt_column:
+            bad = row[-1]
+            if bad is not None:
+                msg = f"{self.describe()}: malformed record: {bad}"
+                raise SourceError(msg)
+            return tuple(row[:-1])
+        return tuple(row)
+
+    def create_stream(self, spark: SparkSession, context: TopologyContext) -> DataFrame:
+        """Register the spout as a Python data source and return ``spark.readStream`` over it."""
+        self.columns()
+        self.read_limit()
+        where = f"spout {context.component_id!r} of topology {context.topology!r} ({self.describe()})"
+        from weir.runtime.spark.config import RuntimeConfig
+
+        location = RuntimeConfig.from_conf(context.topology, context.conf).checkpoint_location
+        path = f"{location.rstrip('/')}/weir/initial-offset/{context.component_id}.json"
+        initial = pin_initial_offset(spark, path, lambda: canonical_offset(self.initial_offset(), where))
+        name = source_name(context.topology, context.component_id)
+        attrs = {"spout": self, "where": where, "initial": initial, "source_name": name, "__module__": __name__}
+        cls = type(name, (_SpoutDataSource,), attrs)
+        spark.dataSource.register(cls)
+        return spark.readStream.format(name).load()
+
+
+def source_name(topology: str, component: str) -> str:
+    """The data source name a spout is registered under (letters, digits and ``_``)."""
+    return "weir_" + re.sub(r"[^A-Za-z0-9_]", "_", f"{topology}__{component}")
+
+
+# ---- offsets ---------------------------------------------------------------------------------
+def canonical_offset(offset: Any, where: str) -> Offset:
+    """``offset`` with keys sorted at every level, after checking it is a JSON object of primitives.
+
+    Raises
+    ------
+    SourceError
+        When the offset is not a dict with string keys and str/int/float/bool/None/list/dict values.
+    """
+    if not isinstance(offset, dict):
+        msg = f"{where}: an offset must be a dict (a JSON object), got {type(offset).__name__} {offset!r:.200}"
+        raise SourceError(msg)
+    out = _canon(offset, where)
+    assert isinstance(out, dict)
+    return out
+
+
+def _canon(v: Any, where: str) -> Any:
+    if isinstance(v, dict):
+        for k in v:
+            if not isinstance(k, str):
+                msg = f"{where}: offset keys must be strings, got {k!r}"
+                raise SourceError(msg)
+        return {k: _canon(v[k], where) for k in sorted(v)}
+    if isinstance(v, (list, tuple)):
+        return [_canon(x, where) for x in v]
+    if v is None or isinstance(v, (str, bool, int, float)):
+        return v
+    msg = f"{where}: offset value {v!r:.100} of type {type(v).__name__} is not JSON (use str, int, bool)"
+    raise SourceError(msg)
+
+
+def _clamp(start: Any, end: Any, target: Any, where: str) -> Any:
+    if isinstance(end, dict):
+        out = {}
+        s = start if isinstance(start, dict) else {}
+        t = target if isinstance(target, dict) else {}
+        for k, v in end.items():
+            if k in t:
+                out[k] = _clamp(s.get(k), v, t[k], where)
+            elif k in s:
+                out[k] = s[k]
+        return out
+    if end == target or end == start:
+        return end
+    if target == start:
+        return start
+    numeric = (int, float)
+    if all(isinstance(x, numeric) and not isinstance(x, bool) for x in (end, target)):
+        low = min(end, target)
+        return max(low, start) if isinstance(start, numeric) and not isinstance(start, bool) else low
+    msg = (
+        f"{where}: cannot tell whether offset value {end!r} is past {target!r}; override "
+        "clamp_offset(start, end, target) for offsets that are not numbers"
+    )
+    raise SourceError(msg)
+
+
+def pin_initial_offset(spark: Any, path: str, compute: Callable[[], Offset]) -> Offset:
+    """The initial offset stored at ``path`` (any Hadoop file system), computing and storing it once.
+
+    Spark asks a source for its initial offset again whenever it replays the first batch, so an
+    initial offset that depends on "now" (a stream's current end) must be fixed the first time.
+    """
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    target = jvm.org.apache.hadoop.fs.Path(path)
+    fs = target.getFileSystem(conf)
+    if fs.exists(target):
+        stream = fs.open(target)
+        try:
+            text = str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+        finally:
+            stream.close()
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            msg = f"the pinned initial offset at {path} is not JSON ({exc}); delete the file to start afresh"
+            raise SourceError(msg) from exc
+        if not isinstance(value, dict):
+            msg = f"the pinned initial offset at {path} is not a JSON object; delete the file to start afresh"
+            raise SourceError(msg)
+        return value
+    value = compute()
+    tmp = jvm.org.apache.hadoop.fs.Path(path + ".tmp")
+    out = fs.create(tmp, True)
+    try:
+        out.write(bytearray(json.dumps(value, sort_keys=True).encode("utf-8")))
+    finally:
+        out.close()
+    if not fs.rename(tmp, target):
+        fs.delete(tmp, False)
+        if not fs.exists(target):
+            msg = f"cannot store the initial offset at {path}"
+            raise SourceError(msg)
+    return value
+
+
+# ---- the Spark data source -------------------------------------------------------------------
+class _Range(InputPartition):
+    """One sub-range of a batch, read by one Spark task."""
+
+    def __init__(self, index: int, start: Offset, end: Offset) -> None:
+        super().__init__((start, end))
+        self.index = index
+        self.start = start
+        self.end = end
+
+
+def _weir_limit(limit: SparkReadLimit, configured: ReadLimit) -> ReadLimit:
+    """Spark's read limit as weir's: the engine's limit wins; the other configured bound stays."""
+    if isinstance(limit, ReadAllAvailable):
+        return ReadLimit()
+    if isinstance(limit, ReadMaxRows):
+        return ReadLimit(int(limit.max_rows), configured.max_bytes)
+    if isinstance(limit, ReadMaxBytes):
+        return ReadLimit(configured.max_records, int(limit.max_bytes))
+    return configured  # ReadMinRows / ReadMaxFiles: keep the spout's own bounds
+
+
+class _SpoutReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+    """Adapts a :class:`ReplayableSpout` to Spark's stream reader (admission control, AvailableNow)."""
+
+    def __init__(self, spout: ReplayableSpout, where: str, initial: Offset) -> None:
+        self.spout = spout
+        self.where = where
+        self.initial = initial
+        self.available_now = False
+        self.target: Offset | None = None
+
+    def initialOffset(self) -> Offset:  # noqa: N802 - Spark's name
+        return self.initial
+
+    def getDefaultReadLimit(self) -> SparkReadLimit:  # noqa: N802
+        lim = self.spout.read_limit()
+        if lim.max_records is not None:
+            return ReadMaxRows(lim.max_records)
+        if lim.max_bytes is not None:
+            return ReadMaxBytes(lim.max_bytes)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
+        self.available_now = True
+        self.target = None
+
+    def latestOffset(self, start: Offset, limit: SparkReadLimit) -> Offset:  # noqa: N802
+        spout = self.spout
+        if self.available_now and self.target is None:
+            # the first call after prepare: what is there now is all this run will read
+            self.target = canonical_offset(spout.latest_offset(start, ReadLimit()), self.where)
+        end = canonical_offset(spout.latest_offset(start, _weir_limit(limit, spout.read_limit())), self.where)
+        if self.target is not None:
+            end = canonical_offset(spout.clamp_offset(start, end, self.target), self.where)
+        return end
+
+    def partitions(self, start: Offset, end: Offset) -> Sequence[InputPartition]:
+        ranges = self.spout.partitions(start, end)
+        return [_Range(i, s, e) for i, (s, e) in enumerate(ranges)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, _Range)
+        return _read(self.spout, self.where, partition)
+
+    def commit(self, end: Offset) -> None:
+        try:
+            self.spout.commit(end)
+        except Exception:  # advisory: Spark's commit lags and may be skipped anyway
+            log.warning("%s: commit(%s) failed; continuing", self.where, json.dumps(end), exc_info=True)
+
+    def stop(self) -> None:
+        try:
+            self.spout.stop()
+        except Exception:
+            log.warning("%s: stop() failed", self.where, exc_info=True)
+
+
+def _read(spout: ReplayableSpout, where: str, part: _Range) -> Iterator[tuple[Any, ...]]:
+    try:
+        for rec in spout.read(part.start, part.end):
+            yield rec if isinstance(rec, tuple) else tuple(rec)
+    except WeirError:
+        raise
+    except Exception as exc:
+        msg = (
+            f"{where}: read({json.dumps(part.start)}, {json.dumps(part.end)}) failed: "
+            f"{type(exc).__name__}: {exc}"
+        )
+        raise SourceError(msg) from exc
+
+
+class _SpoutDataSource(DataSource):  # type: ignore[misc]
+    """Base of the per-spout data source classes :meth:`ReplayableSpout.create_stream` makes."""
+
+    spout: ClassVar[ReplayableSpout]
+    where: ClassVar[str]
+    initial: ClassVar[Offset]
+    source_name: ClassVar[str]
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        super().__init__(options)
+
+    @classmethod
+    def name(cls) -> str:
+        return cls.source_name
+
+    def schema(self) -> str:
+        return self.spout.spark_schema()
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:  # noqa: N802
+        return _SpoutReader(self.spout, self.where, self.initial)
+
+
+__all__ += ["CORRUPT_COLUMN"]
