@@ -49,6 +49,7 @@ def _import_target(spec: str) -> tuple[Any, str]:
         module = importlib.util.module_from_spec(mspec)
         sys.modules[name] = module
         mspec.loader.exec_module(module)
+        _ship_by_value(os.path.dirname(os.path.abspath(path)))
     else:
         try:
             module = importlib.import_module(path)
@@ -57,6 +58,20 @@ def _import_target(spec: str) -> tuple[Any, str]:
             raise ConfigError(msg) from exc
         name = path.rsplit(".", 1)[-1]
     return (module, attr), name
+
+
+def _ship_by_value(directory: str) -> None:
+    """Pickle the classes of modules loaded from ``directory`` by value.
+
+    Executors cannot import a module that was loaded from a file path on the driver, so its bolts
+    travel with their code instead (cloudpickle's pickle-by-value).
+    """
+    from pyspark import cloudpickle
+
+    for mod in list(sys.modules.values()):
+        f = getattr(mod, "__file__", None)
+        if f and os.path.dirname(os.path.abspath(f)) == directory:
+            cloudpickle.register_pickle_by_value(mod)
 
 
 def load_target(spec: str) -> tuple[Any, str, Mapping[str, Any]]:

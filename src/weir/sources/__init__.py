@@ -1,6 +1,23 @@
-"""Spouts: Spark streaming sources whose progress Spark checkpoints."""
+"""Spouts: Spark streaming sources whose progress Spark checkpoints.
+
+Built on Spark's own sources: :class:`FileSpout`, :class:`RateSpout`, :class:`DataFrameSpout`.
+Replayable by offset range (Spark Python data sources): :class:`ReplayableSpout` (write your own),
+:class:`RedisStreamSpout` (Redis Streams) and :class:`NatsSpout` (NATS JetStream).
+"""
 
 from weir.sources.builtin import DataFrameSpout, FileSpout, RateSpout
+from weir.sources.nats import NatsSpout
+from weir.sources.redis_streams import RedisStreamSpout
+from weir.sources.replayable import ReadLimit, ReplayableSpout
 from weir.topology.components import Guarantee
 
-__all__ = ["DataFrameSpout", "FileSpout", "Guarantee", "RateSpout"]
+__all__ = [
+    "DataFrameSpout",
+    "FileSpout",
+    "Guarantee",
+    "NatsSpout",
+    "RateSpout",
+    "ReadLimit",
+    "RedisStreamSpout",
+    "ReplayableSpout",
+]

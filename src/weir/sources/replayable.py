@@ -26,7 +26,7 @@ import json
 import logging
 import re
 from abc import abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -40,7 +40,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.streaming.datasource import ReadLimit as SparkReadLimit
 
 from weir.errors import ConfigError, SourceError, WeirError
-from weir.sources._schema import CORRUPT_COLUMN, Column, parse_columns, to_ddl
+from weir.sources._schema import Column, parse_columns, to_ddl
 from weir.topology.components import Guarantee, OutputFieldsDeclarer, Spout
 from weir.topology.tuple import Fields
 
@@ -158,7 +158,8 @@ class ReplayableSpout(Spout):
         keep their ``start`` value (or are left out). Override it for offsets that do not compare
         as numbers.
         """
-        return _clamp(start, end, target, self.describe())
+        out: Offset = _clamp(start, end, target, self.describe())
+        return out
 
     def describe(self) -> str:
         """A short description for messages (default: the class name)."""
@@ -416,9 +417,6 @@ class _SpoutDataSource(DataSource):  # type: ignore[misc]
     initial: ClassVar[Offset]
     source_name: ClassVar[str]
 
-    def __init__(self, options: Mapping[str, str]) -> None:
-        super().__init__(options)
-
     @classmethod
     def name(cls) -> str:
         return cls.source_name
@@ -429,5 +427,3 @@ class _SpoutDataSource(DataSource):  # type: ignore[misc]
     def streamReader(self, schema: Any) -> DataSourceStreamReader:  # noqa: N802
         return _SpoutReader(self.spout, self.where, self.initial)
 
-
-__all__ += ["CORRUPT_COLUMN"]

@@ -46,9 +46,7 @@ def run_child(factory_path: Path, partition: int, partitions: int, batches: list
     return json.loads(done.stdout)
 
 
-def spawn_child(
-    factory_path: Path, partition: int, partitions: int, batches: list[Any]
-) -> subprocess.Popen[str]:
+def spawn_child(factory_path: Path, partition: int, partitions: int, batches: list[Any]) -> subprocess.Popen[str]:
     """Start batches in a subprocess (collect with ``communicate``)."""
     return subprocess.Popen(
         child_command(factory_path, partition, partitions, batches),

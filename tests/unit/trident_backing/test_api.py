@@ -89,9 +89,7 @@ def test_cells_round_trip_and_foreign_data_is_refused() -> None:
     assert decode_cell(data, StateType.OPAQUE, ("k",), where="w") == cell
     assert decode_cell(b"[1,2]", StateType.TRANSACTIONAL, ("k",), where="w") == TransactionalValue(1, 2)
     assert decode_cell(b"7", StateType.NON_TRANSACTIONAL, ("k",), where="w") == 7
-    with pytest.raises(
-        SerializationError, match=r"w: key \('k',\): stored data 7 is not one of the OpaqueValue"
-    ):
+    with pytest.raises(SerializationError, match=r"w: key \('k',\): stored data 7 is not one of the OpaqueValue"):
         decode_cell(b"7", StateType.OPAQUE, ("k",), where="w")
     with pytest.raises(SerializationError, match=r"key \('k',\).*another kind of map state"):
         decode_cell(b'["x",1,2]', StateType.OPAQUE, ("k",), where="w")

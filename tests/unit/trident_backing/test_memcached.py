@@ -91,9 +91,7 @@ def test_bad_options_raise_config_error(memcached_server: Memcached) -> None:
 def test_unreachable_server_raises_config_error_naming_it(memcached_server: Memcached) -> None:
     port = free_port()
     with pytest.raises(ConfigError, match=rf"cannot use memcached at 127.0.0.1:{port}.*key prefix 'wc:'"):
-        MemcachedMapState.transactional(
-            [memcached_server.address, ("127.0.0.1", port)], key_prefix="wc:", timeout=1
-        )
+        MemcachedMapState.transactional([memcached_server.address, ("127.0.0.1", port)], key_prefix="wc:", timeout=1)
 
 
 def test_failure_of_a_running_server_is_a_state_error_then_reconnects() -> None:

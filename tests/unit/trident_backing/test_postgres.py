@@ -51,9 +51,7 @@ def _count_words(factory: Any, txid: int, words: list[str]) -> list[Any]:
 
 def test_word_counts_are_readable_with_plain_sql(postgres_url: str) -> None:
     table = _table()
-    factory = PostgresMapState.opaque(
-        postgres_url, table=table, key_columns={"word": "TEXT"}, value_type="BIGINT"
-    )
+    factory = PostgresMapState.opaque(postgres_url, table=table, key_columns={"word": "TEXT"}, value_type="BIGINT")
     _count_words(factory, 1, ["the", "man", "the", "dog"])
     _count_words(factory, 2, ["the", "man"])
     _count_words(factory, 2, ["the"])  # a replay of batch 2 with fewer tuples
@@ -83,9 +81,7 @@ def test_word_counts_are_readable_with_plain_sql(postgres_url: str) -> None:
         (StateType.NON_TRANSACTIONAL, [("word", "text"), ("day", "date"), ("value", "double precision")]),
     ],
 )
-def test_table_layout_per_state_type(
-    postgres_url: str, state_type: StateType, columns: list[tuple[str, str]]
-) -> None:
+def test_table_layout_per_state_type(postgres_url: str, state_type: StateType, columns: list[tuple[str, str]]) -> None:
     table = _table()
     PostgresMapState.factory(
         state_type, postgres_url, table=table, key_columns=[("word", "TEXT"), ("day", "DATE")],
@@ -93,8 +89,7 @@ def test_table_layout_per_state_type(
     )  # fmt: skip
     found = _sql(
         postgres_url,
-        "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = %s "
-        "ORDER BY ordinal_position",
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = %s ORDER BY ordinal_position",
         table,
     )
     assert found == columns
@@ -154,9 +149,7 @@ def test_multi_put_is_one_transaction(postgres_url: str) -> None:
     assert backing.multi_get([("old",), ("new",), ("boom",)]) == [1, None, None]
 
 
-def test_big_batches_are_chunked_inside_one_transaction(
-    postgres_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_big_batches_are_chunked_inside_one_transaction(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pg_module, "_CHUNK", 100)
     backing = PostgresMapState.non_transactional(
         postgres_url, table=_table(), key_columns={"k": "BIGINT"}
@@ -169,9 +162,7 @@ def test_keys_and_values_that_do_not_fit_are_serialization_errors(postgres_url: 
     backing = PostgresMapState.non_transactional(
         postgres_url, table=_table(), key_columns={"word": "TEXT", "n": "BIGINT"}
     ).backing_map()
-    with pytest.raises(
-        SerializationError, match=r"key \('only-one',\) does not match the key columns \['word', 'n'\]"
-    ):
+    with pytest.raises(SerializationError, match=r"key \('only-one',\) does not match the key columns \['word', 'n'\]"):
         backing.multi_get([("only-one",)])
     with pytest.raises(SerializationError, match=r"non-null value per key column"):
         backing.multi_put([("w", None)], [1])
@@ -220,9 +211,7 @@ def test_forked_child_does_not_touch_the_parent_session(postgres_url: str) -> No
 def test_a_schema_other_than_public(postgres_url: str) -> None:
     _sql(postgres_url, "CREATE SCHEMA IF NOT EXISTS analytics")
     table = _table()
-    factory = PostgresMapState.transactional(
-        postgres_url, table=table, key_columns={"w": "TEXT"}, schema="analytics"
-    )
+    factory = PostgresMapState.transactional(postgres_url, table=table, key_columns={"w": "TEXT"}, schema="analytics")
     _count_words(factory, 1, ["a", "a"])
     assert _sql(postgres_url, f"SELECT w, value, txid FROM analytics.{table}") == [("a", 2, 1)]
 
@@ -243,9 +232,7 @@ def test_a_schema_other_than_public(postgres_url: str) -> None:
         ({"value_type": "NOSUCHTYPE"}, r"PostgreSQL knows no type 'NOSUCHTYPE'"),
     ],
 )
-def test_bad_identifiers_and_types_raise_config_error(
-    postgres_url: str, kwargs: dict[str, Any], match: str
-) -> None:
+def test_bad_identifiers_and_types_raise_config_error(postgres_url: str, kwargs: dict[str, Any], match: str) -> None:
     args: dict[str, Any] = {"table": _table(), "key_columns": {"w": "TEXT"}, **kwargs}
     with pytest.raises(ConfigError, match=match):
         PostgresMapState.opaque(postgres_url, **args)

@@ -53,9 +53,7 @@ def test_standalone_settings_from_storm_config(redis_server: RedisServer) -> Non
     with redis.Redis(host="127.0.0.1", port=redis_server.port, db=2) as plain:
         assert plain.get(f'{prefix}["a"]') == b"[1,2]"
     assert redis_command(redis_server.port, "GET", f'{prefix}["a"]') is None  # not in database 0
-    assert RedisMapState.store(conf).settings == RedisSettings(
-        nodes=(("127.0.0.1", redis_server.port),), database=2
-    )
+    assert RedisMapState.store(conf).settings == RedisSettings(nodes=(("127.0.0.1", redis_server.port),), database=2)
 
 
 def _keys_per_node(cluster: RedisCluster, prefix: str) -> list[int]:
@@ -106,9 +104,7 @@ def test_bad_urls_and_options_raise_config_error() -> None:
 
 def test_unreachable_server_raises_config_error_naming_it() -> None:
     port = free_port()
-    with pytest.raises(
-        ConfigError, match=rf"key prefix 'wc:'.*cannot use Redis at redis://127.0.0.1:{port}/0"
-    ):
+    with pytest.raises(ConfigError, match=rf"key prefix 'wc:'.*cannot use Redis at redis://127.0.0.1:{port}/0"):
         RedisMapState.opaque(f"redis://127.0.0.1:{port}/0", key_prefix="wc:")
     # without the check the factory is made, and the first operation reports the same
     factory = RedisMapState.opaque(f"redis://127.0.0.1:{port}/0", key_prefix="wc:", check=False)

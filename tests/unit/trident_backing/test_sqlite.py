@@ -36,9 +36,7 @@ def test_table_is_plain_json_one_row_per_key(tmp_path: Path) -> None:
     assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     rows = dict(conn.execute("SELECT k, v FROM word_counts").fetchall())
     assert rows == {'["man",1]': "[4,2,null]", '["dög",null]': "[4,2,null]"}
-    assert conn.execute("SELECT name, state_type FROM weir_trident_maps").fetchall() == [
-        ("word_counts", "opaque")
-    ]
+    assert conn.execute("SELECT name, state_type FROM weir_trident_maps").fetchall() == [("word_counts", "opaque")]
     conn.close()
 
 
@@ -167,9 +165,7 @@ def test_bad_locations_raise_config_error(tmp_path: Path) -> None:
 
 def test_two_kinds_of_state_cannot_share_a_table(tmp_path: Path) -> None:
     SqliteMapState.opaque(tmp_path / "t.db", table="shared")
-    with pytest.raises(
-        ConfigError, match=r"'shared' holds a map state of type 'opaque', not 'transactional'"
-    ):
+    with pytest.raises(ConfigError, match=r"'shared' holds a map state of type 'opaque', not 'transactional'"):
         SqliteMapState.transactional(tmp_path / "t.db", table="shared")
 
 

@@ -190,7 +190,8 @@ class TopologyRun:
                 msg = f"topology {self.name!r}: the streaming query did not start"
                 raise TopologyError(msg, topology=self.name)
             assert self._qid is not None
-            rdd = df.rdd
+            # a runner with ``wants_dataframe`` (Trident) plans the batch in Spark SQL itself
+            rdd = df if getattr(self.runner, "wants_dataframe", False) else df.rdd
             if self.coordinator is not None:
                 report = self.coordinator.run_batch(
                     self._qid,

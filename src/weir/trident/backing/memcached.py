@@ -140,8 +140,7 @@ class MemcachedMapStore(MapStore):
         p = self.key_prefix
         if not isinstance(p, str) or not p or len(p) > _MAX_PREFIX or not _safe(p):
             msg = (
-                f"MemcachedMapState key_prefix {p!r} must be 1-{_MAX_PREFIX} printable ASCII characters "
-                "without spaces"
+                f"MemcachedMapState key_prefix {p!r} must be 1-{_MAX_PREFIX} printable ASCII characters without spaces"
             )
             raise ConfigError(msg)
         if isinstance(self.expire, bool) or not isinstance(self.expire, int) or self.expire < 0:

@@ -233,9 +233,7 @@ class RedisMapState(MapStateFamily):
     """
 
     @classmethod
-    def store(
-        cls, url: str | Mapping[str, Any] | RedisSettings, key_prefix: str = "trident:"
-    ) -> RedisMapStore:
+    def store(cls, url: str | Mapping[str, Any] | RedisSettings, key_prefix: str = "trident:") -> RedisMapStore:
         """The keys ``<key_prefix><JSON key>`` of the Redis server or cluster at ``url``.
 
         Parameters

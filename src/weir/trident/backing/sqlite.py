@@ -215,9 +215,7 @@ class SqliteMapStore(MapStore):
 
         def create(conn: sqlite3.Connection) -> None:
             conn.execute(_META)
-            row = conn.execute(
-                "SELECT state_type FROM weir_trident_maps WHERE name = ?", (self.table,)
-            ).fetchone()
+            row = conn.execute("SELECT state_type FROM weir_trident_maps WHERE name = ?", (self.table,)).fetchone()
             if row is not None and row[0] != state_type.value:
                 msg = (
                     f"SqliteMapState {self.describe()} holds a map state of type {row[0]!r}, not "
@@ -230,8 +228,7 @@ class SqliteMapStore(MapStore):
                     (self.table, state_type.value),
                 )
             conn.execute(
-                f'CREATE TABLE IF NOT EXISTS "{self.table}" '
-                "(k TEXT NOT NULL PRIMARY KEY, v TEXT) WITHOUT ROWID"
+                f'CREATE TABLE IF NOT EXISTS "{self.table}" (k TEXT NOT NULL PRIMARY KEY, v TEXT) WITHOUT ROWID'
             )
 
         try:
@@ -265,9 +262,7 @@ class SqliteBackingMap(BackingMap[Any]):
         self.state_type = StateType.parse(state_type)
         table = store.table
         self._select: dict[int, str] = {}
-        self._upsert = (
-            f'INSERT INTO "{table}" (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v'
-        )
+        self._upsert = f'INSERT INTO "{table}" (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v'
 
     def _select_sql(self, n: int) -> str:
         sql = self._select.get(n)

@@ -1,0 +1,421 @@
+"""``NatsSpout``: a NATS JetStream stream read by stream-sequence range.
+
+Offsets are ``{"seq": N, "stream": NAME}``: the last stream sequence of a batch. A batch is the
+range ``(start seq, end seq]``, read with a short-lived pull consumer that starts at
+``start seq + 1`` (``DeliverPolicy.BY_START_SEQUENCE``, no acks) and stops at ``end seq``. nats-py
+is asynchronous; each read runs it on a private event loop, so the spout works in Spark's plain
+Python workers.
+
+Stream sequences have no holes of their own, so without a subject filter a missing sequence inside
+a range is exactly a message the stream's limits (``max_msgs``, ``max_bytes``, ``max_age``) or a
+delete removed before the batch read it. With a subject filter on a stream of several subjects the
+spout cannot tell whose message a removed sequence held; it reports a range whose start the
+stream's head has passed (the spout fell behind retention) as a possible loss. A ``TRANSACTIONAL``
+spout fails such a batch with a :class:`~weir.errors.SourceError`; an ``OPAQUE`` one logs a warning
+and continues with what is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from weir.errors import ConfigError, SourceError
+from weir.sources._schema import Column, converter, parse_columns
+from weir.sources.replayable import Offset, ReadLimit, ReplayableSpout
+from weir.topology.components import Guarantee
+
+__all__ = ["NatsSpout"]
+
+log = logging.getLogger("weir.sources")
+
+T = TypeVar("T")
+
+_NO_MESSAGES = ("404", "408")
+
+
+class NatsSpout(ReplayableSpout):
+    """Messages of a NATS JetStream stream, read exactly once per committed batch.
+
+    Parameters
+    ----------
+    url : ``nats://host:port`` (several servers: comma-separated)
+    stream : the JetStream stream's name (it must exist)
+    subject : only messages on this subject (wildcards allowed); ``None``: every message
+    fields : output fields; with ``format="raw"`` one field (default ``["data"]``) holds the payload,
+        with ``format="json"`` each field is a key of the payload's JSON object
+    schema : DDL of those fields (default: all ``STRING``), e.g. ``"user STRING, n BIGINT"`` or
+        ``"data BINARY"`` for raw bytes
+    format : ``"raw"`` or ``"json"``
+    start : ``"first"`` (default: from the stream's first message), ``"new"`` (only messages
+        published after the topology first starts) or a stream sequence to start at
+    max_records_per_batch, max_bytes_per_batch : back-pressure per batch (bytes use the stream's
+        average message size)
+    guarantee : ``TRANSACTIONAL`` (default) or ``OPAQUE``; see the module docs for trimmed ranges
+    subject_field, seq_field : also emit the message subject (``STRING``) / stream sequence (``BIGINT``)
+    fetch_batch : messages per pull request
+    connect_timeout_s : how long to retry an unreachable server before failing
+    request_timeout_s : how long to wait for one JetStream reply
+
+    Examples
+    --------
+    >>> spout = NatsSpout("nats://127.0.0.1:4222", "ORDERS", subject="orders.>", format="json",
+    ...                   schema="customer STRING, amount DOUBLE", max_records_per_batch=50_000)
+    """
+
+    def __init__(
+        self,
+        url: str,
+        stream: str,
+        subject: str | None = None,
+        fields: Sequence[str] | None = None,
+        schema: str | None = None,
+        *,
+        format: str = "raw",  # noqa: A002 - the natural name
+        start: str | int = "first",
+        max_records_per_batch: int | None = None,
+        max_bytes_per_batch: int | None = None,
+        guarantee: Guarantee = Guarantee.TRANSACTIONAL,
+        subject_field: str | None = None,
+        seq_field: str | None = None,
+        fetch_batch: int = 5000,
+        connect_timeout_s: float = 10.0,
+        request_timeout_s: float = 5.0,
+    ) -> None:
+        if not isinstance(url, str) or not url.strip():
+            msg = f"NatsSpout: url must be 'nats://host:port', got {url!r}"
+            raise ConfigError(msg)
+        self.servers = [u.strip() for u in url.split(",") if u.strip()]
+        if not isinstance(stream, str) or not stream or any(c in stream for c in " .*>\t"):
+            msg = f"NatsSpout: stream must be a JetStream stream name (no spaces, '.', '*' or '>'), got {stream!r}"
+            raise ConfigError(msg)
+        self.stream = stream
+        self.subject = subject or None
+        if format not in ("raw", "json"):
+            msg = f"NatsSpout({stream!r}): format must be 'raw' or 'json', got {format!r}"
+            raise ConfigError(msg)
+        self.format = format
+        if isinstance(start, bool) or not (start in ("first", "new") or (isinstance(start, int) and start >= 1)):
+            msg = f"NatsSpout({stream!r}): start must be 'first', 'new' or a stream sequence ≥ 1, got {start!r}"
+            raise ConfigError(msg)
+        self.start = start
+        if not isinstance(guarantee, Guarantee):
+            msg = f"NatsSpout({stream!r}): guarantee must be a weir.topology.Guarantee, got {guarantee!r}"
+            raise ConfigError(msg)
+        self.guarantee = guarantee
+        if isinstance(fetch_batch, bool) or not isinstance(fetch_batch, int) or fetch_batch < 1:
+            msg = f"NatsSpout({stream!r}): fetch_batch must be a positive int, got {fetch_batch!r}"
+            raise ConfigError(msg)
+        self.fetch_batch = fetch_batch
+        self.connect_timeout_s = float(connect_timeout_s)
+        self.request_timeout_s = float(request_timeout_s)
+        self.max_records_per_batch = max_records_per_batch
+        self.max_bytes_per_batch = max_bytes_per_batch
+        if format == "raw" and fields is None and schema is None:
+            fields = ["data"]
+        self.payload_columns = parse_columns(schema, fields, where=self.describe())
+        if format == "raw" and len(self.payload_columns) != 1:
+            msg = f"{self.describe()}: format='raw' puts the payload in one field; use format='json' for several"
+            raise ConfigError(msg)
+        self.subject_field = subject_field
+        self.seq_field = seq_field
+        meta = [Column(subject_field, "STRING")] if subject_field else []
+        meta += [Column(seq_field, "BIGINT")] if seq_field else []
+        self._columns = parse_columns(
+            ", ".join(f"{c.name} {c.type}" for c in self.payload_columns + meta), None, where=self.describe()
+        )
+        self.fields = [c.name for c in self._columns]
+        self.corrupt_column = True
+        self.read_limit()
+
+    def describe(self) -> str:
+        """``NatsSpout(nats://host:port, stream=NAME[, subject=...])``."""
+        subj = f", subject={self.subject!r}" if self.subject else ""
+        return f"NatsSpout({','.join(self.servers)}, stream={self.stream!r}{subj})"
+
+    def columns(self) -> list[Column]:
+        """Payload fields, then the subject / sequence fields if asked for."""
+        return list(self._columns)
+
+    # ---- async plumbing ----------------------------------------------------------------------
+    def _run(self, make: Callable[[Any], Awaitable[T]], what: str) -> T:
+        """Connect on a private event loop, run ``make(nc)``, disconnect."""
+        loop = asyncio.new_event_loop()
+        try:
+            nc = loop.run_until_complete(self._connect(what))
+            try:
+                return loop.run_until_complete(make(nc))
+            finally:
+                with contextlib.suppress(Exception):
+                    loop.run_until_complete(nc.close())
+        finally:
+            loop.close()
+
+    async def _connect(self, what: str) -> Any:
+        try:
+            import nats
+        except ImportError as exc:  # pragma: no cover - packaging
+            msg = "NatsSpout needs nats-py: pip install 'weir[nats]'"
+            raise ConfigError(msg) from exc
+
+        async def quiet(_exc: Exception) -> None:
+            return None
+
+        deadline = time.monotonic() + self.connect_timeout_s
+        delay = 0.05
+        while True:
+            try:
+                return await nats.connect(
+                    servers=self.servers,
+                    connect_timeout=min(2.0, max(0.1, self.connect_timeout_s)),
+                    allow_reconnect=False,
+                    max_reconnect_attempts=0,
+                    error_cb=quiet,
+                    name="weir-nats-spout",
+                )
+            except Exception as exc:
+                if time.monotonic() + delay > deadline:
+                    msg = (
+                        f"{self.describe()}: {what}: cannot connect to NATS ({type(exc).__name__}: {exc}); "
+                        "start the server or fix the url"
+                    )
+                    raise SourceError(msg) from exc
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    async def _state(self, nc: Any) -> Any:
+        from nats.js.errors import NotFoundError
+
+        js = nc.jetstream(timeout=self.request_timeout_s)
+        try:
+            info = await js.stream_info(self.stream)
+        except NotFoundError as exc:
+            msg = (
+                f"{self.describe()}: JetStream stream {self.stream!r} does not exist; create it first "
+                "(nats stream add, or js.add_stream(name=..., subjects=[...]))"
+            )
+            raise SourceError(msg) from exc
+        return info.state
+
+    def _offset(self, seq: int) -> Offset:
+        return {"seq": int(seq), "stream": self.stream}
+
+    def _seq(self, offset: Offset, what: str) -> int:
+        if offset.get("stream", self.stream) != self.stream:
+            msg = (
+                f"{self.describe()}: the {what} offset belongs to stream {offset.get('stream')!r}; the checkpoint "
+                "was made for another stream — use a new topology name or weir.spark.checkpoint.location"
+            )
+            raise SourceError(msg)
+        return int(offset["seq"])
+
+    # ---- offsets ---------------------------------------------------------------------------
+    def initial_offset(self) -> Offset:
+        """Before the first message (``"first"``), after the last (``"new"``) or before sequence ``start``."""
+        if isinstance(self.start, int):
+            return self._offset(self.start - 1)
+        state = self._run(self._state, "reading the stream's state")
+        if self.start == "new":
+            return self._offset(state.last_seq)
+        return self._offset(max(0, state.first_seq - 1))
+
+    def latest_offset(self, start: Offset, limit: ReadLimit) -> Offset:
+        """The stream's last sequence, or the last one the limit admits (at most that many messages)."""
+        s = self._seq(start, "start")
+        state = self._run(self._state, "reading the stream's state")
+        last = int(state.last_seq)
+        if last <= s:
+            return start
+        base = max(s, int(state.first_seq) - 1)  # sequences before the head are gone: do not count them
+        end = last
+        if limit.max_records is not None:
+            end = min(end, base + limit.max_records)
+        if limit.max_bytes is not None:
+            avg = max(1, int(state.bytes) // max(1, int(state.messages)))
+            end = min(end, base + max(1, limit.max_bytes // avg))
+        return self._offset(end)
+
+    # ---- reading ---------------------------------------------------------------------------
+    def read(self, start: Offset, end: Offset) -> Iterable[Sequence[Any]]:
+        """The messages with sequences in ``(start, end]`` (on ``subject``), converted to the output."""
+        s, e = self._seq(start, "start"), self._seq(end, "end")
+        if e <= s:
+            return
+        convert = self._converter()
+        loop = asyncio.new_event_loop()
+        puller: _Puller | None = None
+        try:
+            nc = loop.run_until_complete(self._connect(f"reading ({s}, {e}]"))
+            puller = _Puller(nc, self, s + 1)
+            loop.run_until_complete(puller.open())
+            expected, gaps = s + 1, []
+            while True:
+                want = min(self.fetch_batch, e - expected + 1) if self.subject is None else self.fetch_batch
+                msgs = loop.run_until_complete(puller.pull(max(1, want)))
+                done = len(msgs) < want
+                for seq, pending, subject, data in msgs:
+                    if seq > e:
+                        done = True
+                        break
+                    if seq > expected:
+                        gaps.append((expected, seq - 1))
+                    expected = seq + 1
+                    yield convert(seq, subject, data)
+                    if seq == e or pending == 0:
+                        done = True
+                if done:
+                    break
+            if expected <= e:
+                gaps.append((expected, e))
+            first_seq = None
+            if self.subject is not None:
+                state = loop.run_until_complete(self._state(nc))
+                first_seq = int(state.first_seq)
+                gaps = [(s + 1, min(e, first_seq - 1))] if first_seq > s + 1 else []
+            elif gaps:
+                first_seq = int(loop.run_until_complete(self._state(nc)).first_seq)
+            if gaps:
+                self._lost(s, e, gaps, first_seq)
+        finally:
+            if puller is not None:
+                with contextlib.suppress(Exception):
+                    loop.run_until_complete(puller.close())
+            loop.close()
+
+    def _converter(self) -> Callable[[int, str, bytes], tuple[Any, ...]]:
+        cols = [(c.name, converter(c.type)) for c in self.payload_columns]
+        width = len(self._columns)
+        raw = self.format == "raw"
+        raw_conv = cols[0][1]
+        with_subject, with_seq = self.subject_field is not None, self.seq_field is not None
+        stream = self.stream
+
+        def convert(seq: int, subject: str, data: bytes) -> tuple[Any, ...]:
+            try:
+                if raw:
+                    out = [raw_conv(data)]
+                else:
+                    obj = json.loads(data)
+                    if not isinstance(obj, dict):
+                        msg = f"the payload is a JSON {type(obj).__name__}, not an object"
+                        raise ValueError(msg)
+                    out = [conv(obj.get(name)) for name, conv in cols]
+            except (ValueError, UnicodeDecodeError) as exc:
+                return (*([None] * width), f"stream {stream!r} sequence {seq} ({subject}): {exc}")
+            if with_subject:
+                out.append(subject)
+            if with_seq:
+                out.append(seq)
+            out.append(None)
+            return tuple(out)
+
+        return convert
+
+    def _lost(self, s: int, e: int, gaps: list[tuple[int, int]], first_seq: int | None) -> None:
+        spans = ", ".join(f"{a}" if a == b else f"{a}..{b}" for a, b in gaps[:10]) + (" ..." if len(gaps) > 10 else "")
+        maybe = "may have lost" if self.subject is not None else "lost"
+        head = f"the stream now starts at sequence {first_seq}" if first_seq is not None else ""
+        what = (
+            f"NATS stream {self.stream!r} ({','.join(self.servers)}) {maybe} sequence(s) {spans} of range ({s}, {e}]: "
+            f"removed by the stream's limits (max_msgs/max_bytes/max_age) or deleted before this batch read them"
+            + (f"; {head}" if head else "")
+        )
+        if self.guarantee is Guarantee.TRANSACTIONAL:
+            msg = (
+                f"{what}. A TRANSACTIONAL spout cannot replay this batch: raise the stream's limits, or declare "
+                "guarantee=Guarantee.OPAQUE to continue with the messages that are left"
+            )
+            raise SourceError(msg)
+        log.warning("%s; continuing with the messages that are left (guarantee %s)", what, self.guarantee.value)
+
+
+class _Puller:
+    """A pull consumer starting at one stream sequence, fed by raw ``no_wait`` pull requests."""
+
+    def __init__(self, nc: Any, spout: NatsSpout, first: int) -> None:
+        self.nc = nc
+        self.spout = spout
+        self.first = first
+        self.name = "weir_" + uuid.uuid4().hex[:16]
+        self.inbox = ""
+        self.sub: Any = None
+        self.got: list[tuple[int, int, str, bytes]] = []
+        self.want = 0
+        self.done = asyncio.Event()
+        self.error: str | None = None
+
+    async def open(self) -> None:
+        from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+        js = self.nc.jetstream(timeout=self.spout.request_timeout_s)
+        cfg = ConsumerConfig(
+            name=self.name,
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+            opt_start_seq=self.first,
+            ack_policy=AckPolicy.NONE,
+            filter_subject=self.spout.subject,
+            inactive_threshold=60.0,
+            mem_storage=True,
+            num_replicas=1,
+        )
+        await js.add_consumer(self.spout.stream, cfg)
+        self.inbox = self.nc.new_inbox()
+        self.sub = await self.nc.subscribe(
+            self.inbox, cb=self._on_msg, pending_msgs_limit=1_000_000, pending_bytes_limit=1 << 30
+        )
+
+    async def _on_msg(self, msg: Any) -> None:
+        headers = msg.headers
+        if headers and not msg.data and headers.get("Status"):
+            status = str(headers.get("Status"))
+            if status not in _NO_MESSAGES:
+                self.error = f"{status} {headers.get('Description', '')}".strip()
+            self.done.set()
+            return
+        seq, pending = _seq_pending(msg)
+        self.got.append((seq, pending, msg.subject, msg.data))
+        if len(self.got) >= self.want:
+            self.done.set()
+
+    async def pull(self, n: int) -> list[tuple[int, int, str, bytes]]:
+        """Up to ``n`` next messages (fewer when the stream has no more)."""
+        self.got, self.want, self.error = [], n, None
+        self.done.clear()
+        req = json.dumps({"batch": n, "no_wait": True}).encode()
+        await self.nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{self.spout.stream}.{self.name}", req, reply=self.inbox)
+        try:
+            await asyncio.wait_for(self.done.wait(), self.spout.request_timeout_s)
+        except asyncio.TimeoutError as exc:
+            if self.got:
+                return self.got
+            msg = f"{self.spout.describe()}: no reply to a pull request within {self.spout.request_timeout_s}s"
+            raise SourceError(msg) from exc
+        if self.error:
+            msg = f"{self.spout.describe()}: the pull request failed: {self.error}"
+            raise SourceError(msg)
+        return self.got
+
+    async def close(self) -> None:
+        if self.sub is not None:
+            with contextlib.suppress(Exception):
+                await self.sub.unsubscribe()
+        with contextlib.suppress(Exception):
+            await self.nc.jetstream().delete_consumer(self.spout.stream, self.name)
+        await self.nc.close()
+
+
+def _seq_pending(msg: Any) -> tuple[int, int]:
+    """Stream sequence and pending count from a JetStream reply subject (both ack formats)."""
+    toks = (msg.reply or "").split(".")
+    if len(toks) == 9:  # $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
+        return int(toks[5]), int(toks[8])
+    if len(toks) >= 12:  # $JS.ACK.<domain>.<account>.<stream>.<consumer>.<dlv>.<sseq>.<cseq>.<ts>.<pending>.<tok>
+        return int(toks[7]), int(toks[10])
+    md = msg.metadata
+    return int(md.sequence.stream), int(md.num_pending)

@@ -1,0 +1,493 @@
+"""``RedisStreamSpout``: Redis Streams read by entry-id range (``XRANGE``), one partition per stream.
+
+Offsets
+-------
+One entry per stream: ``{"events": {"id": "1700000000000-3", "n": 120}}`` — ``id`` is the last
+entry of the range, ``n`` its ordinal in the stream's history (Redis' ``entries-added`` counter
+as it stood when that entry was added), when known. A batch is the range ``(start id, end id]``.
+
+Detecting trimmed ranges
+------------------------
+With both ordinals known, a range must hold exactly ``end n - start n`` entries; fewer means
+entries were trimmed away (``MAXLEN``/``MINID``) or deleted (``XDEL``) before the batch read them.
+Ordinals are known whenever no ``XDEL`` touched the stream's current window (the normal case of a
+capped stream). Otherwise the spout still notices a range whose last entry is gone or that
+contains the stream's largest deleted id. A ``TRANSACTIONAL`` spout then fails the batch with a
+:class:`~weir.errors.SourceError` naming the stream and the ids; an ``OPAQUE`` spout logs a
+warning and continues with the entries that are left.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from weir.errors import ConfigError, SourceError
+from weir.sources._schema import Column, converter, parse_columns
+from weir.sources.replayable import Offset, ReadLimit, ReplayableSpout
+from weir.topology.components import Guarantee
+
+if TYPE_CHECKING:
+    from weir.state._redis_client import RedisSettings
+
+__all__ = ["RedisStreamSpout"]
+
+log = logging.getLogger("weir.sources")
+
+#: one client per server and process (executors reuse their Python workers)
+_CLIENTS: dict[RedisSettings, Any] = {}
+
+
+def _transient() -> tuple[type[BaseException], ...]:
+    """Errors worth retrying: a refused or dropped connection, a server still loading its AOF."""
+    import redis.exceptions as rexc
+
+    return (rexc.ConnectionError, rexc.TimeoutError, rexc.BusyLoadingError, rexc.TryAgainError, OSError, ConfigError)
+
+
+def _response_error() -> type[Exception]:
+    import redis.exceptions as rexc
+
+    return rexc.ResponseError
+
+Id = tuple[int, int]
+
+
+def _parse_id(text: str | bytes) -> Id:
+    s = text.decode() if isinstance(text, bytes) else text
+    ms, _, seq = s.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def _fmt(i: Id) -> str:
+    return f"{i[0]}-{i[1]}"
+
+
+class RedisStreamSpout(ReplayableSpout):
+    """Entries of one or more Redis streams, read exactly once per committed batch.
+
+    Parameters
+    ----------
+    url : ``redis://[:password@]host:port/db`` or ``redis+cluster://h1:p1,h2:p2``
+    streams : stream key(s) to read; each is one Spark partition of a batch
+    fields : entry fields to emit, in order (a missing field is a null); all ``STRING`` unless
+        ``schema`` gives types
+    schema : DDL of the entry fields, e.g. ``"user STRING, amount BIGINT"`` (values are parsed
+        from the entry's text; one that does not parse marks the record malformed)
+    start : ``"0"`` (default: everything in the stream), ``"$"`` (only entries added after the
+        topology first starts) or an entry id (entries after it)
+    max_records_per_batch, max_bytes_per_batch : back-pressure per batch (all streams together)
+    guarantee : ``TRANSACTIONAL`` (default: a trimmed range fails the batch) or ``OPAQUE``
+        (a trimmed range is logged and the batch continues with what is left)
+    stream_field, id_field : also emit the stream key / entry id under these field names
+    page_size : entries per ``XRANGE`` call
+    connect_timeout_s : how long to retry an unreachable or loading server before failing
+
+    Examples
+    --------
+    >>> spout = RedisStreamSpout("redis://127.0.0.1:6379/0", streams=["clicks"],
+    ...                          fields=["user", "page"], max_records_per_batch=10_000)
+    """
+
+    def __init__(
+        self,
+        url: str,
+        streams: str | Sequence[str],
+        fields: Sequence[str] | None = None,
+        schema: str | None = None,
+        *,
+        start: str = "0",
+        max_records_per_batch: int | None = None,
+        max_bytes_per_batch: int | None = None,
+        guarantee: Guarantee = Guarantee.TRANSACTIONAL,
+        stream_field: str | None = None,
+        id_field: str | None = None,
+        page_size: int = 5000,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        try:
+            from weir.state._redis_client import RedisSettings
+        except ImportError as exc:  # pragma: no cover - packaging
+            msg = "RedisStreamSpout needs redis-py: pip install 'weir[redis]'"
+            raise ConfigError(msg) from exc
+        self.settings = RedisSettings.from_url(url)
+        names = [streams] if isinstance(streams, str) else list(streams)
+        if not names or not all(isinstance(s, str) and s for s in names) or len(set(names)) != len(names):
+            msg = f"RedisStreamSpout: streams must be one or more distinct non-empty keys, got {streams!r}"
+            raise ConfigError(msg)
+        self.streams = names
+        if not isinstance(guarantee, Guarantee):
+            msg = f"RedisStreamSpout: guarantee must be a weir.topology.Guarantee, got {guarantee!r}"
+            raise ConfigError(msg)
+        self.guarantee = guarantee
+        if start in ("0", "0-0", "-"):
+            self.start = "0"
+        elif start == "$":
+            self.start = "$"
+        else:
+            try:
+                self.start = _fmt(_parse_id(start))
+            except ValueError as exc:
+                msg = f"RedisStreamSpout: start must be '0', '$' or an entry id like '1700000000000-0', got {start!r}"
+                raise ConfigError(msg) from exc
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+            msg = f"RedisStreamSpout: page_size must be a positive int, got {page_size!r}"
+            raise ConfigError(msg)
+        self.page_size = page_size
+        self.connect_timeout_s = float(connect_timeout_s)
+        self.max_records_per_batch = max_records_per_batch
+        self.max_bytes_per_batch = max_bytes_per_batch
+        self.entry_columns = parse_columns(schema, fields, where=self.describe())
+        meta = [Column(n, "STRING") for n in (stream_field, id_field) if n]
+        self.stream_field = stream_field
+        self.id_field = id_field
+        self._columns = parse_columns(
+            ", ".join(f"{c.name} {c.type}" for c in self.entry_columns + meta), None, where=self.describe()
+        )
+        self.fields = [c.name for c in self._columns]
+        self.corrupt_column = True
+        self.read_limit()
+
+    def describe(self) -> str:
+        """``RedisStreamSpout(redis://host:port/db, streams=[...])`` (no password)."""
+        return f"RedisStreamSpout({self.settings.describe()}, streams={self.streams})"
+
+    def columns(self) -> list[Column]:
+        """Entry fields, then the stream / id fields if asked for."""
+        return list(self._columns)
+
+    # ---- connections -----------------------------------------------------------------------
+    def _call(self, fn: Callable[[Any], Any], what: str) -> Any:
+        """Run ``fn(client)``, retrying connection failures and a loading server for a while."""
+        from weir.state._redis_client import redis_client
+
+        transient = _transient()
+        deadline = time.monotonic() + self.connect_timeout_s
+        delay = 0.05
+        while True:
+            client = _CLIENTS.get(self.settings)
+            try:
+                if client is None:
+                    client = _CLIENTS[self.settings] = redis_client(self.settings)
+                return fn(client)
+            except transient as exc:
+                _CLIENTS.pop(self.settings, None)
+                if time.monotonic() + delay > deadline:
+                    msg = f"{self.describe()}: {what} failed: {self.settings.scrub(str(exc))}"
+                    raise SourceError(msg) from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def _info(self, pipe_results: Any) -> dict[str, Any] | None:
+        if isinstance(pipe_results, _response_error()):
+            if "no such key" in str(pipe_results).lower():
+                return None
+            raise pipe_results
+        if isinstance(pipe_results, Exception):
+            raise pipe_results
+        return dict(pipe_results)
+
+    # ---- offsets ---------------------------------------------------------------------------
+    def initial_offset(self) -> Offset:
+        """Per stream: before the first entry (``start="0"``), the current end (``"$"``) or the given id."""
+
+        def run(client: Any) -> list[Any]:
+            pipe = client.pipeline(transaction=False)
+            for s in self.streams:
+                pipe.xinfo_stream(s)
+            return list(pipe.execute(raise_on_error=False))
+
+        infos = self._call(run, "reading the streams' state")
+        out: Offset = {}
+        for s, raw in zip(self.streams, infos, strict=True):
+            info = self._info(raw)
+            if self.start == "$":
+                out[s] = {"id": "0-0", "n": 0} if info is None else _at_end(info)
+            elif self.start == "0":
+                out[s] = {"id": "0-0", "n": 0} if info is None else _before_head(info)
+            else:
+                out[s] = {"id": self.start}
+        return out
+
+    def _start_for(self, start: Offset, s: str, end: Offset | None = None) -> dict[str, Any] | None:
+        """The start position of stream ``s``; a stream new to the configuration starts per ``start``."""
+        pos = start.get(s)
+        if isinstance(pos, dict) and "id" in pos:
+            return pos
+        if self.start == "$":
+            return end.get(s) if end is not None else None  # begins at the end of its first batch
+        return {"id": "0-0"} if self.start == "0" else {"id": self.start}
+
+    def latest_offset(self, start: Offset, limit: ReadLimit) -> Offset:
+        """Per stream the last entry, or — with a limit — the last entry a fair share admits."""
+        if limit.unlimited:
+            return self._latest_all(start)
+        return self._latest_limited(start, limit)
+
+    def _latest_all(self, start: Offset) -> Offset:
+        def run(client: Any) -> list[Any]:
+            pipe = client.pipeline(transaction=False)
+            for s in self.streams:
+                pipe.xinfo_stream(s)
+            return list(pipe.execute(raise_on_error=False))
+
+        infos = self._call(run, "reading the streams' last entries")
+        out: Offset = {}
+        for s, raw in zip(self.streams, infos, strict=True):
+            info = self._info(raw)
+            pos = self._start_for(start, s)
+            if pos is None:  # start="$" and the stream is new: begin at its current end
+                out[s] = {"id": "0-0", "n": 0} if info is None else _at_end(info)
+                continue
+            last = info.get("last-entry") if info else None
+            if info is None or not last or _parse_id(last[0]) <= _parse_id(pos["id"]):
+                out[s] = pos
+                continue
+            end: dict[str, Any] = {"id": _fmt(_parse_id(last[0]))}
+            if "entries-added" in info and last[0] == info.get("last-generated-id"):
+                end["n"] = int(info["entries-added"])
+            out[s] = end
+        return out
+
+    def _latest_limited(self, start: Offset, limit: ReadLimit) -> Offset:
+        records = limit.max_records if limit.max_records is not None else math.inf
+        nbytes = limit.max_bytes if limit.max_bytes is not None else math.inf
+        out: Offset = {}
+        cursor: dict[str, dict[str, Any]] = {}
+        for s in self.streams:
+            pos = self._start_for(start, s)
+            if pos is None:  # start="$" and the stream is new: begin at its current end
+                out[s] = self._end_now(s)
+            else:
+                cursor[s] = dict(pos)
+        active = list(cursor)
+        taken = 0
+        while active and records > 0 and nbytes > 0:
+            share = self.page_size if records == math.inf else min(self.page_size, math.ceil(records / len(active)))
+            batch = self._fetch_after({s: cursor[s] for s in active}, int(share))
+            still = []
+            stop = False
+            for s in active:
+                entries, first_n = batch[s]
+                n = first_n
+                for eid, fields in entries:
+                    size = len(eid) + sum(len(k) + len(v) for k, v in fields.items())
+                    if taken and (records <= 0 or size > nbytes):
+                        stop = True
+                        break
+                    records -= 1
+                    nbytes -= size
+                    taken += 1
+                    cursor[s] = {"id": _fmt(_parse_id(eid))} | ({"n": n} if n is not None else {})
+                    n = n + 1 if n is not None else None
+                if stop:
+                    break
+                if len(entries) >= share:
+                    still.append(s)
+            if stop:
+                break
+            active = still
+        for s, pos in cursor.items():
+            out[s] = pos
+        return out
+
+    def _end_now(self, s: str) -> dict[str, Any]:
+        info = self._info(self._call(lambda c: _xinfo_or_error(c, s), f"reading stream {s!r}"))
+        return {"id": "0-0", "n": 0} if info is None else _at_end(info)
+
+    def _fetch_after(
+        self, cursors: dict[str, dict[str, Any]], count: int
+    ) -> dict[str, tuple[list[tuple[bytes, dict[bytes, bytes]]], int | None]]:
+        """Up to ``count`` entries after each cursor, and the ordinal of the first one (if known)."""
+
+        def run(client: Any) -> list[Any]:
+            pipe = client.pipeline(transaction=False)
+            for s, pos in cursors.items():
+                pipe.xrange(s, min="(" + pos["id"], max="+", count=count)
+                pipe.xinfo_stream(s)  # after XRANGE: a trim in between errs on the safe side
+            return list(pipe.execute(raise_on_error=False))
+
+        res = self._call(run, "reading entries")
+        out = {}
+        for i, (s, pos) in enumerate(cursors.items()):
+            entries = res[2 * i]
+            if isinstance(entries, Exception):
+                raise entries
+            info = self._info(res[2 * i + 1])
+            out[s] = (list(entries), _first_ordinal(pos, info) if entries else None)
+        return out
+
+    def clamp_offset(self, start: Offset, end: Offset, target: Offset) -> Offset:
+        """Per stream the earlier of ``end`` and ``target``, never before ``start`` (ids compare as numbers)."""
+        out: Offset = {}
+        for s, e in end.items():
+            st = self._start_for(start, s, end) or e
+            if s not in target:
+                out[s] = st
+                continue
+            t = target[s]
+            pick = e if _parse_id(e["id"]) <= _parse_id(t["id"]) else t
+            out[s] = st if _parse_id(pick["id"]) < _parse_id(st["id"]) else pick
+        return out
+
+    def partitions(self, start: Offset, end: Offset) -> Sequence[tuple[Offset, Offset]]:
+        """One sub-range per stream that has new entries."""
+        parts = []
+        for s in self.streams:
+            e = end.get(s)
+            st = self._start_for(start, s, end)
+            if e is None or st is None or _parse_id(e["id"]) <= _parse_id(st["id"]):
+                continue
+            parts.append(({s: st}, {s: e}))
+        return parts
+
+    # ---- reading ---------------------------------------------------------------------------
+    def read(self, start: Offset, end: Offset) -> Iterable[Sequence[Any]]:
+        """The entries of each stream in ``(start, end]``, converted to the output columns."""
+        for s, e in end.items():
+            st = self._start_for(start, s, end)
+            if st is not None and _parse_id(e["id"]) > _parse_id(st["id"]):
+                yield from self._read_stream(s, st, e)
+
+    def _read_stream(self, s: str, st: dict[str, Any], e: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
+        convert = self._converter(s)
+        cursor, end_id = st["id"], e["id"]
+        last: bytes | None = None
+        count = 0
+        while True:
+            lo = cursor
+            page: list[Any] = self._call(
+                lambda c: c.xrange(s, min="(" + lo, max=end_id, count=self.page_size),  # noqa: B023
+                f"XRANGE {s} ({cursor} {end_id}",
+            )
+            for eid, fields in page:
+                yield convert(eid, fields)
+            count += len(page)
+            if page:
+                last = page[-1][0]
+                cursor = last.decode()
+            if len(page) < self.page_size or cursor == end_id:
+                break
+        self._check_complete(s, st, e, count, None if last is None else last.decode())
+
+    def _converter(self, s: str) -> Callable[[bytes, dict[bytes, bytes]], tuple[Any, ...]]:
+        cols = [(c.name, c.name.encode(), converter(c.type)) for c in self.entry_columns]
+        with_stream, with_id = self.stream_field is not None, self.id_field is not None
+        width = len(self._columns)
+
+        def convert(eid: bytes, fields: dict[bytes, bytes]) -> tuple[Any, ...]:
+            try:
+                out = [conv(fields.get(key)) for _, key, conv in cols]
+            except (ValueError, UnicodeDecodeError):
+                return (*([None] * width), _why(cols, fields, f"stream {s!r} entry {eid.decode()}"))
+            if with_stream:
+                out.append(s)
+            if with_id:
+                out.append(eid.decode())
+            out.append(None)
+            return tuple(out)
+
+        return convert
+
+    def _check_complete(
+        self, s: str, st: dict[str, Any], e: dict[str, Any], count: int, last_id: str | None
+    ) -> None:
+        """Compare what the range held with what was planned; a gap is a trimmed (or deleted) range."""
+        rng = f"({st['id']}, {e['id']}]"
+        info: dict[str, Any] | None = None
+        if "n" in st and "n" in e:
+            planned = int(e["n"]) - int(st["n"])
+            if count == planned:
+                return
+            if count > planned:
+                problem = (
+                    f"holds {count} entries in {rng} but {planned} were planned (was the stream deleted "
+                    "and created again?)"
+                )
+            else:
+                problem = f"lost {planned - count} of the {planned} entries in {rng}"
+            info = self._info(self._call(lambda c: _xinfo_or_error(c, s), f"XINFO STREAM {s}"))
+        else:
+            info = self._info(self._call(lambda c: _xinfo_or_error(c, s), f"XINFO STREAM {s}"))
+            deleted = info.get("max-deleted-entry-id") if info else None
+            in_range = deleted is not None and _parse_id(st["id"]) < _parse_id(deleted) <= _parse_id(e["id"])
+            if last_id == e["id"] and not in_range:
+                return
+            problem = f"lost entries in {rng}"
+        first = info.get("first-entry") if info else None
+        head = f"the stream now starts at {first[0].decode()}" if first else "the stream is now empty or gone"
+        what = (
+            f"Redis stream {s!r} ({self.settings.describe()}) {problem}: trimmed (MAXLEN/MINID) or deleted "
+            f"(XDEL) before this batch read them; {head}"
+        )
+        if self.guarantee is Guarantee.TRANSACTIONAL:
+            msg = (
+                f"{what}. A TRANSACTIONAL spout cannot replay this batch: keep the stream longer, or declare "
+                "guarantee=Guarantee.OPAQUE to continue with the entries that are left"
+            )
+            raise SourceError(msg)
+        log.warning("%s; continuing with the entries that are left (guarantee %s)", what, self.guarantee.value)
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+def _why(cols: list[tuple[str, bytes, Callable[[Any], Any]]], fields: dict[bytes, bytes], where: str) -> str:
+    """The first field of a malformed entry that does not convert, and why."""
+    for name, key, conv in cols:
+        try:
+            conv(fields.get(key))
+        except (ValueError, UnicodeDecodeError) as exc:
+            return f"{where}: field {name!r}: {exc}"
+    return f"{where}: malformed"
+
+
+def _xinfo_or_error(client: Any, s: str) -> Any:
+    try:
+        return client.xinfo_stream(s)
+    except _response_error() as exc:
+        return exc
+
+
+def _clean_window(info: dict[str, Any]) -> bool:
+    """Whether every entry still in the stream has its ordinal ``entries-added - length + position``."""
+    if "entries-added" not in info:
+        return False
+    first = info.get("first-entry")
+    if not first or int(info.get("length", 0)) == 0:
+        return True
+    deleted = info.get("max-deleted-entry-id")
+    return deleted is not None and _parse_id(deleted) < _parse_id(first[0])
+
+
+def _before_head(info: dict[str, Any]) -> dict[str, Any]:
+    """``start="0"``: before everything; entries already trimmed away are not counted as lost."""
+    pos: dict[str, Any] = {"id": "0-0"}
+    if _clean_window(info):
+        pos["n"] = int(info["entries-added"]) - int(info.get("length", 0))
+    return pos
+
+
+def _at_end(info: dict[str, Any]) -> dict[str, Any]:
+    """``start="$"``: after the last id generated so far (ordinal = entries added so far)."""
+    last = info.get("last-generated-id") or b"0-0"
+    pos: dict[str, Any] = {"id": _fmt(_parse_id(last))}
+    if "entries-added" in info:
+        pos["n"] = int(info["entries-added"])
+    return pos
+
+
+def _first_ordinal(pos: dict[str, Any], info: dict[str, Any] | None) -> int | None:
+    """Ordinal of the first entry after ``pos``, when the stream's state tells it exactly."""
+    if info is None or "entries-added" not in info:
+        return None
+    first = info.get("first-entry")
+    if not first:
+        return None
+    if _parse_id(pos["id"]) < _parse_id(first[0]):  # the head moved past pos: the first entry is the head
+        return int(info["entries-added"]) - int(info["length"]) + 1 if _clean_window(info) else None
+    deleted = info.get("max-deleted-entry-id")
+    if "n" in pos and deleted is not None and _parse_id(deleted) <= _parse_id(pos["id"]):
+        return int(pos["n"]) + 1
+    return None

@@ -1,0 +1,151 @@
+"""Executor-side helpers: Arrow columns ↔ Python values, task context, failure reports.
+
+Trident stages run as ``mapInArrow`` functions: they read Arrow record batches, run the user's
+Python on decoded values and write record batches of the declared output schema. A failure in a
+stage is raised as :class:`TridentTaskFailure`, whose message carries the component, task, txid and
+traceback in a marker the driver decodes (:func:`parse_failure`) into a ``TaskFailure``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import traceback
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from weir.errors import FencedError, TopologyError
+from weir.trident.fields import FieldSpec, decode_any, encode_any
+
+__all__ = [
+    "TridentTaskFailure",
+    "arrow_schema",
+    "build_array",
+    "parse_failure",
+    "partition_id",
+    "py_columns",
+    "report",
+    "take_column",
+]
+
+_MARK = "weir-trident-failure:"
+_END = ":end-weir-trident-failure"
+_RE = re.compile(re.escape(_MARK) + r"([A-Za-z0-9+/=]+)" + re.escape(_END))
+
+
+class TridentTaskFailure(RuntimeError):
+    """A Trident stage failed inside a Spark task (the message carries the details for the driver)."""
+
+    def __init__(self, component: str, task: int, txid: int, error: str, tb: str, *, fenced: bool = False) -> None:
+        payload = {"component": component, "task": task, "txid": txid, "error": error, "traceback": tb,
+                   "fenced": fenced}
+        blob = base64.b64encode(json.dumps(payload).encode()).decode()
+        super().__init__(f"{component} task {task} txid {txid}: {error} {_MARK}{blob}{_END}")
+
+
+def fail(component: str, task: int, txid: int, exc: BaseException) -> TridentTaskFailure:
+    """The exception to raise for ``exc`` in ``component``'s task ``task``."""
+    if isinstance(exc, TridentTaskFailure):
+        return exc
+    return TridentTaskFailure(
+        component, task, txid, f"{type(exc).__name__}: {exc}", traceback.format_exc(),
+        fenced=isinstance(exc, FencedError),
+    )
+
+
+def parse_failure(text: str) -> dict[str, Any] | None:
+    """The failure details a :class:`TridentTaskFailure` put in ``text`` (an exception's text)."""
+    m = _RE.search(text)
+    if m is None:
+        return None
+    try:
+        data: dict[str, Any] = json.loads(base64.b64decode(m.group(1)))
+    except ValueError:
+        return None
+    return data
+
+
+def partition_id() -> int:
+    """The Spark partition this task processes (0 outside Spark)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return int(ctx.partitionId()) if ctx is not None else 0
+
+
+def arrow_type(field: FieldSpec) -> pa.DataType:
+    """The Arrow type of a field's column (binary for an any-field)."""
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    return to_arrow_type(field.spark_type(), timezone="UTC")
+
+
+def arrow_schema(fields: Sequence[FieldSpec]) -> pa.Schema:
+    """The Arrow schema of columns ``fields``."""
+    return pa.schema([pa.field(f.name, arrow_type(f), nullable=True) for f in fields])
+
+
+def py_columns(data: pa.RecordBatch | pa.Table, idxs: Sequence[int], fields: Sequence[FieldSpec]) -> list[list[Any]]:
+    """The Python values of columns ``idxs`` (any-fields decoded); ``fields`` describe every column."""
+    out = []
+    for i in idxs:
+        vals = data.column(i).to_pylist()
+        if fields[i].is_any:
+            vals = [decode_any(v) for v in vals]
+        out.append(vals)
+    return out
+
+
+def rows_of(cols: list[list[Any]], n_rows: int) -> list[tuple[Any, ...]]:
+    """Row tuples from column lists (``n_rows`` empty tuples when there are no columns)."""
+    if not cols:
+        return [()] * n_rows
+    return list(zip(*cols, strict=True))
+
+
+def build_array(values: list[Any], field: FieldSpec, atype: pa.DataType, what: str) -> pa.Array:
+    """An Arrow array of ``values`` for ``field`` (encoded for an any-field)."""
+    if field.is_any:
+        return pa.array([encode_any(v) for v in values], type=pa.binary())
+    try:
+        return pa.array(values, type=atype)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
+        bad = next((v for v in values if v is not None), None)
+        msg = (
+            f"{what}: field {field.name!r} is declared {field.type_name()} but got {type(bad).__name__} "
+            f"values (e.g. {bad!r:.60}): {exc}. Declare the right type (e.g. '{field.name}:str') or leave it "
+            "untyped"
+        )
+        raise TopologyError(msg) from exc
+
+
+def take_column(col: pa.Array | pa.ChunkedArray, idx: pa.Array, atype: pa.DataType) -> Any:
+    """Rows ``idx`` of a pass-through column, cast to ``atype`` if its Arrow type differs."""
+    out = col.take(idx)
+    if isinstance(out, pa.ChunkedArray):
+        out = out.combine_chunks() if out.num_chunks != 1 else out.chunk(0)
+    if out.type != atype:
+        out = out.cast(atype)
+    return out
+
+
+def to_batch(arrays: Sequence[Any], schema: pa.Schema) -> pa.RecordBatch:
+    """A record batch of ``arrays`` with ``schema``."""
+    return pa.RecordBatch.from_arrays(list(arrays), schema=schema)
+
+
+def concat(batches: Iterable[pa.RecordBatch]) -> pa.Table | None:
+    """One table of every batch (``None`` for no batches)."""
+    bs = list(batches)
+    if not bs:
+        return None
+    return pa.Table.from_batches(bs).combine_chunks()
+
+
+def report(acc: Any, component: str, task: int, n_in: int, n_out: int, ms: float) -> None:
+    """Add a task's counts to the stats accumulator (if any)."""
+    if acc is not None:
+        acc.add([{"component": component, "task": task, "in": n_in, "out": n_out, "ms": ms}])

@@ -1,0 +1,504 @@
+"""Driver side: compile a Trident plan into Spark DataFrame operations for one micro-batch.
+
+Per batch, every node becomes a DataFrame whose columns are the node's fields:
+
+- projections, partitioning, joins, merges and the built-in aggregators (``Count``, ``Sum`` on a
+  typed number) are Spark SQL (``select``, ``repartition``, ``join``, ``groupBy().agg``);
+- user operations run as ``mapInArrow`` stages (:mod:`weir.trident.tasks`);
+- states are updated per state partition by :mod:`weir.trident.state_tasks` after a routing
+  stage and a ``repartition`` that puts state partition *p* in Spark partition *p*.
+
+A node read by several others is persisted for the batch so user code and state updates run
+once; a state node's output is always persisted before anything reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from weir.errors import TopologyError
+from weir.trident.fields import FieldSpec, StreamSchema
+from weir.trident.nodes import Node
+from weir.trident.state_tasks import (
+    JournalSpec,
+    PersistAggStage,
+    PersistStage,
+    QueryStage,
+    RouteStage,
+    read_touches,
+    spark_routing_values,
+)
+from weir.trident.tasks import AggStage, OpStage
+
+__all__ = ["BatchPlanner", "Compiled", "RunContext"]
+
+P_COL, Q_COL, V_COL, N_COL = "_weir_p", "_weir_q", "_weir_v", "_weir_n"
+
+
+@dataclass
+class Compiled:
+    """A node's DataFrame in this batch and its fields (``dtype`` ``None`` = an any-field)."""
+
+    df: Any
+    fields: list[FieldSpec]
+
+    @property
+    def names(self) -> list[str]:
+        """The column names."""
+        return [f.name for f in self.fields]
+
+    def index(self, names: Any) -> list[int]:
+        """Positions of ``names``."""
+        own = self.names
+        return [own.index(n) for n in names]
+
+
+def typed_fields(df: Any, any_names: set[str] | frozenset[str] = frozenset()) -> list[FieldSpec]:
+    """The fields of ``df``: its Spark types, except ``any_names`` (any-encoded binary columns)."""
+    return [FieldSpec(f.name, None if f.name in any_names else f.dataType) for f in df.schema.fields]
+
+
+@dataclass
+class RunContext:
+    """What stays the same across batches of one submitted topology."""
+
+    topology: str
+    conf: Mapping[str, Any]
+    nodes: list[Node]
+    source: Any  # weir.trident.runner.TridentSource (its schemas, multi-spout or not)
+    provider: Any = None  # the coordinator's store (for the journal)
+    journal_namespace: str = ""
+    journal_states: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        self.consumers: dict[int, int] = {n.id: 0 for n in self.nodes}
+        for n in self.nodes:
+            for p in n.parents:
+                self.consumers[p.id] += 1
+
+
+class BatchPlanner:
+    """Builds (lazily, memoised) the DataFrame of every node for one batch."""
+
+    def __init__(self, ctx: RunContext, batch: Any, txid: int, epoch: int | None, acc: Any) -> None:
+        self.ctx = ctx
+        self.batch = batch
+        self.txid = txid
+        self.epoch = epoch
+        self.acc = acc
+        self.spark = batch.sparkSession
+        self.memo: dict[int, Compiled] = {}
+        self.persisted: list[Any] = []
+        self.observations: list[Any] = []
+        self.default_n = int(self.spark.conf.get("spark.sql.shuffle.partitions") or 2)
+
+    # ---- driving -------------------------------------------------------------------------
+    def actions(self) -> list[Node]:
+        """The nodes to execute, in order: every state writer, then every other leaf."""
+        nodes = self.ctx.nodes
+        states = [n for n in nodes if n.kind in ("persist_agg", "partition_persist")]
+        leaves = [n for n in nodes if self.ctx.consumers[n.id] == 0 and n not in states]
+        return states + leaves
+
+    def run(self) -> None:
+        """Execute every action (one Spark job each)."""
+        for node in self.actions():
+            self.compile(node).df.write.format("noop").mode("overwrite").save()
+
+    def release(self) -> None:
+        """Unpersist what this batch persisted."""
+        for df in self.persisted:
+            try:
+                df.unpersist(blocking=False)
+            except Exception:  # noqa: S110 - best effort at the end of a batch
+                pass
+        self.persisted.clear()
+
+    def tuples_in(self) -> int:
+        """Tuples read from the spouts in this batch (0 if unknown)."""
+        total = 0
+        for obs in self.observations:
+            try:
+                total += int(obs.get.get("n", 0))
+            except Exception:  # noqa: S112 - stats only
+                continue
+        return total
+
+    # ---- compiling -----------------------------------------------------------------------
+    def compile(self, node: Node) -> Compiled:
+        """The node's DataFrame for this batch."""
+        done = self.memo.get(node.id)
+        if done is not None:
+            return done
+        out = getattr(self, f"_c_{node.kind}")(node)
+        if node.kind not in ("partition", "spout") and node.parallelism:
+            out = Compiled(out.df.repartition(node.parallelism), out.fields)
+        shared = self.ctx.consumers[node.id] > 1 or (
+            node.kind in ("persist_agg", "partition_persist") and self.ctx.consumers[node.id] > 0
+        )
+        if shared:
+            from pyspark import StorageLevel
+
+            out = Compiled(out.df.persist(StorageLevel.MEMORY_AND_DISK), out.fields)
+            self.persisted.append(out.df)
+        self.memo[node.id] = out
+        return out
+
+    def _stage_args(self, node: Node, in_fields: list[FieldSpec], out_fields: list[FieldSpec]) -> dict[str, Any]:
+        return {
+            "topology": self.ctx.topology, "component": node.name, "txid": self.txid, "conf": dict(self.ctx.conf),
+            "in_fields": in_fields, "out_fields": out_fields, "acc": self.acc,
+        }
+
+    @staticmethod
+    def _map(df: Any, stage: Any, out_fields: list[FieldSpec]) -> Compiled:
+        schema = StreamSchema(tuple(out_fields)).spark_schema()
+        return Compiled(df.mapInArrow(stage, schema), out_fields)
+
+    def _n(self, node: Node) -> int:
+        return node.parallelism or self.default_n
+
+    # -- sources and per-tuple operations ----------------------------------------------------
+    def _c_spout(self, node: Node) -> Compiled:
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F  # noqa: N812
+
+        from weir.sources.builtin import CORRUPT, FileSpout
+        from weir.topology.components import Spout
+
+        spout = node.params["spout"]
+        df = self.ctx.source.batch_for(self.batch, node.params["index"])
+        names = list(node.names)
+        if isinstance(spout, FileSpout) and spout.format != "text" and CORRUPT in df.columns:
+            bad = F.raise_error(
+                F.concat(F.lit(f"FileSpout({spout.path!r}): malformed {spout.format} record: "), F.col(CORRUPT))
+            )
+            first = F.col(f"`{names[0]}`")
+            df = df.withColumn(names[0], F.when(F.col(CORRUPT).isNotNull(), bad).otherwise(first))
+            df = df.select(*[F.col(f"`{n}`") for n in names])
+        elif not isinstance(spout, FileSpout) and type(spout).to_values is not Spout.to_values:
+            raw = typed_fields(df)
+            outs = [FieldSpec(n, None) for n in names]
+            stage = OpStage(
+                **self._stage_args(node, raw, outs), kind="to_values", op=spout,
+                in_idx=list(range(len(raw))), in_names=[f.name for f in raw],
+            )
+            df = self._map(df, stage, outs).df
+            comp = Compiled(df, outs)
+            return self._spout_tail(node, comp)
+        elif len(df.columns) == len(names):
+            df = df.toDF(*names)
+        else:
+            df = df.select(*[F.col(f"`{n}`") for n in names])
+        obs = Observation(f"weir-{node.name}-{self.txid}-{id(self)}")
+        df = df.observe(obs, F.count(F.lit(1)).alias("n"))
+        self.observations.append(obs)
+        return self._spout_tail(node, Compiled(df, typed_fields(df)))
+
+    def _spout_tail(self, node: Node, comp: Compiled) -> Compiled:
+        if node.parallelism:
+            return Compiled(comp.df.repartition(node.parallelism), comp.fields)
+        return comp
+
+    def _c_op(self, node: Node) -> Compiled:
+        parent = self.compile(node.parents[0])
+        kind = node.params["op_kind"]
+        inp = list(node.params["input"])
+        if kind == "function":
+            out = parent.fields + list(node.new_fields)
+        elif kind in ("filter", "peek"):
+            out = list(parent.fields)
+        elif node.params.get("keep_types"):
+            out = list(parent.fields)
+        else:
+            out = list(node.new_fields)
+        stage = OpStage(
+            **self._stage_args(node, parent.fields, out), kind=kind, op=node.params["op"],
+            in_idx=parent.index(inp), in_names=inp, new_fields=list(node.new_fields),
+        )
+        return self._map(parent.df, stage, out)
+
+    def _c_project(self, node: Node) -> Compiled:
+        from pyspark.sql import functions as F  # noqa: N812
+
+        parent = self.compile(node.parents[0])
+        keep = list(node.params["fields"])
+        fields = [parent.fields[i] for i in parent.index(keep)]
+        return Compiled(parent.df.select(*[F.col(f"`{n}`") for n in keep]), fields)
+
+    def _c_partition(self, node: Node) -> Compiled:
+        from pyspark.sql import functions as F  # noqa: N812
+
+        parent = self.compile(node.parents[0])
+        how = node.params["how"]
+        df = parent.df
+        if how == "fields":
+            df = df.repartition(self._n(node), *[F.col(f"`{n}`") for n in node.params["fields"]])
+        elif how == "shuffle":
+            df = df.repartition(self._n(node))
+        elif how == "global":
+            df = df.repartition(1)
+        else:  # broadcast: one copy per partition
+            n = self._n(node)
+            copies = self.spark.createDataFrame([(q,) for q in spark_routing_values(n)], f"{Q_COL} int")
+            df = df.crossJoin(copies).repartition(n, F.col(Q_COL)).drop(Q_COL)
+        return Compiled(df, parent.fields)
+
+    # -- aggregation -------------------------------------------------------------------------
+    def _spark_agg(self, agg: Any, parent: Compiled, inp: list[str]) -> Any:
+        from pyspark.sql import functions as F  # noqa: N812
+
+        if node_kind_is_combiner(agg):
+            idx = parent.index(inp)
+            cols = [F.col(f"`{n}`") for n in inp]
+            return agg.spark_agg(cols, [parent.fields[i].dtype for i in idx])
+        return None
+
+    def _c_agg(self, node: Node) -> Compiled:
+        from pyspark.sql import functions as F  # noqa: N812
+
+        parent = self.compile(node.parents[0])
+        agg, kind, scope = node.params["agg"], node.params["agg_kind"], node.params["scope"]
+        inp = list(node.params["input"])
+        keys = list(node.params["group"] or ())
+        key_fields = [parent.fields[i] for i in parent.index(keys)]
+        outs = list(node.new_fields)
+        expr = self._spark_agg(agg, parent, inp)
+        kcols = [F.col(f"`{k}`") for k in keys]
+        if expr is not None:
+            name = outs[0].name
+            if outs[0].dtype is not None:
+                expr = expr.cast(outs[0].dtype)
+            if scope == "partition":
+                df = parent.df.withColumn(P_COL, F.spark_partition_id()).groupBy(F.col(P_COL), *kcols)
+                df = df.agg(expr.alias(name)).drop(P_COL)
+            elif keys:
+                df = parent.df.groupBy(*kcols).agg(expr.alias(name))
+            else:
+                df = parent.df.agg(F.coalesce(expr, F.lit(agg.zero())).alias(name))
+            return Compiled(df, key_fields + [FieldSpec(name, outs[0].dtype or df.schema[name].dataType)])
+        out_fields = key_fields + outs
+        base = {"agg": agg, "key_idx": parent.index(keys), "in_idx": parent.index(inp), "in_names": inp}
+        if scope == "partition":
+            stage = AggStage(**self._stage_args(node, parent.fields, out_fields), mode=kind, **base)
+            return self._map(parent.df, stage, out_fields)
+        df = parent.df
+        if kind == "combiner":
+            partial_out = key_fields + [FieldSpec(V_COL, None)]
+            partial = AggStage(**self._stage_args(node, parent.fields, partial_out), mode="partial", **base)
+            pre = self._map(df, partial, partial_out)
+            pre_df = pre.df.repartition(self._n(node), *kcols) if keys else pre.df.repartition(1)
+            final = AggStage(
+                **self._stage_args(node, partial_out, out_fields), mode="combine", agg=agg,
+                key_idx=list(range(len(keys))), value_idx=len(keys), emit_if_empty=not keys,
+            )
+            return self._map(pre_df, final, out_fields)
+        df = df.repartition(self._n(node), *kcols) if keys else df.repartition(1)
+        stage = AggStage(**self._stage_args(node, parent.fields, out_fields), mode=kind, emit_if_empty=not keys, **base)
+        return self._map(df, stage, out_fields)
+
+    # -- combining streams ---------------------------------------------------------------------
+    def _encode(self, node: Node, comp: Compiled, names: set[str]) -> Compiled:
+        """Re-encode the typed columns ``names`` of ``comp`` as any-fields (to union or join them)."""
+        targets = [i for i, f in enumerate(comp.fields) if f.name in names and not f.is_any]
+        if not targets:
+            return comp
+        out = [FieldSpec(f.name, None) if i in targets else f for i, f in enumerate(comp.fields)]
+        stage = OpStage(
+            **self._stage_args(node, comp.fields, out), kind="map", op=_identity,
+            in_idx=list(range(len(comp.fields))), in_names=comp.names,
+        )
+        return self._map(comp.df, stage, out)
+
+    def _c_merge(self, node: Node) -> Compiled:
+        names = list(node.names)
+        parts = [self.compile(p) for p in node.parents]
+        renamed = [Compiled(c.df.toDF(*names), [FieldSpec(n, f.dtype) for n, f in zip(names, c.fields, strict=True)])
+                   for c in parts]
+        mixed = {n for i, n in enumerate(names) if len({_type_key(c.fields[i]) for c in renamed}) > 1}
+        if mixed:
+            renamed = [self._encode(node, c, mixed) for c in renamed]
+        df = renamed[0].df
+        for c in renamed[1:]:
+            df = df.unionByName(c.df)
+        return Compiled(df, renamed[0].fields)
+
+    def _c_join(self, node: Node) -> Compiled:
+        from pyspark.sql import functions as F  # noqa: N812
+
+        left, right = (self.compile(p) for p in node.parents)
+        p = node.params
+        k1, k2, r1, r2 = list(p["keys1"]), list(p["keys2"]), list(p["rest1"]), list(p["rest2"])
+        mixed_l, mixed_r = set(), set()
+        for a, b in zip(k1, k2, strict=True):
+            fa, fb = left.fields[left.index([a])[0]], right.fields[right.index([b])[0]]
+            if _type_key(fa) != _type_key(fb):
+                mixed_l.add(a)
+                mixed_r.add(b)
+        left = self._encode(node, left, mixed_l)
+        right = self._encode(node, right, mixed_r)
+        kn = [f"_weir_k{i}" for i in range(len(k1))]
+        ldf = left.df.select(
+            *[F.col(f"`{a}`").alias(k) for a, k in zip(k1, kn, strict=True)],
+            *[F.col(f"`{c}`").alias(f"_weir_l{i}") for i, c in enumerate(r1)],
+        )
+        rdf = right.df.select(
+            *[F.col(f"`{b}`").alias(k) for b, k in zip(k2, kn, strict=True)],
+            *[F.col(f"`{c}`").alias(f"_weir_r{i}") for i, c in enumerate(r2)],
+        )
+        joined = ldf.join(rdf, on=kn, how="inner")
+        src = kn + [f"_weir_l{i}" for i in range(len(r1))] + [f"_weir_r{i}" for i in range(len(r2))]
+        out_names = list(node.names)
+        df = joined.select(*[F.col(s).alias(n) for s, n in zip(src, out_names, strict=True)])
+        fields_src = (
+            [left.fields[i] for i in left.index(k1)] + [left.fields[i] for i in left.index(r1)]
+            + [right.fields[i] for i in right.index(r2)]
+        )
+        return Compiled(df, [FieldSpec(n, f.dtype) for n, f in zip(out_names, fields_src, strict=True)])
+
+    # -- states --------------------------------------------------------------------------------
+    def _route(
+        self, node: Node, comp: Compiled, how: str, n: int, key_idx: list[int], **extra: Any
+    ) -> Compiled:
+        from pyspark.sql import functions as F  # noqa: N812
+        from pyspark.sql.types import IntegerType
+
+        if extra.get("combine_agg") is not None:
+            out = [comp.fields[i] for i in key_idx] + [FieldSpec(V_COL, None)]
+        else:
+            out = list(comp.fields)
+        out = out + [FieldSpec(P_COL, IntegerType()), FieldSpec(Q_COL, IntegerType())]
+        stage = RouteStage(
+            **self._stage_args(node, comp.fields, out), how=how, n=n, key_idx=key_idx, **extra
+        )
+        routed = self._map(comp.df, stage, out)
+        return Compiled(routed.df.repartition(n, F.col(Q_COL)), routed.fields)
+
+    def _state_common(self, node: Node, in_fields: list[FieldSpec], out_fields: list[FieldSpec], n: int,
+                      p_idx: int) -> dict[str, Any]:
+        state = node.params["state"]
+        return {
+            **self._stage_args(node, in_fields, out_fields), "factory": state.factory, "n": n,
+            "state_id": state.state_id, "p_idx": p_idx,
+        }
+
+    def _c_persist_agg(self, node: Node) -> Compiled:
+        from pyspark.sql import functions as F  # noqa: N812
+
+        parent = self.compile(node.parents[0])
+        p = node.params
+        state, agg, kind = p["state"], p["agg"], p["agg_kind"]
+        keys = list(p["group"] or ())
+        inp = list(p["input"])
+        n = state.parallelism if keys else 1
+        key_fields = [parent.fields[i] for i in parent.index(keys)]
+        in_types = [parent.fields[i].dtype for i in parent.index(inp)]
+        value = node.new_fields[0]
+        if value.dtype is None:
+            vt = agg.value_type(in_types) if kind == "combiner" else None
+            value = FieldSpec(value.name, vt)
+        out_fields = key_fields + [value]
+        journal = None
+        touches: dict[int, list[tuple[Any, ...]]] = {}
+        if state.state_id in self.ctx.journal_states and self.ctx.provider is not None:
+            journal = JournalSpec(self.ctx.provider, self.ctx.journal_namespace, state.state_id, self.epoch)
+            touches = read_touches(self.ctx.provider, self.ctx.journal_namespace, state.state_id, n, self.txid)
+        k = len(keys)
+        expr = self._spark_agg(agg, parent, inp)
+        if expr is not None and keys:
+            kcols = [F.col(f"`{c}`") for c in keys]
+            pre = parent.df.groupBy(*kcols).agg(expr.alias(V_COL))
+            pre_c = Compiled(pre, key_fields + [FieldSpec(V_COL, pre.schema[V_COL].dataType)])
+            routed = self._route(node, pre_c, "key", n, list(range(k)))
+            args = {"mode": "combiner", "key_idx": list(range(k)), "value_idx": k}
+        elif expr is not None:
+            pre = parent.df.agg(expr.alias(V_COL), F.count(F.lit(1)).alias(N_COL)).withColumn(P_COL, F.lit(0))
+            routed = Compiled(pre, typed_fields(pre))
+            args = {"mode": "combiner", "key_idx": [], "value_idx": 0, "count_idx": 1}
+        elif kind == "combiner":
+            routed = self._route(
+                node, parent, "key" if keys else "single", n, parent.index(keys),
+                combine_agg=agg, in_idx=parent.index(inp), in_names=inp,
+            )
+            args = {"mode": "combiner", "key_idx": list(range(k)), "value_idx": k}
+        else:
+            routed = self._route(node, parent, "key" if keys else "single", n, parent.index(keys))
+            args = {"mode": "reducer", "key_idx": parent.index(keys), "in_idx": parent.index(inp), "in_names": inp}
+        stage = PersistAggStage(
+            **self._state_common(node, routed.fields, out_fields, n, routed.index([P_COL])[0]),
+            agg=agg, journal=journal, touches=touches, **args,
+        )
+        return self._map(routed.df, stage, out_fields)
+
+    def _c_state_query(self, node: Node) -> Compiled:
+        parent = self.compile(node.parents[0])
+        state = node.params["state"]
+        inp = list(node.params["input"])
+        n = state.parallelism if state.kind != "snapshot" else 1
+        routed = self._route(node, parent, "key", n, parent.index(inp))
+        out = parent.fields + list(node.new_fields)
+        stage = QueryStage(
+            **self._state_common(node, routed.fields, out, n, len(parent.fields)),
+            qf=node.params["qf"], in_idx=parent.index(inp), in_names=inp, keep=len(parent.fields),
+            new_fields=list(node.new_fields), snapshot=state.kind == "snapshot",
+        )
+        return self._map(routed.df, stage, out)
+
+    def _c_partition_persist(self, node: Node) -> Compiled:
+        parent = self.compile(node.parents[0])
+        state = node.params["state"]
+        inp = list(node.params["input"])
+        n = state.parallelism
+        how, keys = _upstream_partitioning(node.parents[0])
+        key_idx: list[int] = []
+        if how == "fields" and all(k in parent.names for k in keys):
+            route, key_idx = "key", parent.index(keys)
+        elif how == "global":
+            route = "single"
+        elif how == "broadcast":
+            route = "broadcast"
+        else:
+            route = "round_robin"
+        routed = self._route(node, parent, route, n, key_idx)
+        out = list(node.new_fields)
+        stage = PersistStage(
+            **self._state_common(node, routed.fields, out, n, len(parent.fields)),
+            updater=node.params["updater"], in_idx=parent.index(inp), in_names=inp,
+        )
+        return self._map(routed.df, stage, out)
+
+
+def _identity(tup: Any) -> Any:
+    return tuple(tup)
+
+
+def _type_key(f: FieldSpec) -> str:
+    return "any" if f.dtype is None else str(f.dtype.simpleString())
+
+
+def node_kind_is_combiner(agg: Any) -> bool:
+    """Whether ``agg`` is a combiner aggregator."""
+    from weir.trident.operation import CombinerAggregator
+
+    return isinstance(agg, CombinerAggregator)
+
+
+def _upstream_partitioning(node: Node) -> tuple[str, tuple[str, ...]]:
+    """The partitioning in effect for ``node``'s output: the nearest ``partition`` node upstream."""
+    cur = node
+    while True:
+        if cur.kind == "partition":
+            return cur.params["how"], tuple(cur.params.get("fields") or ())
+        if cur.kind in ("op", "project") and len(cur.parents) == 1:
+            cur = cur.parents[0]
+            continue
+        return "none", ()
+
+
+def check_plan(nodes: list[Node]) -> None:
+    """Submit-time checks that need the whole plan."""
+    if not any(n.kind == "spout" for n in nodes):
+        msg = "the TridentTopology has no stream: call new_stream(name, spout) first"
+        raise TopologyError(msg)

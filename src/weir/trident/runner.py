@@ -1,0 +1,274 @@
+"""Running a :class:`~weir.trident.TridentTopology` on weir's one engine.
+
+``weir.submit(name, conf, trident_topology)`` calls :func:`submit_trident`, which returns the same
+:class:`~weir.runtime.spark.runner.TopologyRun` a Storm topology gets: one Spark Structured
+Streaming query whose ``foreachBatch`` asks the checkpoint coordinator for the batch's txid and
+then runs :class:`TridentBatchRunner` on the batch's DataFrame.
+
+Transactions: the coordinator stores ``PREPARING(n)``, the job runs (every state partition does
+``begin_commit(n)`` … ``commit(n)`` inside its Spark task), then ``COMMITTING(n)`` and
+``COMMITTED(n)``. Trident states need nothing from the commit phase — their exactly-once comes from
+the txids stored with the values — so the coordinator's participants have no namespaces. A batch
+whose job failed, or that a crash interrupted, is run again with the **same** txid; a batch
+already ``COMMITTED`` is skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pyspark.accumulators import AccumulatorParam
+
+from weir.checkpoint.coordinator import JobOutcome, TaskFailure, checkpoint_namespace
+from weir.errors import ConfigError, FencedError, TopologyError, WeirError
+from weir.runtime.spark.config import RuntimeConfig
+from weir.runtime.spark.runner import (
+    TopologyRun,
+    make_coordinator,
+    picklable_or_raise,
+    resolve_provider,
+    spark_for,
+)
+from weir.state.factory import KeyValueStateProvider
+from weir.topology.components import Spout
+from weir.topology.context import TopologyContext
+from weir.trident._arrow import parse_failure
+from weir.trident.guarantee import spout_type
+from weir.trident.planner import BatchPlanner, RunContext, check_plan
+from weir.trident.state.base import StateType
+
+if TYPE_CHECKING:
+    from weir.trident.topology import TridentTopology
+
+__all__ = ["TridentBatchRunner", "TridentParticipants", "TridentSource", "submit_trident"]
+
+log = logging.getLogger("weir.trident")
+
+
+class TridentSource(Spout):
+    """The topology's spouts as the one streaming source of its query.
+
+    One spout: its stream as it is. Several: their union, each row as ``(_weir_s spout index,
+    _weir_v JSON of the row)``; :meth:`batch_for` unpacks one spout's typed rows per batch.
+    """
+
+    def __init__(self, topology: str, conf: Mapping[str, Any], spouts: list[tuple[str, Spout]]) -> None:
+        self.topology = topology
+        self.conf = dict(conf)
+        self.spouts = spouts
+        self.schemas: list[Any] = []
+
+    @property
+    def multi(self) -> bool:
+        """Whether several spouts share the query."""
+        return len(self.spouts) > 1
+
+    def create_stream(self, spark: Any, context: TopologyContext) -> Any:
+        """The spouts' streams (unioned as JSON rows when there are several)."""
+        from pyspark.sql import functions as F  # noqa: N812
+
+        dfs = []
+        for name, spout in self.spouts:
+            ctx = TopologyContext(self.topology, name, 0, 1, self.conf)
+            try:
+                dfs.append(spout.create_stream(spark, ctx))
+            except WeirError:
+                raise
+            except Exception as exc:
+                msg = f"topology {self.topology!r}, stream {name!r}: cannot create its spout's stream: {exc}"
+                raise TopologyError(msg, topology=self.topology, component=name) from exc
+        self.schemas = [d.schema for d in dfs]
+        if not self.multi:
+            return dfs[0]
+        parts = [
+            d.select(
+                F.lit(i).cast("int").alias("_weir_s"),
+                F.to_json(F.struct(*[F.col(f"`{c}`") for c in d.columns])).alias("_weir_v"),
+            )
+            for i, d in enumerate(dfs)
+        ]
+        out = parts[0]
+        for p in parts[1:]:
+            out = out.unionByName(p)
+        return out
+
+    def batch_for(self, batch: Any, index: int) -> Any:
+        """Spout ``index``'s rows of a batch, with its own columns and types."""
+        if not self.multi:
+            return batch
+        from pyspark.sql import functions as F  # noqa: N812
+
+        rows = batch.where(F.col("_weir_s") == index)
+        return rows.select(F.from_json(F.col("_weir_v"), self.schemas[index]).alias("_weir_r")).select("_weir_r.*")
+
+
+class TridentParticipants:
+    """The coordinator's participants for Trident: none — states commit inside their partitions."""
+
+    def namespaces(self) -> list[str]:
+        """No checkpointed namespaces."""
+        return []
+
+    def commit_all(self, txid: int, epoch: int, after_first: Any = None) -> None:
+        """Nothing to commit: each state partition committed ``txid`` in its task."""
+
+    def rollback_all(self, epoch: int, after_first: Any = None) -> None:
+        """Nothing to roll back: a replay with the same txid makes the stored values exact."""
+
+
+class _ListParam(AccumulatorParam):  # type: ignore[type-arg]
+    """Accumulates lists of task reports."""
+
+    def zero(self, value: list[Any]) -> list[Any]:
+        return []
+
+    def addInPlace(self, a: list[Any], b: list[Any]) -> list[Any]:  # noqa: N802 - PySpark's name
+        a.extend(b)
+        return a
+
+
+class TridentBatchRunner:
+    """Runs one batch of a Trident topology (the ``BatchRunner`` of its :class:`TopologyRun`)."""
+
+    #: ask TopologyRun for the batch's DataFrame instead of its RDD
+    wants_dataframe = True
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.last_stats: dict[str, Any] = {}
+
+    def run(self, batch: Any, spout_id: str | None, txid: int, epoch: int | None) -> JobOutcome:
+        """Plan and run every operation of the batch; report failures instead of raising them."""
+        if not hasattr(batch, "sparkSession"):
+            msg = "the Trident runner needs the batch's DataFrame (TopologyRun passes it when wants_dataframe)"
+            raise TopologyError(msg, topology=self.ctx.topology)
+        t0 = time.perf_counter()
+        sc = batch.sparkSession.sparkContext
+        acc = sc.accumulator([], _ListParam())
+        shared = None
+        if self.ctx.source.multi:
+            from pyspark import StorageLevel
+
+            shared = batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
+        planner = BatchPlanner(self.ctx, batch, txid, epoch, acc)
+        try:
+            planner.run()
+        except WeirError as exc:
+            if isinstance(exc, FencedError):
+                raise
+            return JobOutcome(failures=[TaskFailure("<driver>", -1, f"{type(exc).__name__}: {exc}", "")])
+        except Exception as exc:
+            return JobOutcome(failures=[self._failure(exc, txid)])
+        finally:
+            planner.release()
+            if shared is not None:
+                shared.unpersist(blocking=False)
+        stats = self._stats(list(acc.value), planner.tuples_in(), (time.perf_counter() - t0) * 1000)
+        self.last_stats = stats
+        return JobOutcome(stats=stats)
+
+    def _failure(self, exc: BaseException, txid: int) -> TaskFailure:
+        text = str(exc)
+        info = parse_failure(text)
+        if info is None:
+            return TaskFailure("<spark>", -1, f"the Spark job failed: {_short(text)}", text[-4000:])
+        if info.get("fenced"):
+            msg = f"topology {self.ctx.topology!r}, txid {txid}: {info.get('error')}"
+            raise FencedError(msg) from exc
+        return TaskFailure(
+            str(info.get("component", "?")), int(info.get("task", -1)), str(info.get("error", "failed")),
+            str(info.get("traceback", "")),
+        )
+
+    @staticmethod
+    def _stats(reports: list[dict[str, Any]], tuples_in: int, ms: float) -> dict[str, Any]:
+        per: dict[str, dict[str, Any]] = {}
+        for r in reports:
+            c = per.setdefault(r["component"], {"in": 0, "out": 0, "tasks": 0, "failed": 0, "task_ms": 0.0})
+            c["in"] += r.get("in", 0)
+            c["out"] += r.get("out", 0)
+            c["tasks"] += 1
+            c["task_ms"] += r.get("ms", 0.0)
+        return {"components": per, "tuples_in": tuples_in, "dead_letters": 0, "job_ms": ms}
+
+
+def _short(text: str) -> str:
+    for marker in ("PythonException:", "SparkRuntimeException:", "Exception:"):
+        i = text.find(marker)
+        if i >= 0:
+            return text[i : i + 500].strip()
+    return text[:500]
+
+
+def _check_memory_states(name: str, topology: TridentTopology) -> None:
+    from weir.trident.state.memory import MemoryMapState
+
+    for st in topology.states:
+        if isinstance(st.factory, MemoryMapState.Factory):
+            msg = (
+                f"topology {name!r}: state {st.state_id!r} uses MemoryMapState.Factory, which keeps data inside one "
+                "Python process, but Spark runs Trident's state partitions in separate Python worker processes; "
+                "use a durable backing map (SQLite, Redis, PostgreSQL, Memcached) for a topology on Spark"
+            )
+            raise ConfigError(msg)
+
+
+def _check_picklable(name: str, topology: TridentTopology) -> None:
+    for node in topology.nodes:
+        for key in ("op", "agg", "qf", "updater"):
+            obj = node.params.get(key)
+            if obj is not None:
+                picklable_or_raise(name, node.name, obj)
+    for st in topology.states:
+        picklable_or_raise(name, st.state_id, st.factory)
+
+
+def _journal_states(topology: TridentTopology) -> frozenset[str]:
+    """States that need the journal: a persistent_aggregate fed by an opaque spout."""
+    out = set()
+    for node in topology.nodes:
+        if node.kind != "persist_agg":
+            continue
+        if any(spout_type(s.params["spout"]) is StateType.OPAQUE for s in node.spouts()):
+            out.add(node.params["state"].state_id)
+    return frozenset(out)
+
+
+def submit_trident(name: str, conf: Mapping[str, Any], topology: TridentTopology, spark: Any = None) -> TopologyRun:
+    """Validate ``topology`` and prepare its streaming query (not started yet).
+
+    Checked before Spark runs anything: configuration keys, the plan, seed 004's spout × state
+    table (:mod:`weir.trident.guarantee`), process-local states, picklability of every operation
+    and state factory, and the store of the coordinator record (``topology.state.provider``).
+    """
+    rc = RuntimeConfig.from_conf(name, conf)
+    nodes = topology.nodes
+    check_plan(nodes)
+    topology.check_guarantees(conf)
+    _check_memory_states(name, topology)
+    _check_picklable(name, topology)
+    names = [s.state_id for s in topology.states]
+    if len(set(names)) != len(names):
+        msg = f"topology {name!r}: two states share a name ({sorted(names)}); name() them differently"
+        raise TopologyError(msg, topology=name)
+    spark_session, master = spark_for(rc, spark)
+    provider = resolve_provider(name, conf, master)
+    coordinator = make_coordinator(name, conf, provider, TridentParticipants(), {}, rc, master)
+    journal = _journal_states(topology)
+    if journal and not isinstance(provider, KeyValueStateProvider):
+        log.warning(
+            "topology %s: the state provider is not a key-value store, so opaque replays are not journaled", name
+        )
+        journal = frozenset()
+    spouts = [(n.name, n.params["spout"]) for n in nodes if n.kind == "spout"]
+    source = TridentSource(name, conf, spouts)
+    ctx = RunContext(
+        topology=name, conf=dict(conf), nodes=nodes, source=source,
+        provider=provider if journal else None, journal_namespace=checkpoint_namespace(name),
+        journal_states=journal,
+    )
+    return TopologyRun(name, conf, rc, spark_session, [("$trident", source)], TridentBatchRunner(ctx), coordinator,
+                       provider=provider)

@@ -1,0 +1,474 @@
+"""Executor side of the state operations: routing to state partitions, and the per-partition work.
+
+Routing (:class:`RouteStage`) adds two columns: ``_weir_p``, the state partition — a stable hash
+of the key's Python values (:func:`weir._util.stable_hash`), so a key lands in the same partition
+in every batch, after every restart, whatever Spark type its column has — and ``_weir_q``, an int
+whose Spark hash puts the row in Spark partition ``_weir_p`` (see :func:`spark_routing_values`).
+After ``repartition(n, "_weir_q")`` each Spark task holds exactly one state partition.
+
+Per state partition with tuples (a partition without tuples is not touched):
+
+- :class:`PersistAggStage` — ``make_state(conf, p, n)``, ``begin_commit(txid)``, one
+  ``multi_update`` (or ``update`` of a ``Snapshottable`` for a global aggregate), ``commit(txid)``,
+  and emit ``(key..., new value)``;
+- :class:`QueryStage` — ``make_state``, one ``batch_retrieve``, ``execute`` per tuple;
+- :class:`PersistStage` — ``make_state``, ``begin_commit``, one ``update_state``, ``commit``.
+
+For a stream that reads an **opaque** spout, :class:`PersistAggStage` first records the keys it is
+about to write (the *journal*, in the coordinator's namespace, fenced by the driver's epoch). When a
+batch attempt fails after writing some keys and its replay (same txid) no longer contains them,
+the driver passes those keys back as *touches*: they are updated with their own value, which makes
+an opaque cell fall back to its value before the txid — so the state holds exactly what was
+committed, even when the replayed batch differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from weir._util import stable_hash
+from weir.checkpoint.faults import crash_point
+from weir.errors import StateError, TopologyError
+from weir.trident._arrow import build_array, concat, py_columns, rows_of, take_column, to_batch
+from weir.trident.fields import FieldSpec, decode_any, encode_any
+from weir.trident.tasks import StageBase, _cleanup, _prepare
+from weir.trident.tuple import TridentCollector, tuple_class
+
+__all__ = [
+    "GLOBAL_KEY",
+    "JournalSpec",
+    "PersistAggStage",
+    "PersistStage",
+    "QueryStage",
+    "RouteStage",
+    "as_snapshottable",
+    "journal_key",
+    "read_touches",
+    "spark_routing_values",
+]
+
+#: the key of a global (ungrouped) aggregate in a map state that is not ``Snapshottable`` itself
+GLOBAL_KEY = ("$weir-trident-global$",)
+
+_M = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M
+
+
+def spark_int_hash(i: int, seed: int = 42) -> int:
+    """Spark's ``hash()`` of an ``int`` column value (Murmur3 x86_32 ``hashInt``, seed 42)."""
+    k1 = ((i & _M) * 0xCC9E2D51) & _M
+    k1 = (_rotl(k1, 15) * 0x1B873593) & _M
+    h1 = _rotl(seed ^ k1, 13)
+    h1 = (h1 * 5 + 0xE6546B64) & _M
+    h1 ^= 4
+    h1 ^= h1 >> 16
+    h1 = (h1 * 0x85EBCA6B) & _M
+    h1 ^= h1 >> 13
+    h1 = (h1 * 0xC2B2AE35) & _M
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def spark_routing_values(n: int) -> list[int]:
+    """For each partition ``p < n``, an int ``q`` with ``pmod(hash(q), n) == p`` in Spark SQL.
+
+    ``repartition(n, col)`` sends a row to partition ``pmod(hash(col), n)``; routing by these
+    values makes the Spark partition equal the state partition.
+    """
+    out: dict[int, int] = {}
+    q = 0
+    while len(out) < n:
+        p = spark_int_hash(q) % n
+        out.setdefault(p, q)
+        q += 1
+    return [out[p] for p in range(n)]
+
+
+def as_snapshottable(state: Any, what: str) -> Any:
+    """``state`` if it is ``Snapshottable``; a map state wrapped in ``SnapshottableMap(GLOBAL_KEY)``."""
+    from weir.trident.state import SnapshottableMap
+
+    if all(callable(getattr(state, m, None)) for m in ("get", "update", "set")):
+        return state
+    if callable(getattr(state, "multi_update", None)):
+        return SnapshottableMap(state, GLOBAL_KEY)
+    msg = f"{what}: a global persistent_aggregate needs a Snapshottable or MapState state, got {state!r}"
+    raise TopologyError(msg)
+
+
+def _map_state(state: Any, what: str) -> Any:
+    if not callable(getattr(state, "multi_update", None)):
+        msg = f"{what}: persistent_aggregate on a grouped stream needs a MapState (multi_update), got {state!r}"
+        raise TopologyError(msg)
+    return state
+
+
+class _KeepUpdater:
+    """Update a key with its own value (what a *touch* does)."""
+
+    __slots__ = ()
+
+    def update(self, stored: Any) -> Any:
+        return stored
+
+
+# ---- the journal ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class JournalSpec:
+    """Where a state's journal lives: the coordinator's store and namespace, and the driver's epoch."""
+
+    provider: Any
+    namespace: str
+    state_id: str
+    epoch: int | None
+
+    def write(self, partition: int, txid: int, keys: list[tuple[Any, ...]]) -> None:
+        """Record that batch ``txid`` is about to write ``keys`` of ``partition`` (epoch-fenced)."""
+        data = encode_any((txid, [tuple(k) for k in keys]))
+        assert data is not None
+        self.provider.backend.write_direct(self.namespace, {journal_key(self.state_id, partition): data}, self.epoch)
+
+
+def journal_key(state_id: str, partition: int) -> bytes:
+    """The journal row of one state partition."""
+    return f"trident-journal/{state_id}/{partition}".encode()
+
+
+def read_touches(
+    provider: Any, namespace: str, state_id: str, n: int, txid: int
+) -> dict[int, list[tuple[Any, ...]]]:
+    """Keys an earlier attempt of ``txid`` wrote, per partition (driver side, one read)."""
+    rows = provider.backend.get_many(namespace, [journal_key(state_id, p) for p in range(n)])
+    out: dict[int, list[tuple[Any, ...]]] = {}
+    for p, raw in enumerate(rows):
+        if raw is None:
+            continue
+        t, keys = decode_any(raw)
+        if t == txid and keys:
+            out[p] = [tuple(k) for k in keys]
+    return out
+
+
+# ---- routing ----------------------------------------------------------------------------------
+@dataclass
+class RouteStage(StageBase):
+    """Add ``_weir_p`` / ``_weir_q`` to every row (``how``: ``key``, ``round_robin``, ``broadcast``).
+
+    With ``combine_agg`` set, rows are first pre-aggregated per key in the task (a combiner's
+    ``init`` + ``combine``), and the output is ``key..., _weir_v, _weir_p, _weir_q``.
+    """
+
+    how: str = "key"
+    n: int = 1
+    key_idx: list[int] = field(default_factory=list)
+    combine_agg: Any = None
+    in_idx: list[int] = field(default_factory=list)
+    in_names: list[str] = field(default_factory=list)
+
+    def run(self, task: int, batches: Iterator[pa.RecordBatch], counts: list[int]) -> Iterator[pa.RecordBatch]:
+        """Route the task's rows."""
+        n, qs = self.n, spark_routing_values(self.n)
+        schema = self.out_schema()
+        if self.combine_agg is not None:
+            yield from self._combine(batches, counts, qs, schema)
+            return
+        rr = task
+        for batch in batches:
+            rows = batch.num_rows
+            counts[0] += rows
+            if rows == 0:
+                continue
+            if self.how == "key":
+                keys = rows_of(py_columns(batch, self.key_idx, self.in_fields), rows)
+                ps = [stable_hash(k) % n for k in keys]
+                src = list(range(rows))
+            elif self.how == "broadcast":
+                src = [i for i in range(rows) for _ in range(n)]
+                ps = [p for _ in range(rows) for p in range(n)]
+            else:  # round robin (also "single": n == 1)
+                ps = [(rr + i) % n for i in range(rows)]
+                rr += rows
+                src = list(range(rows))
+            idx = pa.array(src, type=pa.int64())
+            arrays = [take_column(batch.column(c), idx, schema.field(c).type) for c in range(batch.num_columns)]
+            arrays.append(pa.array(ps, type=pa.int32()))
+            arrays.append(pa.array([qs[p] for p in ps], type=pa.int32()))
+            counts[1] += len(src)
+            yield to_batch(arrays, schema)
+
+    def _combine(
+        self, batches: Iterator[pa.RecordBatch], counts: list[int], qs: list[int], schema: pa.Schema
+    ) -> Iterator[pa.RecordBatch]:
+        agg = self.combine_agg
+        cls = tuple_class(tuple(self.in_names))
+        table = concat(batches)
+        if table is None or table.num_rows == 0:
+            return
+        rows = table.num_rows
+        counts[0] += rows
+        keys = rows_of(py_columns(table, self.key_idx, self.in_fields), rows)
+        tuples = rows_of(py_columns(table, self.in_idx, self.in_fields), rows)
+        partial: dict[tuple[Any, ...], list[Any]] = {}  # key -> [first row, value]
+        for i, (k, t) in enumerate(zip(keys, tuples, strict=True)):
+            v = agg.init(cls(t))
+            slot = partial.get(k)
+            if slot is None:
+                partial[k] = [i, v]
+            else:
+                slot[1] = agg.combine(slot[1], v)
+        src = [s[0] for s in partial.values()]
+        ps = [stable_hash(k) % self.n for k in partial] if self.how == "key" else [0] * len(src)
+        idx = pa.array(src, type=pa.int64())
+        arrays = [take_column(table.column(c), idx, schema.field(j).type) for j, c in enumerate(self.key_idx)]
+        arrays.append(pa.array([encode_any(s[1]) for s in partial.values()], type=pa.binary()))
+        arrays.append(pa.array(ps, type=pa.int32()))
+        arrays.append(pa.array([qs[p] for p in ps], type=pa.int32()))
+        counts[1] += len(src)
+        yield to_batch(arrays, schema)
+
+
+# ---- per state partition ----------------------------------------------------------------------
+@dataclass
+class _StateStage(StageBase):
+    factory: Any = None
+    n: int = 1
+    state_id: str = ""
+    p_idx: int = -1
+
+    def _partitions(self, table: pa.Table | None) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        if table is None:
+            return out
+        for i, p in enumerate(table.column(self.p_idx).to_pylist()):
+            out.setdefault(int(p), []).append(i)
+        return out
+
+    def _make_state(self, p: int) -> Any:
+        try:
+            return self.factory.make_state(self.conf, p, self.n)
+        except Exception as exc:
+            msg = f"state {self.state_id!r}: {self.factory!r}.make_state(conf, {p}, {self.n}) failed: {exc}"
+            raise StateError(msg) from exc
+
+
+@dataclass
+class PersistAggStage(_StateStage):
+    """The state update of ``persistent_aggregate`` for each state partition in this task.
+
+    ``mode`` ``combiner``: rows carry the batch's partial value per key in ``value_idx`` (several
+    rows of a key are combined first); ``reducer``: rows are the key's tuples (``in_idx``).
+    ``key_idx`` empty means a global aggregate (one partition, a ``Snapshottable``).
+    """
+
+    mode: str = "combiner"
+    agg: Any = None
+    key_idx: list[int] = field(default_factory=list)
+    value_idx: int = -1
+    in_idx: list[int] = field(default_factory=list)
+    in_names: list[str] = field(default_factory=list)
+    count_idx: int = -1
+    journal: JournalSpec | None = None
+    touches: dict[int, list[tuple[Any, ...]]] = field(default_factory=dict)
+
+    def run(self, task: int, batches: Iterator[pa.RecordBatch], counts: list[int]) -> Iterator[pa.RecordBatch]:
+        """Update each state partition of the task once."""
+        table = concat(batches)
+        parts = self._partitions(table)
+        if task in self.touches and task not in parts:
+            parts[task] = []
+        if table is not None:
+            counts[0] += table.num_rows
+        schema = self.out_schema()
+        for p in sorted(parts):
+            out = self._one(p, parts[p], table, schema)
+            if out is not None:
+                counts[1] += out.num_rows
+                yield out
+
+    def _groups(self, rows: list[int], table: pa.Table | None) -> tuple[dict[tuple[Any, ...], Any], dict[tuple[Any, ...], int]]:
+        """Per key: the combined partial (combiner) or the list of tuples (reducer); and a source row."""
+        values: dict[tuple[Any, ...], Any] = {}
+        first: dict[tuple[Any, ...], int] = {}
+        if not rows or table is None:
+            return values, first
+        sub = table.take(pa.array(rows, type=pa.int64()))
+        m = sub.num_rows
+        keys = rows_of(py_columns(sub, self.key_idx, self.in_fields), m) if self.key_idx else [()] * m
+        if self.mode == "combiner":
+            vals = py_columns(sub, [self.value_idx], self.in_fields)[0]
+            live = py_columns(sub, [self.count_idx], self.in_fields)[0] if self.count_idx >= 0 else None
+            for j, (k, v) in enumerate(zip(keys, vals, strict=True)):
+                if live is not None and not live[j]:
+                    continue  # a global SQL aggregate of an empty batch
+                if k in values:
+                    values[k] = self.agg.combine(values[k], v)
+                else:
+                    values[k] = v
+                    first[k] = rows[j]
+        else:
+            cls = tuple_class(tuple(self.in_names))
+            tuples = rows_of(py_columns(sub, self.in_idx, self.in_fields), m)
+            for j, (k, t) in enumerate(zip(keys, tuples, strict=True)):
+                if k not in values:
+                    values[k] = []
+                    first[k] = rows[j]
+                values[k].append(cls(t))
+        return values, first
+
+    def _updater(self, value: Any) -> Any:
+        from weir.trident.state import CombinerValueUpdater, ReducerValueUpdater
+
+        if self.mode == "combiner":
+            return CombinerValueUpdater(self.agg, value)
+        return ReducerValueUpdater(self.agg, value)
+
+    def _one(self, p: int, rows: list[int], table: pa.Table | None, schema: pa.Schema) -> pa.RecordBatch | None:
+        values, first = self._groups(rows, table)
+        touched = [k for k in self.touches.get(p, []) if k not in values]
+        if not values and not touched:
+            return None  # no tuples for this partition: no begin_commit / commit
+        txid = self.txid
+        what = f"state {self.state_id!r} partition {p}"
+        keys = list(values)
+        if self.journal is not None:
+            self.journal.write(p, txid, [*keys, *touched])
+        state = self._make_state(p)
+        state.begin_commit(txid)
+        updaters = [self._updater(values[k]) for k in keys] + [_KeepUpdater() for _ in touched]
+        if self.key_idx:
+            new_vals = _map_state(state, what).multi_update([list(k) for k in [*keys, *touched]], updaters)
+            if len(new_vals) != len(updaters):
+                msg = f"{what}: multi_update returned {len(new_vals)} values for {len(updaters)} keys"
+                raise StateError(msg)
+            new_vals = list(new_vals)[: len(keys)]
+        else:
+            snap = as_snapshottable(state, what)
+            new_vals = [snap.update(updaters[0])] if keys else []
+            if touched and not keys:
+                snap.update(_KeepUpdater())
+        crash_point("trident_after_multi_update", txid, task=p)
+        state.commit(txid)
+        crash_point("trident_after_partition_commit", txid, task=p)
+        if not keys:
+            return None
+        arrays: list[Any] = []
+        if self.key_idx:
+            assert table is not None
+            idx = pa.array([first[k] for k in keys], type=pa.int64())
+            arrays.extend(
+                take_column(table.column(c), idx, schema.field(j).type) for j, c in enumerate(self.key_idx)
+            )
+        off = len(self.key_idx)
+        f = self.out_fields[off]
+        arrays.append(build_array(new_vals, f, schema.field(off).type, what))
+        return to_batch(arrays, schema)
+
+
+@dataclass
+class QueryStage(_StateStage):
+    """``state_query``: one ``batch_retrieve`` per state partition, then ``execute`` per tuple."""
+
+    qf: Any = None
+    in_idx: list[int] = field(default_factory=list)
+    in_names: list[str] = field(default_factory=list)
+    keep: int = 0  # the first ``keep`` input columns are the stream's fields (then _weir_p, _weir_q)
+    new_fields: list[FieldSpec] = field(default_factory=list)
+    snapshot: bool = False  # a global state: hand the query a Snapshottable
+
+    def run(self, task: int, batches: Iterator[pa.RecordBatch], counts: list[int]) -> Iterator[pa.RecordBatch]:
+        """Query each state partition of the task."""
+        table = concat(batches)
+        parts = self._partitions(table)
+        if table is None or not parts:
+            return
+        counts[0] += table.num_rows
+        qf = self.qf
+        schema = self.out_schema()
+        what = f"{self.component} ({type(qf).__name__})"
+        cls = tuple_class(tuple(self.in_names))
+        n_new = len(self.new_fields)
+        _prepare(qf, self.conf, self.context(task, self.n))
+        for p in sorted(parts):
+            rows = parts[p]
+            sub = table.take(pa.array(rows, type=pa.int64()))
+            tuples = [cls(r) for r in rows_of(py_columns(sub, self.in_idx, self.in_fields), sub.num_rows)]
+            state = self._make_state(p)
+            if self.snapshot:
+                state = as_snapshottable(state, what)
+            results = list(qf.batch_retrieve(state, tuples))
+            if len(results) != len(tuples):
+                msg = (
+                    f"{what}: batch_retrieve returned {len(results)} results for {len(tuples)} tuples; "
+                    "return one result per tuple, in order"
+                )
+                raise TopologyError(msg)
+            coll = TridentCollector(n_new, what)
+            src: list[int] = []
+            new_cols: list[list[Any]] = [[] for _ in range(n_new)]
+            for i, (t, res) in enumerate(zip(tuples, results, strict=True)):
+                qf.execute(t, res, coll)
+                for vals in coll.take():
+                    src.append(i)
+                    for j in range(n_new):
+                        new_cols[j].append(vals[j])
+            if not src:
+                continue
+            idx = pa.array(src, type=pa.int64())
+            arrays: list[Any] = [take_column(sub.column(c), idx, schema.field(c).type) for c in range(self.keep)]
+            for j, f in enumerate(self.new_fields):
+                arrays.append(build_array(new_cols[j], f, schema.field(self.keep + j).type, what))
+            counts[1] += len(src)
+            yield to_batch(arrays, schema)
+        _cleanup(qf)
+
+
+@dataclass
+class PersistStage(_StateStage):
+    """``partition_persist``: ``begin_commit``, one ``update_state`` with the partition's tuples, ``commit``."""
+
+    updater: Any = None
+    in_idx: list[int] = field(default_factory=list)
+    in_names: list[str] = field(default_factory=list)
+
+    def run(self, task: int, batches: Iterator[pa.RecordBatch], counts: list[int]) -> Iterator[pa.RecordBatch]:
+        """Update each state partition of the task once."""
+        table = concat(batches)
+        parts = self._partitions(table)
+        if table is None or not parts:
+            return
+        counts[0] += table.num_rows
+        up = self.updater
+        schema = self.out_schema()
+        what = f"{self.component} ({type(up).__name__})"
+        cls = tuple_class(tuple(self.in_names))
+        n_out = len(self.out_fields)
+        _prepare(up, self.conf, self.context(task, self.n))
+        for p in sorted(parts):
+            sub = table.take(pa.array(parts[p], type=pa.int64()))
+            tuples = [cls(r) for r in rows_of(py_columns(sub, self.in_idx, self.in_fields), sub.num_rows)]
+            coll = TridentCollector(n_out, what)
+            state = self._make_state(p)
+            state.begin_commit(self.txid)
+            up.update_state(state, tuples, coll)
+            crash_point("trident_after_multi_update", self.txid, task=p)
+            state.commit(self.txid)
+            emitted = coll.take()
+            if not emitted or not n_out:
+                continue
+            cols = list(zip(*emitted, strict=True))
+            arrays = [build_array(list(cols[j]), f, schema.field(j).type, what) for j, f in enumerate(self.out_fields)]
+            counts[1] += len(emitted)
+            yield to_batch(arrays, schema)
+        _cleanup(up)
+
+
+def conf_dict(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """A plain, picklable copy of the topology configuration for ``make_state``."""
+    return dict(conf)

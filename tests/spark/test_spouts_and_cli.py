@@ -1,0 +1,118 @@
+"""The built-in spouts end to end, and the CLI's `weir demo` (the README's main command) and `weir run`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import weir
+from weir.demo import read_counts
+from weir.sources import DataFrameSpout, RateSpout
+from weir.topology import Fields, StatefulBolt, TopologyBuilder
+
+pytestmark = pytest.mark.spark
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class ModCount(StatefulBolt):
+    """Counts values by value % 5 (declared output: none)."""
+
+    def init_state(self, state: Any) -> None:
+        self.counts = state
+
+    def execute(self, tup: Any) -> None:
+        k = int(tup.get_value_by_field("value")) % 5
+        self.counts.put(k, self.counts.get(k, 0) + 1)
+
+
+def test_rate_spout_batches_are_deterministic(spark: Any, tmp_path: Path) -> None:
+    conf = {"weir.state.dir": str(tmp_path / "state")}
+    b = TopologyBuilder()
+    b.set_spout("rate", RateSpout(rows_per_batch=50, partitions=2))
+    b.set_bolt("mod", ModCount(), 2).fields_grouping("rate", Fields("value"))
+    run = weir.submit("rate", conf, b.create_topology(), spark=spark)
+    run.start()
+    try:
+        import time
+
+        deadline = time.time() + 120
+        while run.status().batches < 3 and time.time() < deadline:
+            time.sleep(0.2)
+    finally:
+        run.stop()
+    st = run.status()
+    assert st.batches >= 3
+    total = 50 * st.last_txid
+    got = read_counts(conf, "rate", "mod", 2)
+    # rows 0 .. 50*txid-1, each counted once, by value % 5
+    assert got == Counter({k: total // 5 for k in range(5)})
+
+
+def test_dataframe_spout_over_a_streaming_dataframe(spark: Any, tmp_path: Path) -> None:
+    src = tmp_path / "csv"
+    src.mkdir()
+    (src / "a.csv").write_text("k,v\na,1\nb,2\na,3\n")
+    df = spark.readStream.option("header", "true").schema("k STRING, v INT").csv(str(src))
+
+    class SumByKey(StatefulBolt):
+        def init_state(self, state: Any) -> None:
+            self.sums = state
+
+        def execute(self, tup: Any) -> None:
+            self.sums.put(tup["k"], self.sums.get(tup["k"], 0) + tup["v"])
+
+    conf = {"weir.state.dir": str(tmp_path / "state")}
+    b = TopologyBuilder()
+    b.set_spout("rows", DataFrameSpout(df))
+    b.set_bolt("sum", SumByKey(), 2).fields_grouping("rows", Fields("k"))
+    weir.submit("dfs", conf, b.create_topology(), spark=spark).process_available()
+    assert read_counts(conf, "dfs", "sum", 2) == Counter({"a": 4, "b": 2})
+
+
+def _cli(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    return subprocess.run(
+        [sys.executable, "-m", "weir", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.mark.slow
+def test_weir_demo_runs_and_verifies(tmp_path: Path) -> None:
+    res = _cli(["demo", "--words", "20000", "--distinct", "500", "--files", "4"], tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "verified: all" in res.stdout
+    assert "rank" in res.stdout and "txid 2 committed" in res.stdout
+    assert (tmp_path / "weir-state" / "state.db").exists()
+    # a second run starts fresh and verifies again
+    res2 = _cli(["demo", "--words", "20000", "--distinct", "500", "--files", "4"], tmp_path)
+    assert res2.returncode == 0 and "verified: all" in res2.stdout
+
+
+@pytest.mark.slow
+def test_weir_run_example_with_progress(tmp_path: Path) -> None:
+    inp = tmp_path / "input"
+    inp.mkdir()
+    (inp / "a.txt").write_text("to be or not to be\n")
+    env_cwd = tmp_path
+    os.environ["WORDCOUNT_INPUT"] = str(inp)
+    try:
+        res = _cli(["run", str(ROOT / "examples" / "wordcount.py"), "--available-now", "--name", "cliwc"], env_cwd)
+    finally:
+        del os.environ["WORDCOUNT_INPUT"]
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "[stopped]  txid 1" in res.stderr  # the live status line, final form
+    assert "last txid 1, 1 batches" in res.stdout
+    conf = {"weir.state.dir": str(tmp_path / "weir-state")}
+    assert read_counts(conf, "cliwc") == Counter("to be or not to be".split())
+
+
+def test_weir_run_bad_target_is_one_clear_line(tmp_path: Path) -> None:
+    res = _cli(["run", str(tmp_path / "missing.py")], tmp_path, timeout=60)
+    assert res.returncode == 2
+    assert res.stderr.strip().startswith("weir: error: weir run: no such file")
