@@ -80,6 +80,7 @@ class Result:
     runs_s: list[float] = field(default_factory=list)
     median_s: float = 0.0
     cpu_s: float | None = None
+    runs_cpu_s: list[float | None] = field(default_factory=list)
     words_per_cpu_s: float | None = None
     breakdown: dict[str, Any] = field(default_factory=dict)
 
@@ -193,9 +194,7 @@ class ProgressLog:
 
             def onQueryProgress(self, event: Any) -> None:  # noqa: N802
                 p = event.progress
-                outer.events[str(p.id)].append(
-                    {"batch": p.batchId, "rows": p.numInputRows, "ms": dict(p.durationMs)}
-                )
+                outer.events[str(p.id)].append({"batch": p.batchId, "rows": p.numInputRows, "ms": dict(p.durationMs)})
 
             def onQueryIdle(self, event: Any) -> None:  # noqa: N802
                 pass
@@ -336,9 +335,7 @@ def run_weir(
         "commit_ms": round(commit_ms),
         "coordinator_other_ms": round(add_ms - job_ms - commit_ms),
         "spark_ms": q["spark_ms"],
-        "per_batch": [
-            {"txid": r.txid, "job_ms": round(r.job_ms), "commit_ms": round(r.commit_ms)} for r in reports
-        ],
+        "per_batch": [{"txid": r.txid, "job_ms": round(r.job_ms), "commit_ms": round(r.commit_ms)} for r in reports],
         "components": status.components,
     }
     return seconds, counts, breakdown
@@ -489,6 +486,7 @@ def best_of(runs: list[Result]) -> Result:
     """The fastest run, carrying every run's seconds; verified only if every run was."""
     best = min(runs, key=lambda r: r.seconds)
     best.runs_s = [round(r.seconds, 2) for r in runs]
+    best.runs_cpu_s = [r.breakdown.get("cpu_s") for r in runs]
     best.median_s = round(statistics.median(r.seconds for r in runs), 2)
     if not all(r.verified for r in runs):
         bad = next(r for r in runs if not r.verified)
@@ -596,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs[v].append(r)
                 print(
                     f"  ({v}) {VARIANTS[v]:<34} {secs:7.1f} s  {n / secs:>10,.0f} words/s  "
-                    f"verified={'yes' if ok else 'NO: ' + detail}",
+                    f"cpu {breakdown.get('cpu_s')} s  verified={'yes' if ok else 'NO: ' + detail}",
                     flush=True,
                 )
         results = [best_of(rs) for rs in runs.values()]

@@ -148,9 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=42)
     args = p.parse_args(argv)
     counts = generate_corpus(args.directory, args.words, args.distinct, args.files, args.seed)
-    print(
-        f"{sum(counts.values())} words, {len(counts)} distinct, in {args.files} files under {args.directory}"
-    )
+    print(f"{sum(counts.values())} words, {len(counts)} distinct, in {args.files} files under {args.directory}")
     for word, n in counts.most_common(10):
         print(f"{word:>12} {n}")
     return 0

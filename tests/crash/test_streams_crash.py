@@ -38,7 +38,10 @@ SQLITE_CHAIN = [
     ("between_commits@3", "COMMITTING", 3, 3),  # rolled forward by recovery
     ("after_committed@4", "COMMITTED", 4, 4),  # Spark replays batch 4, which is skipped
 ]
-REDIS_CHAIN = [("during_checkpoint@1@1", "PREPARING", 1, None)]
+REDIS_CHAIN = [
+    ("during_checkpoint@1@1", "PREPARING", 1, None),  # window task 1's first checkpoint write
+    ("after_committing@3", "COMMITTING", 3, 3),  # rolled forward by recovery
+]
 N_FILES = 6
 
 
@@ -77,13 +80,19 @@ def _record(url: str) -> dict[str, object]:
     return dict(json.loads(data))
 
 
-def _first_restore(log: Path) -> dict[tuple[str, int], tuple[str, str]]:
-    """Per (run label, window task): the first reset call of the task instances in that run."""
-    first: dict[tuple[str, int], tuple[str, str]] = {}
+def _first_restore(log: Path) -> dict[tuple[str, int], tuple[str, str] | None]:
+    """Per (run label, window task): how the run's first batch restored the task, before its first
+    checkpoint (None: no reset at all, a first start)."""
+    first: dict[tuple[str, int], tuple[str, str] | None] = {}
     for line in log.read_text().splitlines():
         label, _pid, role, task, method, *arg = line.split()
-        if role == "task" and method in ("reset", "reset_to_initial_state"):
-            first.setdefault((label, int(task)), (method, arg[0] if arg else ""))
+        key = (label, int(task))
+        if role != "task" or key in first:
+            continue
+        if method in ("reset", "reset_to_initial_state"):
+            first[key] = (method, arg[0] if arg else "")
+        elif method == "checkpoint":
+            first[key] = None
     return first
 
 

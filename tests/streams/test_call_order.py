@@ -294,7 +294,7 @@ def test_several_handlers_are_called_in_registration_order_and_read_back_in_orde
         ("op", "drain"), ("a", "drain"), ("b", "drain"), ("c", "drain"),
         ("op", "checkpoint", 1), ("a", "checkpoint", 1), ("b", "checkpoint", 1), ("c", "checkpoint", 1),
     ]  # fmt: skip
-    assert [c for c in task if c[1] == "reset"] == [("op", "reset", 1), ("a", "reset", 1), ("b", "reset", 1), ("c", "reset", 1)]
+    assert [c for c in task if c[1] == "reset"] == [(h, "reset", 1) for h in ("op", "a", "b", "c")]
     hooks = calls("hook")
     assert hooks[-5:] == [("c", "close"), ("b", "close"), ("a", "close"), ("op", "close"), ("op", "cleanup")]
 

@@ -90,7 +90,8 @@ def test_data_the_handler_cannot_read_back_is_a_checkpoint_error_not_a_pickle_tr
     rep = r.reports[0]
     assert rep["error_type"] == "CheckpointError"
     assert "BadReader.reset(checkpoint 1) failed: CheckpointError: checkpoint 1 of operator 'op' task 0" in rep["error"]
-    assert "cannot be read at byte 0" in rep["error"] and "corrupt or was written by a different version" in rep["error"]
+    assert "cannot be read at byte 0" in rep["error"]
+    assert "corrupt or was written by a different version" in rep["error"]
 
 
 def test_checkpoint_period_inside_a_region_is_refused() -> None:
@@ -217,8 +218,8 @@ class Stateless(Operator, StateHandler):
 
 
 def test_a_stateless_operator_is_drained_but_never_checkpointed() -> None:
-    from weir.streams.runtime import run_operator_task
     from weir.runtime.spark.task import TaskSpec
+    from weir.streams.runtime import run_operator_task
 
     spec = TaskSpec(
         topology="sl", component_id="op", component=Stateless(), parallelism=1,

@@ -67,6 +67,9 @@ class BatchResult:
     reports: list[dict[str, Any]] = field(default_factory=list)
     dead_letters: list[dict[str, Any]] = field(default_factory=list)
     error: BaseException | None = None
+    #: the coordinator's timings: the job (the tasks) and the commit phase, in ms
+    job_ms: float = 0.0
+    commit_ms: float = 0.0
 
     def values(self, stream: str = "default") -> list[list[Any]]:
         """Emitted values on ``stream``, task by task in order."""
@@ -220,6 +223,7 @@ class OperatorTester:
             return result
         result.txid = report.txid
         result.committed = not report.skipped
+        result.job_ms, result.commit_ms = report.job_ms, report.commit_ms
         self.batch_id += 1
         return result
 

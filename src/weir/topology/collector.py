@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from weir.errors import TopologyError
-from weir.topology.tuple import DEFAULT_STREAM, Tuple
+from weir.topology.tuple import DEFAULT_STREAM, Tuple, Values
 
 __all__ = ["BasicOutputCollector", "FailedTuple", "OutputCollector"]
 
@@ -41,6 +41,9 @@ class OutputCollector:
         self.acked = 0
 
     def _check(self, stream: str, values: Sequence[Any]) -> tuple[Any, ...]:
+        t = type(values)
+        if (t is Values or t is tuple or t is list) and len(values) == self._arity.get(stream, -1):
+            return tuple(values)  # the common case, without the slower checks below
         if isinstance(values, (str, bytes, bytearray, Mapping)) or not hasattr(values, "__len__"):
             # emit("word") would otherwise silently emit one value per character
             msg = (

@@ -125,7 +125,7 @@ def _check_name(name: Any) -> str:
     if name.startswith("_weir") or "`" in name or "." in name:
         msg = f"field name {name!r} is reserved or unsafe (no '.', no backquote, no '_weir' prefix)"
         raise TopologyError(msg)
-    return name
+    return str(name)
 
 
 def _one(item: Any) -> FieldSpec:
@@ -210,7 +210,7 @@ class StreamSchema:
         return StreamSchema(tuple(self.get(n, what=what) for n in names))
 
     def plus(self, extra: Sequence[FieldSpec], *, what: str) -> StreamSchema:
-        """This schema followed by ``extra`` (names must be new)."""
+        """The schema followed by ``extra`` (names must be new)."""
         for f in extra:
             if f.name in self:
                 msg = (
@@ -254,7 +254,7 @@ def encode_any(value: Any) -> bytes | None:
 def _enc(value: Any) -> bytes:
     t = type(value)
     if t is str:
-        return _TAG_STR + value.encode("utf-8", "surrogatepass")
+        return _TAG_STR + str(value).encode("utf-8", "surrogatepass")
     if t is int:
         return _TAG_INT + str(value).encode()
     if t is bool:
@@ -262,7 +262,7 @@ def _enc(value: Any) -> bytes:
     if t is float:
         return _TAG_FLOAT + repr(value).encode()
     if t is bytes:
-        return _TAG_BYTES + value
+        return _TAG_BYTES + bytes(value)
     if value is None:
         return _TAG_NONE
     if t is tuple or t is list:

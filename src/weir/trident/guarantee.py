@@ -1,4 +1,4 @@
-"""The build-time check of seed 004's table: which spout types and state types are exactly-once.
+r"""The build-time check of seed 004's table: which spout types and state types are exactly-once.
 
 =====================  ===================  ==================  ==================
 spout \\ state          non-transactional    transactional       opaque

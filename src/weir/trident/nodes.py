@@ -68,7 +68,23 @@ class Node:
 
     def __post_init__(self) -> None:
         if not self.name:
-            self.name = f"{self.kind}-{self.id}"
+            self.name = f"{self._label()}-{self.id}"
+
+    def _label(self) -> str:
+        p = self.params
+        if self.kind == "op":
+            kind = p.get("op_kind", "op")
+            label = "each" if kind == "function" else kind
+            op = p.get("op")
+            return f"{label}:{type(op).__name__}" if op is not None and not callable_plain(op) else label
+        if self.kind == "partition":
+            return {"fields": "partition_by", "global": "global"}.get(p.get("how", ""), str(p.get("how")))
+        if self.kind == "agg":
+            label = "partition_aggregate" if p.get("scope") == "partition" else "aggregate"
+            return f"{label}:{type(p.get('agg')).__name__}"
+        if self.kind == "persist_agg":
+            return f"persistent_aggregate:{type(p.get('agg')).__name__}"
+        return self.kind
 
     def __repr__(self) -> str:
         return f"Node({self.name}, fields={list(self.names)})"
@@ -87,3 +103,10 @@ class Node:
                 seen[n.id] = n
             stack.extend(n.parents)
         return [seen[k] for k in sorted(seen)]
+
+
+def callable_plain(obj: Any) -> bool:
+    """Whether ``obj`` is a plain function or lambda (named by the operation, not its class)."""
+    import types
+
+    return isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, types.MethodType))

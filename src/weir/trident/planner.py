@@ -132,7 +132,7 @@ class BatchPlanner:
         done = self.memo.get(node.id)
         if done is not None:
             return done
-        out = getattr(self, f"_c_{node.kind}")(node)
+        out: Compiled = getattr(self, f"_c_{node.kind}")(node)
         if node.kind not in ("partition", "spout") and node.parallelism:
             out = Compiled(out.df.repartition(node.parallelism), out.fields)
         shared = self.ctx.consumers[node.id] > 1 or (
@@ -370,9 +370,9 @@ class BatchPlanner:
         else:
             out = list(comp.fields)
         out = out + [FieldSpec(P_COL, IntegerType()), FieldSpec(Q_COL, IntegerType())]
-        stage = RouteStage(
-            **self._stage_args(node, comp.fields, out), how=how, n=n, key_idx=key_idx, **extra
-        )
+        args = self._stage_args(node, comp.fields, out)
+        args["component"] = f"{node.name}/route"
+        stage = RouteStage(**args, how=how, n=n, key_idx=key_idx, **extra)
         routed = self._map(comp.df, stage, out)
         return Compiled(routed.df.repartition(n, F.col(Q_COL)), routed.fields)
 
@@ -412,7 +412,7 @@ class BatchPlanner:
             pre = parent.df.groupBy(*kcols).agg(expr.alias(V_COL))
             pre_c = Compiled(pre, key_fields + [FieldSpec(V_COL, pre.schema[V_COL].dataType)])
             routed = self._route(node, pre_c, "key", n, list(range(k)))
-            args = {"mode": "combiner", "key_idx": list(range(k)), "value_idx": k}
+            args: dict[str, Any] = {"mode": "combiner", "key_idx": list(range(k)), "value_idx": k}
         elif expr is not None:
             pre = parent.df.agg(expr.alias(V_COL), F.count(F.lit(1)).alias(N_COL)).withColumn(P_COL, F.lit(0))
             routed = Compiled(pre, typed_fields(pre))

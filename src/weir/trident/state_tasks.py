@@ -292,7 +292,9 @@ class PersistAggStage(_StateStage):
                 counts[1] += out.num_rows
                 yield out
 
-    def _groups(self, rows: list[int], table: pa.Table | None) -> tuple[dict[tuple[Any, ...], Any], dict[tuple[Any, ...], int]]:
+    def _groups(
+        self, rows: list[int], table: pa.Table | None
+    ) -> tuple[dict[tuple[Any, ...], Any], dict[tuple[Any, ...], int]]:
         """Per key: the combined partial (combiner) or the list of tuples (reducer); and a source row."""
         values: dict[tuple[Any, ...], Any] = {}
         first: dict[tuple[Any, ...], int] = {}

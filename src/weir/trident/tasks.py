@@ -28,7 +28,7 @@ from weir.trident._arrow import (
     to_batch,
 )
 from weir.trident.fields import FieldSpec
-from weir.trident.operation import Aggregator, Operation, OperationContext
+from weir.trident.operation import Operation, OperationContext
 from weir.trident.tuple import TridentCollector, tuple_class
 
 __all__ = ["AggStage", "OpStage"]

@@ -212,7 +212,9 @@ class Stream:
 
     # ---- per-tuple operations ------------------------------------------------------------
     def each(self, *args: Any) -> Stream:
-        """``each(input_fields, function, output_fields)``, ``each(function, output_fields)``,
+        """Apply a function or a filter to every tuple.
+
+        ``each(input_fields, function, output_fields)``, ``each(function, output_fields)``,
         ``each(input_fields, filter)`` or ``each(filter)``.
 
         A :class:`Function`'s output fields are appended to the input tuple's fields; a
@@ -486,8 +488,11 @@ def _persist_agg(
     if out[0].name in keys:
         msg = f"{what}: output field {out[0].name!r} is also a group_by field"
         raise TopologyError(msg)
+    value_type = out[0].dtype
+    if value_type is None and kind == "combiner":
+        value_type = agg.value_type([None] * len(inp))  # known without the input's types: Count
     state = TridentState(
-        stream.topology, factory, "map" if group else "snapshot", key_fields=group, value_type=out[0].dtype
+        stream.topology, factory, "map" if group else "snapshot", key_fields=group, value_type=value_type
     )
     node = stream.topology._add(
         "persist_agg", (stream.node,), keys + (out[0].name,), new_fields=out,
@@ -528,8 +533,11 @@ class TridentTopology:
         return list(self._states)
 
     def new_stream(self, name: str, spout: Spout) -> Stream:
-        """A stream of ``spout``'s tuples (a weir :class:`~weir.topology.Spout`; its ``guarantee``
-        says whether it is transactional, opaque or non-transactional)."""
+        """A stream of ``spout``'s tuples.
+
+        ``spout`` is a weir :class:`~weir.topology.Spout`; its ``guarantee`` says whether it is
+        transactional, opaque or non-transactional.
+        """
         if not isinstance(name, str) or not name or name.startswith("$"):
             msg = f"new_stream: the stream name must be a non-empty string not starting with '$', got {name!r}"
             raise TopologyError(msg)

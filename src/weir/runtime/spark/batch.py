@@ -38,16 +38,23 @@ def key_for_grouping(
 
     def keyed(pidx: int, recs: Iterator[tuple[Any, ...]]) -> Iterator[tuple[int, tuple[Any, ...]]]:
         rr = pidx
+        cache: dict[Any, int] = {}  # key -> task: a batch repeats keys far more often than it has them
         for r in recs:
             if r[0] != "T" or r[1] != stream:
                 continue
             payload = (source, stream, r[2], r[3])
             if kind is GroupingKind.FIELDS:
                 vals = r[2]
-                if len(field_idx) == 1:
-                    k = stable_hash(vals[field_idx[0]]) % n
-                else:
-                    k = stable_hash(tuple(vals[i] for i in field_idx)) % n
+                if len(field_idx) == 1 and type(vals[field_idx[0]]) in _CACHEABLE:
+                    key = vals[field_idx[0]]
+                    k = cache.get(key)
+                    if k is None:
+                        if len(cache) > 200_000:
+                            cache.clear()
+                        k = cache[key] = stable_hash(key) % n
+                else:  # tuples, floats, bools...: equal-but-different values must not share a cache slot
+                    key = vals[field_idx[0]] if len(field_idx) == 1 else tuple(vals[i] for i in field_idx)
+                    k = stable_hash(key) % n
                 yield k, payload
             elif kind is GroupingKind.GLOBAL:
                 yield 0, payload
@@ -85,6 +92,7 @@ def _meta_to(acc: Any, gen: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, ..
     acc.add(meta)
 
 
+_CACHEABLE = (str, int, bytes)  # exact types (bool is not int here): 1 == 1.0 == True would share a slot
 _NARROW = (GroupingKind.SHUFFLE, GroupingKind.NONE, GroupingKind.LOCAL_OR_SHUFFLE)
 
 

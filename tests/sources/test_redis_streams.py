@@ -1,0 +1,281 @@
+"""RedisStreamSpout against a real redis-server: offsets, limits, conversion, trimmed ranges."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+import redis
+
+from tests.servers import RedisCluster, RedisServer, free_port
+from weir.errors import ConfigError, SourceError
+from weir.sources import Guarantee, ReadLimit, RedisStreamSpout
+
+pytestmark = pytest.mark.services
+
+
+@pytest.fixture
+def r(redis_server: RedisServer) -> redis.Redis:
+    return redis.Redis(port=redis_server.port)
+
+
+def key(name: str = "s") -> str:
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+def fill(r: redis.Redis, stream: str, n: int, first: int = 1, seq: int = 0) -> None:
+    pipe = r.pipeline(transaction=False)
+    for i in range(first, first + n):
+        pipe.xadd(stream, {"key": f"k{i % 5}", "n": str(i)}, id=f"{i}-{seq}")
+    pipe.execute()
+
+
+def read_all(spout: RedisStreamSpout, start: dict[str, Any], end: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return [row for s, e in spout.partitions(start, end) for row in spout.read(s, e)]
+
+
+# ---- offsets and limits ------------------------------------------------------------------------
+def test_initial_offsets_per_start_option(r: redis.Redis, redis_server: RedisServer) -> None:
+    a, missing = key(), key()
+    fill(r, a, 20)
+    r.xtrim(a, maxlen=15, approximate=False)  # 5 entries were gone before the topology started
+    url = redis_server.url
+    assert RedisStreamSpout(url, [a, missing], ["key"]).initial_offset() == {
+        a: {"id": "0-0", "n": 5},
+        missing: {"id": "0-0", "n": 0},
+    }
+    assert RedisStreamSpout(url, [a], ["key"], start="$").initial_offset() == {a: {"id": "20-0", "n": 20}}
+    assert RedisStreamSpout(url, [a], ["key"], start="7-0").initial_offset() == {a: {"id": "7-0"}}
+
+
+def test_latest_offset_takes_everything_or_a_fair_share(r: redis.Redis, redis_server: RedisServer) -> None:
+    a, b = key("a"), key("b")
+    fill(r, a, 50)
+    fill(r, b, 3, seq=1)
+    spout = RedisStreamSpout(redis_server.url, [a, b], ["key"])
+    start = spout.initial_offset()
+    assert spout.latest_offset(start, ReadLimit()) == {a: {"id": "50-0", "n": 50}, b: {"id": "3-1", "n": 3}}
+    # 10 records: b has only 3, a gets the rest of the budget
+    assert spout.latest_offset(start, ReadLimit(max_records=10)) == {a: {"id": "7-0", "n": 7}, b: {"id": "3-1", "n": 3}}
+    fill(r, b, 47, first=4, seq=1)
+    assert spout.latest_offset(start, ReadLimit(max_records=10)) == {a: {"id": "5-0", "n": 5}, b: {"id": "5-1", "n": 5}}
+    # bytes: at least one entry even when it is larger than the budget
+    one = spout.latest_offset(start, ReadLimit(max_bytes=1))
+    assert sum(1 for s in (a, b) if one[s] != start[s]) == 1
+    some = spout.latest_offset(start, ReadLimit(max_bytes=200))  # entries are 10-14 bytes
+    taken = sum(some[s]["n"] for s in (a, b))
+    assert 200 // 14 <= taken <= 200 // 10
+    # nothing new: the start comes back
+    end = spout.latest_offset(start, ReadLimit())
+    assert spout.latest_offset(end, ReadLimit(max_records=5)) == end
+    assert spout.partitions(end, end) == []
+
+
+def test_read_converts_types_and_adds_stream_and_id(r: redis.Redis, redis_server: RedisServer) -> None:
+    a = key()
+    r.xadd(a, {"key": "x", "n": "41", "flag": "true"}, id="1-0")
+    r.xadd(a, {"key": "y", "n": "42"}, id="2-0")  # no flag: null
+    r.xadd(a, {"key": "z", "n": "forty-three"}, id="3-0")  # malformed
+    spout = RedisStreamSpout(
+        redis_server.url, a, schema="key STRING, n BIGINT, flag BOOLEAN", stream_field="stream", id_field="id"
+    )
+    assert spout.fields == ["key", "n", "flag", "stream", "id"]
+    assert spout.spark_schema().endswith("`stream` STRING, `id` STRING, `_corrupt_record` STRING")
+    start = spout.initial_offset()
+    rows = read_all(spout, start, spout.latest_offset(start, ReadLimit()))
+    assert rows[0] == ("x", 41, True, a, "1-0", None)
+    assert rows[1] == ("y", 42, None, a, "2-0", None)
+    assert rows[2][:5] == (None,) * 5 and f"stream '{a}' entry 3-0: field 'n'" in rows[2][5]
+    assert spout.to_values(rows[0]) == ("x", 41, True, a, "1-0")
+    with pytest.raises(SourceError, match="malformed record: stream .* entry 3-0: field 'n'"):
+        spout.to_values(rows[2])
+
+
+def test_reads_in_pages_and_exactly_the_range(r: redis.Redis, redis_server: RedisServer) -> None:
+    a = key()
+    fill(r, a, 95)
+    spout = RedisStreamSpout(redis_server.url, a, ["n"], page_size=10)
+    rows = list(spout.read({a: {"id": "10-0", "n": 10}}, {a: {"id": "90-0", "n": 90}}))
+    assert [int(x[0]) for x in rows] == list(range(11, 91))
+
+
+def test_start_dollar_reads_only_new_entries_and_new_streams_join_from_now(
+    r: redis.Redis, redis_server: RedisServer
+) -> None:
+    a, b = key("a"), key("b")
+    fill(r, a, 10)
+    fill(r, b, 10)
+    spout = RedisStreamSpout(redis_server.url, [a], ["n"], start="$")
+    start = spout.initial_offset()
+    fill(r, a, 3, first=11)
+    end = spout.latest_offset(start, ReadLimit())
+    assert [x[0] for x in read_all(spout, start, end)] == ["11", "12", "13"]
+    # b joins the configuration later: with start="$" it starts at its end, nothing before is read
+    grown = RedisStreamSpout(redis_server.url, [a, b], ["n"], start="$")
+    end2 = grown.latest_offset(end, ReadLimit())
+    assert end2[b] == {"id": "10-0", "n": 10}
+    assert read_all(grown, end, end2) == []
+    fill(r, b, 2, first=11)
+    end3 = grown.latest_offset(end2, ReadLimit(max_records=100))
+    assert [x[0] for x in read_all(grown, end2, end3)] == ["11", "12"]
+
+
+def test_clamp_compares_ids_as_numbers(redis_server: RedisServer) -> None:
+    spout = RedisStreamSpout(redis_server.url, ["a"], ["n"])
+    start, end, target = {"a": {"id": "9-0"}}, {"a": {"id": "100-0"}}, {"a": {"id": "10-0", "n": 3}}
+    assert spout.clamp_offset(start, end, target) == {"a": {"id": "10-0", "n": 3}}
+    assert spout.clamp_offset(start, {"a": {"id": "9-5"}}, target) == {"a": {"id": "9-5"}}
+    assert spout.clamp_offset({"a": {"id": "20-0"}}, {"a": {"id": "30-0"}}, target) == {"a": {"id": "20-0"}}
+
+
+# ---- trimmed ranges ------------------------------------------------------------------------------
+def test_trim_inside_a_range_fails_a_transactional_batch_naming_stream_and_ids(
+    r: redis.Redis, redis_server: RedisServer
+) -> None:
+    a = key()
+    fill(r, a, 50)
+    spout = RedisStreamSpout(redis_server.url, a, ["n"])
+    start = {a: {"id": "10-0", "n": 10}}
+    end = spout.latest_offset(start, ReadLimit())
+    r.xtrim(a, maxlen=30, approximate=False)  # entries 11..20 of the range are gone
+    with pytest.raises(SourceError) as err:
+        list(spout.read(start, end))
+    text = str(err.value)
+    assert f"Redis stream '{a}'" in text and "lost 10 of the 40 entries in (10-0, 50-0]" in text
+    assert "now starts at 21-0" in text and "OPAQUE" in text
+
+
+def test_trim_inside_a_range_is_a_warning_for_an_opaque_spout(
+    r: redis.Redis, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    a = key()
+    fill(r, a, 50)
+    spout = RedisStreamSpout(redis_server.url, a, ["n"], guarantee=Guarantee.OPAQUE)
+    start = {a: {"id": "10-0", "n": 10}}
+    end = spout.latest_offset(start, ReadLimit(max_records=20))  # planned before the trim: 11..30
+    r.xtrim(a, maxlen=25, approximate=False)
+    with caplog.at_level(logging.WARNING, logger="weir.sources"):
+        rows = list(spout.read(start, end))
+    assert [int(x[0]) for x in rows] == list(range(26, 31))
+    assert "lost 15 of the 20 entries in (10-0, 30-0]" in caplog.text and "continuing" in caplog.text
+
+
+def test_trims_that_remove_only_read_entries_are_not_losses(r: redis.Redis, redis_server: RedisServer) -> None:
+    a = key()
+    fill(r, a, 30)
+    spout = RedisStreamSpout(redis_server.url, a, ["n"])
+    start = spout.initial_offset()
+    mid = spout.latest_offset(start, ReadLimit(max_records=20))
+    assert len(list(spout.read(start, mid))) == 20
+    r.xtrim(a, maxlen=10, approximate=False)  # removes 1..20 (all read) — and the start id itself
+    end = spout.latest_offset(mid, ReadLimit(max_records=100))
+    assert [int(x[0]) for x in spout.read(mid, end)] == list(range(21, 31))
+    # a topology started after a trim does not count what was gone before it
+    fresh = RedisStreamSpout(redis_server.url, a, ["n"])
+    s0 = fresh.initial_offset()
+    assert len(list(fresh.read(s0, fresh.latest_offset(s0, ReadLimit())))) == 10
+
+
+def test_xdel_inside_the_window_still_detects_lost_ranges(r: redis.Redis, redis_server: RedisServer) -> None:
+    a = key()
+    fill(r, a, 30)
+    r.xdel(a, "5-0")  # ordinals are no longer exact: the spout falls back to id checks
+    spout = RedisStreamSpout(redis_server.url, a, ["n"])
+    start = {a: {"id": "10-0"}}
+    end = spout.latest_offset(start, ReadLimit(max_records=10))
+    assert end == {a: {"id": "20-0"}}
+    assert len(list(spout.read(start, end))) == 10
+    r.xdel(a, "15-0")  # the largest deleted id falls inside the range
+    with pytest.raises(SourceError, match=r"lost entries in \(10-0, 20-0\]"):
+        list(spout.read(start, end))
+    r.xtrim(a, maxlen=5, approximate=False)  # the range's last entry is gone
+    with pytest.raises(SourceError, match=r"lost entries in \(10-0, 20-0\]"):
+        list(spout.read(start, end))
+
+
+def test_a_deleted_and_recreated_stream_is_reported(r: redis.Redis, redis_server: RedisServer) -> None:
+    a = key()
+    fill(r, a, 10)
+    spout = RedisStreamSpout(redis_server.url, a, ["n"])
+    end = spout.latest_offset(spout.initial_offset(), ReadLimit())
+    r.delete(a)
+    with pytest.raises(SourceError, match="lost 10 of the 10 entries.*stream is now empty or gone"):
+        list(spout.read({a: {"id": "0-0", "n": 0}}, end))
+
+
+# ---- connections and configuration ---------------------------------------------------------------
+def test_an_unreachable_server_is_a_source_error_after_the_timeout() -> None:
+    spout = RedisStreamSpout(f"redis://127.0.0.1:{free_port()}/0", "s", ["n"], connect_timeout_s=0.3)
+    t0 = time.monotonic()
+    with pytest.raises(SourceError, match=r"RedisStreamSpout\(redis://127.0.0.1:\d+/0, streams=\['s'\]\).*failed"):
+        spout.initial_offset()
+    assert time.monotonic() - t0 < 5
+
+
+def test_a_server_restart_is_ridden_out(tmp_path: Any) -> None:
+    with RedisServer(tmp_path / "redis", appendonly=True) as server:
+        fill(redis.Redis(port=server.port), "s", 5)
+        spout = RedisStreamSpout(server.url, "s", ["n"], connect_timeout_s=20)
+        start = spout.initial_offset()
+        server.kill()
+        # the spout retries in a thread; the server comes back (from this thread: servers die with
+        # the thread that started them)
+        result: dict[str, Any] = {}
+        reader = threading.Thread(target=lambda: result.update(end=spout.latest_offset(start, ReadLimit())))
+        reader.start()
+        time.sleep(0.7)
+        server.start()
+        reader.join(30)
+        end = result["end"]
+        assert [x[0] for x in spout.read(start, end)] == ["1", "2", "3", "4", "5"]
+
+
+def test_redis_cluster_streams_on_several_nodes(redis_cluster: RedisCluster) -> None:
+    client = redis.RedisCluster(host="127.0.0.1", port=redis_cluster.ports[0])
+    names = [key("c") for _ in range(4)]
+    for i, s in enumerate(names):
+        for j in range(1, 4 + i):
+            client.xadd(s, {"n": f"{i}:{j}"}, id=f"{j}-0")
+    spout = RedisStreamSpout(redis_cluster.url, names, ["n"], stream_field="s")
+    start = spout.initial_offset()
+    end = spout.latest_offset(start, ReadLimit(max_records=8))
+    rows = read_all(spout, start, end)
+    assert len(rows) == 8 and {row[1] for row in rows} <= set(names)
+    rest = read_all(spout, end, spout.latest_offset(end, ReadLimit()))
+    assert len(rows) + len(rest) == 3 + 4 + 5 + 6
+    client.close()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"url": "http://x", "streams": "s"}, "cannot read url"),
+        ({"streams": []}, "one or more distinct"),
+        ({"streams": ["a", "a"]}, "one or more distinct"),
+        ({"streams": "s", "start": "yesterday"}, "start must be"),
+        ({"streams": "s", "page_size": 0}, "page_size"),
+        ({"streams": "s", "max_records_per_batch": 0}, "max_records_per_batch"),
+        ({"streams": "s", "guarantee": "opaque"}, "guarantee"),
+        ({"streams": "s", "fields": None}, "declare the output"),
+        ({"streams": "s", "id_field": "n"}, "declared twice"),
+    ],
+)
+def test_configuration_errors(kwargs: dict[str, Any], needle: str) -> None:
+    args = {"url": "redis://127.0.0.1:1/0", "fields": ["n"], **kwargs}
+    with pytest.raises(ConfigError, match=needle):
+        RedisStreamSpout(**args)
+
+
+def test_the_spout_pickles_without_connections(r: redis.Redis, redis_server: RedisServer) -> None:
+    from pyspark import cloudpickle
+
+    a = key()
+    fill(r, a, 3)
+    spout = RedisStreamSpout(redis_server.url, a, ["n"])
+    spout.initial_offset()  # opens a (process-wide) client
+    copy = cloudpickle.loads(cloudpickle.dumps(spout))
+    assert [x[0] for x in copy.read({a: {"id": "0-0", "n": 0}}, {a: {"id": "3-0", "n": 3}})] == ["1", "2", "3"]
