@@ -47,6 +47,7 @@ from weir.streams.testing import OperatorTester  # noqa: E402
 from weir.topology import Fields, OutputCollector, Tuple  # noqa: E402
 
 MB = 1024 * 1024
+TIMINGS = ("pause_ms", "checkpoint_ms", "wait_ms", "commit_ms", "batch_ms")
 STORES: dict[str, Callable[[], contextlib.AbstractContextManager[str]]] = {
     "sqlite": sqlite_file,
     "redis": redis_server,
@@ -136,7 +137,7 @@ def bench_case(url: str, size: int, non_blocking: bool, batches: int) -> dict[st
         "size_bytes": size,
         "non_blocking": non_blocking,
         "batches": batches,
-        **{k: _median([row[k] for row in steady]) for k in ("pause_ms", "checkpoint_ms", "wait_ms", "commit_ms", "batch_ms")},
+        **{k: _median([row[k] for row in steady]) for k in TIMINGS},
         "checkpoint_bytes": rows[-1]["bytes"],
         "restore_ms": rep["restore_ms"],
         "restore_batch_ms": restore_batch_ms,

@@ -230,3 +230,23 @@ def test_a_stateless_operator_is_drained_but_never_checkpointed() -> None:
         out = list(run_operator_task(spec, 0, batch, None, [("src", "default", (i,), 0) for i in range(3)]))
         assert out[0] == ("T", "default", (3,), 0, None)  # a fresh instance: 3, not 6
         assert out[1][0] == "R" and out[1][1]["ok"]
+
+
+class LoudHook(Summer):
+    """Its region_checkpointed raises (e.g. acknowledging an external source failed)."""
+
+    def region_checkpointed(self, id: int) -> None:  # noqa: A002
+        super().region_checkpointed(id)
+        raise RuntimeError("ack failed")
+
+
+def test_an_error_in_a_driver_hook_is_logged_and_the_batch_stays_committed(caplog: pytest.LogCaptureFixture) -> None:
+    t = OperatorTester(LoudHook(), input_fields=["v"])
+    r = t.run_batch([[1]])
+    assert r.committed and r.error is None
+    assert t.participants.hook_errors == [
+        "operator 'op' task 0: LoudHook.region_checkpointed(1) failed: RuntimeError('ack failed')"
+    ]
+    assert "ack failed" in caplog.text and "the hook is not retried" in caplog.text
+    assert ("a", "region_checkpointed", 1) in calls("hook")  # the other handlers still got the call
+    assert t.run_batch([[2]]).committed

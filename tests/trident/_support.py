@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,11 +38,22 @@ class NonTransactionalFileSpout(FileSpout):
     guarantee = Guarantee.NON_TRANSACTIONAL
 
 
-def write_lines(directory: Path, name: str, lines: Sequence[str]) -> None:
-    """Write a text file atomically (Spark's file source must never see it half written)."""
+_MTIME = [int(time.time()) - 100_000]
+
+
+def write_lines(directory: Path, name: str, lines: Sequence[str], *, mtime: float | None = None) -> None:
+    """Write a text file atomically (Spark's file source must never see it half written).
+
+    Spark picks files in modification-time order, so each file gets a modification time one second
+    after the previous file's (or ``mtime``): files written in the same millisecond keep their order.
+    """
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / f".{name}.tmp"
     tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    if mtime is None:
+        _MTIME[0] += 1
+        mtime = _MTIME[0]
+    os.utime(tmp, (mtime, mtime))
     os.replace(tmp, directory / name)
 
 

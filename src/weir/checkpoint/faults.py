@@ -21,6 +21,7 @@ POINTS = (
     "between_commits",  # the first namespace committed, the others not
     "after_committed",  # COMMITTED(n) stored, before Spark commits its offsets
     "during_recovery",  # recovery committed/rolled back its first namespace
+    "during_checkpoint",  # Streams: an operator task is writing its checkpoint (executor side)
 )
 
 

@@ -595,4 +595,4 @@ class StreamsParticipants:
 
     def _hook_error(self, text: str) -> None:
         log.error("%s (the batch is committed; the hook is not retried)", text)
-        self.hook_errors.append(text)
+        self.hook_errors = [*self.hook_errors[-99:], text]

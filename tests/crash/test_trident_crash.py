@@ -1,0 +1,199 @@
+"""SIGKILL a Trident driver (its whole process group: JVM and Python workers too) before, during and
+after a batch's state updates, restart it, and check the map state equals a Python Counter exactly.
+
+The mid-job crash point ``trident_after_multi_update`` fires inside a Spark task, right after a state
+partition's ``multi_update`` and before its ``commit``: that partition's new values are in the store,
+the other partition's may or may not be, and the coordinator still says ``PREPARING``. The restart
+replays the batch with the same txid; the values stored with txids make it exact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from weir.state import StateFactory
+
+pytestmark = [pytest.mark.crash, pytest.mark.slow]
+
+DRIVER = Path(__file__).with_name("trident_driver.py")
+NAME = "tridentcrash"
+
+
+def _run(
+    state_dir: Path, corpus: Path, store: tuple[str, str, str], state_type: str, spout: str, crash: str | None,
+    timeout: float = 400,
+) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env.pop("WEIR_CRASH_AT", None)
+    env.pop("WEIR_CRASH_PGID", None)
+    if crash:
+        env["WEIR_CRASH_AT"] = crash
+    env["PYSPARK_PYTHON"] = sys.executable
+    kind, url, table = store
+    proc = subprocess.Popen(
+        [sys.executable, str(DRIVER), str(state_dir), str(corpus), kind, url, table, state_type, spout, NAME],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, killed whole by the crash point
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"driver hung (crash={crash}); stderr tail:\n{err[-3000:]}")
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # leave no JVM or worker behind
+        except ProcessLookupError:
+            pass
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _record(state_dir: Path) -> dict[str, object]:
+    backend = StateFactory.from_url(f"sqlite:///{state_dir / 'state.db'}").backend
+    data = backend.get(f"$checkpointspout-{NAME}", b"__state")
+    assert data is not None
+    return dict(json.loads(data))
+
+
+def _counts(store: tuple[str, str, str], state_type: str, words: list[str]) -> dict[str, object]:
+    from tests.crash.trident_driver import factory
+
+    kind, url, table = store
+    state = factory(kind, url, table, state_type).make_state({}, 0, 1)
+    return dict(zip(words, state.multi_get([[w] for w in words]), strict=True))
+
+
+_MTIME = [int(time.time()) - 50_000]
+
+
+def _write(directory: Path, name: str, lines: list[str], mtime: int | None = None) -> int:
+    """Write a file atomically with a modification time after every earlier file (Spark's order)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if mtime is None:
+        _MTIME[0] += 1
+        mtime = _MTIME[0]
+    tmp = directory / f".{name}.tmp"
+    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    os.utime(tmp, (mtime, mtime))
+    os.replace(tmp, directory / name)
+    return mtime
+
+
+def _corpus(directory: Path, n_files: int, seed: int) -> tuple[Counter[str], list[str]]:
+    rng = random.Random(seed)
+    vocab = [f"w{i}" for i in range(120)]
+    expected: Counter[str] = Counter()
+    for f in range(n_files):
+        words = rng.choices(vocab, weights=[1 / (i + 1) for i in range(len(vocab))], k=400)
+        expected.update(words)
+        _write(directory, f"f{f:03d}.txt", [" ".join(words[i : i + 10]) for i in range(0, len(words), 10)])
+    return expected, vocab
+
+
+def _store(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> tuple[str, str, str]:
+    table = f"tc_{uuid.uuid4().hex[:8]}"
+    if kind == "sqlite":
+        return ("sqlite", f"sqlite:///{tmp_path / 'trident.db'}", table)
+    if kind == "redis":
+        return ("redis", request.getfixturevalue("redis_server").url, table)
+    return ("postgres", request.getfixturevalue("postgres_url"), table)
+
+
+def _crash_then_finish(
+    state_dir: Path, corpus: Path, store: tuple[str, str, str], state_type: str, spout: str,
+    chain: list[tuple[str, str, int]], n_batches: int,
+) -> None:
+    for crash, phase, txid in chain:
+        res = _run(state_dir, corpus, store, state_type, spout, crash)
+        assert res.returncode == -signal.SIGKILL, (
+            f"the driver should have been killed at {crash}; rc={res.returncode}\n{res.stderr[-3000:]}"
+        )
+        assert "DONE" not in res.stdout
+        rec = _record(state_dir)
+        assert (rec["phase"], rec["txid"]) == (phase, txid), f"after the crash at {crash}: {rec}"
+    final = _run(state_dir, corpus, store, state_type, spout, None)
+    assert final.returncode == 0, final.stderr[-4000:]
+    assert f"DONE txid={n_batches}" in final.stdout
+    rec = _record(state_dir)
+    assert (rec["phase"], rec["txid"]) == ("COMMITTED", n_batches)
+    assert int(rec["epoch"]) == len(chain) + 1  # every restart took a new epoch
+
+
+# Each driver run first recovers what the previous run's crash left, then is killed at the next
+# point: before the job, inside a state partition between multi_update and commit, and after the
+# batch committed but before Spark committed its offsets (the batch replays and is skipped).
+CHAIN = [
+    ("after_preparing@2", "PREPARING", 2),
+    ("trident_after_multi_update@3", "PREPARING", 3),
+    ("after_committed@4", "COMMITTED", 4),
+]
+
+
+@pytest.mark.parametrize("state_type", ["opaque", "transactional"])
+def test_sigkill_before_during_and_after_a_batch_gives_exact_counts(
+    request: pytest.FixtureRequest, tmp_path: Path, state_type: str
+) -> None:
+    corpus = tmp_path / "corpus"
+    expected, vocab = _corpus(corpus, 5, seed=11)
+    store = _store(request, "sqlite", tmp_path)
+    _crash_then_finish(tmp_path / "state", corpus, store, state_type, "transactional", CHAIN, 5)
+    got = _counts(store, state_type, vocab)
+    assert {w: c for w, c in got.items() if c is not None} == dict(expected)
+
+
+@pytest.mark.parametrize(("kind", "state_type"), [("redis", "opaque"), ("postgres", "transactional")])
+def test_sigkill_inside_a_state_partition_on_server_stores(
+    request: pytest.FixtureRequest, tmp_path: Path, kind: str, state_type: str
+) -> None:
+    corpus = tmp_path / "corpus"
+    expected, vocab = _corpus(corpus, 3, seed=5)
+    store = _store(request, kind, tmp_path)
+    chain = [("trident_after_multi_update@2@1", "PREPARING", 2)]
+    _crash_then_finish(tmp_path / "state", corpus, store, state_type, "transactional", chain, 3)
+    got = _counts(store, state_type, vocab)
+    assert {w: c for w, c in got.items() if c is not None} == dict(expected)
+
+
+def test_opaque_state_is_exact_when_the_replayed_batch_has_other_tuples(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """An opaque spout's batch 2 holds other lines after the crash: the state counts what was committed."""
+    corpus = tmp_path / "corpus"
+    first = ["alpha beta gamma", "beta delta"]
+    attempt = ["alpha beta beta", "epsilon zeta eta theta", "iota kappa lambda mu", "gamma gamma"]
+    replay = ["alpha alpha", "nu", "delta"]
+    last = ["beta omega"]
+    _write(corpus, "f000.txt", first)
+    mtime = _write(corpus, "f001.txt", attempt)
+    _write(corpus, "f002.txt", last)
+    store = _store(request, "sqlite", tmp_path)
+    state_dir = tmp_path / "state"
+    res = _run(state_dir, corpus, store, "opaque", "opaque", "trident_after_multi_update@2")
+    assert res.returncode == -signal.SIGKILL, res.stderr[-3000:]
+    rec = _record(state_dir)
+    assert (rec["phase"], rec["txid"]) == ("PREPARING", 2)
+    words_of = {w for line in first + attempt + replay + last for w in line.split()}
+    partial = _counts(store, "opaque", sorted(words_of))
+    assert any(partial.get(w) for w in ("epsilon", "zeta", "eta", "iota")), partial  # attempt 1 wrote some
+    _write(corpus, "f001.txt", replay, mtime=mtime)  # the opaque spout replays batch 2 differently
+    final = _run(state_dir, corpus, store, "opaque", "opaque", None)
+    assert final.returncode == 0, final.stderr[-4000:]
+    assert "DONE txid=3" in final.stdout
+    expected = Counter(w for line in first + replay + last for w in line.split())
+    got = _counts(store, "opaque", sorted(words_of))
+    assert {w: c for w, c in got.items() if c is not None} == dict(expected)

@@ -1,0 +1,62 @@
+"""A Trident word-count driver the crash tests run as a separate process and SIGKILL (WEIR_CRASH_AT).
+
+Usage: python trident_driver.py STATE_DIR INPUT_DIR STORE_KIND STORE_URL TABLE STATE_TYPE SPOUT_KIND [NAME]
+
+STORE_KIND is sqlite, redis or postgres; STATE_TYPE opaque or transactional; SPOUT_KIND
+transactional (a FileSpout) or opaque (the same files, declared OPAQUE: the test rewrites a file
+between a crash and the restart).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import weir
+from weir.sources import FileSpout, Guarantee
+from weir.trident import Count, Function, TridentTopology
+from weir.trident.backing import PostgresMapState, RedisMapState, SqliteMapState
+
+
+class Split(Function):
+    """One tuple per word."""
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        for word in tup.get_string(0).split():
+            collector.emit([word])
+
+
+class OpaqueFileSpout(FileSpout):
+    """Text files declared opaque: a replayed batch may hold other lines."""
+
+    guarantee = Guarantee.OPAQUE
+
+
+def factory(kind: str, url: str, table: str, state_type: str) -> Any:
+    if kind == "sqlite":
+        return SqliteMapState.factory(state_type, url, table=table)
+    if kind == "redis":
+        return RedisMapState.factory(state_type, url, key_prefix=f"{table}:")
+    return PostgresMapState.factory(state_type, url, table=table, key_columns={"word": "TEXT"}, value_type="BIGINT")
+
+
+def main() -> int:
+    state_dir, input_dir, kind, url, table, state_type, spout_kind = sys.argv[1:8]
+    name = sys.argv[8] if len(sys.argv) > 8 else "tridentcrash"
+    spout = OpaqueFileSpout(input_dir) if spout_kind == "opaque" else FileSpout(input_dir)
+    topology = TridentTopology()
+    (
+        topology.new_stream("lines", spout)
+        .each(["line"], Split(), ["word:str"])
+        .group_by(["word"])
+        .persistent_aggregate(factory(kind, url, table, state_type), Count(), "count")
+        .parallelism_hint(2)
+    )
+    conf = {"weir.state.dir": state_dir, "weir.spark.master": "local[2]", "weir.batch.max.retries": 2}
+    st = weir.submit(name, conf, topology).process_available()
+    print(f"DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
