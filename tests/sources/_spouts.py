@@ -12,7 +12,7 @@ from typing import Any
 from pyspark import cloudpickle
 
 from weir.sources import ReadLimit, ReplayableSpout
-from weir.topology import Fields, StatefulBolt, TopologyBuilder, Values
+from weir.topology import Fields, StatefulBolt, TopologyBuilder
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

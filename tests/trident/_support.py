@@ -134,6 +134,22 @@ def _current(cell: Any) -> Any:
     return cell
 
 
+def _open(path: str, *setup: str) -> sqlite3.Connection:
+    """A WAL connection with ``setup`` statements run, retried while another process holds a lock."""
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+    for attempt in range(100):
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            for stmt in setup:
+                conn.execute(stmt)
+            return conn
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == 99:
+                raise
+            time.sleep(0.05)
+    return conn
+
+
 # ---- seed 004's LocationDB, bulk style ------------------------------------------------------------
 class LocationDB(State):
     """A user's home-grown database of user locations (one SQLite file shared by all partitions)."""
@@ -141,10 +157,11 @@ class LocationDB(State):
     def __init__(self, path: str, partition: int = 0) -> None:
         self.path = path
         self.partition = partition
-        self.conn = sqlite3.connect(path, timeout=30, isolation_level=None)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("CREATE TABLE IF NOT EXISTS loc (user_id INTEGER PRIMARY KEY, location TEXT)")
-        self.conn.execute("CREATE TABLE IF NOT EXISTS calls (what TEXT, txid INTEGER, n INTEGER, p INTEGER)")
+        self.conn = _open(
+            path,
+            "CREATE TABLE IF NOT EXISTS loc (user_id INTEGER PRIMARY KEY, location TEXT)",
+            "CREATE TABLE IF NOT EXISTS calls (what TEXT, txid INTEGER, n INTEGER, p INTEGER)",
+        )
 
     def _call(self, what: str, txid: int | None, n: int) -> None:
         self.conn.execute("INSERT INTO calls VALUES (?, ?, ?, ?)", (what, txid, n, self.partition))
@@ -179,6 +196,7 @@ class LocationDBFactory(StateFactory):
 
     def __init__(self, path: str) -> None:
         self.path = path
+        LocationDB(path).conn.close()  # create the file and tables on the driver, once
 
     def make_state(self, conf: Mapping[str, Any], partition_index: int, num_partitions: int) -> LocationDB:
         return LocationDB(self.path, partition_index)
@@ -227,9 +245,7 @@ class RecordState(State):
 
     def __init__(self, path: str, table: str) -> None:
         self.table = table
-        self.conn = sqlite3.connect(path, timeout=30, isolation_level=None)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute(f'CREATE TABLE IF NOT EXISTS "{table}" (txid INTEGER, p INTEGER, vals TEXT)')
+        self.conn = _open(path, f'CREATE TABLE IF NOT EXISTS "{table}" (txid INTEGER, p INTEGER, vals TEXT)')
         self.partition = 0
 
     def begin_commit(self, txid: int | None) -> None:
@@ -253,6 +269,7 @@ class RecordFactory(StateFactory):
     def __init__(self, path: str, table: str) -> None:
         self.path = path
         self.table = table
+        RecordState(path, table).conn.close()  # create the file and table on the driver, once
 
     def make_state(self, conf: Mapping[str, Any], partition_index: int, num_partitions: int) -> RecordState:
         s = RecordState(self.path, self.table)

@@ -119,6 +119,14 @@ class Longest(ReducerAggregator[str]):
         return max(curr, tup[0], key=lambda w: (len(w), w))
 
 
+class CharCount(ReducerAggregator[int]):
+    def init(self) -> int:
+        return 0
+
+    def reduce(self, curr: int, tup: Any) -> int:
+        return curr + len(tup[0])
+
+
 class Stats(Aggregator[dict[str, int]]):
     def init(self, batch_id: int, collector: Any) -> dict[str, int]:
         return {"n": 0, "chars": 0}
@@ -151,15 +159,24 @@ def test_stream_operations(spark: Any, sqlite_store: Store, tmp_path: Path) -> N
     record(words.global_().partition_aggregate(Count(), ["c"]), rec, "partition_count")
     record(words.partition_by(["word"]).parallelism_hint(3).partition_aggregate(["word"], Stats(), ["n", "ch"]),
            rec, "partition_stats")
+    record(words.broadcast().parallelism_hint(2).partition_aggregate(Count(), ["c"]), rec, "broadcast")
+    record(words.shuffle().parallelism_hint(2).partition_aggregate(Count(), ["c"]), rec, "shuffle")
     firsts = lines.each(["line"], Split(), ["w"]).project(["w"])
     record(topo.merge(firsts, words.project(["word"]), output_fields=["x"]), rec, "merge")
     lengths = words.each(["word"], Upper(), ["up", "len:int"]).project(["word", "len"])
     record(topo.join(words.project(["word"]), ["word"], lengths, ["word"], ["word", "len"]), rec, "join")
-    total = words.persistent_aggregate(sqlite_store.factory("opaque", "total"), Count(), "total")
+    f = sqlite_store.factory
+    by_word = words.group_by(["word"])
+    record(by_word.persistent_aggregate(f("opaque", "chars"), ["word"], CharCount(), "chars").new_values_stream(),
+           rec, "reduced")  # a reducer: the key's tuples are folded in its state partition
+    untyped = words.each(["word"], Upper(), ["u", "n"]).group_by(["word"])  # n is untyped: Python combiner
+    untyped.persistent_aggregate(f("transactional", "sums"), ["n"], Sum(), "chars").parallelism_hint(3)
+    words.persistent_aggregate(f("opaque", "longest"), ["word"], Longest(), "longest")  # global reducer
+    total = words.persistent_aggregate(f("opaque", "total"), Count(), "total")
     record(total.new_values_stream(), rec, "total")
     record(lines.state_query(total, [], SnapshotGet(), ["total"]).project(["total"]), rec, "snapshot_get")
     status = weir.submit("ops", conf_for(tmp_path), topo, spark=spark).process_available()
-    assert status.batches == 3
+    assert status.batches == 3 and status.tuples_in == sum(len(b) for b in BATCHES)
 
     per_batch = {t: [w for line in lines_ for w in line.split()] for t, lines_ in enumerate(BATCHES, start=1)}
     everything = [w for ws in per_batch.values() for w in ws]
@@ -185,11 +202,21 @@ def test_stream_operations(spark: Any, sqlite_store: Store, tmp_path: Path) -> N
         assert by_txid("partition_count")[t] == [(len(ws),)]  # global_(): one partition
         stats = by_txid("partition_stats")[t]
         assert sum(s[0] for s in stats) == len(ws) and len(stats) <= 3
+        assert by_txid("broadcast")[t] == [(len(ws),), (len(ws),)]  # every partition sees every tuple
+        spread = by_txid("shuffle")[t]  # round robin over 2 partitions
+        assert len(spread) == 2 and sum(c for (c,) in spread) == len(ws) and min(spread)[0] >= 1
         assert by_txid("merge")[t] == sorted(((w,) for w in ws + ws), key=str)
         assert by_txid("join")[t] == sorted(((w, len(w)) for w in ws for v in ws if v == w), key=str)
         assert by_txid("total")[t] == [(sum(len(per_batch[i]) for i in range(1, t + 1)),)]
         assert by_txid("snapshot_get")[t] == [(sum(len(per_batch[i]) for i in range(1, t + 1)),)] * len(BATCHES[t - 1])
     assert sqlite_store.read_all("total") == {("$__GLOBAL_KEY__$",): len(everything)}
+    chars = Counter({w: n * len(w) for w, n in Counter(everything).items()})
+    assert sqlite_store.counts("chars") == chars and sqlite_store.counts("sums") == chars
+    assert sqlite_store.read_all("longest") == {("$__GLOBAL_KEY__$",): max(everything, key=lambda w: (len(w), w))}
+    running: Counter[str] = Counter()
+    for t, ws in per_batch.items():
+        running.update({w: n * len(w) for w, n in Counter(ws).items()})
+        assert by_txid("reduced")[t] == sorted(((w, running[w]) for w in set(ws)), key=str)
 
 
 def test_partition_persist_and_state_query_with_location_db(spark: Any, tmp_path: Path) -> None:

@@ -32,9 +32,9 @@ def batch(fields: Sequence[FieldSpec], rows: Sequence[Sequence[Any]]) -> pa.Reco
 
     schema = arrow_schema(fields)
     cols = list(zip(*rows, strict=True)) if rows else [[] for _ in fields]
+    pairs = enumerate(zip(fields, cols, strict=True))
     return pa.RecordBatch.from_arrays(
-        [build_array(list(c), f, schema.field(i).type, "test") for i, (f, c) in enumerate(zip(fields, cols, strict=True))],
-        schema=schema,
+        [build_array(list(c), f, schema.field(i).type, "test") for i, (f, c) in pairs], schema=schema
     )
 
 
@@ -169,6 +169,20 @@ def test_function_stage_appends_fields_and_keeps_the_input() -> None:
     )
     got = rows_out(stage(iter([batch(fields, [(1, "a b"), (2, ""), (3, "c")])])), out)
     assert got == [(1, "a b", "a"), (1, "a b", "b"), (3, "c", "c")]
+
+
+def test_a_function_without_output_fields_passes_each_emitted_tuple_on() -> None:
+    from weir.trident import Function
+
+    class Twice(Function):
+        def execute(self, tup: Any, collector: Any) -> None:
+            collector.emit([])
+            collector.emit([])
+
+    fields = [FieldSpec("id", LONG)]
+    stage = OpStage(**BASE, component="twice", in_fields=fields, out_fields=fields, kind="function", op=Twice(),
+                    in_idx=[0], in_names=["id"], new_fields=[])
+    assert rows_out(stage(iter([batch(fields, [(1,), (2,)])])), fields) == [(1,), (1,), (2,), (2,)]
 
 
 def test_a_failing_user_function_names_its_component_and_task() -> None:

@@ -22,6 +22,8 @@ POINTS = (
     "after_committed",  # COMMITTED(n) stored, before Spark commits its offsets
     "during_recovery",  # recovery committed/rolled back its first namespace
     "during_checkpoint",  # Streams: an operator task is writing its checkpoint (executor side)
+    "trident_after_multi_update",  # Trident: a state partition updated, not committed (executor side)
+    "trident_after_partition_commit",  # Trident: a state partition committed, the job not done (executor)
 )
 
 

@@ -171,13 +171,19 @@ class NatsSpout(ReplayableSpout):
         delay = 0.05
         while True:
             try:
-                return await nats.connect(
-                    servers=self.servers,
-                    connect_timeout=min(2.0, max(0.1, self.connect_timeout_s)),
-                    allow_reconnect=False,
-                    max_reconnect_attempts=0,
-                    error_cb=quiet,
-                    name="weir-nats-spout",
+                # max_reconnect_attempts=0 would mean "forever" in nats-py: try each server twice, then
+                # give up (this loop retries until connect_timeout_s)
+                return await asyncio.wait_for(
+                    nats.connect(
+                        servers=self.servers,
+                        connect_timeout=min(2.0, max(0.1, self.connect_timeout_s)),
+                        allow_reconnect=False,
+                        max_reconnect_attempts=1,
+                        reconnect_time_wait=0.05,
+                        error_cb=quiet,
+                        name="weir-nats-spout",
+                    ),
+                    timeout=max(1.0, min(10.0, self.connect_timeout_s)),
                 )
             except Exception as exc:
                 if time.monotonic() + delay > deadline:

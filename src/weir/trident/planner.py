@@ -14,6 +14,7 @@ once; a state node's output is always persisted before anything reads it.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,7 @@ from weir.trident.tasks import AggStage, OpStage
 __all__ = ["BatchPlanner", "Compiled", "RunContext"]
 
 P_COL, Q_COL, V_COL, N_COL = "_weir_p", "_weir_q", "_weir_v", "_weir_n"
+_OBSERVATIONS = itertools.count()  # Spark observation names must not repeat
 
 
 @dataclass
@@ -116,15 +118,25 @@ class BatchPlanner:
                 pass
         self.persisted.clear()
 
-    def tuples_in(self) -> int:
-        """Tuples read from the spouts in this batch (0 if unknown)."""
-        total = 0
-        for obs in self.observations:
-            try:
-                total += int(obs.get.get("n", 0))
-            except Exception:  # noqa: S112 - stats only
-                continue
-        return total
+    def tuples_in(self, timeout: float = 10.0) -> int:
+        """Tuples read from the spouts in this batch (0 if unknown within ``timeout`` seconds)."""
+        import threading
+
+        found: list[int] = []
+
+        def read() -> None:
+            total = 0
+            for obs in self.observations:
+                try:
+                    total += int(obs.get.get("n", 0))
+                except Exception:  # noqa: S112 - stats only
+                    continue
+            found.append(total)
+
+        t = threading.Thread(target=read, name="weir-trident-stats", daemon=True)
+        t.start()
+        t.join(timeout)  # an observation only blocks if its plan never ran; never hold up the batch
+        return found[0] if found else 0
 
     # ---- compiling -----------------------------------------------------------------------
     def compile(self, node: Node) -> Compiled:
@@ -192,7 +204,7 @@ class BatchPlanner:
             df = df.toDF(*names)
         else:
             df = df.select(*[F.col(f"`{n}`") for n in names])
-        obs = Observation(f"weir-{node.name}-{self.txid}-{id(self)}")
+        obs = Observation(f"weir-trident-{self.txid}-{next(_OBSERVATIONS)}")
         df = df.observe(obs, F.count(F.lit(1)).alias("n"))
         self.observations.append(obs)
         return self._spout_tail(node, Compiled(df, typed_fields(df)))

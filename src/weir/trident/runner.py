@@ -257,7 +257,7 @@ def submit_trident(name: str, conf: Mapping[str, Any], topology: TridentTopology
     spark_session, master = spark_for(rc, spark)
     provider = resolve_provider(name, conf, master)
     coordinator = make_coordinator(name, conf, provider, TridentParticipants(), {}, rc, master)
-    journal = frozenset()  # TEMP
+    journal = _journal_states(topology)
     if journal and not isinstance(provider, KeyValueStateProvider):
         log.warning(
             "topology %s: the state provider is not a key-value store, so opaque replays are not journaled", name

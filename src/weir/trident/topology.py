@@ -227,7 +227,7 @@ class Stream:
             return self._new("op", self.node.names, params={"op_kind": "filter", "op": args[1], "input": inp})
         if len(args) == 3 and isinstance(args[1], Function):
             inp = self._input(args[0], "each")
-            new = parse_fields(args[2], what=f"each({type(args[1]).__name__}) output fields")
+            new = parse_fields(args[2], what=f"each({type(args[1]).__name__}) output fields", allow_empty=True)
             names = self._append(new, f"each({type(args[1]).__name__})")
             return self._new(
                 "op", names, new_fields=new, params={"op_kind": "function", "op": args[1], "input": inp}

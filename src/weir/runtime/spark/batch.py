@@ -12,6 +12,7 @@ over the terminal components runs the whole graph.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -205,7 +206,7 @@ class BatchJob:
             import json
 
             def pick(pidx: int, it: Iterator[Any], _c: str = cid, _s: TaskSpec = spec) -> Iterator[Any]:
-                rows = (json.loads(r[1]) for r in it if r[0] == _c)
+                rows = (list(json.loads(r[1]).values()) for r in it if r[0] == _c)
                 return _meta_to(acc, run_spout_task(_s, pidx, txid, rows))
 
             return batch_rdd.mapPartitionsWithIndex(pick)
@@ -238,8 +239,15 @@ def _dedupe(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(best.values())
 
 
+_PY_ERROR = re.compile(r"^(?!org\.|java\.|scala\.|py4j\.)[A-Za-z_][\w.]*(?:Error|Exception): .+$", re.M)
+
+
 def _short(exc: BaseException) -> str:
     text = str(exc)
+    if "Traceback (most recent call last)" in text:  # a Python worker failed: its last error line says why
+        found = _PY_ERROR.findall(text)
+        if found:
+            return str(found[-1])[:500]
     for marker in ("PythonException:", "Exception:"):
         i = text.find(marker)
         if i >= 0:

@@ -164,8 +164,13 @@ class TopologyRun:
             df = dfs[0][1]
         else:
             self._spout_id = None
+            # a JSON object per row keeps each column's type (an array would cast them to one type)
             parts = [
-                d.select(F.lit(cid).alias("c"), F.to_json(F.array(*d.columns)).alias("v")) for cid, d in dfs
+                d.select(
+                    F.lit(cid).alias("c"),
+                    F.to_json(F.struct(*[d[c] for c in d.columns]), {"ignoreNullFields": "false"}).alias("v"),
+                )
+                for cid, d in dfs
             ]
             df = parts[0]
             for p in parts[1:]:
