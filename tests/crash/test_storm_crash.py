@@ -4,15 +4,14 @@ checkpoint protocol, restart it, and check the committed counts equal a Python C
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from tests.crash._harness import run_driver
 from weir.demo import generate_corpus
 from weir.state import StateFactory
 
@@ -36,33 +35,10 @@ CHAIN = [
 ]
 
 
-def _run(state_dir: Path, corpus: Path, url: str, crash: str | None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env.pop("WEIR_CRASH_AT", None)
-    env.pop("WEIR_CRASH_PGID", None)
-    if crash:
-        env["WEIR_CRASH_AT"] = crash
-    env["PYSPARK_PYTHON"] = sys.executable
-    proc = subprocess.Popen(
-        [sys.executable, str(DRIVER), str(state_dir), str(corpus), url],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group, killed whole by the crash point
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"driver hung (crash={crash}); stderr tail:\n{err[-3000:]}")
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # leave no JVM or worker behind
-        except ProcessLookupError:
-            pass
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+def _run(
+    state_dir: Path, corpus: Path, url: str, crash: str | None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    return run_driver([str(DRIVER), str(state_dir), str(corpus), url], crash, timeout)
 
 
 def _record(url: str) -> dict[str, object]:

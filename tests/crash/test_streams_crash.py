@@ -11,15 +11,14 @@ checkpoint (or to its initial state before the first one).
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
+from tests.crash._harness import run_driver
 from tests.streams._topology import committed, model, write_inputs
 from weir.state import StateFactory
 from weir.streams.store import TaskCheckpoints
@@ -46,32 +45,7 @@ N_FILES = 6
 
 
 def _run(args: list[str], crash: str | None, timeout: float = 400) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env.pop("WEIR_CRASH_AT", None)
-    env.pop("WEIR_CRASH_PGID", None)
-    if crash:
-        env["WEIR_CRASH_AT"] = crash
-    env["PYSPARK_PYTHON"] = sys.executable
-    proc = subprocess.Popen(
-        [sys.executable, str(DRIVER), *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group, killed whole by the crash point
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"driver hung (crash={crash}); stderr tail:\n{err[-3000:]}")
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # leave no JVM or worker behind
-        except ProcessLookupError:
-            pass
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return run_driver([str(DRIVER), *args], crash, timeout)
 
 
 def _record(url: str) -> dict[str, object]:

@@ -14,7 +14,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.crash._harness import run_driver
 from weir.state import StateFactory
 
 pytestmark = [pytest.mark.crash, pytest.mark.slow]
@@ -31,36 +31,18 @@ NAME = "tridentcrash"
 
 
 def _run(
-    state_dir: Path, corpus: Path, store: tuple[str, str, str], state_type: str, spout: str, crash: str | None,
+    state_dir: Path,
+    corpus: Path,
+    store: tuple[str, str, str],
+    state_type: str,
+    spout: str,
+    crash: str | None,
     timeout: float = 400,
 ) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env.pop("WEIR_CRASH_AT", None)
-    env.pop("WEIR_CRASH_PGID", None)
-    if crash:
-        env["WEIR_CRASH_AT"] = crash
-    env["PYSPARK_PYTHON"] = sys.executable
     kind, url, table = store
-    proc = subprocess.Popen(
-        [sys.executable, str(DRIVER), str(state_dir), str(corpus), kind, url, table, state_type, spout, NAME],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group, killed whole by the crash point
+    return run_driver(
+        [str(DRIVER), str(state_dir), str(corpus), kind, url, table, state_type, spout, NAME], crash, timeout
     )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"driver hung (crash={crash}); stderr tail:\n{err[-3000:]}")
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # leave no JVM or worker behind
-        except ProcessLookupError:
-            pass
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def _record(state_dir: Path) -> dict[str, object]:
@@ -115,8 +97,13 @@ def _store(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> tuple[s
 
 
 def _crash_then_finish(
-    state_dir: Path, corpus: Path, store: tuple[str, str, str], state_type: str, spout: str,
-    chain: list[tuple[str, str, int]], n_batches: int,
+    state_dir: Path,
+    corpus: Path,
+    store: tuple[str, str, str],
+    state_type: str,
+    spout: str,
+    chain: list[tuple[str, str, int]],
+    n_batches: int,
 ) -> None:
     for crash, phase, txid in chain:
         res = _run(state_dir, corpus, store, state_type, spout, crash)

@@ -20,10 +20,9 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pyspark.accumulators import AccumulatorParam
-
 from weir.checkpoint.coordinator import JobOutcome, TaskFailure, checkpoint_namespace
 from weir.errors import ConfigError, FencedError, TopologyError, WeirError
+from weir.runtime.spark.batch import ListAccumulatorParam
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.runner import (
     TopologyRun,
@@ -119,17 +118,6 @@ class TridentParticipants:
         """Nothing to roll back: a replay with the same txid makes the stored values exact."""
 
 
-class _ListParam(AccumulatorParam):  # type: ignore[type-arg]
-    """Accumulates lists of task reports."""
-
-    def zero(self, value: list[Any]) -> list[Any]:
-        return []
-
-    def addInPlace(self, a: list[Any], b: list[Any]) -> list[Any]:  # noqa: N802 - PySpark's name
-        a.extend(b)
-        return a
-
-
 class TridentBatchRunner:
     """Runs one batch of a Trident topology (the ``BatchRunner`` of its :class:`TopologyRun`)."""
 
@@ -147,7 +135,7 @@ class TridentBatchRunner:
             raise TopologyError(msg, topology=self.ctx.topology)
         t0 = time.perf_counter()
         sc = batch.sparkSession.sparkContext
-        acc = sc.accumulator([], _ListParam())
+        acc = sc.accumulator([], ListAccumulatorParam())
         shared = None
         if self.ctx.source.multi:
             from pyspark import StorageLevel

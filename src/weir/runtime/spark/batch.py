@@ -27,7 +27,7 @@ from weir.checkpoint.coordinator import JobOutcome, TaskFailure
 from weir.runtime.spark.task import TaskSpec, run_spout_task, run_task
 from weir.topology.builder import GroupingKind, Subscription, Topology
 
-__all__ = ["BatchJob", "key_for_grouping"]
+__all__ = ["BatchJob", "ListAccumulatorParam", "key_for_grouping"]
 
 
 def key_for_grouping(
@@ -71,13 +71,15 @@ def key_for_grouping(
     return keyed
 
 
-class _ListParam(AccumulatorParam):  # type: ignore[type-arg]
+class ListAccumulatorParam(AccumulatorParam):  # type: ignore[type-arg]
     """Accumulates lists (task reports and dead letters)."""
 
     def zero(self, value: list[Any]) -> list[Any]:
+        """An empty list."""
         return []
 
     def addInPlace(self, a: list[Any], b: list[Any]) -> list[Any]:  # noqa: N802 - PySpark's name
+        """Concatenate ``b`` onto ``a``."""
         a.extend(b)
         return a
 
@@ -110,7 +112,7 @@ class BatchJob:
         """Run every component over ``batch_rdd`` (rows of the spout stream); collect reports."""
         t0 = time.perf_counter()
         sc = batch_rdd.context
-        acc = sc.accumulator([], _ListParam())
+        acc = sc.accumulator([], ListAccumulatorParam())
         outs: dict[str, RDD[Any]] = {}
         persisted: list[RDD[Any]] = []
         topo = self.topology
