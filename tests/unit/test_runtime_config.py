@@ -214,3 +214,12 @@ def test_sqlite_store_is_fine_in_local_mode(master: str) -> None:
 @pytest.mark.parametrize("master", ["local[*]", "spark://127.0.0.1:7077", "yarn"])
 def test_server_stores_are_fine_anywhere(kind: str, master: str) -> None:
     check_local_store(kind, master, "wc")
+
+
+def test_weir_spark_conf_is_parsed_and_checked() -> None:
+    from weir.runtime.spark.config import RuntimeConfig
+
+    rc = RuntimeConfig.from_conf("t", {"weir.spark.conf": {"spark.executor.memory": "2g", "spark.cores.max": 4}})
+    assert rc.spark_conf == {"spark.executor.memory": "2g", "spark.cores.max": "4"}
+    with pytest.raises(ConfigError, match="weir.spark.conf"):
+        RuntimeConfig.from_conf("t", {"weir.spark.conf": "spark.executor.memory=2g"})

@@ -38,6 +38,7 @@ log = logging.getLogger("weir.sources")
 T = TypeVar("T")
 
 _NO_MESSAGES = ("404", "408")
+_MIN_PART_SEQS = 5000  # fewer sequences per sub-range are not worth another Spark task
 
 
 class NatsSpout(ReplayableSpout):
@@ -60,6 +61,8 @@ class NatsSpout(ReplayableSpout):
     guarantee : ``TRANSACTIONAL`` (default) or ``OPAQUE``; see the module docs for trimmed ranges
     subject_field, seq_field : also emit the message subject (``STRING``) / stream sequence (``BIGINT``)
     fetch_batch : messages per pull request
+    read_partitions : sequence sub-ranges a batch is read in, in parallel (at least 5000
+        sequences each)
     connect_timeout_s : how long to retry an unreachable server before failing
     request_timeout_s : how long to wait for one JetStream reply
 
@@ -85,6 +88,7 @@ class NatsSpout(ReplayableSpout):
         subject_field: str | None = None,
         seq_field: str | None = None,
         fetch_batch: int = 5000,
+        read_partitions: int = 2,
         connect_timeout_s: float = 10.0,
         request_timeout_s: float = 5.0,
     ) -> None:
@@ -113,6 +117,10 @@ class NatsSpout(ReplayableSpout):
             msg = f"NatsSpout({stream!r}): fetch_batch must be a positive int, got {fetch_batch!r}"
             raise ConfigError(msg)
         self.fetch_batch = fetch_batch
+        if isinstance(read_partitions, bool) or not isinstance(read_partitions, int) or read_partitions < 1:
+            msg = f"NatsSpout({stream!r}): read_partitions must be a positive int, got {read_partitions!r}"
+            raise ConfigError(msg)
+        self.read_partitions = read_partitions
         self.connect_timeout_s = float(connect_timeout_s)
         self.request_timeout_s = float(request_timeout_s)
         self.max_records_per_batch = max_records_per_batch
@@ -246,6 +254,15 @@ class NatsSpout(ReplayableSpout):
             avg = max(1, int(state.bytes) // max(1, int(state.messages)))
             end = min(end, base + max(1, limit.max_bytes // avg))
         return self._offset(end)
+
+    def partitions(self, start: Offset, end: Offset) -> Sequence[tuple[Offset, Offset]]:
+        """The range cut into up to ``read_partitions`` sequence sub-ranges (5000 or more each)."""
+        s, e = self._seq(start, "start"), self._seq(end, "end")
+        if e <= s:
+            return []
+        k = max(1, min(self.read_partitions, (e - s) // _MIN_PART_SEQS))
+        cuts = [s + (e - s) * j // k for j in range(k + 1)]
+        return [(self._offset(a), self._offset(b)) for a, b in zip(cuts, cuts[1:], strict=False)]
 
     # ---- reading ---------------------------------------------------------------------------
     def read(self, start: Offset, end: Offset) -> Iterable[Sequence[Any]]:

@@ -37,6 +37,8 @@ __all__ = ["RedisStreamSpout"]
 
 log = logging.getLogger("weir.sources")
 
+_MIN_PART_RECORDS = 5000  # fewer entries per sub-range are not worth another Spark task
+
 #: one client per server and process (executors reuse their Python workers)
 _CLIENTS: dict[RedisSettings, Any] = {}
 
@@ -84,6 +86,8 @@ class RedisStreamSpout(ReplayableSpout):
         (a trimmed range is logged and the batch continues with what is left)
     stream_field, id_field : also emit the stream key / entry id under these field names
     page_size : entries per ``XRANGE`` call
+    read_partitions : sub-ranges a stream's batch is read in, in parallel, when the planner has
+        seen its entries (a limited batch of at least 5000 entries per sub-range)
     connect_timeout_s : how long to retry an unreachable or loading server before failing
 
     Examples
@@ -106,6 +110,7 @@ class RedisStreamSpout(ReplayableSpout):
         stream_field: str | None = None,
         id_field: str | None = None,
         page_size: int = 5000,
+        read_partitions: int = 2,
         connect_timeout_s: float = 10.0,
     ) -> None:
         try:
@@ -137,6 +142,11 @@ class RedisStreamSpout(ReplayableSpout):
             msg = f"RedisStreamSpout: page_size must be a positive int, got {page_size!r}"
             raise ConfigError(msg)
         self.page_size = page_size
+        if isinstance(read_partitions, bool) or not isinstance(read_partitions, int) or read_partitions < 1:
+            msg = f"RedisStreamSpout: read_partitions must be a positive int, got {read_partitions!r}"
+            raise ConfigError(msg)
+        self.read_partitions = read_partitions
+        self._splits: dict[str, tuple[str, str, list[dict[str, Any]]]] = {}
         self.connect_timeout_s = float(connect_timeout_s)
         self.max_records_per_batch = max_records_per_batch
         self.max_bytes_per_batch = max_bytes_per_batch
@@ -150,6 +160,11 @@ class RedisStreamSpout(ReplayableSpout):
         self.fields = [c.name for c in self._columns]
         self.corrupt_column = True
         self.read_limit()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_splits"] = {}  # planner-local hints
+        return state
 
     def describe(self) -> str:
         """``RedisStreamSpout(redis://host:port/db, streams=[...])`` (no password)."""
@@ -254,7 +269,7 @@ class RedisStreamSpout(ReplayableSpout):
 
     def _latest_limited(self, start: Offset, limit: ReadLimit) -> Offset:
         records = limit.max_records if limit.max_records is not None else math.inf
-        nbytes = limit.max_bytes if limit.max_bytes is not None else math.inf
+        nbytes = limit.max_bytes if limit.max_bytes is not None else -1
         out: Offset = {}
         cursor: dict[str, dict[str, Any]] = {}
         for s in self.streams:
@@ -263,62 +278,110 @@ class RedisStreamSpout(ReplayableSpout):
                 out[s] = self._end_now(s)
             else:
                 cursor[s] = dict(pos)
+        if limit.max_bytes is None and self._fits(cursor, records):
+            return self._latest_all(start)  # everything left fits: no need to count entries
         active = list(cursor)
         taken = 0
-        while active and records > 0 and nbytes > 0:
-            share = self.page_size if records == math.inf else min(self.page_size, math.ceil(records / len(active)))
-            batch = self._fetch_after({s: cursor[s] for s in active}, int(share))
+        cuts: dict[str, list[tuple[int, dict[str, Any]]]] = {s: [] for s in cursor}
+        counted = dict.fromkeys(cursor, 0)
+        while active and records > 0 and nbytes != 0:
+            share = int(min(self.page_size * 20, math.ceil(records / len(active)) if records != math.inf else 10**9))
             still = []
-            stop = False
             for s in active:
-                entries, first_n = batch[s]
-                n = first_n
-                for eid, fields in entries:
-                    size = len(eid) + sum(len(k) + len(v) for k, v in fields.items())
-                    if taken and (records <= 0 or size > nbytes):
-                        stop = True
-                        break
-                    records -= 1
-                    nbytes -= size
-                    taken += 1
-                    cursor[s] = {"id": _fmt(_parse_id(eid))} | ({"n": n} if n is not None else {})
-                    n = n + 1 if n is not None else None
-                if stop:
+                want = int(min(share, records))
+                every = max(_MIN_PART_RECORDS, want // max(1, self.read_partitions))
+                k, last, used, more, full, marks, info = self._scan(s, cursor[s]["id"], want, nbytes, taken > 0, every)
+                if k:
+                    first_n = _first_ordinal(cursor[s], info)
+                    for at, mid in marks:
+                        mark = {"id": mid} | ({"n": first_n + at - 1} if first_n is not None else {})
+                        cuts[s].append((counted[s] + at, mark))
+                    cursor[s] = {"id": last} | ({"n": first_n + k - 1} if first_n is not None else {})
+                    counted[s] += k
+                    taken += k
+                    records -= k
+                    if nbytes > 0:
+                        nbytes = max(0, nbytes - used)
+                if full or records <= 0:  # the byte or record budget is spent
+                    active = []
                     break
-                if len(entries) >= share:
+                if more:
                     still.append(s)
-            if stop:
-                break
-            active = still
-        for s, pos in cursor.items():
-            out[s] = pos
+            else:
+                active = still
+        out.update(cursor)
+        self._remember_splits(start, out, counted, cuts)
         return out
+
+    def _scan(
+        self, s: str, after: str, want: int, max_bytes: float, any_taken: bool, every: int
+    ) -> tuple[int, str, int, bool, bool, list[tuple[int, str]], dict[str, Any] | None]:
+        """Count up to ``want`` entries after ``after`` inside Redis (a Lua script: nothing is shipped).
+
+        Returns (entries taken, last id, their bytes, whether more may follow, whether the byte
+        budget stopped it, ``(position, id)`` every ``every`` entries, the stream's XINFO afterwards).
+        """
+
+        def run(client: Any) -> tuple[Any, Any]:
+            res = client.eval(_SCAN_SCRIPT, 1, s, after, want, int(max_bytes), 1 if any_taken else 0,
+                              min(self.page_size, want), every)
+            return res, _xinfo_or_error(client, s)  # after the scan: a trim in between errs on the safe side
+
+        res, raw = self._call(run, f"counting entries of {s!r}")
+        k, last, used, more, full = int(res[0]), _text(res[1]), int(res[2]), bool(res[3]), bool(res[4])
+        marks = [(int(res[i]), _text(res[i + 1])) for i in range(5, len(res), 2)]
+        return k, last, used, more, full, marks, self._info(raw)
 
     def _end_now(self, s: str) -> dict[str, Any]:
         info = self._info(self._call(lambda c: _xinfo_or_error(c, s), f"reading stream {s!r}"))
         return {"id": "0-0", "n": 0} if info is None else _at_end(info)
 
-    def _fetch_after(
-        self, cursors: dict[str, dict[str, Any]], count: int
-    ) -> dict[str, tuple[list[tuple[bytes, dict[bytes, bytes]]], int | None]]:
-        """Up to ``count`` entries after each cursor, and the ordinal of the first one (if known)."""
+    def _fits(self, cursors: dict[str, dict[str, Any]], records: float) -> bool:
+        """Whether every stream's entries after its cursor fit in ``records`` (from ordinals alone)."""
+        if not cursors:
+            return True
 
         def run(client: Any) -> list[Any]:
             pipe = client.pipeline(transaction=False)
-            for s, pos in cursors.items():
-                pipe.xrange(s, min="(" + pos["id"], max="+", count=count)
-                pipe.xinfo_stream(s)  # after XRANGE: a trim in between errs on the safe side
+            for s in cursors:
+                pipe.xinfo_stream(s)
             return list(pipe.execute(raise_on_error=False))
 
-        res = self._call(run, "reading entries")
-        out = {}
-        for i, (s, pos) in enumerate(cursors.items()):
-            entries = res[2 * i]
-            if isinstance(entries, Exception):
-                raise entries
-            info = self._info(res[2 * i + 1])
-            out[s] = (list(entries), _first_ordinal(pos, info) if entries else None)
-        return out
+        left = 0
+        for (_s, pos), raw in zip(cursors.items(), self._call(run, "reading the streams' state"), strict=True):
+            info = self._info(raw)
+            if info is None:
+                continue
+            if "n" not in pos or not _clean_window(info):
+                return False
+            added = int(info["entries-added"])
+            left += added - max(int(pos["n"]), added - int(info.get("length", 0)))
+        return left <= records
+
+    def _remember_splits(
+        self,
+        start: Offset,
+        ends: Offset,
+        counted: dict[str, int],
+        cuts: dict[str, list[tuple[int, dict[str, Any]]]],
+    ) -> None:
+        """Split points of each stream's range, for :meth:`partitions` (planner-local, never required)."""
+        self._splits = {}
+        for s, total in counted.items():
+            parts = min(self.read_partitions, total // _MIN_PART_RECORDS)
+            marks = cuts.get(s, [])
+            if parts < 2 or not marks:
+                continue
+            first = self._start_for(start, s)
+            assert first is not None
+            chosen: list[dict[str, Any]] = []
+            for j in range(1, parts):  # the mark nearest each even cut, in order, without repeats
+                goal = total * j // parts
+                pos, mark = min(marks, key=lambda m: abs(m[0] - goal))  # noqa: B023 - used at once
+                if 0 < pos < total and (not chosen or _parse_id(mark["id"]) > _parse_id(chosen[-1]["id"])):
+                    chosen.append(mark)
+            if chosen:
+                self._splits[s] = (first["id"], ends[s]["id"], chosen)
 
     def clamp_offset(self, start: Offset, end: Offset, target: Offset) -> Offset:
         """Per stream the earlier of ``end`` and ``target``, never before ``start`` (ids compare as numbers)."""
@@ -334,14 +397,26 @@ class RedisStreamSpout(ReplayableSpout):
         return out
 
     def partitions(self, start: Offset, end: Offset) -> Sequence[tuple[Offset, Offset]]:
-        """One sub-range per stream that has new entries."""
-        parts = []
+        """One sub-range per stream that has new entries.
+
+        When the planner fetched a stream's entries to find the batch's end (a records or bytes
+        limit), it also knows ids inside the range: the range is then cut into ``read_partitions``
+        sub-ranges read in parallel, each with exact ordinals. A replay planned by a restarted
+        driver reads the same entries in one partition per stream.
+        """
+        parts: list[tuple[Offset, Offset]] = []
+        splits = getattr(self, "_splits", {})
         for s in self.streams:
             e = end.get(s)
             st = self._start_for(start, s, end)
             if e is None or st is None or _parse_id(e["id"]) <= _parse_id(st["id"]):
                 continue
-            parts.append(({s: st}, {s: e}))
+            hint = splits.get(s)
+            if hint is not None and hint[0] == st["id"] and hint[1] == e["id"]:
+                bounds = [st, *hint[2], e]  # the planner saw this range's entries: read it in parallel
+                parts.extend(({s: a}, {s: b}) for a, b in zip(bounds, bounds[1:], strict=False))
+            else:
+                parts.append(({s: st}, {s: e}))
         return parts
 
     # ---- reading ---------------------------------------------------------------------------
@@ -433,6 +508,44 @@ class RedisStreamSpout(ReplayableSpout):
 
 
 # ---- helpers ---------------------------------------------------------------------------------
+#: Count entries after an id inside Redis, within a record and a byte budget (at least one entry
+#: unless others were taken already); report every EVERY-th id as a possible split point.
+#: KEYS[1] stream; ARGV: after-id, want, max bytes (-1: none), others taken (0/1), page, every.
+#: Returns {taken, last id, bytes, more may follow (0/1), stopped by bytes (0/1), pos, id, pos, id, ...}.
+_SCAN_SCRIPT = """
+local key, cursor = KEYS[1], ARGV[1]
+local want, maxb, any = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local page, every = tonumber(ARGV[5]), tonumber(ARGV[6])
+local taken, bytes, last, marks = 0, 0, '', {}
+while taken < want do
+  local n = math.min(page, want - taken)
+  local es = redis.call('XRANGE', key, '(' .. cursor, '+', 'COUNT', n)
+  for _, e in ipairs(es) do
+    local size = #e[1]
+    local f = e[2]
+    for j = 1, #f do size = size + #f[j] end
+    if maxb >= 0 and (taken > 0 or any == 1) and bytes + size > maxb then
+      return {taken, last, bytes, 1, 1, unpack(marks)}
+    end
+    taken = taken + 1
+    bytes = bytes + size
+    last = e[1]
+    if taken % every == 0 then
+      marks[#marks + 1] = taken
+      marks[#marks + 1] = last
+    end
+  end
+  if #es < n then return {taken, last, bytes, 0, 0, unpack(marks)} end
+  cursor = last
+end
+return {taken, last, bytes, 1, 0, unpack(marks)}
+"""
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
 def _why(cols: list[tuple[str, bytes, Callable[[Any], Any]]], fields: dict[bytes, bytes], where: str) -> str:
     """The first field of a malformed entry that does not convert, and why."""
     for name, key, conv in cols:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from weir.errors import ConfigError
@@ -60,6 +60,7 @@ class RuntimeConfig:
     deadletter: str | None = None
     max_task_parallelism: int | None = None
     checkpoint_retain: int = 2
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def local(self) -> bool:
@@ -90,6 +91,13 @@ class RuntimeConfig:
         elif not isinstance(dl, str):
             msg = f"weir.deadletter must be a directory path, 'state' or 'namespace:NAME', got {dl!r}"
             raise ConfigError(msg)
+        spark_conf = conf.get("weir.spark.conf") or {}
+        if not isinstance(spark_conf, Mapping) or not all(isinstance(k, str) for k in spark_conf):
+            msg = (
+                "weir.spark.conf must be a dict of Spark settings, e.g. {'spark.executor.memory': '2g'}, "
+                f"got {spark_conf!r}"
+            )
+            raise ConfigError(msg)
         master = conf.get("weir.spark.master", "local[*]")
         if not isinstance(master, str) or not master:
             msg = f"weir.spark.master must be a Spark master URL, got {master!r}"
@@ -104,4 +112,5 @@ class RuntimeConfig:
             deadletter=dl,
             max_task_parallelism=None if mtp is None else _int(conf, "topology.max.task.parallelism", 1, 1),
             checkpoint_retain=_int(conf, "weir.checkpoint.retain", 2, 1),
+            spark_conf={k: str(v) for k, v in spark_conf.items()},
         )

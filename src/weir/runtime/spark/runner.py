@@ -329,5 +329,5 @@ def picklable_or_raise(name: str, cid: str, obj: Any) -> bytes:
 def spark_for(rc: RuntimeConfig, spark: Any) -> tuple[Any, str]:
     """The session to use and its master URL."""
     if spark is None:
-        spark = get_spark(rc.master, f"weir-{rc.topology}")
+        spark = get_spark(rc.master, f"weir-{rc.topology}", rc.spark_conf)
     return spark, str(spark.sparkContext.master)
