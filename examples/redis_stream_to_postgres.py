@@ -13,7 +13,7 @@ Run it::
     weir run examples/redis_stream_to_postgres.py --conf topology.state.provider.config='{"url": "postgresql://..."}'
     python examples/redis_stream_to_postgres.py redis://127.0.0.1:6379/0 postgresql://postgres@127.0.0.1/shop
 
-With no argument the script writes 1000 demo orders into the stream first. Back-pressure:
+When the stream does not exist yet, the script first writes 1000 demo orders into it. Back-pressure:
 ``max_records_per_batch`` caps each micro-batch, so a long backlog is worked off in several
 bounded batches (``run.process_available()``) instead of one huge one.
 """
@@ -78,7 +78,8 @@ def write_demo_orders(redis_url: str, n: int = 1000) -> None:
     rng = random.Random(1)
     pipe = r.pipeline(transaction=False)
     for _ in range(n):
-        pipe.xadd("orders", {"customer": rng.choice(["alice", "bob", "carol", "dave"]), "amount": f"{rng.uniform(1, 99):.2f}"})
+        customer = rng.choice(["alice", "bob", "carol", "dave"])
+        pipe.xadd("orders", {"customer": customer, "amount": f"{rng.uniform(1, 99):.2f}"})
     pipe.execute()
 
 
@@ -88,8 +89,10 @@ if __name__ == "__main__":
 
     redis_url = sys.argv[1] if len(sys.argv) > 1 else REDIS_URL
     pg_url = sys.argv[2] if len(sys.argv) > 2 else PG_URL
-    if len(sys.argv) <= 1:
-        write_demo_orders(redis_url)
+    import redis
+
+    if not redis.Redis.from_url(redis_url).exists("orders"):
+        write_demo_orders(redis_url)  # a first run on an empty server: something to count
     conf = {**CONF, "topology.state.provider.config": {"url": pg_url}}
     status = weir.submit(NAME, conf, topology(redis_url)).process_available()
     print(f"committed txid {status.last_txid} after {status.batches} batches ({status.tuples_in} orders)")

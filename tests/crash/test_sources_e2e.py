@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import redis
 
+from tests.crash._harness import run_driver
 from tests.servers import NatsServer, PostgresDatabase, RedisServer
 from weir.state import StateFactory
 
@@ -34,7 +35,7 @@ KEYS = 12
 
 
 class Driver:
-    """One run of the driver subprocess (its own process group), with its output read in a thread."""
+    """A driver subprocess (its own process group) the test kills whenever it likes; output read in a thread."""
 
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
@@ -198,10 +199,8 @@ def test_exactly_once_from_redis_and_nats_through_driver_and_broker_crashes(
         producer.start()
 
         # 1. a crash at a protocol step: COMMITTING stored, nothing committed yet — rolled forward later
-        d = Driver(["run", *args], {**env, "WEIR_CRASH_AT": "after_committing@3"})
-        d.proc.wait(600)
-        assert d.proc.returncode == -signal.SIGKILL, f"run 1 should have crashed itself\n{d.stderr_tail()}"
-        d.kill()
+        res = run_driver([str(DRIVER), "run", *args], "after_committing@3", timeout=600)
+        assert res.returncode == -signal.SIGKILL, f"run 1 should have crashed itself\n{res.stderr[-4000:]}"
 
         # 2., 3. SIGKILL at a seeded random moment; meanwhile one broker is killed and restarted
         for broker in (redis_server, nats_server):
@@ -219,10 +218,9 @@ def test_exactly_once_from_redis_and_nats_through_driver_and_broker_crashes(
 
         producer.join(180)
         # 4. drain: whatever the crashes left is recovered, everything produced is counted once
-        d = Driver(["drain", *args], env)
-        d.proc.wait(900)
-        assert d.proc.returncode == 0, d.stderr_tail()
-        assert sum(line.startswith("DONE") for line in d.out) == len(kinds.split(","))
+        res = run_driver([str(DRIVER), "drain", *args], None, timeout=900)
+        assert res.returncode == 0, res.stderr[-4000:]
+        assert res.stdout.count("DONE") == len(kinds.split(","))
         assert sum(producer.expected.values()) == 2 * N
         assert storm_counts(postgres_database.url, name) == producer.expected
         if "trident" in kinds:

@@ -134,6 +134,17 @@ def test_read_is_exactly_the_range_in_several_pulls(nats_server: NatsServer) -> 
     assert again == rows  # a replay reads the same records
 
 
+def test_a_large_range_is_read_in_parallel_sub_ranges(nats_server: NatsServer) -> None:
+    url = nats_server.url
+    s = make_stream(url)
+    publish(url, s, [str(i).encode() for i in range(1, 12_001)])
+    spout = NatsSpout(url, s, read_partitions=4)
+    parts = spout.partitions(off(s, 0), off(s, 12_000))
+    assert [(a["seq"], b["seq"]) for a, b in parts] == [(0, 6000), (6000, 12_000)]  # ≥ 5000 each
+    assert [int(r[0]) for a, b in parts for r in spout.read(a, b)] == list(range(1, 12_001))
+    assert spout.partitions(off(s, 10), off(s, 20)) == [(off(s, 10), off(s, 20))]
+
+
 def test_subject_filter_reads_only_that_subject(nats_server: NatsServer) -> None:
     url = nats_server.url
     s = make_stream(url)
@@ -231,6 +242,7 @@ def test_a_server_restart_is_ridden_out(tmp_path: Any) -> None:
         ({"start": 0}, "start must be"),
         ({"fields": ["a", "b"]}, "one field"),
         ({"fetch_batch": 0}, "fetch_batch"),
+        ({"read_partitions": 0}, "read_partitions"),
         ({"max_bytes_per_batch": -5}, "max_bytes_per_batch"),
         ({"seq_field": "data"}, "declared twice"),
         ({"url": ""}, "url must be"),

@@ -75,6 +75,45 @@ def test_latest_offset_takes_everything_or_a_fair_share(r: redis.Redis, redis_se
     assert spout.partitions(end, end) == []
 
 
+def test_a_limit_that_everything_fits_in_needs_no_fetch(
+    r: redis.Redis, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = key("a"), key("b")
+    fill(r, a, 30)
+    fill(r, b, 20)
+    spout = RedisStreamSpout(redis_server.url, [a, b], ["key"])
+    start = spout.initial_offset()
+    fetched: list[Any] = []
+    real = spout._scan
+    monkeypatch.setattr(spout, "_scan", lambda *a: fetched.append(a) or real(*a))
+    assert spout.latest_offset(start, ReadLimit(max_records=50)) == spout.latest_offset(start, ReadLimit())
+    assert fetched == []  # the ordinals said 50 entries are left: nothing to count
+    assert spout.latest_offset(start, ReadLimit(max_records=49))[a]["n"] + 20 >= 49
+    assert fetched
+
+
+def test_a_large_limited_range_is_read_in_parallel_sub_ranges(r: redis.Redis, redis_server: RedisServer) -> None:
+    a = key()
+    fill(r, a, 25_000)
+    spout = RedisStreamSpout(redis_server.url, a, ["n"], read_partitions=3)
+    start = spout.initial_offset()
+    end = spout.latest_offset(start, ReadLimit(max_records=20_000))
+    parts = spout.partitions(start, end)
+    assert [(p[0][a]["n"], p[1][a]["n"]) for p in parts] == [(0, 6666), (6666, 13332), (13332, 20000)]
+    rows = [int(x[0]) for s, e in parts for x in spout.read(s, e)]
+    assert rows == list(range(1, 20_001))
+    # a replay planned elsewhere (no hints) reads the same range in one partition
+    from pyspark import cloudpickle
+
+    copy = cloudpickle.loads(cloudpickle.dumps(spout))
+    assert copy.partitions(start, end) == [(start, end)]
+    # each sub-range checks its own count: a trim into the second one is found there
+    r.xtrim(a, maxlen=25_000 - 10_000, approximate=False)
+    assert len(list(spout.read(*parts[2]))) == 6668
+    with pytest.raises(SourceError, match=r"lost 3334 of the 6666 entries in \(6666-0, 13332-0\]"):
+        list(spout.read(*parts[1]))
+
+
 def test_read_converts_types_and_adds_stream_and_id(r: redis.Redis, redis_server: RedisServer) -> None:
     a = key()
     r.xadd(a, {"key": "x", "n": "41", "flag": "true"}, id="1-0")
@@ -122,6 +161,14 @@ def test_start_dollar_reads_only_new_entries_and_new_streams_join_from_now(
     fill(r, b, 2, first=11)
     end3 = grown.latest_offset(end2, ReadLimit(max_records=100))
     assert [x[0] for x in read_all(grown, end2, end3)] == ["11", "12"]
+    # the same with a limit that binds
+    c = key("c")
+    fill(r, c, 5)
+    grown2 = RedisStreamSpout(redis_server.url, [a, b, c], ["n"], start="$")
+    fill(r, a, 10, first=14)
+    end4 = grown2.latest_offset(end3, ReadLimit(max_records=4))
+    assert end4[c] == {"id": "5-0", "n": 5} and end4[a] == {"id": "17-0", "n": 17}
+    assert [x[0] for x in read_all(grown2, end3, end4)] == ["14", "15", "16", "17"]
 
 
 def test_clamp_compares_ids_as_numbers(redis_server: RedisServer) -> None:
@@ -258,6 +305,7 @@ def test_redis_cluster_streams_on_several_nodes(redis_cluster: RedisCluster) -> 
         ({"streams": ["a", "a"]}, "one or more distinct"),
         ({"streams": "s", "start": "yesterday"}, "start must be"),
         ({"streams": "s", "page_size": 0}, "page_size"),
+        ({"streams": "s", "read_partitions": 0}, "read_partitions"),
         ({"streams": "s", "max_records_per_batch": 0}, "max_records_per_batch"),
         ({"streams": "s", "guarantee": "opaque"}, "guarantee"),
         ({"streams": "s", "fields": None}, "declare the output"),

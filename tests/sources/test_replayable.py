@@ -25,6 +25,11 @@ def reader(spout: ReplayableSpout, initial: dict[str, Any] | None = None) -> _Sp
     return _SpoutReader(spout, "spout 'x'", initial if initial is not None else spout.initial_offset())
 
 
+def rows_of(batches: Any) -> list[tuple[Any, ...]]:
+    """The rows of the Arrow record batches a reader hands Spark."""
+    return [tuple(row.values()) for b in batches for row in b.to_pylist()]
+
+
 # ---- ReadLimit --------------------------------------------------------------------------------
 def test_read_limit_cap_admits_at_most_max_records() -> None:
     assert ReadLimit(max_records=100).cap(250, 1000) == 350
@@ -98,7 +103,7 @@ def test_partitions_and_read_cover_the_range_once() -> None:
     r = reader(Numbers(100, keys=3))
     parts = r.partitions({"n": 10}, {"n": 30})
     assert [type(p) for p in parts] == [_Range, _Range]
-    rows = [row for p in parts for row in r.read(p)]
+    rows = [row for p in parts for row in rows_of(r.read(p))]
     assert [row[0] for row in rows] == list(range(10, 30))
     assert rows[0] == (10, "k1")
     assert r.partitions({"n": 30}, {"n": 30}) == []
@@ -113,6 +118,36 @@ def test_a_failing_read_names_the_spout_and_the_range() -> None:
     r = reader(Broken(10))
     with pytest.raises(SourceError, match=r"spout 'x': read\(\{\"n\": 0\}, \{\"n\": 5\}\) failed: KeyError"):
         list(r.read(_Range(0, {"n": 0}, {"n": 5})))
+
+
+def test_records_reach_spark_as_arrow_batches_of_the_declared_schema() -> None:
+    import pyarrow as pa
+
+    r = reader(Numbers(25_000))
+    batches = list(r.read(_Range(0, {"n": 0}, {"n": 25_000})))
+    assert [b.num_rows for b in batches] == [10_000, 10_000, 5_000]
+    assert batches[0].schema == pa.schema([("n", pa.int64()), ("key", pa.string())])
+
+    class Yields(Numbers):
+        def read(self, start: dict[str, Any], end: dict[str, Any]) -> Any:
+            yield pa.RecordBatch.from_pydict({"n": [7], "key": ["k"]})
+
+    assert rows_of(reader(Yields(1)).read(_Range(0, {"n": 0}, {"n": 1}))) == [(7, "k")]
+
+
+@pytest.mark.parametrize(
+    ("record", "needle"),
+    [((1,), r"a record of 1 values \(1,\); the output has \['n', 'key'\]"),
+     (("x", "k"), r"field 'n' \(int64\) cannot hold str 'x'"),
+     ((2**70, "k"), r"field 'n' \(int64\) cannot hold int")],
+)
+def test_records_that_do_not_fit_the_schema_name_the_field(record: tuple[Any, ...], needle: str) -> None:
+    class Bad(Numbers):
+        def read(self, start: dict[str, Any], end: dict[str, Any]) -> Any:
+            return [(1, "a"), record]
+
+    with pytest.raises(SourceError, match=needle):
+        list(reader(Bad(2)).read(_Range(0, {"n": 0}, {"n": 2})))
 
 
 def test_commit_hook_errors_are_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
@@ -130,7 +165,7 @@ def test_reader_and_partitions_pickle_for_executors() -> None:
     r = reader(Numbers(10))
     r2 = cloudpickle.loads(cloudpickle.dumps(r))
     p = cloudpickle.loads(cloudpickle.dumps(_Range(0, {"n": 0}, {"n": 3})))
-    assert list(r2.read(p)) == [(0, "k0"), (1, "k1"), (2, "k2")]
+    assert rows_of(r2.read(p)) == [(0, "k0"), (1, "k1"), (2, "k2")]
 
 
 # ---- declarations ------------------------------------------------------------------------------
