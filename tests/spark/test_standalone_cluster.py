@@ -14,9 +14,9 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyspark
 import pytest
 
-import pyspark
 from tests.servers import free_port, require_binary, wait_until
 from weir.demo import generate_corpus
 from weir.state import StateFactory
@@ -32,7 +32,10 @@ def _spark_class(*args: str, log: Path) -> subprocess.Popen[bytes]:
     with open(log, "wb") as f:
         return subprocess.Popen(
             [str(SPARK_HOME / "bin" / "spark-class"), *args],
-            env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
+            env=env,
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
 
@@ -51,8 +54,14 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
     port, ui = free_port(), free_port()
     procs = [
         _spark_class(
-            "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-            "--webui-port", str(ui), log=d / "master.log",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(ui),
+            log=d / "master.log",
         )
     ]
     url = f"spark://127.0.0.1:{port}"
@@ -60,8 +69,18 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
         for i in range(2):
             procs.append(
                 _spark_class(
-                    "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "1",
-                    "--memory", "1g", "--webui-port", str(free_port()), "--work-dir", str(d / f"work{i}"),
+                    "org.apache.spark.deploy.worker.Worker",
+                    url,
+                    "--host",
+                    "127.0.0.1",
+                    "--cores",
+                    "1",
+                    "--memory",
+                    "1g",
+                    "--webui-port",
+                    str(free_port()),
+                    "--work-dir",
+                    str(d / f"work{i}"),
                     log=d / f"worker{i}.log",
                 )
             )
@@ -89,7 +108,10 @@ def test_wordcount_on_two_workers_with_redis_state(
     t0 = time.time()
     res = subprocess.run(
         [sys.executable, str(DRIVER), str(tmp_path / "state"), str(corpus), url, "clusterwc"],
-        env=env, capture_output=True, text=True, timeout=400,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
     )
     assert res.returncode == 0, res.stderr[-4000:]
     assert "DONE txid=3" in res.stdout, res.stdout
@@ -111,7 +133,10 @@ def test_sqlite_state_refused_on_the_cluster(standalone: tuple[str, Path], tmp_p
     env = dict(os.environ, WEIR_TEST_MASTER=master, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
     res = subprocess.run(
         [sys.executable, str(DRIVER), str(tmp_path / "state"), str(corpus), f"sqlite:///{tmp_path / 's.db'}", "sq"],
-        env=env, capture_output=True, text=True, timeout=300,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert res.returncode != 0
     assert "ConfigError" in res.stderr and "sqlite" in res.stderr and master in res.stderr

@@ -221,7 +221,10 @@ def test_submit_time_errors(spark: Any, tmp_path: Path) -> None:
         weir.submit("e3", _conf(tmp_path, **{"weir.batch.max.retrys": 2}), topo, spark=spark)
     with pytest.raises(ConfigError, match="127.0.0.1:1"):
         weir.submit(
-            "e4", _conf(tmp_path, **{"topology.state.provider.config": {"url": "redis://127.0.0.1:1/0"}}), topo, spark=spark
+            "e4",
+            _conf(tmp_path, **{"topology.state.provider.config": {"url": "redis://127.0.0.1:1/0"}}),
+            topo,
+            spark=spark,
         )
     b = TopologyBuilder()
     b.set_spout("lines", FileSpout(str(corpus)))
