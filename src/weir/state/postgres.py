@@ -28,8 +28,6 @@ Configuration (``topology.state.provider.config``)::
 from __future__ import annotations
 
 import hashlib
-import os
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
@@ -38,6 +36,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from weir._util import validate_identifier
 from weir.errors import ConfigError, StateError
+from weir.state._connections import ProcessConnections
 from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
 from weir.state.config import ProviderConfig
 
@@ -53,9 +52,10 @@ _GET_MANY_CHUNK = 10_000
 _SCAN_CHUNK = 5_000
 _BULK_CHUNK = 50_000
 
-# connections inherited from a parent process: never used or closed here (closing would end the
-# parent's session), only kept referenced
-_FOREIGN: list[Any] = []
+
+
+def _close(conn: Any) -> None:
+    conn.close()
 
 
 def redact_url(url: str) -> str:
@@ -233,10 +233,9 @@ class PostgresBackend(Backend):
     def __init__(self, options: PostgresOptions) -> None:
         self.options = options
         self._sql = _Statements(options)
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._open: list[tuple[int, Any]] = []
-        self._generation = 0
+        self._conns: ProcessConnections[Any] = ProcessConnections(
+            self._new_connection, _close, usable=lambda c: not (c.closed or c.broken)
+        )
 
     @classmethod
     def open(cls, options: PostgresOptions) -> PostgresBackend:
@@ -281,59 +280,20 @@ class PostgresBackend(Backend):
 
     # ---- connections ---------------------------------------------------------------------------
     def _conn(self) -> psycopg.Connection[Any]:
-        local = self._local
-        conn = getattr(local, "conn", None)
-        if (
-            conn is not None
-            and local.pid == os.getpid()
-            and local.gen == self._generation
-            and not conn.closed
-            and not conn.broken
-        ):
-            return conn  # type: ignore[no-any-return]
-        return self._connect()
+        return self._conns.get()  # type: ignore[no-any-return]
 
-    def _connect(self) -> psycopg.Connection[Any]:
+    def _new_connection(self) -> Any:
         psycopg = _import_psycopg()
-        local = self._local
-        pid = os.getpid()
-        with self._lock:
-            _FOREIGN.extend(c for p, c in self._open if p != pid)
-            stale = [c for p, c in self._open if p == pid and (c.closed or c.broken)]
-            self._open = [(p, c) for p, c in self._open if p == pid and not (c.closed or c.broken)]
-        old = getattr(local, "conn", None)
-        if old is not None and local.pid != pid and old not in _FOREIGN:
-            _FOREIGN.append(old)
-        for c in stale:
-            try:
-                c.close()
-            except psycopg.Error:
-                pass
-        conn = psycopg.connect(
+        return psycopg.connect(
             self.options.url,
             autocommit=True,
             connect_timeout=max(2, round(self.options.connect_timeout)),
             application_name="weir",
         )
-        with self._lock:
-            self._open.append((pid, conn))
-            local.gen = self._generation
-        local.conn, local.pid = conn, pid
-        return conn  # type: ignore[no-any-return]
 
     def close(self) -> None:
         """Close this process's connections (a later call reconnects)."""
-        pid = os.getpid()
-        with self._lock:
-            mine = [c for p, c in self._open if p == pid]
-            self._open = [(p, c) for p, c in self._open if p != pid]
-            self._generation += 1
-        for conn in mine:
-            try:
-                conn.close()
-            except Exception:  # noqa: BLE001, S110 - closing a broken connection may fail; nothing to do
-                pass
-        self._local.conn = None
+        self._conns.close()
 
     def _init_schema(self, conn: psycopg.Connection[Any]) -> None:
         row = conn.execute(self._sql.exists).fetchone()

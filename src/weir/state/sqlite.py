@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from itertools import islice
 from typing import Any, TypeVar
 
 from weir.errors import ConfigError, StateError
+from weir.state._connections import ProcessConnections
 from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
 from weir.state.config import ProviderConfig
 
@@ -93,9 +93,10 @@ _SCAN_CHUNK = 2000  # rows per scan page
 _PUT_MANY_CHUNK = 10_000  # rows per executemany of put_many
 _BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
-# connections inherited from a parent process: never used or closed in the child (closing one would
-# release the parent's POSIX locks on the file), only kept alive here
-_FOREIGN: list[sqlite3.Connection] = []
+
+
+def _close(conn: sqlite3.Connection) -> None:
+    conn.close()
 
 
 @dataclass(frozen=True)
@@ -189,10 +190,7 @@ class SqliteBackend(Backend):
     def __init__(self, options: SqliteOptions) -> None:
         self.options = options
         self.path = options.path
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._open: list[tuple[int, sqlite3.Connection]] = []
-        self._generation = 0
+        self._conns: ProcessConnections[sqlite3.Connection] = ProcessConnections(self._new_connection, _close)
 
     @classmethod
     def open(cls, options: SqliteOptions) -> SqliteBackend:
@@ -228,22 +226,9 @@ class SqliteBackend(Backend):
 
     # ---- connections ---------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
-        local = self._local
-        conn: sqlite3.Connection | None = getattr(local, "conn", None)
-        if conn is not None and local.pid == os.getpid() and local.gen == self._generation:
-            return conn
-        return self._connect()
+        return self._conns.get()
 
-    def _connect(self) -> sqlite3.Connection:
-        local = self._local
-        pid = os.getpid()
-        old = getattr(local, "conn", None)
-        if old is not None and local.pid != pid:
-            _FOREIGN.append(old)
-        with self._lock:
-            foreign = [c for p, c in self._open if p != pid]
-            _FOREIGN.extend(foreign)
-            self._open = [(p, c) for p, c in self._open if p == pid]
+    def _new_connection(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
             self.path,
             timeout=self.options.timeout,
@@ -257,25 +242,11 @@ class SqliteBackend(Backend):
         except sqlite3.Error:
             conn.close()
             raise
-        with self._lock:
-            self._open.append((pid, conn))
-            local.gen = self._generation
-        local.conn, local.pid = conn, pid
         return conn
 
     def close(self) -> None:
         """Close this process's connections (a later call reconnects)."""
-        pid = os.getpid()
-        with self._lock:
-            mine = [c for p, c in self._open if p == pid]
-            self._open = [(p, c) for p, c in self._open if p != pid]
-            self._generation += 1
-        for conn in mine:
-            try:
-                conn.close()
-            except sqlite3.Error:
-                pass
-        self._local.conn = None
+        self._conns.close()
 
     def _init_schema(self) -> None:
         conn = self._conn()
