@@ -60,6 +60,20 @@ class Numbers(ReplayableSpout):
         self._log("commit", end)
 
 
+class MarkedNumbers(Numbers):
+    """:class:`Numbers` with a malformed-record column: record ``bad_at`` is marked malformed."""
+
+    corrupt_column = True
+
+    def __init__(self, total: int, bad_at: int | None = None, **kw: Any) -> None:
+        super().__init__(total, **kw)
+        self.bad_at = bad_at
+
+    def read(self, start: dict[str, Any], end: dict[str, Any]) -> Iterable[tuple[Any, ...]]:
+        for i in range(start["n"], end["n"]):
+            yield (None, None, f"n={i} is not a number") if i == self.bad_at else (i, f"k{i % self.keys}", None)
+
+
 class NowSpout(Numbers):
     """Starts at "now" (a clock reading): only a pinned initial offset keeps batch 0 replayable."""
 

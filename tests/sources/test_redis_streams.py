@@ -35,7 +35,7 @@ def fill(r: redis.Redis, stream: str, n: int, first: int = 1, seq: int = 0) -> N
 
 
 def read_all(spout: RedisStreamSpout, start: dict[str, Any], end: dict[str, Any]) -> list[tuple[Any, ...]]:
-    return [row for s, e in spout.partitions(start, end) for row in spout.read(s, e)]
+    return [row for s, e in spout.partitions(start, end) for row in spout.records(s, e)]
 
 
 # ---- offsets and limits ------------------------------------------------------------------------
@@ -100,7 +100,7 @@ def test_a_large_limited_range_is_read_in_parallel_sub_ranges(r: redis.Redis, re
     end = spout.latest_offset(start, ReadLimit(max_records=20_000))
     parts = spout.partitions(start, end)
     assert [(p[0][a]["n"], p[1][a]["n"]) for p in parts] == [(0, 6666), (6666, 13332), (13332, 20000)]
-    rows = [int(x[0]) for s, e in parts for x in spout.read(s, e)]
+    rows = [int(x[0]) for s, e in parts for x in spout.records(s, e)]
     assert rows == list(range(1, 20_001))
     # a replay planned elsewhere (no hints) reads the same range in one partition
     from pyspark import cloudpickle
@@ -109,9 +109,25 @@ def test_a_large_limited_range_is_read_in_parallel_sub_ranges(r: redis.Redis, re
     assert copy.partitions(start, end) == [(start, end)]
     # each sub-range checks its own count: a trim into the second one is found there
     r.xtrim(a, maxlen=25_000 - 10_000, approximate=False)
-    assert len(list(spout.read(*parts[2]))) == 6668
+    assert len(list(spout.records(*parts[2]))) == 6668
     with pytest.raises(SourceError, match=r"lost 3334 of the 6666 entries in \(6666-0, 13332-0\]"):
-        list(spout.read(*parts[1]))
+        list(spout.records(*parts[1]))
+
+
+def test_a_large_remainder_that_fits_is_still_split_for_parallel_reads(
+    r: redis.Redis, redis_server: RedisServer
+) -> None:
+    a = key()
+    fill(r, a, 12_000)
+    spout = RedisStreamSpout(redis_server.url, a, ["n"], read_partitions=2)
+    start = spout.initial_offset()
+    end = spout.latest_offset(start, ReadLimit(max_records=50_000))
+    assert end == {a: {"id": "12000-0", "n": 12_000}} == spout.latest_offset(start, ReadLimit())
+    parts = spout.partitions(start, end)
+    assert [(p[0][a]["n"], p[1][a]["n"]) for p in parts] == [(0, 6000), (6000, 12_000)]
+    assert [int(x[0]) for s, e in parts for x in spout.records(s, e)] == list(range(1, 12_001))
+    single = RedisStreamSpout(redis_server.url, a, ["n"], read_partitions=1)
+    assert single.partitions(start, single.latest_offset(start, ReadLimit(max_records=50_000))) == [(start, end)]
 
 
 def test_read_converts_types_and_adds_stream_and_id(r: redis.Redis, redis_server: RedisServer) -> None:
@@ -134,11 +150,37 @@ def test_read_converts_types_and_adds_stream_and_id(r: redis.Redis, redis_server
         spout.to_values(rows[2])
 
 
+def test_pages_are_converted_by_column_whatever_the_field_order(r: redis.Redis, redis_server: RedisServer) -> None:
+    a = key()
+    r.xadd(a, {"key": "x", "n": "1"}, id="1-0")
+    r.xadd(a, {"n": "2", "key": "y"}, id="2-0")  # another field order
+    r.xadd(a, {"extra": "e", "key": "z", "other": "o", "n": "3"}, id="3-0")  # more fields than asked for
+    r.xadd(a, {"key": "w"}, id="4-0")  # n missing: null
+    r.xadd(a, {"n": "5"}, id="5-0")  # key missing: null
+    spout = RedisStreamSpout(redis_server.url, a, schema="key STRING, n BIGINT", page_size=3)
+    rows = list(spout.records({a: {"id": "0-0", "n": 0}}, {a: {"id": "5-0", "n": 5}}))
+    assert rows == [("x", 1, None), ("y", 2, None), ("z", 3, None), ("w", None, None), (None, 5, None)]
+
+    # a value that is not UTF-8 marks only its own entry malformed; the rest of the page converts
+    b = key()
+    r.xadd(b, {"key": "ok1"}, id="1-0")
+    r.xadd(b, {"key": b"\xff\xfe"}, id="2-0")
+    r.xadd(b, {"key": "ok3"}, id="3-0")
+    text = RedisStreamSpout(redis_server.url, b, ["key"])
+    got = list(text.records({b: {"id": "0-0", "n": 0}}, {b: {"id": "3-0", "n": 3}}))
+    assert got[0] == ("ok1", None) and got[2] == ("ok3", None)
+    assert got[1][0] is None and f"stream '{b}' entry 2-0: field 'key'" in got[1][1]
+    raw = RedisStreamSpout(redis_server.url, b, schema="key BINARY")
+    assert [x[0] for x in raw.records({b: {"id": "0-0", "n": 0}}, {b: {"id": "3-0", "n": 3}})] == [
+        b"ok1", b"\xff\xfe", b"ok3"
+    ]
+
+
 def test_reads_in_pages_and_exactly_the_range(r: redis.Redis, redis_server: RedisServer) -> None:
     a = key()
     fill(r, a, 95)
     spout = RedisStreamSpout(redis_server.url, a, ["n"], page_size=10)
-    rows = list(spout.read({a: {"id": "10-0", "n": 10}}, {a: {"id": "90-0", "n": 90}}))
+    rows = list(spout.records({a: {"id": "10-0", "n": 10}}, {a: {"id": "90-0", "n": 90}}))
     assert [int(x[0]) for x in rows] == list(range(11, 91))
 
 
@@ -190,7 +232,7 @@ def test_trim_inside_a_range_fails_a_transactional_batch_naming_stream_and_ids(
     end = spout.latest_offset(start, ReadLimit())
     r.xtrim(a, maxlen=30, approximate=False)  # entries 11..20 of the range are gone
     with pytest.raises(SourceError) as err:
-        list(spout.read(start, end))
+        list(spout.records(start, end))
     text = str(err.value)
     assert f"Redis stream '{a}'" in text and "lost 10 of the 40 entries in (10-0, 50-0]" in text
     assert "now starts at 21-0" in text and "OPAQUE" in text
@@ -206,7 +248,7 @@ def test_trim_inside_a_range_is_a_warning_for_an_opaque_spout(
     end = spout.latest_offset(start, ReadLimit(max_records=20))  # planned before the trim: 11..30
     r.xtrim(a, maxlen=25, approximate=False)
     with caplog.at_level(logging.WARNING, logger="weir.sources"):
-        rows = list(spout.read(start, end))
+        rows = list(spout.records(start, end))
     assert [int(x[0]) for x in rows] == list(range(26, 31))
     assert "lost 15 of the 20 entries in (10-0, 30-0]" in caplog.text and "continuing" in caplog.text
 
@@ -217,14 +259,14 @@ def test_trims_that_remove_only_read_entries_are_not_losses(r: redis.Redis, redi
     spout = RedisStreamSpout(redis_server.url, a, ["n"])
     start = spout.initial_offset()
     mid = spout.latest_offset(start, ReadLimit(max_records=20))
-    assert len(list(spout.read(start, mid))) == 20
+    assert len(list(spout.records(start, mid))) == 20
     r.xtrim(a, maxlen=10, approximate=False)  # removes 1..20 (all read) — and the start id itself
     end = spout.latest_offset(mid, ReadLimit(max_records=100))
-    assert [int(x[0]) for x in spout.read(mid, end)] == list(range(21, 31))
+    assert [int(x[0]) for x in spout.records(mid, end)] == list(range(21, 31))
     # a topology started after a trim does not count what was gone before it
     fresh = RedisStreamSpout(redis_server.url, a, ["n"])
     s0 = fresh.initial_offset()
-    assert len(list(fresh.read(s0, fresh.latest_offset(s0, ReadLimit())))) == 10
+    assert len(list(fresh.records(s0, fresh.latest_offset(s0, ReadLimit())))) == 10
 
 
 def test_xdel_inside_the_window_still_detects_lost_ranges(r: redis.Redis, redis_server: RedisServer) -> None:
@@ -235,13 +277,13 @@ def test_xdel_inside_the_window_still_detects_lost_ranges(r: redis.Redis, redis_
     start = {a: {"id": "10-0"}}
     end = spout.latest_offset(start, ReadLimit(max_records=10))
     assert end == {a: {"id": "20-0"}}
-    assert len(list(spout.read(start, end))) == 10
+    assert len(list(spout.records(start, end))) == 10
     r.xdel(a, "15-0")  # the largest deleted id falls inside the range
     with pytest.raises(SourceError, match=r"lost entries in \(10-0, 20-0\]"):
-        list(spout.read(start, end))
+        list(spout.records(start, end))
     r.xtrim(a, maxlen=5, approximate=False)  # the range's last entry is gone
     with pytest.raises(SourceError, match=r"lost entries in \(10-0, 20-0\]"):
-        list(spout.read(start, end))
+        list(spout.records(start, end))
 
 
 def test_a_deleted_and_recreated_stream_is_reported(r: redis.Redis, redis_server: RedisServer) -> None:
@@ -251,7 +293,7 @@ def test_a_deleted_and_recreated_stream_is_reported(r: redis.Redis, redis_server
     end = spout.latest_offset(spout.initial_offset(), ReadLimit())
     r.delete(a)
     with pytest.raises(SourceError, match="lost 10 of the 10 entries.*stream is now empty or gone"):
-        list(spout.read({a: {"id": "0-0", "n": 0}}, end))
+        list(spout.records({a: {"id": "0-0", "n": 0}}, end))
 
 
 # ---- connections and configuration ---------------------------------------------------------------
@@ -278,7 +320,7 @@ def test_a_server_restart_is_ridden_out(tmp_path: Any) -> None:
         server.start()
         reader.join(30)
         end = result["end"]
-        assert [x[0] for x in spout.read(start, end)] == ["1", "2", "3", "4", "5"]
+        assert [x[0] for x in spout.records(start, end)] == ["1", "2", "3", "4", "5"]
 
 
 def test_redis_cluster_streams_on_several_nodes(redis_cluster: RedisCluster) -> None:
@@ -326,4 +368,4 @@ def test_the_spout_pickles_without_connections(r: redis.Redis, redis_server: Red
     spout = RedisStreamSpout(redis_server.url, a, ["n"])
     spout.initial_offset()  # opens a (process-wide) client
     copy = cloudpickle.loads(cloudpickle.dumps(spout))
-    assert [x[0] for x in copy.read({a: {"id": "0-0", "n": 0}}, {a: {"id": "3-0", "n": 3}})] == ["1", "2", "3"]
+    assert [x[0] for x in copy.records({a: {"id": "0-0", "n": 0}}, {a: {"id": "3-0", "n": 3}})] == ["1", "2", "3"]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import weir
-from tests.sources._spouts import Numbers, count_topology
+from tests.sources._spouts import MarkedNumbers, Numbers, count_topology
 from weir.demo import read_counts
 from weir.sources.replayable import pin_initial_offset
 
@@ -64,3 +64,46 @@ def test_pinned_initial_offset_is_computed_once(spark: Any, tmp_path: Path) -> N
     Path(path).write_text("not json")
     with pytest.raises(weir.SourceError, match="delete the file to start afresh"):
         pin_initial_offset(spark, path, compute)
+
+
+def _trident_count(spout: Any, db: str) -> Any:
+    from weir.trident import Count, Sum, TridentTopology
+    from weir.trident.backing import SqliteMapState
+
+    t = TridentTopology()
+    grouped = t.new_stream("nums", spout).group_by(["key"])
+    grouped.persistent_aggregate(SqliteMapState.transactional(db, table="counts"), Count(), "count")
+    grouped.persistent_aggregate(SqliteMapState.transactional(db, table="sums"), ["n"], Sum(), "sum")
+    return t
+
+
+def _table(db: str, table: str) -> dict[str, Any]:
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(db)) as c:
+        return {json.loads(k)[0]: json.loads(v)[1] for k, v in c.execute(f'SELECT k, v FROM "{table}"')}  # noqa: S608
+
+
+def test_trident_reads_a_marked_spout_in_sql_and_fails_on_a_malformed_record(spark: Any, tmp_path: Path) -> None:
+    db = str(tmp_path / "t.db")
+    conf = {"weir.state.dir": str(tmp_path / "state"), "weir.batch.max.retries": 0}
+    good = MarkedNumbers(600, max_records=250)
+    st = weir.submit("marked", conf, _trident_count(good, db), spark=spark).process_available(timeout=600)
+    assert (st.batches, st.tuples_in) == (3, 600)
+    assert _table(db, "counts") == dict(_expected(600))
+    sums: Counter[str] = Counter()
+    for i in range(600):
+        sums[f"k{i % 7}"] += i
+    assert _table(db, "sums") == dict(sums)  # the typed BIGINT column reached Sum without a Python pass
+
+    db2 = str(tmp_path / "t2.db")
+    conf2 = {"weir.state.dir": str(tmp_path / "state2"), "weir.batch.max.retries": 0}
+    bad = MarkedNumbers(600, bad_at=420, max_records=250)
+    run = weir.submit("marked2", conf2, _trident_count(bad, db2), spark=spark)
+    with pytest.raises(weir.TopologyError) as err:
+        run.process_available(timeout=600)
+    text = str(err.value)
+    assert "component 'nums'" in text and "txid 2" in text
+    assert "SourceError: MarkedNumbers: malformed record: n=420 is not a number. " in text
+    assert _table(db2, "counts") == dict(_expected(250))  # batch 1 committed; batch 2 wrote nothing

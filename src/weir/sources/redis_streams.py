@@ -186,7 +186,9 @@ class RedisStreamSpout(ReplayableSpout):
             client = _CLIENTS.get(self.settings)
             try:
                 if client is None:
-                    client = _CLIENTS[self.settings] = redis_client(self.settings)
+                    client = redis_client(self.settings)
+                    client.set_response_callback("XRANGE", _raw_reply)  # pages are converted column by column
+                    _CLIENTS[self.settings] = client
                 return fn(client)
             except transient as exc:
                 _CLIENTS.pop(self.settings, None)
@@ -278,8 +280,13 @@ class RedisStreamSpout(ReplayableSpout):
                 out[s] = self._end_now(s)
             else:
                 cursor[s] = dict(pos)
-        if limit.max_bytes is None and self._fits(cursor, records):
-            return self._latest_all(start)  # everything left fits: no need to count entries
+        lefts: dict[str, int] | None = None
+        if limit.max_bytes is None:
+            lefts = self._left(cursor)
+            left = None if lefts is None else sum(lefts.values())
+            if left is not None and left <= records and (self.read_partitions < 2 or left < 2 * _MIN_PART_RECORDS):
+                return self._latest_all(start)  # everything left fits in one read: no need to count entries
+            # otherwise count inside Redis: it finds the batch's end and the split points of parallel reads
         active = list(cursor)
         taken = 0
         cuts: dict[str, list[tuple[int, dict[str, Any]]]] = {s: [] for s in cursor}
@@ -289,7 +296,8 @@ class RedisStreamSpout(ReplayableSpout):
             still = []
             for s in active:
                 want = int(min(share, records))
-                every = max(_MIN_PART_RECORDS, want // max(1, self.read_partitions))
+                expect = min(want, lefts[s]) if lefts is not None else want  # entries it will find, if known
+                every = max(_MIN_PART_RECORDS, expect // max(1, self.read_partitions))
                 k, last, used, more, full, marks, info = self._scan(s, cursor[s]["id"], want, nbytes, taken > 0, every)
                 if k:
                     first_n = _first_ordinal(cursor[s], info)
@@ -336,10 +344,10 @@ class RedisStreamSpout(ReplayableSpout):
         info = self._info(self._call(lambda c: _xinfo_or_error(c, s), f"reading stream {s!r}"))
         return {"id": "0-0", "n": 0} if info is None else _at_end(info)
 
-    def _fits(self, cursors: dict[str, dict[str, Any]], records: float) -> bool:
-        """Whether every stream's entries after its cursor fit in ``records`` (from ordinals alone)."""
+    def _left(self, cursors: dict[str, dict[str, Any]]) -> dict[str, int] | None:
+        """How many entries follow each stream's cursor (from ordinals alone; ``None``: unknown)."""
         if not cursors:
-            return True
+            return {}
 
         def run(client: Any) -> list[Any]:
             pipe = client.pipeline(transaction=False)
@@ -347,16 +355,17 @@ class RedisStreamSpout(ReplayableSpout):
                 pipe.xinfo_stream(s)
             return list(pipe.execute(raise_on_error=False))
 
-        left = 0
-        for (_s, pos), raw in zip(cursors.items(), self._call(run, "reading the streams' state"), strict=True):
+        left: dict[str, int] = {}
+        for (s, pos), raw in zip(cursors.items(), self._call(run, "reading the streams' state"), strict=True):
             info = self._info(raw)
             if info is None:
+                left[s] = 0
                 continue
             if "n" not in pos or not _clean_window(info):
-                return False
+                return None
             added = int(info["entries-added"])
-            left += added - max(int(pos["n"]), added - int(info.get("length", 0)))
-        return left <= records
+            left[s] = added - max(int(pos["n"]), added - int(info.get("length", 0)))
+        return left
 
     def _remember_splits(
         self,
@@ -427,19 +436,19 @@ class RedisStreamSpout(ReplayableSpout):
             if st is not None and _parse_id(e["id"]) > _parse_id(st["id"]):
                 yield from self._read_stream(s, st, e)
 
-    def _read_stream(self, s: str, st: dict[str, Any], e: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
-        convert = self._converter(s)
+    def _read_stream(self, s: str, st: dict[str, Any], e: dict[str, Any]) -> Iterator[Any]:
+        build = self._page_builder(s)
         cursor, end_id = st["id"], e["id"]
         last: bytes | None = None
         count = 0
         while True:
             lo = cursor
             page: list[Any] = self._call(
-                lambda c: c.xrange(s, min="(" + lo, max=end_id, count=self.page_size),  # noqa: B023
+                lambda c: c.execute_command("XRANGE", s, "(" + lo, end_id, "COUNT", self.page_size),  # noqa: B023
                 f"XRANGE {s} ({cursor} {end_id}",
             )
-            for eid, fields in page:
-                yield convert(eid, fields)
+            if page:
+                yield build(page)
             count += len(page)
             if page:
                 last = page[-1][0]
@@ -447,6 +456,44 @@ class RedisStreamSpout(ReplayableSpout):
             if len(page) < self.page_size or cursor == end_id:
                 break
         self._check_complete(s, st, e, count, None if last is None else last.decode())
+
+    def _page_builder(self, s: str) -> Callable[[list[Any]], Any]:
+        """A function turning one raw ``XRANGE`` page (``[id, [field, value, ...]]`` entries) into a record batch.
+
+        Columns are built whole; a page with a value that does not convert is converted entry by
+        entry instead, which marks exactly the malformed entries.
+        """
+        import pyarrow as pa
+
+        from weir.sources._columnar import ARROW_TYPES, Unconvertible, arrow_column, record_batch
+        from weir.sources._schema import CORRUPT_COLUMN
+        from weir.sources.replayable import _to_batch
+
+        names = [c.name for c in self._columns] + [CORRUPT_COLUMN]
+        types = [ARROW_TYPES[c.type] for c in self._columns] + [pa.string()]
+        cols = [(2 * j, c.name.encode(), c.type, converter(c.type)) for j, c in enumerate(self.entry_columns)]
+        convert = self._converter(s)
+        with_stream, with_id = self.stream_field is not None, self.id_field is not None
+
+        def build(page: list[Any]) -> Any:
+            n = len(page)
+            try:
+                arrays = []
+                for pos, key, type_name, conv in cols:
+                    # producers usually write an entry's fields in the same order: try that position first
+                    val = pos + 1
+                    raw = [fl[val] if len(fl) > val and fl[pos] == key else _lookup(fl, key) for _, fl in page]
+                    arrays.append(arrow_column(raw, type_name, conv))
+            except Unconvertible:
+                rows = [convert(eid, dict(zip(fl[::2], fl[1::2], strict=False))) for eid, fl in page]
+                return _to_batch(rows, names, types, self.describe())
+            if with_stream:
+                arrays.append(pa.array([s] * n, pa.string()))
+            if with_id:
+                arrays.append(pa.array([eid for eid, _ in page], pa.binary()).cast(pa.string()))
+            return record_batch(arrays, names, n, corrupt_column=True)
+
+        return build
 
     def _converter(self, s: str) -> Callable[[bytes, dict[bytes, bytes]], tuple[Any, ...]]:
         cols = [(c.name, c.name.encode(), converter(c.type)) for c in self.entry_columns]
@@ -540,6 +587,19 @@ while taken < want do
 end
 return {taken, last, bytes, 1, 0, unpack(marks)}
 """
+
+
+def _raw_reply(response: Any, **_options: Any) -> Any:
+    """The reply as the parser returned it (no per-entry dicts)."""
+    return response
+
+
+def _lookup(flat: list[bytes], key: bytes) -> bytes | None:
+    """The value of ``key`` in an entry's flat ``[field, value, ...]`` list (``None`` when missing)."""
+    for i in range(0, len(flat) - 1, 2):
+        if flat[i] == key:
+            return flat[i + 1]
+    return None
 
 
 def _text(v: Any) -> str:

@@ -41,6 +41,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.streaming.datasource import ReadLimit as SparkReadLimit
 
 from weir.errors import ConfigError, SourceError, WeirError
+from weir.sources._columnar import ARROW_TYPES
 from weir.sources._schema import CORRUPT_COLUMN, Column, parse_columns, to_ddl
 from weir.topology.components import Guarantee, OutputFieldsDeclarer, Spout
 from weir.topology.tuple import Fields
@@ -165,6 +166,17 @@ class ReplayableSpout(Spout):
     def describe(self) -> str:
         """A short description for messages (default: the class name)."""
         return type(self).__name__
+
+    def records(self, start: Offset, end: Offset) -> Iterator[tuple[Any, ...]]:
+        """The range's records as Spark receives them, as tuples (for tests and debugging).
+
+        Goes through weir's conversion of :meth:`read`'s output to Arrow, so each tuple has the
+        output columns' types, plus the malformed-record reason when the spout has that column.
+        """
+        part = _Range(0, canonical_offset(start, self.describe()), canonical_offset(end, self.describe()))
+        for batch in _read(self, self.describe(), part):
+            columns = [c.to_pylist() for c in batch.columns]
+            yield from zip(*columns, strict=True)
 
     # ---- what weir does with it ----------------------------------------------------------
     def columns(self) -> list[Column]:
@@ -398,17 +410,6 @@ class _SpoutReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
             log.warning("%s: stop() failed", self.where, exc_info=True)
 
 
-_ARROW_TYPES = {
-    "STRING": pa.string(),
-    "BINARY": pa.binary(),
-    "BOOLEAN": pa.bool_(),
-    "TINYINT": pa.int8(),
-    "SMALLINT": pa.int16(),
-    "INT": pa.int32(),
-    "BIGINT": pa.int64(),
-    "FLOAT": pa.float32(),
-    "DOUBLE": pa.float64(),
-}
 _CHUNK = 10_000  # rows per Arrow record batch (Spark's default maxRecordsPerBatch)
 
 
@@ -420,11 +421,17 @@ def _read(spout: ReplayableSpout, where: str, part: _Range) -> Iterator[Any]:
     """
     cols = spout.columns()
     names = [c.name for c in cols] + ([CORRUPT_COLUMN] if spout.corrupt_column else [])
-    types = [_ARROW_TYPES[c.type] for c in cols] + ([pa.string()] if spout.corrupt_column else [])
+    types = [ARROW_TYPES[c.type] for c in cols] + ([pa.string()] if spout.corrupt_column else [])
     chunk: list[Any] = []
     try:
         for rec in spout.read(part.start, part.end):
             if isinstance(rec, pa.RecordBatch):
+                if rec.schema.names != names:
+                    msg = (
+                        f"{where}: read() returned a record batch with columns {rec.schema.names}; "
+                        f"the output has {names}"
+                    )
+                    raise SourceError(msg)
                 yield rec
                 continue
             chunk.append(rec)

@@ -25,6 +25,7 @@ __all__ = [
     "arrow_schema",
     "build_array",
     "parse_failure",
+    "spout_failure_prefix",
     "partition_id",
     "py_columns",
     "report",
@@ -34,6 +35,8 @@ __all__ = [
 _MARK = "weir-trident-failure:"
 _END = ":end-weir-trident-failure"
 _RE = re.compile(re.escape(_MARK) + r"([A-Za-z0-9+/=]+)" + re.escape(_END))
+_SQL_MARK = "weir-trident-record:"
+_SQL_RE = re.compile(re.escape(_SQL_MARK) + r"([A-Za-z0-9+/=]+): ([^\n]*)")
 
 
 class TridentTaskFailure(RuntimeError):
@@ -56,11 +59,25 @@ def fail(component: str, task: int, txid: int, exc: BaseException) -> TridentTas
     )
 
 
+def spout_failure_prefix(component: str, txid: int) -> str:
+    """The start of a failure message raised in Spark SQL for ``component``'s records (see :func:`parse_failure`)."""
+    blob = base64.b64encode(json.dumps({"component": component, "txid": txid}).encode()).decode()
+    return f"{_SQL_MARK}{blob}: SourceError: "
+
+
 def parse_failure(text: str) -> dict[str, Any] | None:
-    """The failure details a :class:`TridentTaskFailure` put in ``text`` (an exception's text)."""
+    """The failure details a :class:`TridentTaskFailure` (or Spark SQL's ``raise_error``) put in ``text``."""
     m = _RE.search(text)
     if m is None:
-        return None
+        sql = _SQL_RE.search(text)
+        if sql is None:
+            return None
+        try:
+            where: dict[str, Any] = json.loads(base64.b64decode(sql.group(1)))
+        except ValueError:
+            return None
+        return {"component": where.get("component", "?"), "task": -1, "txid": where.get("txid"),
+                "error": re.sub(r"\s*SQLSTATE: \w+\s*$", "", sql.group(2)).strip(), "traceback": ""}
     try:
         data: dict[str, Any] = json.loads(base64.b64decode(m.group(1)))
     except ValueError:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from weir.errors import TopologyError
+from weir.trident._arrow import spout_failure_prefix
 from weir.trident.fields import FieldSpec, StreamSchema
 from weir.trident.nodes import Node
 from weir.trident.state_tasks import (
@@ -178,19 +179,26 @@ class BatchPlanner:
         from pyspark.sql import functions as F  # noqa: N812
 
         from weir.sources.builtin import CORRUPT, FileSpout
+        from weir.sources.replayable import ReplayableSpout
         from weir.topology.components import Spout
 
         spout = node.params["spout"]
         df = self.ctx.source.batch_for(self.batch, node.params["index"])
         names = list(node.names)
-        if isinstance(spout, FileSpout) and spout.format != "text" and CORRUPT in df.columns:
-            bad = F.raise_error(
-                F.concat(F.lit(f"FileSpout({spout.path!r}): malformed {spout.format} record: "), F.col(CORRUPT))
+        sql_spout = isinstance(spout, FileSpout) or (
+            isinstance(spout, ReplayableSpout) and type(spout).to_values is ReplayableSpout.to_values
+        )
+        if sql_spout and CORRUPT in df.columns:
+            # a malformed record fails the batch in Spark SQL, naming the spout: no Python pass
+            what = (
+                f"FileSpout({spout.path!r}): malformed {spout.format} record: " if isinstance(spout, FileSpout)
+                else f"{spout.describe()}: malformed record: "
             )
+            bad = F.raise_error(F.concat(F.lit(spout_failure_prefix(node.name, self.txid) + what), F.col(CORRUPT)))
             first = F.col(f"`{names[0]}`")
             df = df.withColumn(names[0], F.when(F.col(CORRUPT).isNotNull(), bad).otherwise(first))
             df = df.select(*[F.col(f"`{n}`") for n in names])
-        elif not isinstance(spout, FileSpout) and type(spout).to_values is not Spout.to_values:
+        elif not sql_spout and type(spout).to_values is not Spout.to_values:
             raw = typed_fields(df)
             outs = [FieldSpec(n, None) for n in names]
             stage = OpStage(
