@@ -105,7 +105,7 @@ def test_read_json_with_subject_and_sequence(nats_server: NatsServer) -> None:
         url, s, format="json", schema="key STRING, n BIGINT", subject_field="subject", seq_field="seq"
     )
     assert spout.fields == ["key", "n", "subject", "seq"]
-    rows = list(spout.read(off(s, 0), spout.latest_offset(off(s, 0), ReadLimit())))
+    rows = list(spout.records(off(s, 0), spout.latest_offset(off(s, 0), ReadLimit())))
     sub = s.lower()
     assert rows[:3] == [("k1", 1, f"{sub}.0", 1, None), ("k2", 2, f"{sub}.1", 2, None), ("k3", 3, f"{sub}.0", 3, None)]
     assert rows[3][:4] == (None,) * 4 and f"stream '{s}' sequence 4" in rows[3][4]
@@ -117,9 +117,10 @@ def test_read_raw_payloads_typed_by_the_schema(nats_server: NatsServer) -> None:
     url = nats_server.url
     s = make_stream(url)
     publish(url, s, [b"hello", b"\xff\x00"])
-    assert [r[0] for r in NatsSpout(url, s).read(off(s, 0), off(s, 1))] == ["hello"]
-    assert [r[0] for r in NatsSpout(url, s, schema="data BINARY").read(off(s, 0), off(s, 2))] == [b"hello", b"\xff\x00"]
-    bad = list(NatsSpout(url, s).read(off(s, 1), off(s, 2)))
+    assert [r[0] for r in NatsSpout(url, s).records(off(s, 0), off(s, 1))] == ["hello"]
+    binary = NatsSpout(url, s, schema="data BINARY")
+    assert [r[0] for r in binary.records(off(s, 0), off(s, 2))] == [b"hello", b"\xff\x00"]
+    bad = list(NatsSpout(url, s).records(off(s, 1), off(s, 2)))
     assert bad[0][0] is None and "utf-8" in bad[0][1]
 
 
@@ -128,9 +129,9 @@ def test_read_is_exactly_the_range_in_several_pulls(nats_server: NatsServer) -> 
     s = make_stream(url)
     publish(url, s, nums(120))
     spout = NatsSpout(url, s, format="json", fields=["n"], fetch_batch=7)
-    rows = list(spout.read(off(s, 20), off(s, 95)))
+    rows = list(spout.records(off(s, 20), off(s, 95)))
     assert [int(r[0]) for r in rows] == list(range(21, 96))
-    again = list(spout.read(off(s, 20), off(s, 95)))
+    again = list(spout.records(off(s, 20), off(s, 95)))
     assert again == rows  # a replay reads the same records
 
 
@@ -141,7 +142,7 @@ def test_a_large_range_is_read_in_parallel_sub_ranges(nats_server: NatsServer) -
     spout = NatsSpout(url, s, read_partitions=4)
     parts = spout.partitions(off(s, 0), off(s, 12_000))
     assert [(a["seq"], b["seq"]) for a, b in parts] == [(0, 6000), (6000, 12_000)]  # ≥ 5000 each
-    assert [int(r[0]) for a, b in parts for r in spout.read(a, b)] == list(range(1, 12_001))
+    assert [int(r[0]) for a, b in parts for r in spout.records(a, b)] == list(range(1, 12_001))
     assert spout.partitions(off(s, 10), off(s, 20)) == [(off(s, 10), off(s, 20))]
 
 
@@ -151,7 +152,7 @@ def test_subject_filter_reads_only_that_subject(nats_server: NatsServer) -> None
     publish(url, s, nums(20))  # subjects alternate .0 / .1
     spout = NatsSpout(url, s, subject=f"{s.lower()}.1", format="json", fields=["n"])
     end = spout.latest_offset(off(s, 0), ReadLimit())
-    assert [int(r[0]) for r in spout.read(off(s, 0), end)] == list(range(2, 21, 2))
+    assert [int(r[0]) for r in spout.records(off(s, 0), end)] == list(range(2, 21, 2))
 
 
 # ---- removed ranges --------------------------------------------------------------------------------
@@ -160,10 +161,10 @@ def test_messages_removed_by_limits_fail_a_transactional_batch(nats_server: Nats
     s = make_stream(url, max_msgs=50)
     publish(url, s, nums(20))
     spout = NatsSpout(url, s)
-    assert len(list(spout.read(off(s, 0), off(s, 20)))) == 20
+    assert len(list(spout.records(off(s, 0), off(s, 20)))) == 20
     publish(url, s, nums(100, first=21))  # the stream keeps 71..120: 21..70 are gone
     with pytest.raises(SourceError) as err:
-        list(spout.read(off(s, 20), off(s, 120)))
+        list(spout.records(off(s, 20), off(s, 120)))
     text = str(err.value)
     assert f"NATS stream '{s}'" in text and "lost sequence(s) 21..70 of range (20, 120]" in text
     assert "now starts at sequence 71" in text and "OPAQUE" in text
@@ -177,7 +178,7 @@ def test_removed_messages_are_a_warning_for_an_opaque_spout(
     publish(url, s, nums(120))
     spout = NatsSpout(url, s, format="json", fields=["n"], guarantee=Guarantee.OPAQUE)
     with caplog.at_level(logging.WARNING, logger="weir.sources"):
-        rows = list(spout.read(off(s, 20), off(s, 120)))
+        rows = list(spout.records(off(s, 20), off(s, 120)))
     assert [int(r[0]) for r in rows] == list(range(71, 121))
     assert "lost sequence(s) 21..70" in caplog.text and "continuing" in caplog.text
 
@@ -189,7 +190,7 @@ def test_a_deleted_message_inside_a_range_is_found(nats_server: NatsServer) -> N
     delete_msg(url, s, 4)
     delete_msg(url, s, 10)  # the range's last message too
     with pytest.raises(SourceError, match=r"lost sequence\(s\) 4, 10 of range \(0, 10\]"):
-        list(NatsSpout(url, s).read(off(s, 0), off(s, 10)))
+        list(NatsSpout(url, s).records(off(s, 0), off(s, 10)))
 
 
 def test_with_a_subject_filter_a_passed_head_is_a_possible_loss(nats_server: NatsServer) -> None:
@@ -198,8 +199,8 @@ def test_with_a_subject_filter_a_passed_head_is_a_possible_loss(nats_server: Nat
     publish(url, s, nums(30))
     sub = f"{s.lower()}.1"
     with pytest.raises(SourceError, match=r"may have lost sequence\(s\) 6..20 of range \(5, 30\]"):
-        list(NatsSpout(url, s, subject=sub).read(off(s, 5), off(s, 30)))
-    assert len(list(NatsSpout(url, s, subject=sub).read(off(s, 20), off(s, 30)))) == 5
+        list(NatsSpout(url, s, subject=sub).records(off(s, 5), off(s, 30)))
+    assert len(list(NatsSpout(url, s, subject=sub).records(off(s, 20), off(s, 30)))) == 5
 
 
 # ---- connections and configuration -----------------------------------------------------------------
@@ -225,7 +226,7 @@ def test_a_server_restart_is_ridden_out(tmp_path: Any) -> None:
         spout = NatsSpout(server.url, s, connect_timeout_s=20)
         server.kill()
         result: dict[str, Any] = {}
-        reader = threading.Thread(target=lambda: result.update(rows=list(spout.read(off(s, 0), off(s, 5)))))
+        reader = threading.Thread(target=lambda: result.update(rows=list(spout.records(off(s, 0), off(s, 5)))))
         reader.start()
         time.sleep(0.7)
         server.start()  # same port and store directory: the messages are still there

@@ -265,12 +265,12 @@ class NatsSpout(ReplayableSpout):
         return [(self._offset(a), self._offset(b)) for a, b in zip(cuts, cuts[1:], strict=False)]
 
     # ---- reading ---------------------------------------------------------------------------
-    def read(self, start: Offset, end: Offset) -> Iterable[Sequence[Any]]:
-        """The messages with sequences in ``(start, end]`` (on ``subject``), converted to the output."""
+    def read(self, start: Offset, end: Offset) -> Iterable[Any]:
+        """The messages with sequences in ``(start, end]`` (on ``subject``), as Arrow record batches (one per pull)."""
         s, e = self._seq(start, "start"), self._seq(end, "end")
         if e <= s:
             return
-        convert = self._converter()
+        build = self._page_builder()
         loop = asyncio.new_event_loop()
         puller: _Puller | None = None
         try:
@@ -282,16 +282,20 @@ class NatsSpout(ReplayableSpout):
                 want = min(self.fetch_batch, e - expected + 1) if self.subject is None else self.fetch_batch
                 msgs = loop.run_until_complete(puller.pull(max(1, want)))
                 done = len(msgs) < want
-                for seq, pending, subject, data in msgs:
+                page = []
+                for msg in msgs:
+                    seq, pending = msg[0], msg[1]
                     if seq > e:
                         done = True
                         break
                     if seq > expected:
                         gaps.append((expected, seq - 1))
                     expected = seq + 1
-                    yield convert(seq, subject, data)
+                    page.append(msg)
                     if seq == e or pending == 0:
                         done = True
+                if page:
+                    yield build(page)
                 if done:
                     break
             if expected <= e:
@@ -310,6 +314,46 @@ class NatsSpout(ReplayableSpout):
                 with contextlib.suppress(Exception):
                     loop.run_until_complete(puller.close())
             loop.close()
+
+    def _page_builder(self) -> Callable[[list[tuple[int, int, str, bytes]]], Any]:
+        """A function turning one pull's messages into a record batch, column by column.
+
+        A page with a payload that does not convert is converted message by message instead,
+        which marks exactly the malformed messages.
+        """
+        import pyarrow as pa
+
+        from weir.sources._columnar import ARROW_TYPES, Unconvertible, arrow_column, record_batch
+        from weir.sources._schema import CORRUPT_COLUMN
+        from weir.sources.replayable import _to_batch
+
+        names = [c.name for c in self._columns] + [CORRUPT_COLUMN]
+        types = [ARROW_TYPES[c.type] for c in self._columns] + [pa.string()]
+        cols = [(c.name, c.type, converter(c.type)) for c in self.payload_columns]
+        raw = self.format == "raw"
+        with_subject, with_seq = self.subject_field is not None, self.seq_field is not None
+        convert = self._converter()
+
+        def build(page: list[tuple[int, int, str, bytes]]) -> Any:
+            n = len(page)
+            try:
+                if raw:
+                    name, type_name, conv = cols[0]
+                    arrays = [arrow_column([m[3] for m in page], type_name, conv)]
+                else:
+                    objs = [json.loads(m[3]) for m in page]
+                    if not all(type(o) is dict for o in objs):
+                        raise ValueError("not every payload is a JSON object")  # noqa: EM101, TRY301
+                    arrays = [pa.array([conv(o.get(name)) for o in objs], ARROW_TYPES[t]) for name, t, conv in cols]
+            except Unconvertible:
+                return _to_batch([convert(m[0], m[2], m[3]) for m in page], names, types, self.describe())
+            if with_subject:
+                arrays.append(pa.array([m[2] for m in page], pa.string()))
+            if with_seq:
+                arrays.append(pa.array([m[0] for m in page], pa.int64()))
+            return record_batch(arrays, names, n, corrupt_column=True)
+
+        return build
 
     def _converter(self) -> Callable[[int, str, bytes], tuple[Any, ...]]:
         cols = [(c.name, converter(c.type)) for c in self.payload_columns]

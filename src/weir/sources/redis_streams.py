@@ -19,10 +19,13 @@ warning and continues with the entries that are left.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from weir.errors import ConfigError, SourceError
@@ -38,6 +41,7 @@ __all__ = ["RedisStreamSpout"]
 log = logging.getLogger("weir.sources")
 
 _MIN_PART_RECORDS = 5000  # fewer entries per sub-range are not worth another Spark task
+_MIN_MARK_EVERY = 500  # split marks: at most one per this many entries
 
 #: one client per server and process (executors reuse their Python workers)
 _CLIENTS: dict[RedisSettings, Any] = {}
@@ -88,6 +92,8 @@ class RedisStreamSpout(ReplayableSpout):
     page_size : entries per ``XRANGE`` call
     read_partitions : sub-ranges a stream's batch is read in, in parallel, when the planner has
         seen its entries (a limited batch of at least 5000 entries per sub-range)
+    prefetch : with a records or bytes limit, count the next batch inside Redis while the current
+        one runs (the count is used only if it filled the batch; otherwise it is made again)
     connect_timeout_s : how long to retry an unreachable or loading server before failing
 
     Examples
@@ -111,6 +117,7 @@ class RedisStreamSpout(ReplayableSpout):
         id_field: str | None = None,
         page_size: int = 5000,
         read_partitions: int = 2,
+        prefetch: bool = True,
         connect_timeout_s: float = 10.0,
     ) -> None:
         try:
@@ -147,6 +154,8 @@ class RedisStreamSpout(ReplayableSpout):
             raise ConfigError(msg)
         self.read_partitions = read_partitions
         self._splits: dict[str, tuple[str, str, list[dict[str, Any]]]] = {}
+        self._prefetched: tuple[str, threading.Thread, dict[str, Any]] | None = None
+        self.prefetch = bool(prefetch)
         self.connect_timeout_s = float(connect_timeout_s)
         self.max_records_per_batch = max_records_per_batch
         self.max_bytes_per_batch = max_bytes_per_batch
@@ -164,6 +173,7 @@ class RedisStreamSpout(ReplayableSpout):
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_splits"] = {}  # planner-local hints
+        state["_prefetched"] = None
         return state
 
     def describe(self) -> str:
@@ -270,6 +280,45 @@ class RedisStreamSpout(ReplayableSpout):
         return out
 
     def _latest_limited(self, start: Offset, limit: ReadLimit) -> Offset:
+        """The batch's end under ``limit``; uses the count made ahead of time for this start when it is valid."""
+        plan = self._take_prefetched(start, limit)
+        if plan is None:
+            plan = self._plan_limited(start, limit)
+        if plan.full and self.prefetch:
+            self._prefetch_next(plan.end, limit)
+        self._remember_splits(start, plan.end, plan.counted, plan.cuts)
+        return plan.end
+
+    def _take_prefetched(self, start: Offset, limit: ReadLimit) -> _Plan | None:
+        """The plan counted in the background for ``(start, limit)``, if it filled the batch."""
+        pending, self._prefetched = self._prefetched, None
+        if pending is None:
+            return None
+        key, thread, box = pending
+        if key != _plan_key(start, limit):
+            return None
+        thread.join()
+        plan = box.get("plan")
+        # a full batch's end depends only on entries that existed when it was counted; a batch
+        # that reached the stream's end may have more to take now, so count it afresh
+        return plan if isinstance(plan, _Plan) and plan.full else None
+
+    def _prefetch_next(self, end: Offset, limit: ReadLimit) -> None:
+        """Count the next batch (after ``end``) in the background while this one runs."""
+        box: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                box["plan"] = self._plan_limited(end, limit)
+            except Exception as exc:  # used only if valid: the next call counts afresh
+                box["error"] = exc
+
+        thread = threading.Thread(target=work, name="weir-redis-prefetch", daemon=True)
+        thread.start()
+        self._prefetched = (_plan_key(end, limit), thread, box)
+
+    def _plan_limited(self, start: Offset, limit: ReadLimit) -> _Plan:
+        """Count entries inside Redis to find the batch's end, fairly shared among the streams."""
         records = limit.max_records if limit.max_records is not None else math.inf
         nbytes = limit.max_bytes if limit.max_bytes is not None else -1
         out: Offset = {}
@@ -285,20 +334,26 @@ class RedisStreamSpout(ReplayableSpout):
             lefts = self._left(cursor)
             left = None if lefts is None else sum(lefts.values())
             if left is not None and left <= records and (self.read_partitions < 2 or left < 2 * _MIN_PART_RECORDS):
-                return self._latest_all(start)  # everything left fits in one read: no need to count entries
+                return _Plan(self._latest_all(start), {}, {}, full=False)  # fits one read: no need to count
             # otherwise count inside Redis: it finds the batch's end and the split points of parallel reads
         active = list(cursor)
         taken = 0
+        spent = False
         cuts: dict[str, list[tuple[int, dict[str, Any]]]] = {s: [] for s in cursor}
+        every = {}  # split marks: several per sub-range, so that the cuts come out nearly even
+        for s in cursor:
+            expect = records if lefts is None else min(records, lefts[s])
+            expect = 100_000 if expect == math.inf else int(expect)
+            every[s] = max(_MIN_MARK_EVERY, expect // (8 * max(1, self.read_partitions)))
         counted = dict.fromkeys(cursor, 0)
         while active and records > 0 and nbytes != 0:
             share = int(min(self.page_size * 20, math.ceil(records / len(active)) if records != math.inf else 10**9))
             still = []
             for s in active:
                 want = int(min(share, records))
-                expect = min(want, lefts[s]) if lefts is not None else want  # entries it will find, if known
-                every = max(_MIN_PART_RECORDS, expect // max(1, self.read_partitions))
-                k, last, used, more, full, marks, info = self._scan(s, cursor[s]["id"], want, nbytes, taken > 0, every)
+                k, last, used, more, full, marks, info = self._scan(
+                    s, cursor[s]["id"], want, nbytes, taken > 0, every[s]
+                )
                 if k:
                     first_n = _first_ordinal(cursor[s], info)
                     for at, mid in marks:
@@ -311,6 +366,7 @@ class RedisStreamSpout(ReplayableSpout):
                     if nbytes > 0:
                         nbytes = max(0, nbytes - used)
                 if full or records <= 0:  # the byte or record budget is spent
+                    spent = True
                     active = []
                     break
                 if more:
@@ -318,8 +374,7 @@ class RedisStreamSpout(ReplayableSpout):
             else:
                 active = still
         out.update(cursor)
-        self._remember_splits(start, out, counted, cuts)
-        return out
+        return _Plan(out, counted, cuts, full=spent)
 
     def _scan(
         self, s: str, after: str, want: int, max_bytes: float, any_taken: bool, every: int
@@ -592,6 +647,20 @@ return {taken, last, bytes, 1, 0, unpack(marks)}
 def _raw_reply(response: Any, **_options: Any) -> Any:
     """The reply as the parser returned it (no per-entry dicts)."""
     return response
+
+
+@dataclass
+class _Plan:
+    """A counted batch: its end, entries per stream, split marks, and whether the budget was spent."""
+
+    end: Offset
+    counted: dict[str, int]
+    cuts: dict[str, list[tuple[int, dict[str, Any]]]]
+    full: bool
+
+
+def _plan_key(start: Offset, limit: ReadLimit) -> str:
+    return json.dumps([start, limit.max_records, limit.max_bytes], sort_keys=True)
 
 
 def _lookup(flat: list[bytes], key: bytes) -> bytes | None:
