@@ -86,13 +86,14 @@ class FileSpout(Spout):
 
     def to_values(self, row: Any) -> tuple[Any, ...]:
         """The row's fields; a corrupt record raises :class:`SourceError` quoting it."""
+        values = tuple(row)
         if self.format != "text":
-            bad = row[-1]
+            bad = values[-1]
             if bad is not None:
                 msg = f"FileSpout({self.path!r}): malformed {self.format} record: {bad[:300]!r}"
                 raise SourceError(msg)
-            return tuple(row[:-1])
-        return tuple(row)
+            return values[:-1]
+        return values
 
 
 def _split_ddl(ddl: str) -> list[str]:

@@ -202,13 +202,14 @@ class ReplayableSpout(Spout):
 
     def to_values(self, row: Any) -> tuple[Any, ...]:
         """The row's values; a row marked malformed raises :class:`SourceError`."""
+        values = tuple(row)  # indexing a plain tuple: a Spark Row's __getitem__ is slow
         if self.corrupt_column:
-            bad = row[-1]
+            bad = values[-1]
             if bad is not None:
                 msg = f"{self.describe()}: malformed record: {bad}"
                 raise SourceError(msg)
-            return tuple(row[:-1])
-        return tuple(row)
+            return values[:-1]
+        return values
 
     def create_stream(self, spark: SparkSession, context: TopologyContext) -> DataFrame:
         """Register the spout as a Python data source and return ``spark.readStream`` over it."""
