@@ -74,6 +74,43 @@ class MarkedNumbers(Numbers):
             yield (None, None, f"n={i} is not a number") if i == self.bad_at else (i, f"k{i % self.keys}", None)
 
 
+class PlainTypes(ReplayableSpout):
+    """Three records with a value of every plain column type, including nulls."""
+
+    schema = "s STRING, b BINARY, t BOOLEAN, i8 TINYINT, i16 SMALLINT, i32 INT, i64 BIGINT, f FLOAT, d DOUBLE"
+    ROWS: tuple[tuple[Any, ...], ...] = (
+        ("a", b"\x00\xff", True, -8, -16, -32, -(2**40), 1.5, 2.25),
+        ("b", None, False, 127, 32767, 2**31 - 1, 2**63 - 1, -0.5, 1e300),
+        ("c", b"", None, None, None, None, None, None, None),
+    )
+
+    def initial_offset(self) -> dict[str, Any]:
+        return {"n": 0}
+
+    def latest_offset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        return {"n": limit.cap(start["n"], len(self.ROWS))}
+
+    def read(self, start: dict[str, Any], end: dict[str, Any]) -> Iterable[tuple[Any, ...]]:
+        return self.ROWS[start["n"] : end["n"]]
+
+
+class NamedPlainTypes(PlainTypes):
+    """:class:`PlainTypes` whose ``to_values`` reads the row by column name (a Spark Row's API)."""
+
+    def to_values(self, row: Any) -> tuple[Any, ...]:
+        return tuple(row[c] for c in ("s", "b", "t", "i8", "i16", "i32", "i64", "f", "d"))
+
+
+class TypeRecorder(StatefulBolt):
+    """Stores, per first value, the Python type and repr of every value of the tuple."""
+
+    def init_state(self, state: Any) -> None:
+        self.seen = state
+
+    def execute(self, tup: Any) -> None:
+        self.seen.put(tup[0], [[type(v).__name__, repr(v)] for v in tup.values])
+
+
 class NowSpout(Numbers):
     """Starts at "now" (a clock reading): only a pinned initial offset keeps batch 0 replayable."""
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import weir
-from tests.sources._spouts import MarkedNumbers, Numbers, count_topology
+from tests.sources._spouts import MarkedNumbers, NamedPlainTypes, Numbers, PlainTypes, TypeRecorder, count_topology
 from weir.demo import read_counts
 from weir.sources.replayable import pin_initial_offset
 
@@ -107,3 +107,31 @@ def test_trident_reads_a_marked_spout_in_sql_and_fails_on_a_malformed_record(spa
     assert "component 'nums'" in text and "txid 2" in text
     assert "SourceError: MarkedNumbers: malformed record: n=420 is not a number. " in text
     assert _table(db2, "counts") == dict(_expected(250))  # batch 1 committed; batch 2 wrote nothing
+
+
+@pytest.mark.parametrize("spout_cls", [PlainTypes, NamedPlainTypes], ids=["arrow-rows", "spark-rows"])
+def test_storm_bolts_see_the_same_python_values_whichever_way_rows_are_read(
+    spark: Any, tmp_path: Path, spout_cls: Any
+) -> None:
+    """weir's own spouts are read as Arrow; a spout whose to_values uses column names gets Spark Rows.
+
+    Bolts see the same values and types either way.
+    """
+    from weir.topology import TopologyBuilder
+
+    b = TopologyBuilder()
+    b.set_spout("typed", spout_cls())
+    b.set_bolt("record", TypeRecorder(), 1).shuffle_grouping("typed")
+    conf = {"weir.state.dir": str(tmp_path / "state")}
+    st = weir.submit("typed", conf, b.create_topology(), spark=spark).process_available(timeout=600)
+    assert st.tuples_in == 3
+    from weir.state import StateFactory
+
+    provider = StateFactory.get_provider(conf)
+    seen = dict(provider.new_state("typed-record-0", conf))
+    types = ["str", "bytes", "bool", "int", "int", "int", "int", "float", "float"]
+    assert seen["a"] == [[t, repr(v)] for t, v in zip(types, ("a", b"\x00\xff", True, -8, -16, -32,
+                                                                 -(2**40), 1.5, 2.25), strict=True)]
+    assert seen["b"][1] == ["NoneType", "None"] and seen["b"][6] == ["int", repr(2**63 - 1)]
+    assert seen["b"][8] == ["float", repr(1e300)]
+    assert seen["c"] == [["str", "'c'"], ["bytes", "b''"]] + [["NoneType", "None"]] * 7

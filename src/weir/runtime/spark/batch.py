@@ -284,13 +284,7 @@ def _via_arrow(batch: Any, fn: Callable[[int, Iterator[Any]], Iterator[Any]]) ->
 
         def rows() -> Iterator[tuple[Any, ...]]:
             for b in batches:
-                cols = []
-                for col in b.columns:
-                    values = col.to_pylist()
-                    if pa.types.is_binary(col.type):  # a Row holds bytearray for BINARY
-                        values = [None if v is None else bytearray(v) for v in values]
-                    cols.append(values)
-                yield from zip(*cols, strict=True)
+                yield from zip(*[col.to_pylist() for col in b.columns], strict=True)
 
         chunk: list[Any] = []
         for rec in fn(pidx, rows()):
