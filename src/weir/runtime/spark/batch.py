@@ -32,14 +32,20 @@ __all__ = ["BatchJob", "ListAccumulatorParam", "key_for_grouping"]
 
 def key_for_grouping(
     sub: Subscription, field_idx: list[int], n: int
-) -> Callable[[int, Iterator[tuple[Any, ...]]], Iterator[tuple[int, tuple[Any, ...]]]]:
-    """A ``mapPartitionsWithIndex`` function keying a producer's tuples for consumer parallelism ``n``."""
+) -> Callable[[int, Iterator[tuple[Any, ...]]], Iterator[tuple[int, list[tuple[Any, ...]]]]]:
+    """A ``mapPartitionsWithIndex`` function routing a producer's tuples to consumer tasks (parallelism ``n``).
+
+    It yields ``(task, chunk)`` pairs, a chunk being a list of up to ``_SHUFFLE_CHUNK`` payloads in
+    their order: PySpark's shuffle then handles a few large values instead of one pair per tuple.
+    """
     kind = sub.grouping.kind
     source, stream = sub.source, sub.stream
+    limit = _SHUFFLE_CHUNK
 
-    def keyed(pidx: int, recs: Iterator[tuple[Any, ...]]) -> Iterator[tuple[int, tuple[Any, ...]]]:
+    def keyed(pidx: int, recs: Iterator[tuple[Any, ...]]) -> Iterator[tuple[int, list[tuple[Any, ...]]]]:
         rr = pidx
         cache: dict[Any, int] = {}  # key -> task: a batch repeats keys far more often than it has them
+        chunks: list[list[tuple[Any, ...]]] = [[] for _ in range(n)]
         for r in recs:
             if r[0] != "T" or r[1] != stream:
                 continue
@@ -56,19 +62,33 @@ def key_for_grouping(
                 else:  # tuples, floats, bools...: equal-but-different values must not share a cache slot
                     key = vals[field_idx[0]] if len(field_idx) == 1 else tuple(vals[i] for i in field_idx)
                     k = stable_hash(key) % n
-                yield k, payload
             elif kind is GroupingKind.GLOBAL:
-                yield 0, payload
+                k = 0
             elif kind is GroupingKind.ALL:
                 for t in range(n):
-                    yield t, payload
+                    chunks[t].append(payload)
+                    if len(chunks[t]) >= limit:
+                        yield t, chunks[t]
+                        chunks[t] = []
+                continue
             elif kind is GroupingKind.DIRECT:
-                yield (r[4] if r[4] is not None else 0) % n, payload
+                k = (r[4] if r[4] is not None else 0) % n
             else:  # shuffle, none, local_or_shuffle
-                yield rr % n, payload
+                k = rr % n
                 rr += 1
+            chunk = chunks[k]
+            chunk.append(payload)
+            if len(chunk) >= limit:
+                yield k, chunk
+                chunks[k] = []
+        for t, chunk in enumerate(chunks):
+            if chunk:
+                yield t, chunk
 
     return keyed
+
+
+_SHUFFLE_CHUNK = 2048  # tuples per shuffled value
 
 
 class ListAccumulatorParam(AccumulatorParam):  # type: ignore[type-arg]
@@ -192,7 +212,7 @@ class BatchJob:
             idx = [src_fields.field_index(f) for f in sub.grouping.fields]
             parts.append(outs[sub.source].mapPartitionsWithIndex(key_for_grouping(sub, idx, n)))
         merged = parts[0] if len(parts) == 1 else parts[0].context.union(parts)
-        grouped = merged.partitionBy(n, lambda k: k).values()
+        grouped = merged.partitionBy(n, lambda k: k).flatMap(lambda kv: kv[1])
         return grouped.mapPartitionsWithIndex(run_part)
 
     def _missing_tasks(self, reports: list[dict[str, Any]]) -> list[tuple[str, int]]:
