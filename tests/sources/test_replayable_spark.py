@@ -109,14 +109,9 @@ def test_trident_reads_a_marked_spout_in_sql_and_fails_on_a_malformed_record(spa
     assert _table(db2, "counts") == dict(_expected(250))  # batch 1 committed; batch 2 wrote nothing
 
 
-@pytest.mark.parametrize("spout_cls", [PlainTypes, NamedPlainTypes], ids=["arrow-rows", "spark-rows"])
-def test_storm_bolts_see_the_same_python_values_whichever_way_rows_are_read(
-    spark: Any, tmp_path: Path, spout_cls: Any
-) -> None:
-    """weir's own spouts are read as Arrow; a spout whose to_values uses column names gets Spark Rows.
-
-    Bolts see the same values and types either way.
-    """
+@pytest.mark.parametrize("spout_cls", [PlainTypes, NamedPlainTypes], ids=["by-position", "by-name"])
+def test_storm_bolts_see_python_values_of_every_plain_column_type(spout_cls: Any, spark: Any, tmp_path: Path) -> None:
+    """A spout's columns reach bolts as Python values (BINARY as bytes, nulls as None); to_values may use names."""
     from weir.topology import TopologyBuilder
 
     b = TopologyBuilder()

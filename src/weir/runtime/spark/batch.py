@@ -128,13 +128,10 @@ class BatchJob:
     on_dead_letters: Callable[[int, list[dict[str, Any]]], None] | None = None
     last_stats: dict[str, Any] = field(default_factory=dict)
 
-    #: TopologyRun passes the batch's DataFrame: columns of plain types are read as Arrow, not as Rows
-    wants_dataframe = True
-
-    def run(self, batch_rdd: Any, spout_id: str | None, txid: int, epoch: int | None) -> JobOutcome:
-        """Run every component over ``batch_rdd`` (the batch's DataFrame, or an RDD of its rows); collect reports."""
+    def run(self, batch_rdd: RDD[Any], spout_id: str | None, txid: int, epoch: int | None) -> JobOutcome:
+        """Run every component over ``batch_rdd`` (rows of the spout stream); collect reports."""
         t0 = time.perf_counter()
-        sc = batch_rdd.sparkSession.sparkContext if _is_dataframe(batch_rdd) else batch_rdd.context
+        sc = batch_rdd.context
         acc = sc.accumulator([], ListAccumulatorParam())
         outs: dict[str, RDD[Any]] = {}
         persisted: list[RDD[Any]] = []
@@ -225,7 +222,7 @@ class BatchJob:
         return out
 
     def _spout_rdd(
-        self, batch: Any, spout_id: str | None, cid: str, spec: TaskSpec, txid: int, acc: Any
+        self, batch_rdd: RDD[Any], spout_id: str | None, cid: str, spec: TaskSpec, txid: int, acc: Any
     ) -> RDD[Any]:
         if spout_id is None:  # several spouts share the batch: rows are (spout id, json values)
             import json
@@ -234,16 +231,12 @@ class BatchJob:
                 rows = (list(json.loads(r[1]).values()) for r in it if r[0] == _c)
                 return _meta_to(acc, run_spout_task(_s, pidx, txid, rows))
 
-            if _is_dataframe(batch) and _arrow_rows_ok(batch.schema):
-                return _via_arrow(batch, pick)
-            return _rdd_of(batch).mapPartitionsWithIndex(pick)
+            return batch_rdd.mapPartitionsWithIndex(pick)
 
         def conv(pidx: int, it: Iterator[Any], _s: TaskSpec = spec) -> Iterator[Any]:
             return _meta_to(acc, run_spout_task(_s, pidx, txid, it))
 
-        if _is_dataframe(batch) and _arrow_rows_ok(batch.schema) and _takes_tuples(spec.component):
-            return _via_arrow(batch, conv)
-        return _rdd_of(batch).mapPartitionsWithIndex(conv)
+        return batch_rdd.mapPartitionsWithIndex(conv)
 
     def _stats(self, reports: list[dict[str, Any]], dead: list[dict[str, Any]], ms: float) -> dict[str, Any]:
         per: dict[str, dict[str, Any]] = {}
@@ -256,67 +249,6 @@ class BatchJob:
             c["tasks"] += 1
         spout_in = sum(v["in"] for k, v in per.items() if self.topology.components[k].is_spout) if per else 0
         return {"components": per, "tuples_in": spout_in, "dead_letters": len(dead), "job_ms": ms}
-
-
-def _is_dataframe(batch: Any) -> bool:
-    return hasattr(batch, "sparkSession") and hasattr(batch, "mapInArrow")
-
-
-def _rdd_of(batch: Any) -> RDD[Any]:
-    return batch.rdd if _is_dataframe(batch) else batch
-
-
-def _arrow_rows_ok(schema: Any) -> bool:
-    """Whether every column reads the same from Arrow as from a Spark Row (plain types only)."""
-    from pyspark.sql import types as T  # noqa: N812
-
-    plain = (T.StringType, T.BinaryType, T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType,
-             T.FloatType, T.DoubleType)
-    return all(isinstance(f.dataType, plain) for f in schema.fields)
-
-
-def _takes_tuples(spout: Any) -> bool:
-    """Whether the spout's ``to_values`` reads rows by position only (weir's own do; a user's may use names)."""
-    from weir.sources.builtin import FileSpout
-    from weir.sources.replayable import ReplayableSpout
-    from weir.topology.components import Spout
-
-    return type(spout).to_values in (Spout.to_values, ReplayableSpout.to_values, FileSpout.to_values)
-
-
-_ARROW_CHUNK = 4096  # records per pickled chunk handed from the Arrow stage to the RDD stages
-
-
-def _via_arrow(batch: Any, fn: Callable[[int, Iterator[Any]], Iterator[Any]]) -> RDD[Any]:
-    """``fn`` over each partition's rows read as Arrow (plain tuples), its records as an RDD.
-
-    A Spark Row costs microseconds to build in Python; an Arrow column turns into Python values in
-    one call. The records travel to the RDD stages in pickled chunks (a Row per chunk, not per record).
-    """
-    import pickle
-
-    def stage(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        pidx = ctx.partitionId() if ctx is not None else 0
-
-        def rows() -> Iterator[tuple[Any, ...]]:
-            for b in batches:
-                yield from zip(*[col.to_pylist() for col in b.columns], strict=True)
-
-        chunk: list[Any] = []
-        for rec in fn(pidx, rows()):
-            chunk.append(rec)
-            if len(chunk) >= _ARROW_CHUNK:
-                yield pa.record_batch([pa.array([pickle.dumps(chunk, protocol=5)], pa.binary())], names=["c"])
-                chunk = []
-        if chunk:
-            yield pa.record_batch([pa.array([pickle.dumps(chunk, protocol=5)], pa.binary())], names=["c"])
-
-    out: RDD[Any] = batch.mapInArrow(stage, "c binary").rdd.flatMap(lambda r: pickle.loads(r[0]))  # noqa: S301
-    return out
 
 
 def _dedupe(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
