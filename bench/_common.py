@@ -32,6 +32,28 @@ class Unavailable(RuntimeError):
     """A server needed by a benchmark cannot be started (missing binary, no PostgreSQL)."""
 
 
+# ---- Spark -------------------------------------------------------------------------------------
+def local_spark(app: str, conf: dict[str, str] | None = None) -> Any:
+    """The benchmark's one ``local[2]`` SparkSession (UI off, 2 shuffle partitions, reused workers)."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    b = (
+        SparkSession.builder.master("local[2]")
+        .appName(app)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.python.worker.reuse", "true")
+    )
+    for k, v in (conf or {}).items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
 # ---- timing ------------------------------------------------------------------------------------
 def timed(fn: Callable[[], Any]) -> float:
     """Seconds ``fn()`` takes."""

@@ -34,7 +34,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -49,7 +48,17 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _common import Unavailable, _binary, _stop, _wait, free_port, machine, redis_server, write_results  # noqa: E402
+from _common import (  # noqa: E402
+    Unavailable,
+    _binary,
+    _stop,
+    _wait,
+    free_port,
+    local_spark,
+    machine,
+    redis_server,
+    write_results,
+)
 
 from weir.cli._table import format_table, human_rate  # noqa: E402
 
@@ -192,21 +201,7 @@ def plain_nats_raw(url: str, stream: str, n: int) -> Counter[str]:
 
 # ---- weir ----------------------------------------------------------------------------------------
 def get_spark() -> Any:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("weir-bench-sources")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.python.worker.reuse", "true")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_spark("weir-bench-sources")
 
 
 def storm_count(spout: Any) -> Any:

@@ -48,7 +48,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _common import machine, redis_server, write_results  # noqa: E402
+from _common import local_spark, machine, redis_server, write_results  # noqa: E402
 from wordcount_corpus import generate_corpus  # noqa: E402
 
 VARIANTS = {
@@ -222,24 +222,10 @@ class ProgressLog:
 
 def make_spark(profile: bool) -> Any:
     """The one SparkSession of the benchmark."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    b = (
-        SparkSession.builder.master("local[2]")
-        .appName("weir-bench-storm-wordcount")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-    )
+    conf = {"spark.sql.streaming.forceDeleteTempCheckpointLocation": "true"}
     if profile:
-        b = b.config("spark.python.profile", "true")
-    spark = b.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+        conf["spark.python.profile"] = "true"
+    return local_spark("weir-bench-storm-wordcount", conf)
 
 
 # ---- weir ----------------------------------------------------------------------------------
