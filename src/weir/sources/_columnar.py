@@ -49,8 +49,6 @@ def arrow_column(values: Sequence[bytes | None], type_name: str, conv: Callable[
     return pa.array([conv(v) for v in values], ARROW_TYPES[type_name])
 
 
-def record_batch(arrays: list[pa.Array], names: list[str], n: int, corrupt_column: bool) -> pa.RecordBatch:
-    """A record batch of ``arrays`` named ``names``, plus an all-null malformed-record column if asked."""
-    if corrupt_column:
-        arrays = [*arrays, pa.nulls(n, pa.string())]
-    return pa.RecordBatch.from_arrays(arrays, names=names)
+def record_batch(arrays: list[pa.Array], names: list[str], n: int) -> pa.RecordBatch:
+    """A record batch of ``arrays`` plus an all-null malformed-record column (the last of ``names``)."""
+    return pa.RecordBatch.from_arrays([*arrays, pa.nulls(n, pa.string())], names=names)

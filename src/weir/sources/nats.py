@@ -324,11 +324,9 @@ class NatsSpout(ReplayableSpout):
         import pyarrow as pa
 
         from weir.sources._columnar import ARROW_TYPES, Unconvertible, arrow_column, record_batch
-        from weir.sources._schema import CORRUPT_COLUMN
         from weir.sources.replayable import _to_batch
 
-        names = [c.name for c in self._columns] + [CORRUPT_COLUMN]
-        types = [ARROW_TYPES[c.type] for c in self._columns] + [pa.string()]
+        names, types = self.arrow_layout()
         cols = [(c.name, c.type, converter(c.type)) for c in self.payload_columns]
         raw = self.format == "raw"
         with_subject, with_seq = self.subject_field is not None, self.seq_field is not None
@@ -351,7 +349,7 @@ class NatsSpout(ReplayableSpout):
                 arrays.append(pa.array([m[2] for m in page], pa.string()))
             if with_seq:
                 arrays.append(pa.array([m[0] for m in page], pa.int64()))
-            return record_batch(arrays, names, n, corrupt_column=True)
+            return record_batch(arrays, names, n)
 
         return build
 

@@ -520,12 +520,10 @@ class RedisStreamSpout(ReplayableSpout):
         """
         import pyarrow as pa
 
-        from weir.sources._columnar import ARROW_TYPES, Unconvertible, arrow_column, record_batch
-        from weir.sources._schema import CORRUPT_COLUMN
+        from weir.sources._columnar import Unconvertible, arrow_column, record_batch
         from weir.sources.replayable import _to_batch
 
-        names = [c.name for c in self._columns] + [CORRUPT_COLUMN]
-        types = [ARROW_TYPES[c.type] for c in self._columns] + [pa.string()]
+        names, types = self.arrow_layout()
         cols = [(2 * j, c.name.encode(), c.type, converter(c.type)) for j, c in enumerate(self.entry_columns)]
         convert = self._converter(s)
         with_stream, with_id = self.stream_field is not None, self.id_field is not None
@@ -546,7 +544,7 @@ class RedisStreamSpout(ReplayableSpout):
                 arrays.append(pa.array([s] * n, pa.string()))
             if with_id:
                 arrays.append(pa.array([eid for eid, _ in page], pa.binary()).cast(pa.string()))
-            return record_batch(arrays, names, n, corrupt_column=True)
+            return record_batch(arrays, names, n)
 
         return build
 

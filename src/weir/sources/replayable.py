@@ -187,6 +187,13 @@ class ReplayableSpout(Spout):
         """One stream with the spout's fields."""
         declarer.declare(Fields([c.name for c in self.columns()]))
 
+    def arrow_layout(self) -> tuple[list[str], list[pa.DataType]]:
+        """The names and Arrow types of the record batches Spark gets (malformed-record column last, if any)."""
+        cols = self.columns()
+        names = [c.name for c in cols] + ([CORRUPT_COLUMN] if self.corrupt_column else [])
+        types = [ARROW_TYPES[c.type] for c in cols] + ([pa.string()] if self.corrupt_column else [])
+        return names, types
+
     def spark_schema(self) -> str:
         """The data source's DDL (output columns, plus the malformed-record column if any)."""
         return to_ddl(self.columns(), corrupt_column=self.corrupt_column)
@@ -420,9 +427,7 @@ def _read(spout: ReplayableSpout, where: str, part: _Range) -> Iterator[Any]:
     Built column by column, which is much cheaper than Spark's per-value conversion of tuples;
     record batches the spout yields itself pass through.
     """
-    cols = spout.columns()
-    names = [c.name for c in cols] + ([CORRUPT_COLUMN] if spout.corrupt_column else [])
-    types = [ARROW_TYPES[c.type] for c in cols] + ([pa.string()] if spout.corrupt_column else [])
+    names, types = spout.arrow_layout()
     chunk: list[Any] = []
     try:
         for rec in spout.read(part.start, part.end):
