@@ -233,7 +233,7 @@ class _OperatorTask:
         assert self.live is not None and self.store is not None
         ctx = self.live.context
         t0 = time.perf_counter()
-        ckpt = Checkpoint(cid, time.time(), where=self.where)
+        ckpt = Checkpoint(cid, time.time(), where=self.where, serializer=self.store.serializer)
         for h in ctx.state_handlers:
             _call(ctx, h, "checkpoint", ckpt, "")
         try:
@@ -331,7 +331,10 @@ class _OperatorTask:
                 msg = f"{self.where}: Streams operators need a built-in provider (sqlite, redis, postgres)"
                 raise ConfigError(msg)
             ns = spec.context(task).state_namespace
-            self.store = store = TaskCheckpoints(provider.backend, ns, self.where, self.epoch)
+            self.store = store = TaskCheckpoints(
+                provider.backend, ns, self.where, self.epoch,
+                serializer=str(spec.conf.get("weir.streams.checkpoint.serializer", "data")),
+            )
             self.stage = "restore"
             live, prev = self.restore(store)
             self.live = live

@@ -138,6 +138,8 @@ class TaskCheckpoints:
     epoch: int | None = None
     #: chunk size in bytes (default: the module's CHUNK_BYTES at write time)
     chunk_bytes: int | None = None
+    #: how checkpoint objects are stored: ``data`` (default) or ``pickle`` (trusts the store)
+    serializer: str = "data"
     _kv: TransactionalKeyValueState | None = field(default=None, repr=False)
 
     @property
@@ -180,7 +182,10 @@ class TaskCheckpoints:
                 "store from a backup or drop the namespace to start afresh"
             )
             raise CheckpointError(msg)
-        return Checkpoint.from_bytes(data, meta.id, meta.timestamp, where=self.where)
+        return Checkpoint.from_bytes(
+            data, meta.id, meta.timestamp, where=f"{self.where} (namespace {self.namespace!r})",
+            serializer=self.serializer,
+        )
 
     def _intents(self) -> dict[str, list[int]]:
         data = self.backend.get(self.namespace, INTENTS)
@@ -271,12 +276,19 @@ def _dump(obj: Any) -> bytes:
 
 
 def load_checkpoint(
-    provider: Any, topology: str, component: str, task: int = 0, checkpoint_id: int | None = None
+    provider: Any,
+    topology: str,
+    component: str,
+    task: int = 0,
+    checkpoint_id: int | None = None,
+    *,
+    serializer: str = "data",
 ) -> Checkpoint | None:
     """The latest complete checkpoint of an operator task (or the retained one with ``checkpoint_id``).
 
     ``provider`` is a :class:`~weir.state.factory.KeyValueStateProvider` or a store URL. Returns None
-    when the task has no complete checkpoint (or ``checkpoint_id`` is not retained).
+    when the task has no complete checkpoint (or ``checkpoint_id`` is not retained). ``serializer``
+    is the topology's ``weir.streams.checkpoint.serializer`` (``pickle`` trusts the store).
 
     Example
     -------
@@ -290,7 +302,8 @@ def load_checkpoint(
         msg = f"load_checkpoint needs a built-in provider or a store URL, got {type(provider).__qualname__}"
         raise CheckpointError(msg)
     store = TaskCheckpoints(
-        prov.backend, f"{topology}-{component}-{task}", f"operator {component!r} task {task}"
+        prov.backend, f"{topology}-{component}-{task}", f"operator {component!r} task {task}",
+        serializer=serializer,
     )
     head = store.head()
     if head is None:

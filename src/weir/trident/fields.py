@@ -18,12 +18,12 @@ double) or Spark SQL's (``string``, ``bigint``/``long``, ``integer``, ``double``
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from weir.errors import SerializationError, TopologyError
+from weir import _data
+from weir.errors import TopologyError
 
 __all__ = [
     "FieldSpec",
@@ -231,15 +231,13 @@ class StreamSchema:
 
 
 # ---- the any-field encoding -----------------------------------------------------------------
-_TAG_STR, _TAG_INT, _TAG_FLOAT, _TAG_TRUE, _TAG_FALSE = b"s", b"i", b"f", b"T", b"F"
-_TAG_BYTES, _TAG_NONE, _TAG_TUPLE, _TAG_LIST, _TAG_PICKLE = b"y", b"n", b"t", b"l", b"p"
-
-
 def encode_any(value: Any) -> bytes | None:
     """Encode a Python value for an any-field; ``None`` stays ``None`` (a SQL null).
 
-    Strings, ints, floats, bools, bytes and tuples/lists of them get a canonical form (equal values,
-    equal bytes); anything else is pickled.
+    Plain data (strings, numbers, bools, bytes, dates, tuples/lists/dicts/sets of them) gets
+    :mod:`weir._data`'s canonical form (equal values, equal bytes); anything else is pickled. Any-field
+    columns only carry values this topology's own functions emitted, within one batch; nothing weir
+    stores uses this pickle fallback (see :func:`weir._data.decode`).
 
     Raises
     ------
@@ -248,66 +246,11 @@ def encode_any(value: Any) -> bytes | None:
     """
     if value is None:
         return None
-    return _enc(value)
-
-
-def _enc(value: Any) -> bytes:
-    t = type(value)
-    if t is str:
-        return _TAG_STR + str(value).encode("utf-8", "surrogatepass")
-    if t is int:
-        return _TAG_INT + str(value).encode()
-    if t is bool:
-        return _TAG_TRUE if value else _TAG_FALSE
-    if t is float:
-        return _TAG_FLOAT + repr(value).encode()
-    if t is bytes:
-        return _TAG_BYTES + bytes(value)
-    if value is None:
-        return _TAG_NONE
-    if t is tuple or t is list:
-        parts = [_enc(v) for v in value]
-        body = b"".join(len(p).to_bytes(4, "big") + p for p in parts)
-        return (_TAG_TUPLE if t is tuple else _TAG_LIST) + body
-    try:
-        return _TAG_PICKLE + pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as exc:
-        msg = f"cannot encode a value of type {t.__qualname__} for a Trident field: {exc}"
-        raise SerializationError(msg) from exc
+    return _data.encode(value, allow_pickle=True, what="a Trident field")
 
 
 def decode_any(data: bytes | bytearray | memoryview | None) -> Any:
     """Decode what :func:`encode_any` produced (``None`` stays ``None``)."""
     if data is None:
         return None
-    return _dec(bytes(data))
-
-
-def _dec(b: bytes) -> Any:
-    tag = b[:1]
-    if tag == _TAG_STR:
-        return b[1:].decode("utf-8", "surrogatepass")
-    if tag == _TAG_INT:
-        return int(b[1:])
-    if tag == _TAG_TRUE:
-        return True
-    if tag == _TAG_FALSE:
-        return False
-    if tag == _TAG_FLOAT:
-        return float(b[1:])
-    if tag == _TAG_BYTES:
-        return b[1:]
-    if tag == _TAG_NONE:
-        return None
-    if tag in (_TAG_TUPLE, _TAG_LIST):
-        items = []
-        i = 1
-        while i < len(b):
-            n = int.from_bytes(b[i : i + 4], "big")
-            items.append(_dec(b[i + 4 : i + 4 + n]))
-            i += 4 + n
-        return tuple(items) if tag == _TAG_TUPLE else items
-    if tag == _TAG_PICKLE:
-        return pickle.loads(b[1:])  # noqa: S301 - our own encoding of values emitted by this topology
-    msg = f"not a Trident any-field encoding: {b[:20]!r}"
-    raise SerializationError(msg)
+    return _data.decode(data, allow_pickle=True, what="a Trident field")

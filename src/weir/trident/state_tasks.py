@@ -30,11 +30,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from weir import _data
 from weir._util import stable_hash
 from weir.checkpoint.faults import crash_point
 from weir.errors import StateError, TopologyError
 from weir.trident._arrow import build_array, concat, py_columns, rows_of, take_column, to_batch
-from weir.trident.fields import FieldSpec, decode_any, encode_any
+from weir.trident.fields import FieldSpec, encode_any
 from weir.trident.tasks import StageBase, _cleanup, _prepare
 from weir.trident.tuple import TridentCollector, tuple_class
 
@@ -46,6 +47,7 @@ __all__ = [
     "QueryStage",
     "RouteStage",
     "as_snapshottable",
+    "decode_journal",
     "journal_key",
     "read_touches",
     "spark_routing_values",
@@ -119,6 +121,10 @@ class _KeepUpdater:
         return stored
 
 
+#: the version prefix of a journal row (data-only :mod:`weir._data` encoding follows)
+JOURNAL_V1 = b"WJ1:"
+
+
 # ---- the journal ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class JournalSpec:
@@ -131,9 +137,37 @@ class JournalSpec:
 
     def write(self, partition: int, txid: int, keys: list[tuple[Any, ...]]) -> None:
         """Record that batch ``txid`` is about to write ``keys`` of ``partition`` (epoch-fenced)."""
-        data = encode_any((txid, [tuple(k) for k in keys]))
-        assert data is not None
+        what = f"Trident journal of state {self.state_id!r} partition {partition}, txid {txid}"
+        try:
+            data = JOURNAL_V1 + _data.encode((txid, [tuple(k) for k in keys]), what=what)
+        except _data.DataCodecError as exc:
+            msg = (
+                f"{exc}. The journal of an opaque persistent_aggregate records its group keys as plain data; "
+                "group by fields with plain values"
+            )
+            raise StateError(msg) from exc
         self.provider.backend.write_direct(self.namespace, {journal_key(self.state_id, partition): data}, self.epoch)
+
+
+def decode_journal(raw: bytes, namespace: str, key: bytes) -> tuple[int, list[Any]]:
+    """Parse a journal row: ``WJ1`` + data (or the unversioned rows of older weir versions).
+
+    Only weir's data-only encoding is read: a pickle payload or anything else raises
+    :class:`~weir.errors.SerializationError` naming the namespace and key, and nothing is executed.
+    """
+    what = f"namespace {namespace!r}, key {key.decode(errors='replace')!r} (a Trident journal record)"
+    body = raw[len(JOURNAL_V1) :] if raw.startswith(JOURNAL_V1) else raw  # older rows: same encoding
+    value = _data.decode(body, what=what)
+    if (
+        not isinstance(value, tuple)
+        or len(value) != 2
+        or type(value[0]) is not int
+        or not isinstance(value[1], list)
+        or not all(isinstance(k, tuple) for k in value[1])
+    ):
+        msg = f"{what}: expected (txid, [key tuples]), got {type(value).__name__}; weir did not write it"
+        raise _data.DataCodecError(msg)
+    return value[0], value[1]
 
 
 def journal_key(state_id: str, partition: int) -> bytes:
@@ -150,7 +184,7 @@ def read_touches(
     for p, raw in enumerate(rows):
         if raw is None:
             continue
-        t, keys = decode_any(raw)
+        t, keys = decode_journal(raw, namespace, journal_key(state_id, p))
         if t == txid and keys:
             out[p] = [tuple(k) for k in keys]
     return out

@@ -22,6 +22,8 @@ WEIR_KEYS = {
     "weir.deadletter",
     "weir.spark.conf",
     "weir.trident.allow.inexact",
+    "weir.streams.checkpoint.serializer",
+    "weir.accept.state.loss",
 }
 
 
@@ -49,6 +51,10 @@ class RuntimeConfig:
     master : ``weir.spark.master`` (default ``local[*]``)
     deadletter : ``weir.deadletter``: None, a directory path, or ``state`` / ``namespace:NAME``
     max_task_parallelism : ``topology.max.task.parallelism`` (None = no cap)
+    checkpoint_serializer : ``weir.streams.checkpoint.serializer``: ``data`` (default) or ``pickle``
+        (Streams checkpoints may hold any picklable object; trusts whoever can write the store)
+    accept_state_loss : ``weir.accept.state.loss`` (default False): start even when the store is
+        behind Spark's commit log (see :mod:`weir.runtime.spark.statecheck`)
     """
 
     topology: str
@@ -61,6 +67,8 @@ class RuntimeConfig:
     max_task_parallelism: int | None = None
     checkpoint_retain: int = 2
     spark_conf: Mapping[str, str] = field(default_factory=dict)
+    checkpoint_serializer: str = "data"
+    accept_state_loss: bool = False
 
     @property
     def local(self) -> bool:
@@ -102,8 +110,20 @@ class RuntimeConfig:
         if not isinstance(master, str) or not master:
             msg = f"weir.spark.master must be a Spark master URL, got {master!r}"
             raise ConfigError(msg)
+        ser = conf.get("weir.streams.checkpoint.serializer", "data")
+        if ser not in ("data", "pickle"):
+            msg = f"weir.streams.checkpoint.serializer must be 'data' (default) or 'pickle', got {ser!r}"
+            raise ConfigError(msg)
+        accept = conf.get("weir.accept.state.loss", False)
+        if isinstance(accept, str) and accept.strip().lower() in ("true", "false"):
+            accept = accept.strip().lower() == "true"
+        if not isinstance(accept, bool):
+            msg = f"weir.accept.state.loss must be true or false, got {accept!r}"
+            raise ConfigError(msg)
         return cls(
             topology=topology,
+            checkpoint_serializer=str(ser),
+            accept_state_loss=accept,
             interval_ms=_int(conf, "topology.state.checkpoint.interval.ms", 1000, 0),
             max_retries=_int(conf, "weir.batch.max.retries", 3, 0),
             state_dir=state_dir,
