@@ -183,7 +183,15 @@ class CustomProvider(StateProvider):
 
 
 class NotAProvider:
-    """Not a StateProvider."""
+    """Not a StateProvider (and must never be instantiated by name)."""
+
+    created = False
+
+    def __init__(self) -> None:
+        type(self).created = True
+
+
+PROVIDER_INSTANCE = CustomProvider()
 
 
 # ---- every ConfigError path ------------------------------------------------------------------
@@ -314,13 +322,16 @@ def test_unknown_serializer_names_the_key(key: str) -> None:
     [
         ("no.such.module.Provider", "cannot import module"),
         ("tests.unit.test_config.Missing", "has no attribute"),
-        ("tests.unit.test_config.NotAProvider", "is not a weir.state.StateProvider"),
+        ("tests.unit.test_config.NotAProvider", "is not a subclass of weir.state.StateProvider"),
+        ("subprocess.Popen", "'subprocess.Popen' is not a subclass of weir.state.StateProvider"),
+        ("tests.unit.test_config.PROVIDER_INSTANCE", "is not a subclass of weir.state.StateProvider"),
     ],
 )
 def test_custom_provider_errors(path: str, expected: str) -> None:
     with pytest.raises(ConfigError) as info:
         StateFactory.get_provider({PROVIDER_KEY: path})
     assert expected in str(info.value)
+    assert not NotAProvider.created  # refused before anything was instantiated
 
 
 def test_custom_provider_has_no_builtin_backend() -> None:

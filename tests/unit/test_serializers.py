@@ -213,13 +213,30 @@ class _NotASerializer:
     pass
 
 
+class _DuckSerializer:
+    """Has the methods but does not subclass the SPI: refused, and never instantiated."""
+
+    created = False
+
+    def __init__(self) -> None:
+        type(self).created = True
+
+    def serialize(self, obj: object) -> bytes:
+        return b""
+
+    def deserialize(self, data: bytes) -> object:
+        return None
+
+
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [
         ("nosuch", "valueSerializerClass"),
         ("no.such.module.Ser", "cannot import module"),
         ("weir.state.serializers.NoSuch", "has no attribute"),
-        (f"{__name__}._NotASerializer", "has no serialize"),
+        (f"{__name__}._NotASerializer", "is not a subclass of weir.state.Serializer (it has no serialize"),
+        (f"{__name__}._DuckSerializer", "is not a subclass of weir.state.Serializer; "),
+        ("os.system", "is not a subclass of weir.state.Serializer"),
     ],
 )
 def test_serializer_for_errors_name_the_key(spec: str, expected: str) -> None:
@@ -227,3 +244,4 @@ def test_serializer_for_errors_name_the_key(spec: str, expected: str) -> None:
         serializer_for(spec, what="valueSerializerClass")
     assert expected in str(info.value)
     assert "valueSerializerClass" in str(info.value)
+    assert not _DuckSerializer.created

@@ -99,10 +99,19 @@ class StateFactory:
         if cfg.provider == "custom":
             assert cfg.custom_class is not None
             obj = import_object(cfg.custom_class)
-            inst = obj() if isinstance(obj, type) else obj
-            if not isinstance(inst, StateProvider):
-                msg = f"topology.state.provider: {cfg.custom_class!r} is not a weir.state.StateProvider"
+            # checked before anything is instantiated: only weir's SPI may be constructed by name
+            if not isinstance(obj, type) or not issubclass(obj, StateProvider):
+                msg = (
+                    f"topology.state.provider: {cfg.custom_class!r} is not a subclass of weir.state.StateProvider; "
+                    "a provider named by class must subclass it, or use a short name: sqlite, redis, postgres, "
+                    "memory"
+                )
                 raise ConfigError(msg)
+            try:
+                inst = obj()
+            except Exception as exc:
+                msg = f"topology.state.provider: cannot create {cfg.custom_class!r}: {type(exc).__name__}: {exc}"
+                raise ConfigError(msg) from exc
             return inst
         return KeyValueStateProvider(cfg)
 

@@ -77,7 +77,7 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _DECODER = json.JSONDecoder(object_hook=_revive)
 
 
-class JsonSerializer:
+class JsonSerializer(Serializer):
     """Compact, cross-language JSON (the default)."""
 
     name = "json"
@@ -106,7 +106,7 @@ class JsonSerializer:
             raise SerializationError(msg) from exc
 
 
-class PickleSerializer:
+class PickleSerializer(Serializer):
     """Python pickle: any picklable object, Python readers only. Opt-in."""
 
     name = "pickle"
@@ -128,7 +128,7 @@ class PickleSerializer:
             raise SerializationError(msg) from exc
 
 
-class StrSerializer:
+class StrSerializer(Serializer):
     """Plain UTF-8 text (``keyClass: "str"``)."""
 
     name = "str"
@@ -145,7 +145,7 @@ class StrSerializer:
         return bytes(data).decode("utf-8")
 
 
-class IntSerializer:
+class IntSerializer(Serializer):
     """Decimal ASCII integers (``valueClass: "int"``): readable by anything, ``INCRBY``-compatible."""
 
     name = "int"
@@ -166,7 +166,7 @@ class IntSerializer:
             raise SerializationError(msg) from exc
 
 
-class FloatSerializer:
+class FloatSerializer(Serializer):
     """Decimal floats (``valueClass: "float"``)."""
 
     name = "float"
@@ -187,7 +187,7 @@ class FloatSerializer:
             raise SerializationError(msg) from exc
 
 
-class BytesSerializer:
+class BytesSerializer(Serializer):
     """Raw bytes, unchanged (``valueClass: "bytes"``)."""
 
     name = "bytes"
@@ -237,8 +237,22 @@ def serializer_for(spec: str | None, *, what: str) -> Serializer:
     except ConfigError as exc:
         msg = f"{what}: {exc} (short names: {', '.join(sorted(_BY_NAME))})"
         raise ConfigError(msg) from exc
-    inst = obj() if isinstance(obj, type) else obj
-    if not isinstance(inst, Serializer):
-        msg = f"{what}: {spec!r} has no serialize(obj) -> bytes and deserialize(bytes) methods"
+    # checked before anything is instantiated: a class name in a configuration is not a licence to
+    # construct any importable object
+    if not isinstance(obj, type) or Serializer not in obj.__mro__:
+        has = isinstance(obj, type) and callable(getattr(obj, "serialize", None)) and callable(
+            getattr(obj, "deserialize", None)
+        )
+        hint = "" if has else " (it has no serialize(obj) -> bytes and deserialize(bytes) methods)"
+        msg = (
+            f"{what}: {spec!r} is not a subclass of weir.state.Serializer{hint}; a serializer named by class "
+            "must subclass weir.state.Serializer (class MySerializer(Serializer): ...), or use a short name: "
+            f"{', '.join(sorted(_BY_NAME))}"
+        )
         raise ConfigError(msg)
-    return inst
+    try:
+        inst = obj()
+    except Exception as exc:
+        msg = f"{what}: cannot create {spec!r}: {type(exc).__name__}: {exc}"
+        raise ConfigError(msg) from exc
+    return inst  # type: ignore[no-any-return]
