@@ -10,6 +10,7 @@ from weir.errors import (
     SerializationError,
     SourceError,
     StateError,
+    StateLossError,
     TopologyError,
     WeirError,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "SerializationError",
     "SourceError",
     "StateError",
+    "StateLossError",
     "TopologyError",
     "WeirError",
     "__version__",

@@ -9,6 +9,7 @@
     │   └── SerializationError (TypeError-like)   a key or value that cannot be (de)serialized
     ├── TopologyError (RuntimeError) bad topology wiring, or a user function failing inside a task
     ├── CheckpointError (RuntimeError) coordinator / Streams checkpoint failures, corrupt checkpoint data
+    │   └── StateLossError           the store is behind Spark's commit log: committed state was lost
     └── SourceError (RuntimeError)   a spout/source cannot read what it promised
 
 Every message names the ids involved (topology, component, task, namespace, txid) and says what to do.
@@ -23,6 +24,7 @@ __all__ = [
     "SerializationError",
     "SourceError",
     "StateError",
+    "StateLossError",
     "TopologyError",
     "WeirError",
 ]
@@ -81,6 +83,10 @@ class TopologyError(WeirError, RuntimeError):
 
 class CheckpointError(WeirError, RuntimeError):
     """The checkpoint coordinator or a Streams checkpoint failed, or checkpoint data is corrupt."""
+
+
+class StateLossError(CheckpointError):
+    """The store lost committed data: its coordinator record is behind Spark's commit log."""
 
 
 class SourceError(WeirError, RuntimeError):

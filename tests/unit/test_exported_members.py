@@ -12,6 +12,7 @@ WEIR = {
     "SerializationError",
     "SourceError",
     "StateError",
+    "StateLossError",
     "TopologyError",
     "WeirError",
     "__version__",

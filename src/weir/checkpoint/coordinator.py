@@ -248,6 +248,23 @@ class Coordinator:
             raise FencedError(msg) from exc
         self.record = replace(rec, epoch=self.epoch)
 
+    def accept_loss(self, query_id: str, last_batch: int, floor: int = 0) -> None:
+        """Continue after an accepted loss of store data: Spark batch ``last_batch`` counts as committed.
+
+        The record is re-based on Spark query ``query_id`` so that the next batch gets the next txid
+        and the same loss is not reported again (``weir.accept.state.loss``); ``floor`` is the highest
+        txid a namespace of the topology still holds, which new txids must follow. A transaction
+        still in flight (``PREPARING``/``COMMITTING``) is left to :meth:`recover`.
+        """
+        rec = self._rec()
+        if rec.phase is not Phase.COMMITTED:
+            return
+        if rec.query_id == query_id and rec.txid_base is not None and rec.txid_base + last_batch >= floor:
+            base = rec.txid_base
+        else:
+            base = max(rec.last_committed, floor) - last_batch
+        self._save(replace(rec, query_id=query_id, txid_base=base, txid=max(rec.txid, base + last_batch)))
+
     # ---- recovery ------------------------------------------------------------------------
     def recover(self) -> None:
         """Finish or undo the transaction a previous driver left (step 1)."""

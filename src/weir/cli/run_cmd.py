@@ -107,6 +107,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     conf.update(parse_conf_pairs(args.conf or []))
     if args.master:
         conf["weir.spark.master"] = args.master
+    if args.accept_state_loss:
+        conf["weir.accept.state.loss"] = True
     name = args.name or default_name
     run = weir.submit(name, conf, topology)
     print(f"weir: running topology {name!r} (Ctrl-C stops it)", file=sys.stderr)
@@ -155,6 +157,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--name", help="topology name (default: NAME in the module, else its file name)")
     p.add_argument(
         "--available-now", action="store_true", help="process what the sources have now, then stop"
+    )
+    p.add_argument(
+        "--accept-state-loss",
+        action="store_true",
+        help="start even if the store lost committed state (it is behind Spark's commit log); "
+        "the lost updates stay lost (weir.accept.state.loss)",
     )
     p.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--interval", type=float, default=0.5, help="progress refresh in seconds")

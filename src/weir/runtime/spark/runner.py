@@ -20,6 +20,7 @@ from weir.checkpoint.coordinator import BatchReport, CheckpointStore, Coordinato
 from weir.errors import ConfigError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.session import ensure_python_env, get_spark
+from weir.runtime.spark.statecheck import check_store_against_spark
 from weir.state.base import StateProvider
 from weir.state.config import parse_provider_config
 from weir.state.factory import KeyValueStateProvider, StateFactory, open_backend
@@ -87,7 +88,11 @@ def make_coordinator(
     rc: RuntimeConfig,
     master: str,
 ) -> Coordinator:
-    """A started coordinator whose record lives in the topology's store (sqlite for custom providers)."""
+    """A started coordinator whose record lives in the topology's store (sqlite for custom providers).
+
+    The store is cross-checked against Spark's commit log here, before anything runs
+    (:func:`~weir.runtime.spark.statecheck.check_store_against_spark`).
+    """
     if isinstance(provider, KeyValueStateProvider):
         backend = provider.backend
     else:
@@ -97,6 +102,7 @@ def make_coordinator(
         name, CheckpointStore(backend, name), participants, parallelism, max_retries=rc.max_retries
     )
     coord.start()
+    check_store_against_spark(coord, rc.checkpoint_location, accept=rc.accept_state_loss)
     return coord
 
 
