@@ -242,8 +242,9 @@ class Coordinator:
             self.store.save(rec, self.epoch)
         except FencedError as exc:
             msg = (
-                f"topology {self.topology!r}: another driver (a newer epoch) has taken over; this driver "
-                f"(epoch {self.epoch}) stops and commits nothing. ({exc})"
+                f"topology {self.topology!r}: another driver (a newer epoch) has taken over, or an admin wrote "
+                f"with `weir state put/delete --force`; this driver (epoch {self.epoch}) stops and commits "
+                f"nothing. ({exc})"
             )
             raise FencedError(msg) from exc
         self.record = replace(rec, epoch=self.epoch)

@@ -322,15 +322,17 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     return 0
 
 
-def _refuse_if_prepared(store: Store, namespace: str) -> None:
-    prepared = store.backend.txids(namespace).prepared
-    if prepared is not None:
-        msg = (
-            f"namespace {namespace!r} has a prepared transaction (txid {prepared}) waiting for commit or "
-            "rollback; admin writes are refused until it is resolved (restart the topology so recovery "
-            "finishes it; `weir state inspect` shows it)"
+def _admin_write(store: Store, args: argparse.Namespace, changes: dict[bytes, bytes | None]) -> None:
+    """Write through :func:`weir.checkpoint.admin.admin_write` (live topologies: refused, or fenced)."""
+    from weir.checkpoint.admin import admin_write
+
+    fenced = admin_write(store.backend, args.namespace, changes, force=args.force)
+    if fenced is not None:
+        print(
+            f"weir: topology {fenced.topology!r} was running ({fenced.reason}); it is fenced now and stops "
+            "without committing its batch in flight. Restart it: it continues from this write.",
+            file=sys.stderr,
         )
-        raise StateError(msg)
 
 
 def _cmd_put(args: argparse.Namespace) -> int:
@@ -339,8 +341,7 @@ def _cmd_put(args: argparse.Namespace) -> int:
         value = parse_arg(args.value, store.value_serializer, "value")
         skey = store.key_serializer.serialize(key)
         sval = store.value_serializer.serialize(value)
-        _refuse_if_prepared(store, args.namespace)
-        store.backend.write_direct(args.namespace, {skey: sval}, None)
+        _admin_write(store, args, {skey: sval})
         print(f"{args.namespace}: {dumps(key)} = {dumps(value)}")
     return 0
 
@@ -349,12 +350,11 @@ def _cmd_delete(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         key = parse_arg(args.key, store.key_serializer, "key")
         skey = store.key_serializer.serialize(key)
-        _refuse_if_prepared(store, args.namespace)
         previous = store.backend.get(args.namespace, skey)
         if previous is None:
             print(f"weir: key {dumps(key)} not found in namespace {args.namespace!r}", file=sys.stderr)
             return 1
-        store.backend.write_direct(args.namespace, {skey: None}, None)
+        _admin_write(store, args, {skey: None})
         old = _decode(store, args.namespace, skey, previous)[1]
         print(f"{args.namespace}: deleted {dumps(key)} (was {dumps(old)})")
     return 0
@@ -380,7 +380,35 @@ def _cell(value: Any) -> Any:
     return dumps(value)
 
 
+def _verify(args: argparse.Namespace) -> int:
+    """``inspect --verify``: the store's full integrity check; 1 when it found problems."""
+    conf = load_conf(args.conf_file, args.conf or [], args.url)
+    try:
+        backend, _ = open_backend_for(conf, must_exist=True)
+    except ConfigError:
+        cfg = parse_provider_config(conf)
+        if cfg.provider != "sqlite":
+            raise
+        from weir.state.sqlite import SqliteBackend, SqliteOptions
+
+        backend = SqliteBackend(SqliteOptions.from_config(cfg))  # damaged: report, do not refuse
+    try:
+        where = backend.describe()
+        problems = backend.verify()
+    finally:
+        backend.close()
+    if problems:
+        print(f"verify: {len(problems)} problem(s) in {where}")
+        for p in problems:
+            print(f"  {p}")
+        return 1
+    print(f"verify: {where} is intact")
+    return 0
+
+
 def _cmd_inspect(args: argparse.Namespace) -> int:
+    if args.verify:
+        return _verify(args)
     with open_store(args) as store:
         b = store.backend
         known = b.namespaces()
@@ -497,15 +525,22 @@ def register(subparsers: Any) -> None:
     p.add_argument("namespace")
     p.add_argument("key", help="the key as JSON (text that is not JSON is taken as a string)")
     p.add_argument("value", help="the value as JSON (text that is not JSON is taken as a string)")
+    p.add_argument("--force", action="store_true", help="write even while the topology runs (fences it)")
     p.set_defaults(func=_cmd_put)
 
     p = sub.add_parser("delete", parents=[common], help="delete a committed key (admin write)")
     p.add_argument("namespace")
     p.add_argument("key", help="the key as JSON (text that is not JSON is taken as a string)")
+    p.add_argument("--force", action="store_true", help="delete even while the topology runs (fences it)")
     p.set_defaults(func=_cmd_delete)
 
     p = sub.add_parser("inspect", parents=[common], help="pending prepares and coordinator records")
     p.add_argument("namespaces", nargs="*", metavar="NAMESPACE", help="namespaces to show (default: all)")
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="check the whole store instead: SQLite integrity_check, every txid record and prepared set",
+    )
     p.set_defaults(func=_cmd_inspect)
 
     state_migrate.register(sub)

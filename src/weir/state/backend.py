@@ -121,6 +121,23 @@ class Backend(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
 
+    def verify(self) -> list[str]:
+        """Check the whole store; a list of problems, each naming where (``weir state inspect --verify``).
+
+        The default reads every namespace's txid record and prepared change set, so foreign or
+        garbled bookkeeping is named; a backend adds its own deeper checks (SQLite: integrity_check).
+        """
+        from weir.errors import WeirError
+
+        problems: list[str] = []
+        for ns in self.namespaces():
+            try:
+                self.txids(ns)
+                self.load_prepared(ns)
+            except WeirError as exc:
+                problems.append(str(exc))
+        return problems
+
     # ---- helpers -----------------------------------------------------------------------------
     def describe(self) -> str:
         """Where the store is, for messages (no passwords)."""

@@ -109,6 +109,10 @@ end
 _FENCE = """
 local function fence(e)
   local stored = tonumber(redis.call('HGET', KEYS[3], 'epoch') or '0')
+  if stored == nil then return 'txid' end
+  if redis.call('HEXISTS', KEYS[3], 'prepare') == 0 and redis.call('EXISTS', KEYS[2]) == 1 then
+    return 'prepare'
+  end
   if e ~= '' then
     local n = tonumber(e)
     if n < stored then return stored end
@@ -120,6 +124,7 @@ end
 local f = fence(ARGV[1])
 if f then
   if KEYS[4] then redis.call('DEL', KEYS[4]) end
+  if type(f) == 'string' then return redis.error_reply('WEIR_FOREIGN ' .. f) end
   return redis.error_reply('WEIR_FENCED ' .. f)
 end
 """
@@ -288,8 +293,29 @@ class RedisBackend(Backend):
     def _stage_key(self, namespace: str) -> bytes:
         return self.keys(namespace)[0] + b"$stage$" + uuid.uuid4().hex.encode()
 
+    def _foreign(self, namespace: str, which: int, what: str, found: str) -> StateError:
+        key = self.keys(namespace)[which].decode("utf-8", "replace")
+        role = ("committed rows", "prepared change set", "txid record")[which]
+        return StateError(
+            f"namespace {namespace!r}: cannot {what}: Redis key {key!r} (weir's {role}) holds {found}, which "
+            f"weir did not write; weir leaves it untouched. Inspect it (redis-cli TYPE/HGETALL {key!r}); if "
+            "it belongs to another application, give the topology or component another name, else repair or "
+            "delete it"
+        )
+
     def _error(self, exc: Exception, namespace: str, what: str, epoch: int | None = None) -> StateError:
         text = str(exc)
+        if text.startswith("WEIR_FOREIGN"):
+            if text.split()[1] == "prepare":
+                return self._foreign(namespace, 1, what, "a prepared change set without a prepared txid")
+            return self._foreign(namespace, 2, what, "an epoch that is not a number")
+        if "WRONGTYPE" in text:
+            return StateError(
+                f"namespace {namespace!r}: cannot {what}: one of its Redis keys "
+                f"({', '.join(repr(k.decode('utf-8', 'replace')) for k in self.keys(namespace))}) is not a hash, "
+                "so weir did not write it; weir leaves it untouched. Give the topology or component another "
+                "name, or repair or delete the key"
+            )
         if text.startswith("WEIR_FENCED"):
             return FencedError(fenced_message(namespace, epoch or 0, int(float(text.split()[1]))))
         if text.startswith("WEIR_NOT_PREPARED"):
@@ -362,9 +388,13 @@ class RedisBackend(Backend):
             c, p, e = self.client.hmget(self.keys(namespace)[2], [b"commit", b"prepare", b"epoch"])
         except _ERRORS as exc:
             raise self._error(exc, namespace, "read the txid record") from exc
-        return TxidRecord(
-            None if c is None else int(c), None if p is None else int(p), 0 if e is None else int(e)
-        )
+        try:
+            return TxidRecord(
+                None if c is None else int(c), None if p is None else int(p), 0 if e is None else int(e)
+            )
+        except ValueError:
+            found = f"commit={c!r:.40}, prepare={p!r:.40}, epoch={e!r:.40}"
+            raise self._foreign(namespace, 2, "read the txid record", found) from None
 
     def load_prepared(self, namespace: str) -> tuple[int, dict[bytes, bytes | None]] | None:
         """The prepared change set and its txid, read atomically."""
@@ -373,9 +403,21 @@ class RedisBackend(Backend):
         except _ERRORS as exc:
             raise self._error(exc, namespace, "read the prepared change set") from exc
         if txid is None:
+            if flat:
+                raise self._foreign(namespace, 1, "read the prepared change set", "rows without a prepared txid")
             return None
+        if not txid.isdigit():
+            raise self._foreign(namespace, 2, "read the prepared change set", f"a prepared txid {txid!r:.40}")
         it = iter(flat)
-        changes = {k: (None if v == _TOMBSTONE else v[1:]) for k, v in zip(it, it, strict=True)}
+        changes: dict[bytes, bytes | None] = {}
+        for k, v in zip(it, it, strict=True):
+            if v == _TOMBSTONE:
+                changes[k] = None
+            elif v[:1] == _PUT:
+                changes[k] = v[1:]
+            else:
+                found = f"a value {v[:20]!r} at field {k[:40]!r} that is neither '=value' nor '-'"
+                raise self._foreign(namespace, 1, "read the prepared change set", found)
         return int(txid), changes
 
     def namespaces(self) -> list[str]:

@@ -199,6 +199,7 @@ class SqliteBackend(Backend):
         try:
             os.makedirs(os.path.dirname(options.path), exist_ok=True)
             backend._init_schema()
+            backend._check("quick_check")
         except ConfigError:
             backend.close()
             raise
@@ -274,6 +275,32 @@ class SqliteBackend(Backend):
                 c.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
 
         self._write("(schema)", create)
+
+    def _integrity(self, pragma: str) -> list[str]:
+        rows = self._conn().execute(f"PRAGMA {pragma}(20)").fetchall()
+        return [] if [r[0] for r in rows] == ["ok"] else [str(r[0]) for r in rows]
+
+    def _check(self, pragma: str) -> None:
+        """Refuse a damaged database file (``PRAGMA quick_check`` at open), naming the file."""
+        try:
+            problems = self._integrity(pragma)
+        except sqlite3.DatabaseError as exc:
+            problems = [str(exc)]
+        if problems:
+            msg = (
+                f"the sqlite state store {self.describe()} is damaged ({pragma}: {'; '.join(problems[:3])}); "
+                "weir will not read or write it, since rows could be missing silently. Restore the file from a "
+                "backup; `weir state inspect --verify` runs the full check"
+            )
+            raise ConfigError(msg)
+
+    def verify(self) -> list[str]:
+        """``PRAGMA integrity_check`` of the whole file, then the default record checks."""
+        try:
+            problems = [f"{self.describe()}: integrity_check: {p}" for p in self._integrity("integrity_check")]
+        except sqlite3.DatabaseError as exc:
+            return [f"{self.describe()}: integrity_check failed: {exc}"]
+        return problems or super().verify()
 
     # ---- transactions --------------------------------------------------------------------------
     def _write(self, namespace: str, body: Callable[[sqlite3.Connection], T], *, rerun: bool = True) -> T:
