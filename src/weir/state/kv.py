@@ -109,11 +109,12 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
             )
             raise SerializationError(msg) from exc
 
-    def _dval(self, data: bytes) -> Any:
+    def _dval(self, data: bytes, skey: bytes | None = None) -> Any:
         try:
             return self.value_serializer.deserialize(data)
         except SerializationError as exc:
-            msg = f"namespace {self.namespace!r}: {exc}"
+            where = "" if skey is None else f", stored key {bytes(skey)[:60]!r}"
+            msg = f"namespace {self.namespace!r}{where}: {exc}"
             raise SerializationError(msg) from exc
 
     def _lookup(self, skey: bytes) -> Any:
@@ -135,7 +136,7 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
         if obj is not _MISSING:
             return obj
         data = self._lookup(skey)
-        return default if data is _MISSING else self._dval(data)
+        return default if data is _MISSING else self._dval(data, skey)
 
     def get_many(self, keys: list[Any], default: Any = None) -> list[Any]:
         """Values of ``keys``; committed misses are fetched in one backend round trip."""
@@ -182,7 +183,7 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
         for skey, sval in self.backend.scan(self.namespace):
             if skey in overlay:
                 continue
-            yield self.key_serializer.deserialize(skey), self._dval(sval)
+            yield self.key_serializer.deserialize(skey), self._dval(sval, skey)
         for skey, val in overlay.items():
             if val is not None:
                 yield self.key_serializer.deserialize(skey), self._dval(val)

@@ -108,8 +108,9 @@ end
 """
 _FENCE = """
 local function fence(e)
-  local stored = tonumber(redis.call('HGET', KEYS[3], 'epoch') or '0')
-  if stored == nil then return 'txid' end
+  local t = redis.call('HMGET', KEYS[3], 'epoch', 'commit', 'prepare')
+  local stored = tonumber(t[1] or '0')
+  if stored == nil or (t[2] and not tonumber(t[2])) or (t[3] and not tonumber(t[3])) then return 'txid' end
   if redis.call('HEXISTS', KEYS[3], 'prepare') == 0 and redis.call('EXISTS', KEYS[2]) == 1 then
     return 'prepare'
   end
@@ -308,7 +309,7 @@ class RedisBackend(Backend):
         if text.startswith("WEIR_FOREIGN"):
             if text.split()[1] == "prepare":
                 return self._foreign(namespace, 1, what, "a prepared change set without a prepared txid")
-            return self._foreign(namespace, 2, what, "an epoch that is not a number")
+            return self._foreign(namespace, 2, what, "an epoch, commit or prepare field that is not a number")
         if "WRONGTYPE" in text:
             return StateError(
                 f"namespace {namespace!r}: cannot {what}: one of its Redis keys "
