@@ -16,8 +16,8 @@ import weir
 from weir.checkpoint.coordinator import CheckpointStore
 from weir.demo import read_counts, wordcount_topology
 from weir.errors import StateLossError
-from weir.state.factory import close_backends, open_backend
 from weir.state.config import parse_provider_config
+from weir.state.factory import close_backends, open_backend
 
 from ..servers import PostgresDatabase, RedisServer, redis_command
 

@@ -70,9 +70,15 @@ def test_a_store_that_kept_its_data_passes(tmp_path: Path, rec: CheckPointState 
     ("rec", "expected"),
     [
         (None, "has no coordinator record, but Spark's checkpoint"),
-        (CheckPointState(txid=9, query_id="q0", txid_base=0), "was last written by Spark query q0 (last committed txid 9)"),
+        (
+            CheckPointState(txid=9, query_id="q0", txid_base=0),
+            "was last written by Spark query q0 (last committed txid 9)",
+        ),
         (CheckPointState(txid=2, query_id="q1", txid_base=1), "holds committed txid 2, but Spark's checkpoint"),
-        (CheckPointState(txid=5, phase=Phase.PREPARING, query_id="q1", txid_base=2), "txids 5..6 (Spark batches 3..4)"),
+        (
+            CheckPointState(txid=5, phase=Phase.PREPARING, query_id="q1", txid_base=2),
+            "txids 5..6 (Spark batches 3..4)",
+        ),
     ],
 )
 def test_a_store_behind_sparks_commit_log_is_refused(

@@ -56,7 +56,7 @@ def test_modes_are_enforced() -> None:
 
 def test_objects_that_are_not_plain_data_are_refused_with_the_type() -> None:
     ck = Checkpoint(2, where="operator 'w' task 0")
-    with pytest.raises(CheckpointError, match="checkpoint 2 of operator 'w' task 0: write_object: a value of type lock"):
+    with pytest.raises(CheckpointError, match="of operator 'w' task 0: write_object: a value of type lock"):
         ck.write_object(threading.Lock())
     ck.put("lock", threading.Lock())
     with pytest.raises(CheckpointError, match="the key-value map: a value of type lock is not plain data"):

@@ -151,7 +151,8 @@ def check_store_against_spark(coordinator: Coordinator, location: str, *, accept
         "(1) restore the store from a backup taken after that point and start again; "
         f"(2) rebuild the state from the source: move Spark's checkpoint directory {location!r} aside, empty "
         "what is left of the topology's state in the store (or run under a new topology name), and start "
-        "again, so the sources are read again from their start; (3) accept the loss and continue after the last Spark batch: start with "
-        "`weir run --accept-state-loss` (configuration key weir.accept.state.loss = true)"
+        "again, so the sources are read again from their start; (3) accept the loss and continue after the "
+        "last Spark batch: start with `weir run --accept-state-loss` (configuration key "
+        "weir.accept.state.loss = true)"
     )
     raise StateLossError(msg)
