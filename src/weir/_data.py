@@ -33,8 +33,8 @@ __all__ = ["PICKLE_PREFIXES", "DataCodecError", "decode", "encode", "looks_like_
 PICKLE_PREFIXES = (b"\x80", b"p")
 
 _SCALARS = (str, int, float, bool, bytes)
-_CONTAINERS = {tuple: b"t", list: b"l", set: b"e", frozenset: b"z"}
-_FROM_TAG = {b"t": tuple, b"l": list, b"e": set, b"z": frozenset}
+_CONTAINERS: dict[type, bytes] = {tuple: b"t", list: b"l", set: b"e", frozenset: b"z"}
+_FROM_TAG: dict[bytes, type] = {b"t": tuple, b"l": list, b"e": set, b"z": frozenset}
 
 
 class DataCodecError(SerializationError):

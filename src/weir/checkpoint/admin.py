@@ -112,6 +112,6 @@ def admin_write(backend: Backend, namespace: str, changes: Changes, *, force: bo
     # 3. a prepared change set carries the admin's change too, so a roll-forward keeps it
     got = backend.load_prepared(namespace)
     if got is not None:
-        txid, prepared = got
-        backend.write_prepared(namespace, txid, {**prepared, **changes}, epoch)
+        prepared_txid, prepared_set = got
+        backend.write_prepared(namespace, prepared_txid, {**prepared_set, **changes}, epoch)
     return live
