@@ -4,7 +4,7 @@ Every value is one tag byte and a body. Scalars: ``n`` None, ``T``/``F`` boolean
 (decimal digits), ``f`` float (``repr``), ``s`` str (UTF-8), ``y`` bytes, ``D`` datetime and ``a``
 date (ISO 8601), ``c`` Decimal. Containers hold their items as ``u32 length · encoded item``:
 ``t`` tuple, ``l`` list, ``d`` dict (key, value, key, value, ...), ``e`` set, ``z`` frozenset.
-Equal values give equal bytes (dict items and set members in insertion/iteration order).
+Equal values give equal bytes (dict items in insertion order, set members sorted by their encoding).
 
 The tag ``p`` marks a pickle. Only :func:`encode` with ``allow_pickle=True`` writes it (for values a
 user's own process hands to Spark, never for anything a store or a source holds), and only
@@ -72,7 +72,7 @@ def _enc(value: Any, out: bytearray, allow_pickle: bool, what: str) -> None:
         out += b"i" + str(value).encode()
     elif t is float:
         out += b"f" + repr(value).encode()
-    elif t is bytes:
+    elif t is bytes or t is bytearray:  # Spark hands binary columns over as bytearray
         out += b"y" + value
     elif t is _dt.datetime:
         out += b"D" + value.isoformat().encode()
@@ -81,13 +81,14 @@ def _enc(value: Any, out: bytearray, allow_pickle: bool, what: str) -> None:
     elif t is decimal.Decimal:
         out += b"c" + str(value).encode()
     elif t in _CONTAINERS:
-        _frame(out, _CONTAINERS[t], [encode(v, allow_pickle=allow_pickle, what=what) for v in value])
+        items = [encode(v, allow_pickle=allow_pickle, what=what) for v in value]
+        _frame(out, _CONTAINERS[t], sorted(items) if t is set or t is frozenset else items)
     elif t is dict:
-        items: list[bytes] = []
+        pairs: list[bytes] = []
         for k, v in value.items():
-            items.append(encode(k, allow_pickle=allow_pickle, what=what))
-            items.append(encode(v, allow_pickle=allow_pickle, what=what))
-        _frame(out, b"d", items)
+            pairs.append(encode(k, allow_pickle=allow_pickle, what=what))
+            pairs.append(encode(v, allow_pickle=allow_pickle, what=what))
+        _frame(out, b"d", pairs)
     elif allow_pickle:
         try:
             out += b"p" + pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
