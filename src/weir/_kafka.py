@@ -27,6 +27,7 @@ def client_module() -> Any:
     """The ``confluent_kafka`` module, or a :class:`ConfigError` saying how to install it."""
     try:
         import confluent_kafka
+        import confluent_kafka.admin  # noqa: F401 - the admin client lives in a submodule
     except ImportError as exc:  # pragma: no cover - packaging
         msg = "Kafka support needs confluent-kafka: pip install 'weir[kafka]'"
         raise ConfigError(msg) from exc
@@ -74,6 +75,8 @@ def topic_partitions(settings: Mapping[str, str], timeout: float, where: str) ->
     try:
         md = admin(settings).list_topics(timeout=timeout)
     except Exception as exc:
+        with _LOCK:  # a client for unreachable brokers would go on retrying (and logging) forever
+            _ADMINS.pop(tuple(sorted(settings.items())), None)
         msg = (
             f"{where}: cannot reach the Kafka brokers at {describe_servers(settings)} within {timeout:.0f}s "
             f"({exc}); check bootstrap_servers and the security settings"
