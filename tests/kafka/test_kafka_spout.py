@@ -129,6 +129,7 @@ def test_new_partitions_and_pattern_topics_are_picked_up(kafka_broker: KafkaBrok
     end = sp.latest_offset(start, ReadLimit())
     assert end == {t1: {"0": 1, "1": 1}, t2: {"0": 1}}
     assert sorted(r[1] for r in sp.records(start, end)) == ["1", "2", "3"]
+    assert len(sp.partitions(start, end)) == 3
 
 
 def test_aborted_transactions_are_skipped_and_open_ones_not_reached(kafka_broker: KafkaBroker) -> None:
@@ -152,7 +153,9 @@ def test_aborted_transactions_are_skipped_and_open_ones_not_reached(kafka_broker
     end = sp.latest_offset(start, ReadLimit())
     assert [r[1] for r in sp.records(start, end)] == ["committed"]  # the open one lies past the stable offset
     p.commit_transaction(60)
-    end2 = sp.latest_offset(end, ReadLimit())
+    deadline = time.monotonic() + 60  # the commit markers are written just after commit_transaction returns
+    while (end2 := sp.latest_offset(end, ReadLimit())) == end and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert [r[1] for r in sp.records(end, end2)] == ["open"]
 
 

@@ -327,8 +327,10 @@ class KafkaSpout(ReplayableSpout):
         parts: list[tuple[Offset, Offset]] = []
         for t, ends in sorted(end.items()):
             for p, e in sorted(ends.items(), key=lambda kv: int(kv[0])):
-                s = start.get(t, {}).get(p, e)
-                if e > s:
+                s = start.get(t, {}).get(p)
+                if s is None:  # a partition new since start: its range begins at its earliest offset
+                    parts.append(({t: {}}, {t: {p: e}}))
+                elif e > s:
                     parts.append(({t: {p: s}}, {t: {p: e}}))
         return parts
 
@@ -369,11 +371,13 @@ class KafkaSpout(ReplayableSpout):
         """The records of every partition in ``[start, end)`` as Arrow record batches."""
         for t, ends in sorted(end.items()):
             for p, e in sorted(ends.items(), key=lambda kv: int(kv[0])):
-                s = start.get(t, {}).get(p, e)
-                if e > s:
+                s = start.get(t, {}).get(p)
+                if s is None:  # new since start: from its earliest offset (nothing was promised before)
+                    yield from self._read_partition(t, int(p), 0, int(e), fresh=True)
+                elif e > s:
                     yield from self._read_partition(t, int(p), int(s), int(e))
 
-    def _read_partition(self, topic: str, part: int, s: int, e: int) -> Iterator[Any]:
+    def _read_partition(self, topic: str, part: int, s: int, e: int, *, fresh: bool = False) -> Iterator[Any]:
         ck = client_module()
         consumer = self._consumer()
         tp = ck.TopicPartition(topic, part)
@@ -383,6 +387,8 @@ class KafkaSpout(ReplayableSpout):
         except Exception as exc:
             msg = f"{self.describe()}: topic {topic!r} partition {part}: reading the watermarks failed: {exc}"
             raise SourceError(msg) from exc
+        if fresh and low > s:
+            s = low
         if low > s:
             what = (
                 f"topic {topic!r} partition {part}: offsets {s}..{min(low, e) - 1} of the batch's range {rng} "
