@@ -42,11 +42,6 @@ from weir.sources._schema import Column, converter, parse_columns
 from weir.sources.replayable import Offset, ReadLimit, ReplayableSpout
 from weir.topology.components import Guarantee
 
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
-
-    from weir.topology.context import TopologyContext
-
 __all__ = ["KafkaSpout"]
 
 log = logging.getLogger("weir.sources")
@@ -280,10 +275,9 @@ class KafkaSpout(ReplayableSpout):
             msg = f"{self.describe()}: describing topic {topic!r} failed: {exc}"
             raise SourceError(msg) from exc
 
-    def create_stream(self, spark: SparkSession, context: TopologyContext) -> DataFrame:
-        """Check brokers and topics at submit, then register the spout with Spark."""
+    def validate(self) -> None:
+        """Submit-time checks: see :meth:`check_reachable`."""
         self.check_reachable()
-        return super().create_stream(spark, context)
 
     # ---- offsets -----------------------------------------------------------------------------
     def initial_offset(self) -> Offset:
