@@ -42,8 +42,8 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))  # tests.servers: the broker fixture
 
 from _common import local_spark, machine, write_results  # noqa: E402
-from sources import spark_alone_run, trident_count  # noqa: E402
 
+from sources import spark_alone_run, trident_count  # noqa: E402
 from weir.cli._table import format_table, human_rate  # noqa: E402
 
 
@@ -178,6 +178,7 @@ def main() -> int:  # noqa: PLR0915 - a script
     n, keys, per_batch = args.events, args.keys, args.batch
     from tests.kafka.conftest import create_topic
     from tests.servers import KafkaBroker
+
     from weir.sources import KafkaSpout
 
     expected = Counter(key_of(i, keys) for i in range(n))
@@ -249,7 +250,8 @@ def main() -> int:  # noqa: PLR0915 - a script
     out_table = []
     for r in out_rows:
         r["vs_plain"] = r["records_per_s"] / base
-        out_table.append([r["variant"], f"{r['seconds']:.2f} s", human_rate(r["records_per_s"]), f"{r['vs_plain']:.2f}x"])
+        out_table.append([r["variant"], f"{r['seconds']:.2f} s", human_rate(r["records_per_s"]),
+                          f"{r['vs_plain']:.2f}x"])
     print()
     print(f"{n:,} events, {args.partitions} partitions, batches of {per_batch:,}")
     print(format_table(["input", "time", "events/s", "batches", "vs plain", "vs Spark alone"], table))

@@ -649,7 +649,10 @@ def kafka_jars() -> Path:
     cache = Path(os.environ.get("WEIR_CACHE") or Path.home() / ".cache" / "weir")
     jars = cache / f"kafka-{kafka_version()}"
     if not (jars / ".complete").exists() and shutil.which("mvn") and shutil.which("bash"):
-        script = f"apt_install() {{ echo \"install $* by hand\" >&2; return 1; }}; ROOT={KAFKA_POM.parents[2]}; . {KAFKA_SETUP}"
+        script = (
+            f"apt_install() {{ echo \"install $* by hand\" >&2; return 1; }}; "
+            f"ROOT={KAFKA_POM.parents[2]}; . {KAFKA_SETUP}"
+        )
         subprocess.run(["bash", "-c", script], check=False, capture_output=True, timeout=900)
     require_service((jars / ".complete").exists(), f"Kafka's jars are not in {jars} (run bash {KAFKA_SETUP})")
     require_binary("java")

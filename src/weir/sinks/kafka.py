@@ -89,7 +89,9 @@ class TransactionalPublisher:
         self._marker: int | None = None  # the last txid this writer published (None: unknown yet)
 
     @classmethod
-    def get(cls, settings: Mapping[str, str], topic: str, transactional_id: str, marker_topic: str) -> TransactionalPublisher:
+    def get(
+        cls, settings: Mapping[str, str], topic: str, transactional_id: str, marker_topic: str
+    ) -> TransactionalPublisher:
         """The cached publisher of this writer in this process."""
         key = (tuple(sorted(settings.items())), topic, transactional_id, marker_topic)
         with _LOCK:
@@ -425,5 +427,7 @@ class KafkaStateUpdater(StateUpdater[KafkaState]):
         """Add every tuple's record to the state."""
         where = f"KafkaStateUpdater({state.publisher.topic!r})"
         for t in tuples:
-            k = None if self.key_field is None else _to_bytes_or_text(t.get_value_by_field(self.key_field), "key", where)
+            k = None
+            if self.key_field is not None:
+                k = _to_bytes_or_text(t.get_value_by_field(self.key_field), "key", where)
             state.add(k, _to_bytes_or_text(t.get_value_by_field(self.value_field), "value", where))

@@ -31,7 +31,7 @@ import logging
 import re
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -187,7 +187,8 @@ class KafkaSpout(ReplayableSpout):
 
     def describe(self) -> str:
         """``KafkaSpout(host:port, topics=[...])`` (no credentials)."""
-        what = f"topics={self.topics}" if getattr(self, "topics", None) else f"pattern={getattr(self, 'pattern', None)!r}"
+        topics = getattr(self, "topics", None)
+        what = f"topics={topics}" if topics else f"pattern={getattr(self, 'pattern', None)!r}"
         servers = describe_servers(self.settings) if hasattr(self, "settings") else "?"
         return f"KafkaSpout({servers}, {what})"
 
