@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -58,6 +59,20 @@ class Producer(threading.Thread):
         assert p.flush(300) == 0
 
 
+#: Spark's own start-up failure on an overloaded machine (its 10 s accept timeout for a new Python
+#: worker): the run did nothing, so it is run again; anything else fails the test
+SPARK_OVERLOAD = "Python worker failed to connect back"
+
+
+def run_driver_retrying(args: list[str], crash: str | None, expect_rc: int) -> subprocess.CompletedProcess[str]:
+    """``run_driver``, again (at most twice) when Spark could not start a Python worker in time."""
+    for _ in range(3):
+        res = run_driver(args, crash, timeout=900)
+        if res.returncode == expect_rc or SPARK_OVERLOAD not in res.stderr:
+            return res
+    return res
+
+
 def read_committed(bootstrap: str, topic: str) -> list[tuple[str, str]]:
     """Every record of ``topic`` as a read_committed consumer sees it."""
     from confluent_kafka import Consumer, TopicPartition
@@ -100,7 +115,7 @@ def test_exactly_once_through_kafka_with_driver_and_leader_crashes(
         # 1., 2. crashes at protocol steps: COMMITTING stored (nothing published); a KafkaBolt task
         # published its Kafka transaction but the state is not committed — both rolled forward later
         for crash in ("after_committing@3", "kafka_after_publish@7"):
-            res = run_driver([str(DRIVER), "run", *args], crash, timeout=600)
+            res = run_driver_retrying([str(DRIVER), "run", *args], crash, -signal.SIGKILL)
             assert res.returncode == -signal.SIGKILL, f"{crash}: should have crashed itself\n{res.stderr[-4000:]}"
 
         # 3. SIGKILL at a seeded random moment while the input partition's leader is SIGKILLed and restarted
@@ -120,7 +135,7 @@ def test_exactly_once_through_kafka_with_driver_and_leader_crashes(
         producer.join(300)
         assert not producer.is_alive() and not producer.errors, producer.errors
         # 4. drain: what the crashes left is recovered; everything produced is counted and published once
-        res = run_driver([str(DRIVER), "drain", *args], None, timeout=900)
+        res = run_driver_retrying([str(DRIVER), "drain", *args], None, 0)
         assert res.returncode == 0, res.stderr[-4000:]
         assert res.stdout.count("DONE") == 2
         assert storm_counts(postgres_database.url, name) == producer.expected

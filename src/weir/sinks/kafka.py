@@ -347,7 +347,7 @@ class KafkaBolt(StatefulBolt):
             staged = None if raw is None else state.value_serializer.deserialize(raw)
         if staged is None or staged.get("txid") != txid:
             staged = state.get(_STAGED)  # an earlier attempt committed the state, then crashed
-        if not isinstance(staged, dict) or staged.get("txid") != txid:
+        if not isinstance(staged, dict) or staged.get("txid") != txid or not staged.get("records"):
             return  # this task had nothing staged for txid
         records = [(_dec(k), _dec(v)) for k, v in staged["records"]]
         pub.publish(txid, records)
@@ -379,7 +379,8 @@ class KafkaState(State):
         if txid is None or txid != self.txid:
             msg = f"{self.publisher.describe()}: commit({txid}) does not match the open batch {self.txid}"
             raise StateError(msg)
-        self.publisher.publish(txid, self.records)
+        if self.records:  # an empty batch needs no transaction (the marker only covers what was sent)
+            self.publisher.publish(txid, self.records)
         self.records = []
 
 
