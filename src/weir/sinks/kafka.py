@@ -130,16 +130,15 @@ class TransactionalPublisher:
     def last_marker(self) -> int | None:
         """The txid of this writer's last committed marker (``None``: it never published)."""
         ck = client_module()
-        from confluent_kafka.admin import OffsetSpec
-
+        offset_spec = ck.admin.OffsetSpec
         md = admin(self.settings).list_topics(self.marker_topic, timeout=self.timeout_s)
         part = self._marker_partition(len(md.topics[self.marker_topic].partitions))
         tp = ck.TopicPartition(self.marker_topic, part)
-        req = {tp: OffsetSpec.latest()}
+        req = {tp: offset_spec.latest()}
         end = admin(self.settings).list_offsets(
             req, isolation_level=ck.IsolationLevel.READ_COMMITTED, request_timeout=self.timeout_s
         )[tp].result(self.timeout_s).offset
-        low = admin(self.settings).list_offsets({tp: OffsetSpec.earliest()}, request_timeout=self.timeout_s)[
+        low = admin(self.settings).list_offsets({tp: offset_spec.earliest()}, request_timeout=self.timeout_s)[
             tp
         ].result(self.timeout_s).offset
         consumer = ck.Consumer({**self.settings, "group.id": "weir-marker-reader", "enable.auto.commit": "false",
@@ -312,7 +311,7 @@ class KafkaBolt(StatefulBolt):
 
     def init_state(self, state: StormState) -> None:
         """Keep the task's state: the records are staged in it."""
-        self.state = state
+        self.state: Any = state
 
     def execute(self, tup: Tuple) -> None:
         """Collect the record; it is published when the batch commits."""

@@ -210,16 +210,15 @@ class KafkaSpout(ReplayableSpout):
         if not tps:
             return {}
         ck = client_module()
-        from confluent_kafka.admin import OffsetSpec
-
+        offset_spec = ck.admin.OffsetSpec
         from weir._kafka import admin
 
         if spec == "earliest":
-            os_ = OffsetSpec.earliest()
+            os_ = offset_spec.earliest()
         elif spec == "latest":
-            os_ = OffsetSpec.latest()
+            os_ = offset_spec.latest()
         else:
-            os_ = OffsetSpec.for_timestamp(int(spec))
+            os_ = offset_spec.for_timestamp(int(spec))
         level = (ck.IsolationLevel.READ_COMMITTED if self.isolation_level == "read_committed"
                  else ck.IsolationLevel.READ_UNCOMMITTED)
         req = {ck.TopicPartition(t, p): os_ for t, p in tps}
@@ -264,11 +263,9 @@ class KafkaSpout(ReplayableSpout):
                     raise ConfigError(msg)
 
     def _topic_config(self, topic: str) -> dict[str, str]:
-        from confluent_kafka.admin import ConfigResource
-
         from weir._kafka import admin
 
-        res = ConfigResource("topic", topic)
+        res = client_module().admin.ConfigResource("topic", topic)
         try:
             fut = admin(self.settings).describe_configs([res], request_timeout=self.connect_timeout_s)[res]
             return {k: str(v.value) for k, v in fut.result(self.connect_timeout_s).items()}
