@@ -710,7 +710,16 @@ class KafkaBroker(ServerProcess):
         self.config_path = self.workdir / "server.properties"
 
     def _java(self, main: str, *args: str) -> list[str]:
-        return [shutil.which("java") or "java", *KAFKA_JVM, "-cp", f"{self.jars}/*", main, *args]
+        log_conf = self.workdir / "log4j2.properties"
+        if not log_conf.exists():  # warnings and errors into the node's log file (Kafka is silent without one)
+            log_conf.write_text(
+                "rootLogger.level = WARN\nrootLogger.appenderRef.out.ref = OUT\nappender.out.type = Console\n"
+                "appender.out.name = OUT\nappender.out.layout.type = PatternLayout\n"
+                "appender.out.layout.pattern = [%d] %p %m (%c)%n\nlogger.kafka.name = kafka.server.KafkaServer\n"
+                "logger.kafka.level = INFO\n"
+            )
+        return [shutil.which("java") or "java", *KAFKA_JVM, f"-Dlog4j2.configurationFile={log_conf}", "-cp",
+                f"{self.jars}/*", main, *args]
 
     def write_config(self) -> None:
         """``server.properties``: loopback listeners, small thread pools, replication as configured."""

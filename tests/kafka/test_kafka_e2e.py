@@ -132,6 +132,8 @@ def test_exactly_once_through_kafka_with_driver_and_leader_crashes(
         d.kill()
         assert ended_by_itself or d.proc.returncode == -signal.SIGKILL
 
+        for node in cluster.brokers:  # every node is up again (a broker that died is a failure, with its log)
+            assert node.running(), f"kafka node {node.node_id} is not running: {node.log_tail()}"
         producer.join(300)
         assert not producer.is_alive() and not producer.errors, producer.errors
         # 4. drain: what the crashes left is recovered; everything produced is counted and published once
