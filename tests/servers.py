@@ -35,6 +35,8 @@ import pytest
 __all__ = [
     "DURABLE_PROVIDERS",
     "PROVIDERS",
+    "KafkaBroker",
+    "KafkaCluster",
     "Memcached",
     "NatsServer",
     "PostgresDatabase",
@@ -622,3 +624,252 @@ def fresh_postgres_database(admin_dsn: str = POSTGRES_ADMIN_DSN) -> tuple[str, C
     """
     db = PostgresDatabase(admin_dsn)
     return db.url, db.drop
+
+
+# ---- Apache Kafka (KRaft) --------------------------------------------------------------------
+KAFKA_POM = Path(__file__).resolve().parents[1] / ".ci" / "kafka" / "pom.xml"
+KAFKA_SETUP = Path(__file__).resolve().parents[1] / ".ci" / "setup.d" / "20-kafka.sh"
+
+
+def kafka_version() -> str:
+    """The pinned Kafka release (``<kafka.version>`` of ``.ci/kafka/pom.xml``)."""
+    import re
+
+    m = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", KAFKA_POM.read_text())
+    assert m is not None, f"no <kafka.version> in {KAFKA_POM}"
+    return m.group(1)
+
+
+def kafka_jars() -> Path:
+    """The directory of Kafka's broker jars, fetched by ``.ci/setup.d/20-kafka.sh`` (run here if needed).
+
+    Outside CI a missing cache is filled the same way (``mvn``); a failure skips the test, or fails
+    it with ``WEIR_REQUIRE_SERVICES=1``.
+    """
+    cache = Path(os.environ.get("WEIR_CACHE") or Path.home() / ".cache" / "weir")
+    jars = cache / f"kafka-{kafka_version()}"
+    if not (jars / ".complete").exists() and shutil.which("mvn") and shutil.which("bash"):
+        script = (
+            f"apt_install() {{ echo \"install $* by hand\" >&2; return 1; }}; "
+            f"ROOT={KAFKA_POM.parents[2]}; . {KAFKA_SETUP}"
+        )
+        subprocess.run(["bash", "-c", script], check=False, capture_output=True, timeout=900)
+    require_service((jars / ".complete").exists(), f"Kafka's jars are not in {jars} (run bash {KAFKA_SETUP})")
+    require_binary("java")
+    return jars
+
+
+def _kafka_cluster_id() -> str:
+    """A random KRaft cluster id (Kafka's ``Uuid``: 16 bytes, base64url without padding, no leading '-')."""
+    import base64
+
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+#: small JVMs and few threads: brokers share a 2-core machine with Spark
+KAFKA_JVM = ["-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
+             "-Djava.awt.headless=true"]
+
+
+class KafkaBroker(ServerProcess):
+    """One KRaft node (broker and controller) from Kafka's jars: ``java -cp <jars>/* kafka.Kafka``.
+
+    The data directory is formatted once (``kafka.tools.StorageTool format``) and survives
+    :meth:`kill`/:meth:`start`, so a SIGKILLed broker recovers its log like a real one.
+    """
+
+    name = "kafka"
+    startup_timeout = 120.0
+
+    def __init__(
+        self,
+        workdir: str | os.PathLike[str] | None = None,
+        *,
+        node_id: int = 1,
+        port: int | None = None,
+        controller_port: int | None = None,
+        voters: str | None = None,
+        cluster_id: str | None = None,
+        replication: int = 1,
+        expected_brokers: int = 1,
+    ) -> None:
+        super().__init__(workdir)
+        self.log_path = self.workdir / f"{self.name}-{node_id}.log"
+        self.jars = kafka_jars()
+        self.node_id = node_id
+        self.port = port or free_port()
+        self.controller_port = controller_port or free_port()
+        self.voters = voters or f"{node_id}@127.0.0.1:{self.controller_port}"
+        self.cluster_id = cluster_id or _kafka_cluster_id()
+        self.replication = replication
+        self.expected_brokers = expected_brokers
+        self.data_dir = self.workdir / "data"
+        self.config_path = self.workdir / "server.properties"
+
+    def _java(self, main: str, *args: str) -> list[str]:
+        log_conf = self.workdir / "log4j2.properties"
+        if not log_conf.exists():  # warnings and errors into the node's log file (Kafka is silent without one)
+            log_conf.write_text(
+                "rootLogger.level = WARN\nrootLogger.appenderRef.out.ref = OUT\nappender.out.type = Console\n"
+                "appender.out.name = OUT\nappender.out.layout.type = PatternLayout\n"
+                "appender.out.layout.pattern = [%d] %p %m (%c)%n\nlogger.kafka.name = kafka.server.KafkaServer\n"
+                "logger.kafka.level = INFO\n"
+            )
+        return [shutil.which("java") or "java", *KAFKA_JVM, f"-Dlog4j2.configurationFile={log_conf}", "-cp",
+                f"{self.jars}/*", main, *args]
+
+    def write_config(self) -> None:
+        """``server.properties``: loopback listeners, small thread pools, replication as configured."""
+        rf, isr = self.replication, min(2, self.replication)
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": self.node_id,
+            "controller.quorum.voters": self.voters,
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": self.data_dir,
+            "num.partitions": 1,
+            "default.replication.factor": rf,
+            "min.insync.replicas": isr,
+            "offsets.topic.replication.factor": rf,
+            "offsets.topic.num.partitions": 3,
+            "transaction.state.log.replication.factor": rf,
+            "transaction.state.log.min.isr": isr,
+            "transaction.state.log.num.partitions": 3,
+            "group.initial.rebalance.delay.ms": 0,
+            "num.network.threads": 1,
+            "num.io.threads": 2,
+            "background.threads": 2,
+            "num.replica.fetchers": 1,
+            "num.recovery.threads.per.data.dir": 1,
+            "log.cleaner.threads": 1,
+            "log.cleaner.dedupe.buffer.size": 4 * 1024 * 1024,
+            "replica.lag.time.max.ms": 10000,
+            "auto.create.topics.enable": "false",
+            "delete.topic.enable": "true",
+        }
+        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+
+    def format_command(self) -> list[str]:
+        """The command that formats the data directory for this node."""
+        return self._java("kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", str(self.config_path))
+
+    def format(self) -> None:
+        """Write the config and format the data directory (once)."""
+        self.write_config()
+        if (self.data_dir / "meta.properties").exists():
+            return
+        res = subprocess.run(self.format_command(), capture_output=True, text=True, timeout=300, check=False)
+        if res.returncode != 0:
+            msg = f"kafka storage format failed ({res.returncode}): {res.stdout[-2000:]} {res.stderr[-2000:]}"
+            raise RuntimeError(msg)
+
+    def command(self) -> list[str]:
+        """The broker command line."""
+        return self._java("kafka.Kafka", str(self.config_path))
+
+    def start(self) -> KafkaBroker:
+        """Format if needed, then start the node and wait until it answers metadata requests."""
+        self.format()
+        super().start()
+        return self
+
+    def ready(self) -> bool:
+        """The node answers a metadata request listing the expected brokers."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+            pass
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 2000})
+        try:
+            md = admin.list_topics(timeout=3)
+        except Exception:
+            return False
+        return len(md.brokers) >= self.expected_brokers
+
+    @property
+    def bootstrap(self) -> str:
+        """``127.0.0.1:PORT``."""
+        return f"127.0.0.1:{self.port}"
+
+    def restart(self) -> None:
+        """Stop gracefully and start again on the same ports and data."""
+        self.stop(timeout=30)
+        self.start()
+
+
+class KafkaCluster:
+    """Three KRaft nodes (each broker and controller) with replication factor 3, ``min.insync.replicas=2``.
+
+    :meth:`broker` finds a node by id; :meth:`leader_of` asks who leads a partition.
+    """
+
+    def __init__(self, nodes: int = 3, workdir: str | os.PathLike[str] | None = None) -> None:
+        self._own_dir = workdir is None
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="weir-kafka-cluster-"))
+        ports = [(free_port(), free_port()) for _ in range(nodes)]
+        voters = ",".join(f"{i + 1}@127.0.0.1:{c}" for i, (_, c) in enumerate(ports))
+        cid = _kafka_cluster_id()
+        self.brokers = [
+            KafkaBroker(self.workdir / f"node{i + 1}", node_id=i + 1, port=p, controller_port=c, voters=voters,
+                        cluster_id=cid, replication=min(3, nodes), expected_brokers=nodes)
+            for i, (p, c) in enumerate(ports)
+        ]
+
+    @property
+    def bootstrap(self) -> str:
+        """Every node's ``host:port``, comma separated."""
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    def broker(self, node_id: int) -> KafkaBroker:
+        """The node with ``node_id``."""
+        return next(b for b in self.brokers if b.node_id == node_id)
+
+    def leader_of(self, topic: str, partition: int = 0) -> int:
+        """The node id leading ``topic``'s ``partition`` now."""
+        from confluent_kafka.admin import AdminClient
+
+        md = AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(topic, timeout=30)
+        return int(md.topics[topic].partitions[partition].leader)
+
+    def start(self) -> KafkaCluster:
+        """Format every node (in parallel), start them all, wait until each sees all brokers."""
+        procs = []
+        for b in self.brokers:
+            b.write_config()
+            if not (b.data_dir / "meta.properties").exists():
+                procs.append(subprocess.Popen(b.format_command(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+        for p in procs:
+            _, err = p.communicate(timeout=300)
+            if p.returncode != 0:
+                msg = f"kafka storage format failed: {err.decode(errors='replace')[-2000:]}"
+                raise RuntimeError(msg)
+        for b in self.brokers:  # a node waits for the quorum: start all, then wait
+            b.format()
+            with open(b.log_path, "ab") as log:
+                b.proc = subprocess.Popen(b.command(), cwd=b.workdir, stdin=subprocess.DEVNULL, stdout=log,
+                                          stderr=subprocess.STDOUT, start_new_session=True,
+                                          preexec_fn=_set_pdeathsig)
+            _LIVE.add(b)
+        for b in self.brokers:
+            wait_until(b.ready, timeout=b.startup_timeout, what=f"kafka node {b.node_id} to start", alive=b._dead)
+        return self
+
+    def close(self) -> None:
+        """Stop every node and remove the directory if we created it."""
+        for b in self.brokers:
+            b.stop(timeout=20)
+        if self._own_dir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> KafkaCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

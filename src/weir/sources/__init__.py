@@ -2,10 +2,12 @@
 
 Built on Spark's own sources: :class:`FileSpout`, :class:`RateSpout`, :class:`DataFrameSpout`.
 Replayable by offset range (Spark Python data sources): :class:`ReplayableSpout` (write your own),
-:class:`RedisStreamSpout` (Redis Streams) and :class:`NatsSpout` (NATS JetStream).
+:class:`RedisStreamSpout` (Redis Streams), :class:`NatsSpout` (NATS JetStream) and
+:class:`KafkaSpout` (Kafka topics).
 """
 
 from weir.sources.builtin import DataFrameSpout, FileSpout, RateSpout
+from weir.sources.kafka import KafkaSpout
 from weir.sources.nats import NatsSpout
 from weir.sources.redis_streams import RedisStreamSpout
 from weir.sources.replayable import ReadLimit, ReplayableSpout
@@ -15,6 +17,7 @@ __all__ = [
     "DataFrameSpout",
     "FileSpout",
     "Guarantee",
+    "KafkaSpout",
     "NatsSpout",
     "RateSpout",
     "ReadLimit",

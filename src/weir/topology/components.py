@@ -95,6 +95,9 @@ class Spout(Component):
         """Turn one row of the stream into the tuple's values (override to parse records)."""
         return tuple(row)
 
+    def validate(self) -> None:  # noqa: B027 - optional hook
+        """Submit-time checks (brokers reachable, topics exist): raise to refuse the topology."""
+
 
 class Bolt(Component):
     """Storm's ``IRichBolt``: ``prepare``, ``execute``, ``cleanup``.

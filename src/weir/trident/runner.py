@@ -242,6 +242,8 @@ def submit_trident(name: str, conf: Mapping[str, Any], topology: TridentTopology
     if len(set(names)) != len(names):
         msg = f"topology {name!r}: two states share a name ({sorted(names)}); name() them differently"
         raise TopologyError(msg, topology=name)
+    for spout in (n.params["spout"] for n in topology._spouts.values()):
+        spout.validate()  # submit-time checks of the sources (brokers reachable, topics exist)
     spark_session, master = spark_for(rc, spark)
     provider = resolve_provider(name, conf, master)
     coordinator = make_coordinator(name, conf, provider, TridentParticipants(), {}, rc, master)

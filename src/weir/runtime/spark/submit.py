@@ -64,6 +64,8 @@ def submit_topology(name: str, conf: Mapping[str, Any], topology: Topology, spar
     for c in topology.components.values():
         picklable_or_raise(name, c.id, c.obj)
     stateful = topology.stateful
+    for spout in (s.obj for s in topology.spouts):
+        spout.validate()  # submit-time checks of the sources (brokers reachable, topics exist)
     spark_session, master = spark_for(rc, spark)
     provider = None
     if stateful or (rc.deadletter in ("state",) or (rc.deadletter or "").startswith("namespace:")):

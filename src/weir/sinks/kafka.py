@@ -1,0 +1,433 @@
+"""Exactly-once output to Kafka: a Storm :class:`KafkaBolt` and a Trident :class:`KafkaStateFactory`.
+
+Both publish each transaction's records in **one Kafka transaction together with a progress
+marker** (a record ``{"txid": n, "records": k}`` keyed by the writer's transactional id in a marker
+topic, ``weir.progress`` by default). Before publishing txid *n* a writer reads its last marker: if
+it already covers *n*, the records are in Kafka and nothing is sent again. A ``read_committed``
+consumer therefore sees every record exactly once, across driver crashes, replays and broker restarts.
+
+Storm (``KafkaBolt``, a stateful bolt)
+    1. ``execute`` collects the task's records; ``pre_prepare(n)`` stages them in the task's state,
+       so they are prepared with the batch (durable before the batch counts as done).
+    2. ``pre_commit(n)`` runs on the driver in the commit phase: it loads the staged records of *n*
+       (prepared, or already committed when an earlier attempt crashed between the two) and
+       publishes them with the marker, unless the marker covers *n*.
+    3. A crash anywhere after the coordinator stored ``COMMITTING(n)`` is rolled forward by
+       recovery, which runs ``pre_commit(n)`` again: it publishes what the marker does not cover.
+    The records of *n* are fixed once prepared, so this holds whatever the grouping.
+
+Trident (``partition_persist`` into a ``KafkaStateFactory`` state)
+    ``commit(n)`` of each state partition publishes that partition's records of batch *n* with the
+    partition's marker. A replay of *n* (same txid, same tuples: a transactional spout, and the
+    stream partitioned by ``partition_by`` fields or a state parallelism of 1) finds the marker and
+    sends nothing. The state declares ``StateType.TRANSACTIONAL``, so weir refuses an opaque spout.
+
+Cost: one Kafka transaction (begin, records, marker, commit: two extra round trips plus the commit
+markers' writes) per task or state partition per batch; the marker topic grows by one small record
+per writer and batch (compacted).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+import time
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from weir._kafka import admin, check_settings, client_module, describe_servers
+from weir.checkpoint.faults import crash_point
+from weir.errors import ConfigError, StateError
+from weir.topology.components import StatefulBolt
+from weir.trident.operation import StateUpdater
+from weir.trident.state.base import State, StateFactory, StateType, check_partition
+
+if TYPE_CHECKING:
+    from weir.state.base import State as StormState
+    from weir.topology.context import TopologyContext
+    from weir.topology.tuple import Tuple
+    from weir.trident.tuple import TridentTuple
+
+__all__ = ["KafkaBolt", "KafkaState", "KafkaStateFactory", "KafkaStateUpdater", "TransactionalPublisher"]
+
+log = logging.getLogger("weir.sinks")
+
+DEFAULT_MARKER_TOPIC = "weir.progress"
+_STAGED = "kafka.staged"
+
+#: one publisher per transactional id and process (the producer's init_transactions is costly)
+_PUBLISHERS: dict[tuple[Any, ...], TransactionalPublisher] = {}
+_LOCK = threading.Lock()
+
+Record = tuple[Any, Any]  # (key, value): str, bytes or None
+
+
+class TransactionalPublisher:
+    """Publishes a txid's records to ``topic`` at most once, in one Kafka transaction with a marker.
+
+    ``transactional_id`` names the writer (unique per task or state partition); a new publisher
+    with the same id fences an older one (a zombie's open transaction is aborted).
+    """
+
+    def __init__(
+        self,
+        settings: Mapping[str, str],
+        topic: str,
+        transactional_id: str,
+        marker_topic: str = DEFAULT_MARKER_TOPIC,
+        timeout_s: float = 60.0,
+    ) -> None:
+        self.settings = dict(settings)
+        self.topic = topic
+        self.transactional_id = transactional_id
+        self.marker_topic = marker_topic
+        self.timeout_s = timeout_s
+        self._producer: Any = None
+        self._marker: int | None = None  # the last txid this writer published (None: unknown yet)
+
+    @classmethod
+    def get(
+        cls, settings: Mapping[str, str], topic: str, transactional_id: str, marker_topic: str
+    ) -> TransactionalPublisher:
+        """The cached publisher of this writer in this process."""
+        key = (tuple(sorted(settings.items())), topic, transactional_id, marker_topic)
+        with _LOCK:
+            pub = _PUBLISHERS.get(key)
+            if pub is None:
+                pub = cls(settings, topic, transactional_id, marker_topic)
+                _PUBLISHERS[key] = pub
+        return pub
+
+    def describe(self) -> str:
+        """For messages: the writer, the topic and the brokers."""
+        return f"Kafka writer {self.transactional_id!r} (topic {self.topic!r} on {describe_servers(self.settings)})"
+
+    # ---- marker ------------------------------------------------------------------------------
+    def _marker_partition(self, partitions: int) -> int:
+        return zlib.crc32(self.transactional_id.encode()) % partitions
+
+    def ensure_topics(self) -> None:
+        """The output topic must exist; the marker topic is created (compacted) when missing."""
+        ck = client_module()
+        md = admin(self.settings).list_topics(timeout=self.timeout_s)
+        if self.topic not in md.topics or md.topics[self.topic].error is not None:
+            msg = f"{self.describe()}: the output topic {self.topic!r} does not exist; create it first"
+            raise ConfigError(msg)
+        if self.marker_topic in md.topics and md.topics[self.marker_topic].error is None:
+            return
+        rf = min(3, len(md.brokers))
+        new = ck.admin.NewTopic(self.marker_topic, 1, rf, config={"cleanup.policy": "compact"})
+        fut = admin(self.settings).create_topics([new], request_timeout=self.timeout_s)[self.marker_topic]
+        try:
+            fut.result(self.timeout_s)
+        except ck.KafkaException as exc:
+            if exc.args[0].code() != ck.KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+
+    def last_marker(self) -> int | None:
+        """The txid of this writer's last committed marker (``None``: it never published)."""
+        ck = client_module()
+        offset_spec = ck.admin.OffsetSpec
+        md = admin(self.settings).list_topics(self.marker_topic, timeout=self.timeout_s)
+        part = self._marker_partition(len(md.topics[self.marker_topic].partitions))
+        tp = ck.TopicPartition(self.marker_topic, part)
+        req = {tp: offset_spec.latest()}
+        end = admin(self.settings).list_offsets(
+            req, isolation_level=ck.IsolationLevel.READ_COMMITTED, request_timeout=self.timeout_s
+        )[tp].result(self.timeout_s).offset
+        low = admin(self.settings).list_offsets({tp: offset_spec.earliest()}, request_timeout=self.timeout_s)[
+            tp
+        ].result(self.timeout_s).offset
+        consumer = ck.Consumer({**self.settings, "group.id": "weir-marker-reader", "enable.auto.commit": "false",
+                                "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+        try:
+            window = 64
+            while True:
+                first = max(low, end - window)
+                found = self._scan(consumer, ck, part, first, end)
+                if found is not None or first <= low:
+                    return found
+                window *= 4
+        finally:
+            consumer.close()
+
+    def _scan(self, consumer: Any, ck: Any, part: int, first: int, end: int) -> int | None:
+        if end <= first:
+            return None
+        consumer.assign([ck.TopicPartition(self.marker_topic, part, first)])
+        key = self.transactional_id.encode()
+        found: int | None = None
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            pos = consumer.position([ck.TopicPartition(self.marker_topic, part)])[0].offset
+            if pos >= end:
+                return found
+            for m in consumer.consume(1000, 0.5):
+                if m.error() is not None or m.offset() >= end:
+                    continue
+                if m.key() == key:
+                    found = int(json.loads(m.value())["txid"])
+            if time.monotonic() > deadline:
+                msg = f"{self.describe()}: reading the progress markers in {self.marker_topic!r} timed out"
+                raise StateError(msg)
+
+    # ---- publishing --------------------------------------------------------------------------
+    def _open(self) -> Any:
+        if self._producer is None:
+            ck = client_module()
+            self.ensure_topics()
+            p = ck.Producer({**self.settings, "transactional.id": self.transactional_id, "linger.ms": "5",
+                             "transaction.timeout.ms": "60000"})
+            p.init_transactions(self.timeout_s)  # fences older producers of this id, aborts their transaction
+            self._producer = p
+            self._marker = self.last_marker()
+        return self._producer
+
+    def published(self, txid: int) -> bool:
+        """Whether this writer's marker covers ``txid``."""
+        self._open()
+        return self._marker is not None and self._marker >= txid
+
+    def publish(self, txid: int, records: Sequence[Record], headers: Sequence[tuple[str, bytes]] | None = None) -> int:
+        """Send ``records`` and the marker of ``txid`` in one transaction; 0 if the marker already covers it.
+
+        Raises
+        ------
+        StateError
+            The transaction failed (it is aborted; the caller's batch fails and is retried).
+        """
+        ck = client_module()
+        try:
+            p = self._open()
+            if self._marker is not None and self._marker >= txid:
+                return 0
+            p.begin_transaction()
+            for i, (k, v) in enumerate(records):
+                while True:
+                    try:
+                        p.produce(self.topic, key=k, value=v, headers=list(headers) if headers else None)
+                        break
+                    except BufferError:
+                        p.poll(0.05)
+                if i % 10_000 == 0:
+                    p.poll(0)
+            marker = json.dumps({"txid": txid, "records": len(records), "topic": self.topic})
+            p.produce(self.marker_topic, key=self.transactional_id, value=marker,
+                      partition=self._marker_partition(self._marker_partitions()))
+            p.commit_transaction(self.timeout_s)
+        except Exception as exc:
+            self._reset(ck)
+            if isinstance(exc, ConfigError):
+                raise
+            msg = f"{self.describe()}: publishing txid {txid} ({len(records)} records) failed: {exc}"
+            raise StateError(msg) from exc
+        self._marker = txid
+        return len(records)
+
+    def _marker_partitions(self) -> int:
+        md = admin(self.settings).list_topics(self.marker_topic, timeout=self.timeout_s)
+        return len(md.topics[self.marker_topic].partitions)
+
+    def _reset(self, ck: Any) -> None:
+        """Forget the producer (a fresh one aborts what this one left open) and the cached marker."""
+        p, self._producer, self._marker = self._producer, None, None
+        if p is not None:
+            try:
+                p.abort_transaction(5)
+            except Exception:  # noqa: S110 - the next init_transactions aborts it anyway
+                pass
+
+
+def _enc(v: Any) -> Any:
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return {"b64": base64.b64encode(bytes(v)).decode()}
+    return json.dumps(v, separators=(",", ":"), sort_keys=True)
+
+
+def _dec(v: Any) -> Any:
+    if isinstance(v, dict):
+        return base64.b64decode(v["b64"])
+    return v
+
+
+def _to_bytes_or_text(v: Any, what: str, where: str) -> Any:
+    if v is None or isinstance(v, (str, bytes)):
+        return v
+    if isinstance(v, (int, float, bool, dict, list)):
+        return json.dumps(v, separators=(",", ":"), sort_keys=True)
+    msg = f"{where}: {what} of type {type(v).__name__} cannot be written to Kafka (use str, bytes or JSON values)"
+    raise StateError(msg)
+
+
+# ---- Storm ---------------------------------------------------------------------------------------
+class KafkaBolt(StatefulBolt):
+    """Writes each tuple's ``key_field`` / ``value_field`` to ``topic``, exactly once (see the module docs).
+
+    Parameters
+    ----------
+    bootstrap_servers : ``"host:port[,host:port...]"``
+    topic : the output topic (must exist)
+    value_field : the field written as the record value (``str``, ``bytes``; other values as JSON)
+    key_field : the field written as the record key (``None``: no key)
+    config : client settings passed through (``security.protocol``, ``sasl.*``, ``ssl.*``, ...)
+    marker_topic : where the progress markers go (created, compacted, when missing)
+
+    Storm's ``KafkaBolt`` (at-least-once) maps as: ``withTopicSelector`` → ``topic``,
+    ``FieldNameBasedTupleToKafkaMapper(key, message)`` → ``key_field``/``value_field``,
+    ``withProducerProperties`` → ``config``.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        value_field: str = "message",
+        key_field: str | None = "key",
+        *,
+        config: Mapping[str, Any] | None = None,
+        marker_topic: str = DEFAULT_MARKER_TOPIC,
+    ) -> None:
+        self.settings = check_settings(bootstrap_servers, config, "KafkaBolt")
+        if not isinstance(topic, str) or not topic:
+            msg = f"KafkaBolt: topic must be a non-empty name, got {topic!r}"
+            raise ConfigError(msg)
+        self.topic = topic
+        self.value_field = value_field
+        self.key_field = key_field
+        self.marker_topic = marker_topic
+        self._records: list[list[Any]] = []
+
+    def prepare(self, conf: Mapping[str, Any], context: TopologyContext, collector: Any) -> None:
+        """Keep the context (the transactional id is ``weir-<topology>-<component>-<task>``)."""
+        super().prepare(conf, context, collector)
+        self.context = context
+        self.conf = conf
+        self._records = []
+
+    def init_state(self, state: StormState) -> None:
+        """Keep the task's state: the records are staged in it."""
+        self.state: Any = state
+
+    def execute(self, tup: Tuple) -> None:
+        """Collect the record; it is published when the batch commits."""
+        where = f"KafkaBolt {self.context.component_id!r} task {self.context.task_index}"
+        k = None if self.key_field is None else _to_bytes_or_text(tup[self.key_field], "key", where)
+        v = _to_bytes_or_text(tup[self.value_field], "value", where)
+        self._records.append([_enc(k), _enc(v)])
+        self.collector.ack(tup)
+
+    def pre_prepare(self, txid: int) -> None:
+        """Stage this task's records of ``txid`` in its state (prepared with the batch)."""
+        self.state.put(_STAGED, {"txid": txid, "records": self._records})
+
+    def _publisher(self) -> TransactionalPublisher:
+        ctx = self.context
+        tid = f"weir-{ctx.topology}-{ctx.component_id}-{ctx.task_index}"
+        return TransactionalPublisher.get(self.settings, self.topic, tid, self.marker_topic)
+
+    def pre_commit(self, txid: int) -> None:
+        """Publish the staged records of ``txid`` with the marker, unless the marker covers it."""
+        from weir.state.factory import StateFactory as StormStateFactory
+
+        pub = self._publisher()
+        if pub.published(txid):
+            return
+        ns = self.context.state_namespace
+        state: Any = StormStateFactory.get_state(ns, self.conf, self.context)
+        staged = None
+        prepared = state.backend.load_prepared(ns)
+        if prepared is not None and prepared[0] == txid:
+            raw = prepared[1].get(state.key_serializer.serialize(_STAGED))
+            staged = None if raw is None else state.value_serializer.deserialize(raw)
+        if staged is None or staged.get("txid") != txid:
+            staged = state.get(_STAGED)  # an earlier attempt committed the state, then crashed
+        if not isinstance(staged, dict) or staged.get("txid") != txid or not staged.get("records"):
+            return  # this task had nothing staged for txid
+        records = [(_dec(k), _dec(v)) for k, v in staged["records"]]
+        pub.publish(txid, records)
+        crash_point("kafka_after_publish", txid, task=self.context.task_index)
+
+
+# ---- Trident -------------------------------------------------------------------------------------
+class KafkaState(State):
+    """One partition of a Kafka output state: the batch's records, published at ``commit(txid)``."""
+
+    def __init__(self, publisher: TransactionalPublisher) -> None:
+        self.publisher = publisher
+        self.txid: int | None = None
+        self.records: list[Record] = []
+
+    def begin_commit(self, txid: int | None) -> None:
+        """Start batch ``txid``."""
+        if txid is None:
+            msg = f"{self.publisher.describe()}: a Kafka state needs a batch txid (exactly-once output)"
+            raise StateError(msg)
+        self.txid, self.records = txid, []
+
+    def add(self, key: Any, value: Any) -> None:
+        """Queue one record of the open batch."""
+        self.records.append((key, value))
+
+    def commit(self, txid: int | None) -> None:
+        """Publish the batch's records with the marker (nothing if the marker covers ``txid``)."""
+        if txid is None or txid != self.txid:
+            msg = f"{self.publisher.describe()}: commit({txid}) does not match the open batch {self.txid}"
+            raise StateError(msg)
+        if self.records:  # an empty batch needs no transaction (the marker only covers what was sent)
+            self.publisher.publish(txid, self.records)
+        self.records = []
+
+
+class KafkaStateFactory(StateFactory):
+    """Trident states writing to ``topic`` exactly once (``partition_persist(factory, fields, KafkaStateUpdater())``).
+
+    ``transactional_id`` names this writer; partition *i* uses ``<transactional_id>-<i>``. It must
+    be unique among the writers of the brokers and stay the same across restarts.
+    """
+
+    state_type = StateType.TRANSACTIONAL
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        transactional_id: str,
+        *,
+        config: Mapping[str, Any] | None = None,
+        marker_topic: str = DEFAULT_MARKER_TOPIC,
+    ) -> None:
+        self.settings = check_settings(bootstrap_servers, config, "KafkaStateFactory")
+        if not isinstance(topic, str) or not topic:
+            msg = f"KafkaStateFactory: topic must be a non-empty name, got {topic!r}"
+            raise ConfigError(msg)
+        if not isinstance(transactional_id, str) or not transactional_id:
+            msg = f"KafkaStateFactory: transactional_id must be a non-empty string, got {transactional_id!r}"
+            raise ConfigError(msg)
+        self.topic, self.transactional_id, self.marker_topic = topic, transactional_id, marker_topic
+
+    def make_state(self, conf: Mapping[str, Any], partition_index: int, num_partitions: int) -> KafkaState:
+        """The state of partition ``partition_index``."""
+        check_partition(partition_index, num_partitions, what=f"KafkaStateFactory({self.topic!r})")
+        tid = f"{self.transactional_id}-{partition_index}"
+        return KafkaState(TransactionalPublisher.get(self.settings, self.topic, tid, self.marker_topic))
+
+
+class KafkaStateUpdater(StateUpdater[KafkaState]):
+    """Queues each tuple's ``key_field`` / ``value_field`` as a record of the batch."""
+
+    def __init__(self, value_field: str = "message", key_field: str | None = "key") -> None:
+        self.value_field, self.key_field = value_field, key_field
+
+    def update_state(self, state: KafkaState, tuples: list[TridentTuple], collector: Any) -> None:
+        """Add every tuple's record to the state."""
+        where = f"KafkaStateUpdater({state.publisher.topic!r})"
+        for t in tuples:
+            k = None
+            if self.key_field is not None:
+                k = _to_bytes_or_text(t.get_value_by_field(self.key_field), "key", where)
+            state.add(k, _to_bytes_or_text(t.get_value_by_field(self.value_field), "value", where))

@@ -1,0 +1,550 @@
+"""``KafkaSpout``: Kafka topics read by offset range per partition (confluent-kafka, assign + seek).
+
+Offsets
+-------
+``{"orders": {"0": 1200, "1": 1187}}``: per topic and partition, the next offset to read. A batch is
+the range ``[start, end)`` of every partition; Spark stores both ends in its offset log before the
+batch runs and replays exactly that range after a failure. The end of a batch is the partition's
+last stable offset (with ``isolation_level="read_committed"``, the default) or its high watermark,
+so a range never holds a record whose transaction is still open.
+
+Why not Spark's own Kafka source
+--------------------------------
+Spark's ``spark-sql-kafka-0-10`` connector must match the Spark version; for PySpark 4.3.0 Maven
+Central has no such artifact (its newest is 4.2.0), so weir reads Kafka itself, as a
+:class:`~weir.sources.ReplayableSpout`.
+
+Guarantee
+---------
+``TRANSACTIONAL`` while every offset of a range still exists: a range whose start was deleted by
+retention (``retention.ms``/``retention.bytes``, ``DeleteRecords``) fails its batch with a
+:class:`~weir.errors.SourceError` naming the topic, the partition and the offsets; ``OPAQUE`` logs a
+warning and continues with the records that are left. Compaction removes records *inside* a range
+without moving its start, which cannot be told from transaction markers, so a ``TRANSACTIONAL``
+spout refuses a compacted topic at submit: declare ``OPAQUE`` for those.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from weir._kafka import check_settings, client_module, describe_servers, topic_partitions
+from weir.errors import ConfigError, SourceError
+from weir.sources._schema import Column, converter, parse_columns
+from weir.sources.replayable import Offset, ReadLimit, ReplayableSpout
+from weir.topology.components import Guarantee
+
+__all__ = ["KafkaSpout"]
+
+log = logging.getLogger("weir.sources")
+
+_FORMATS = ("bytes", "utf-8", "json")
+_META = ("topic", "partition", "offset", "timestamp", "headers")
+#: one consumer per settings and process (executors reuse their Python workers)
+_CONSUMERS: dict[tuple[tuple[str, str], ...], Any] = {}
+
+
+class KafkaSpout(ReplayableSpout):
+    """Records of Kafka topics, each read exactly once per committed batch.
+
+    Parameters
+    ----------
+    bootstrap_servers : ``"host:port[,host:port...]"``
+    topics : topic name(s) to read; or give ``pattern`` instead
+    pattern : a regular expression; every matching topic (also ones created later) is read
+    config : further client settings passed through to librdkafka (``security.protocol``,
+        ``sasl.mechanism``, ``sasl.username``, ``ssl.ca.location``, ...)
+    start : where a new topology starts: ``"earliest"`` (default), ``"latest"``, or per partition
+        ``{"topic": {"0": 42, "1": -2}}`` (an offset; ``-2`` earliest, ``-1`` latest; partitions not
+        named start at the earliest)
+    start_timestamp_ms : start at the first record at or after this time (epoch milliseconds)
+    key_format : ``"utf-8"`` (default, a ``STRING`` column) or ``"bytes"`` (``BINARY``)
+    value_format : ``"utf-8"`` (default), ``"bytes"`` or ``"json"`` (the value's JSON text, checked)
+    value_schema : DDL of the fields of a JSON object value, e.g. ``"user STRING, amount BIGINT"``:
+        these columns replace ``value``
+    max_records_per_batch : back-pressure: records per batch, shared fairly among partitions
+    guarantee : ``TRANSACTIONAL`` (default) or ``OPAQUE`` (see the module docs)
+    isolation_level : ``"read_committed"`` (default: records of aborted transactions are skipped)
+        or ``"read_uncommitted"``
+    connect_timeout_s : how long a metadata or offset request may take before the batch fails
+
+    Output columns: ``key``, ``value`` (or the ``value_schema`` fields), ``topic``, ``partition``
+    (``INT``), ``offset`` (``BIGINT``), ``timestamp`` (``BIGINT``, epoch ms) and ``headers`` (a JSON
+    list of ``[name, value]`` pairs, values decoded as UTF-8 with invalid bytes escaped, or ``null``).
+    A record whose value does not decode is malformed: it fails its batch naming topic, partition
+    and offset, or goes to the topology's dead-letter sink.
+
+    Examples
+    --------
+    >>> spout = KafkaSpout("127.0.0.1:9092", "orders", value_schema="user STRING, amount BIGINT",
+    ...                    max_records_per_batch=50_000)
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topics: str | Sequence[str] | None = None,
+        *,
+        pattern: str | None = None,
+        config: Mapping[str, Any] | None = None,
+        start: str | Mapping[str, Mapping[str, int]] = "earliest",
+        start_timestamp_ms: int | None = None,
+        key_format: str = "utf-8",
+        value_format: str = "utf-8",
+        value_schema: str | None = None,
+        max_records_per_batch: int | None = None,
+        guarantee: Guarantee = Guarantee.TRANSACTIONAL,
+        isolation_level: str = "read_committed",
+        connect_timeout_s: float = 15.0,
+    ) -> None:
+        where = "KafkaSpout"
+        self.settings = check_settings(bootstrap_servers, config, where)
+        if (topics is None) == (pattern is None):
+            msg = f"{where}: give either topics=[...] or pattern='regex'"
+            raise ConfigError(msg)
+        if topics is not None:
+            names = [topics] if isinstance(topics, str) else list(topics)
+            if not names or not all(isinstance(t, str) and t for t in names) or len(set(names)) != len(names):
+                msg = f"{where}: topics must be one or more distinct non-empty names, got {topics!r}"
+                raise ConfigError(msg)
+            self.topics: list[str] | None = names
+            self.pattern: str | None = None
+        else:
+            try:
+                re.compile(str(pattern))
+            except re.error as exc:
+                msg = f"{where}: pattern {pattern!r} is not a regular expression: {exc}"
+                raise ConfigError(msg) from exc
+            self.topics, self.pattern = None, str(pattern)
+        self.start = self._check_start(start, start_timestamp_ms)
+        self.start_timestamp_ms = start_timestamp_ms
+        if key_format not in ("utf-8", "bytes"):
+            msg = f"{self.describe()}: key_format must be 'utf-8' or 'bytes', got {key_format!r}"
+            raise ConfigError(msg)
+        if value_format not in _FORMATS:
+            msg = f"{self.describe()}: value_format must be one of {_FORMATS}, got {value_format!r}"
+            raise ConfigError(msg)
+        if value_schema is not None and value_format not in ("json", "utf-8"):
+            msg = f"{self.describe()}: value_schema reads JSON objects; it cannot be used with value_format='bytes'"
+            raise ConfigError(msg)
+        self.key_format, self.value_format = key_format, "json" if value_schema else value_format
+        self.value_columns = parse_columns(value_schema, None, where=self.describe()) if value_schema else None
+        if isolation_level not in ("read_committed", "read_uncommitted"):
+            msg = f"{self.describe()}: isolation_level must be 'read_committed' or 'read_uncommitted'"
+            raise ConfigError(msg)
+        self.isolation_level = isolation_level
+        if not isinstance(guarantee, Guarantee) or guarantee is Guarantee.NON_TRANSACTIONAL:
+            msg = f"{self.describe()}: guarantee must be Guarantee.TRANSACTIONAL or Guarantee.OPAQUE, got {guarantee!r}"
+            raise ConfigError(msg)
+        self.guarantee = guarantee
+        self.connect_timeout_s = float(connect_timeout_s)
+        self.max_records_per_batch = max_records_per_batch
+        key_type = "STRING" if key_format == "utf-8" else "BINARY"
+        val = self.value_columns or [Column("value", "BINARY" if value_format == "bytes" else "STRING")]
+        meta = "topic STRING, partition INT, offset BIGINT, timestamp BIGINT, headers STRING"
+        ddl = ", ".join([f"key {key_type}", *(f"{c.name} {c.type}" for c in val), meta])
+        self._columns = parse_columns(ddl, None, where=self.describe())
+        self.fields = [c.name for c in self._columns]
+        self.corrupt_column = True
+        self.read_limit()
+
+    def _check_start(self, start: Any, ts: Any) -> Any:
+        if ts is not None:
+            if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
+                msg = f"{self.describe()}: start_timestamp_ms must be epoch milliseconds ≥ 0, got {ts!r}"
+                raise ConfigError(msg)
+            return "timestamp"
+        if start in ("earliest", "latest"):
+            return start
+        if isinstance(start, Mapping):
+            out: dict[str, dict[str, int]] = {}
+            for t, parts in start.items():
+                if not isinstance(parts, Mapping):
+                    break
+                out[str(t)] = {}
+                for p, o in parts.items():
+                    if isinstance(o, bool) or not isinstance(o, int) or o < -2 or not str(p).isdigit():
+                        break
+                    out[str(t)][str(int(p))] = o
+                else:
+                    continue
+                break
+            else:
+                return out
+        msg = (
+            f"{self.describe()}: start must be 'earliest', 'latest' or {{'topic': {{'0': offset}}}} "
+            f"(-2 earliest, -1 latest), got {start!r}"
+        )
+        raise ConfigError(msg)
+
+    def describe(self) -> str:
+        """``KafkaSpout(host:port, topics=[...])`` (no credentials)."""
+        topics = getattr(self, "topics", None)
+        what = f"topics={topics}" if topics else f"pattern={getattr(self, 'pattern', None)!r}"
+        servers = describe_servers(self.settings) if hasattr(self, "settings") else "?"
+        return f"KafkaSpout({servers}, {what})"
+
+    def columns(self) -> list[Column]:
+        """``key``, the value column(s), then the record's metadata columns."""
+        return list(self._columns)
+
+    # ---- metadata ----------------------------------------------------------------------------
+    def _partitions_now(self) -> dict[str, int]:
+        """The topics read now (named, or matching the pattern) and their partition counts."""
+        found = topic_partitions(self.settings, self.connect_timeout_s, self.describe())
+        if self.topics is not None:
+            return {t: found[t] for t in self.topics if t in found}
+        rx = re.compile(str(self.pattern))
+        return {t: n for t, n in sorted(found.items()) if rx.fullmatch(t)}
+
+    def _list_offsets(self, tps: list[tuple[str, int]], spec: str | int) -> dict[tuple[str, int], int]:
+        """``earliest``, ``latest`` (the last stable offset when reading committed) or the offset by timestamp."""
+        if not tps:
+            return {}
+        ck = client_module()
+        offset_spec = ck.admin.OffsetSpec
+        from weir._kafka import admin
+
+        if spec == "earliest":
+            os_ = offset_spec.earliest()
+        elif spec == "latest":
+            os_ = offset_spec.latest()
+        else:
+            os_ = offset_spec.for_timestamp(int(spec))
+        level = (ck.IsolationLevel.READ_COMMITTED if self.isolation_level == "read_committed"
+                 else ck.IsolationLevel.READ_UNCOMMITTED)
+        req = {ck.TopicPartition(t, p): os_ for t, p in tps}
+        try:
+            futures = admin(self.settings).list_offsets(req, isolation_level=level,
+                                                        request_timeout=self.connect_timeout_s)
+            out = {(tp.topic, tp.partition): int(f.result(self.connect_timeout_s).offset) for tp, f in futures.items()}
+        except Exception as exc:
+            msg = f"{self.describe()}: listing the {spec} offsets of {len(tps)} partitions failed: {exc}"
+            raise SourceError(msg) from exc
+        if spec not in ("earliest", "latest"):  # no record at/after the time: start at the end
+            ends = self._list_offsets([k for k, v in out.items() if v < 0], "latest")
+            out.update(ends)
+        return out
+
+    def check_reachable(self) -> None:
+        """Submit-time checks: brokers reachable, every named topic exists, no compacted topic for TRANSACTIONAL.
+
+        Raises
+        ------
+        SourceError
+            Unreachable brokers or a missing topic.
+        ConfigError
+            A ``TRANSACTIONAL`` spout on a compacted topic.
+        """
+        found = topic_partitions(self.settings, self.connect_timeout_s, self.describe())
+        if self.topics is not None:
+            missing = [t for t in self.topics if t not in found]
+            if missing:
+                msg = (
+                    f"{self.describe()}: topic(s) {missing} do not exist on {describe_servers(self.settings)}; "
+                    "create them first (weir does not create the topics it reads)"
+                )
+                raise SourceError(msg)
+        if self.guarantee is Guarantee.TRANSACTIONAL:
+            for t in self._partitions_now():
+                if "compact" in self._topic_config(t).get("cleanup.policy", ""):
+                    msg = (
+                        f"{self.describe()}: topic {t!r} is compacted (cleanup.policy=compact): compaction removes "
+                        "records inside a range, so a replay may differ; declare guarantee=Guarantee.OPAQUE"
+                    )
+                    raise ConfigError(msg)
+
+    def _topic_config(self, topic: str) -> dict[str, str]:
+        from weir._kafka import admin
+
+        res = client_module().admin.ConfigResource("topic", topic)
+        try:
+            fut = admin(self.settings).describe_configs([res], request_timeout=self.connect_timeout_s)[res]
+            return {k: str(v.value) for k, v in fut.result(self.connect_timeout_s).items()}
+        except Exception as exc:
+            msg = f"{self.describe()}: describing topic {topic!r} failed: {exc}"
+            raise SourceError(msg) from exc
+
+    def validate(self) -> None:
+        """Submit-time checks: see :meth:`check_reachable`."""
+        self.check_reachable()
+
+    # ---- offsets -----------------------------------------------------------------------------
+    def initial_offset(self) -> Offset:
+        """Per partition: the earliest / latest offset, the given one, or the first at ``start_timestamp_ms``."""
+        tps = [(t, p) for t, n in self._partitions_now().items() for p in range(n)]
+        if self.start == "timestamp":
+            pos = self._list_offsets(tps, int(self.start_timestamp_ms or 0))
+        elif isinstance(self.start, dict):
+            pos = self._list_offsets(tps, "earliest")
+            named = [(t, p) for t, p in tps if str(p) in self.start.get(t, {})]
+            latest = self._list_offsets([tp for tp in named if self.start[tp[0]][str(tp[1])] == -1], "latest")
+            for t, p in named:
+                o = self.start[t][str(p)]
+                pos[(t, p)] = latest[(t, p)] if o == -1 else pos[(t, p)] if o == -2 else o
+        else:
+            pos = self._list_offsets(tps, str(self.start))
+        out: Offset = {}
+        for (t, p), o in sorted(pos.items()):
+            out.setdefault(t, {})[str(p)] = o
+        return out
+
+    def latest_offset(self, start: Offset, limit: ReadLimit) -> Offset:
+        """Per partition the last stable offset, or — with a limit — a fair share of the records."""
+        tps = [(t, p) for t, n in self._partitions_now().items() for p in range(n)]
+        new = [(t, p) for t, p in tps if str(p) not in start.get(t, {})]
+        begin = {(t, int(p)): int(o) for t, parts in start.items() for p, o in parts.items()}
+        if new:  # partitions (or topics) added since the start: read them from their beginning
+            if new:
+                log.info("%s: new partitions %s start at their earliest offsets", self.describe(), new)
+            begin.update(self._list_offsets(new, "earliest"))
+        ends = self._list_offsets(tps, "latest")
+        avail = {tp: max(0, ends[tp] - begin[tp]) for tp in tps}
+        take = _fair_share(avail, limit.max_records)
+        out: Offset = {}
+        for (t, p), o in sorted(begin.items()):
+            out.setdefault(t, {})[str(p)] = o + take.get((t, p), 0)
+        return out
+
+    def partitions(self, start: Offset, end: Offset) -> Sequence[tuple[Offset, Offset]]:
+        """One sub-range per topic partition with new records."""
+        parts: list[tuple[Offset, Offset]] = []
+        for t, ends in sorted(end.items()):
+            for p, e in sorted(ends.items(), key=lambda kv: int(kv[0])):
+                s = start.get(t, {}).get(p)
+                if s is None:  # a partition new since start: its range begins at its earliest offset
+                    parts.append(({t: {}}, {t: {p: e}}))
+                elif e > s:
+                    parts.append(({t: {p: s}}, {t: {p: e}}))
+        return parts
+
+    def lag(self, position: Offset) -> dict[tuple[str, int], int]:
+        """Records not yet read per ``(topic, partition)``: the last stable offset minus ``position``.
+
+        ``position`` is an offset of this spout (Spark's ``endOffset`` of the last batch, as in a
+        query's progress). Partitions the position does not name count from their earliest offset.
+        """
+        tps = [(t, p) for t, n in self._partitions_now().items() for p in range(n)]
+        ends = self._list_offsets(tps, "latest")
+        begin = {(t, int(p)): int(o) for t, parts in position.items() for p, o in parts.items()}
+        missing = [tp for tp in tps if tp not in begin]
+        begin.update(self._list_offsets(missing, "earliest"))
+        return {tp: max(0, ends[tp] - begin[tp]) for tp in tps}
+
+    # ---- reading -----------------------------------------------------------------------------
+    def _consumer(self) -> Any:
+        settings = dict(self.settings)
+        settings.update({
+            "group.id": "weir-kafka-spout",  # never joins or commits: partitions are assigned by hand
+            "enable.auto.commit": "false",
+            "enable.auto.offset.store": "false",
+            "auto.offset.reset": "error",
+            "isolation.level": self.isolation_level,
+            "enable.partition.eof": "false",
+            "fetch.wait.max.ms": "50",
+        })
+        settings.setdefault("queued.max.messages.kbytes", "65536")
+        key = tuple(sorted(settings.items()))
+        c = _CONSUMERS.get(key)
+        if c is None:
+            c = client_module().Consumer(settings)
+            _CONSUMERS[key] = c
+        return c
+
+    def read(self, start: Offset, end: Offset) -> Iterable[Any]:
+        """The records of every partition in ``[start, end)`` as Arrow record batches."""
+        for t, ends in sorted(end.items()):
+            for p, e in sorted(ends.items(), key=lambda kv: int(kv[0])):
+                s = start.get(t, {}).get(p)
+                if s is None:  # new since start: from its earliest offset (nothing was promised before)
+                    yield from self._read_partition(t, int(p), 0, int(e), fresh=True)
+                elif e > s:
+                    yield from self._read_partition(t, int(p), int(s), int(e))
+
+    def _read_partition(self, topic: str, part: int, s: int, e: int, *, fresh: bool = False) -> Iterator[Any]:
+        ck = client_module()
+        consumer = self._consumer()
+        tp = ck.TopicPartition(topic, part)
+        rng = f"[{s}, {e})"
+        try:
+            low, _high = consumer.get_watermark_offsets(tp, timeout=self.connect_timeout_s, cached=False)
+        except Exception as exc:
+            msg = f"{self.describe()}: topic {topic!r} partition {part}: reading the watermarks failed: {exc}"
+            raise SourceError(msg) from exc
+        if fresh and low > s:
+            s = low
+        if low > s:
+            what = (
+                f"topic {topic!r} partition {part}: offsets {s}..{min(low, e) - 1} of the batch's range {rng} "
+                f"were deleted (retention) before this batch read them; the partition now starts at {low}"
+            )
+            if self.guarantee is Guarantee.TRANSACTIONAL:
+                msg = (
+                    f"{self.describe()}: {what}. A TRANSACTIONAL spout cannot replay this batch: keep the topic "
+                    "longer, or declare guarantee=Guarantee.OPAQUE to continue with the records that are left"
+                )
+                raise SourceError(msg)
+            log.warning("%s: %s; continuing with the records that are left", self.describe(), what)
+            s = low
+            if s >= e:
+                return
+        consumer.assign([ck.TopicPartition(topic, part, s)])
+        try:
+            deadline_gap = max(30.0, 4 * self.connect_timeout_s)
+            last_progress = time.monotonic()
+            pos = s
+            while pos < e:
+                msgs = consumer.consume(min(10_000, max(1, e - pos)), 0.5)
+                page = []
+                for m in msgs:
+                    err = m.error()
+                    if err is not None:
+                        if err.code() == ck.KafkaError._PARTITION_EOF:
+                            continue
+                        msg = f"{self.describe()}: topic {topic!r} partition {part} range {rng}: {err}"
+                        raise SourceError(msg)
+                    if m.offset() >= e:
+                        pos = e
+                        break
+                    page.append(m)
+                    pos = m.offset() + 1
+                if page:
+                    last_progress = time.monotonic()
+                    yield self._batch(page)
+                elif pos < e:
+                    # aborted records and transaction markers occupy offsets that never arrive
+                    got = consumer.position([ck.TopicPartition(topic, part)])[0].offset
+                    if got >= e:
+                        break
+                    if got > pos:
+                        pos, last_progress = got, time.monotonic()
+                    if time.monotonic() - last_progress > deadline_gap:
+                        msg = (
+                            f"{self.describe()}: topic {topic!r} partition {part}: no progress reading {rng} "
+                            f"for {deadline_gap:.0f}s (stuck at offset {pos}); is a broker down?"
+                        )
+                        raise SourceError(msg)
+        finally:
+            consumer.unassign()
+
+    def _batch(self, msgs: list[Any]) -> pa.RecordBatch:
+        """One record batch of consumed messages; undecodable values mark their rows malformed."""
+        names, types = self.arrow_layout()
+        n = len(msgs)
+        keys = [m.key() for m in msgs]
+        vals = [m.value() for m in msgs]
+        bad: list[str | None] = [None] * n
+        topic = msgs[0].topic()
+        parts = [m.partition() for m in msgs]
+        offs = [m.offset() for m in msgs]
+
+        def where(i: int) -> str:
+            return f"topic {topic!r} partition {parts[i]} offset {offs[i]}"
+
+        key_arr = _text_column(keys, self.key_format, bad, where, "key")
+        cols: list[pa.Array] = [key_arr]
+        if self.value_columns is not None:
+            objs: list[Any] = [None] * n
+            for i, v in enumerate(vals):
+                if bad[i] is not None or v is None:
+                    continue
+                try:
+                    o = json.loads(v)
+                except ValueError as exc:
+                    bad[i] = f"{where(i)}: value is not JSON: {exc}"
+                    continue
+                if not isinstance(o, dict):
+                    bad[i] = f"{where(i)}: value is a JSON {type(o).__name__}, not an object"
+                    continue
+                objs[i] = o
+            for c in self.value_columns:
+                conv = converter(c.type)
+                out: list[Any] = [None] * n
+                for i, o in enumerate(objs):
+                    if o is None or bad[i] is not None:
+                        continue
+                    try:
+                        out[i] = conv(o.get(c.name))
+                    except (ValueError, UnicodeDecodeError) as exc:
+                        bad[i] = f"{where(i)}: field {c.name!r} ({c.type}): {exc}"
+                cols.append(pa.array(out, types[len(cols)]))
+        elif self.value_format == "json":
+            for i, v in enumerate(vals):
+                if v is None or bad[i] is not None:
+                    continue
+                try:
+                    json.loads(v)
+                except ValueError as exc:
+                    bad[i] = f"{where(i)}: value is not JSON: {exc}"
+            cols.append(_text_column(vals, "utf-8", bad, where, "value"))
+        else:
+            cols.append(_text_column(vals, self.value_format, bad, where, "value"))
+        if any(b is not None for b in bad):  # a malformed row carries no data, only the reason
+            mask = pa.array([b is not None for b in bad])
+            cols = [pc.if_else(mask, pa.nulls(n, c.type), c) for c in cols]
+        ts = [m.timestamp()[1] for m in msgs]
+        hdrs = [m.headers() for m in msgs]
+        cols += [
+            pa.array([topic] * n, pa.string()),
+            pa.array(parts, pa.int32()),
+            pa.array(offs, pa.int64()),
+            pa.array([t if t >= 0 else None for t in ts], pa.int64()),
+            pa.array([None if h is None else _headers_json(h) for h in hdrs], pa.string()),
+            pa.array(bad, pa.string()),
+        ]
+        return pa.RecordBatch.from_arrays(cols, names=names)
+
+
+def _text_column(values: list[Any], fmt: str, bad: list[str | None], where: Any, what: str) -> pa.Array:
+    if fmt == "bytes":
+        return pa.array(values, pa.binary())
+    try:
+        return pa.array(values, pa.binary()).cast(pa.string())
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        out: list[str | None] = []
+        for i, v in enumerate(values):
+            try:
+                out.append(None if v is None else v.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                out.append(None)
+                if bad[i] is None:
+                    bad[i] = f"{where(i)}: {what} is not UTF-8: {exc}"
+        return pa.array(out, pa.string())
+
+
+def _headers_json(headers: list[tuple[str, bytes | None]]) -> str:
+    return json.dumps(
+        [[k, None if v is None else v.decode("utf-8", "backslashreplace")] for k, v in headers],
+        separators=(",", ":"),
+    )
+
+
+def _fair_share(avail: dict[tuple[str, int], int], budget: int | None) -> dict[tuple[str, int], int]:
+    """Records to take per partition: everything, or ``budget`` shared evenly (water-filling)."""
+    if budget is None:
+        return dict(avail)
+    take = dict.fromkeys(avail, 0)
+    left = budget
+    open_ = sorted((tp for tp, n in avail.items() if n > 0), key=lambda tp: avail[tp])
+    while open_ and left > 0:
+        share = max(1, left // len(open_))
+        nxt = []
+        for tp in open_:
+            room = avail[tp] - take[tp]
+            got = min(room, share, left)
+            take[tp] += got
+            left -= got
+            if take[tp] < avail[tp]:
+                nxt.append(tp)
+            if left == 0:
+                break
+        open_ = nxt
+    return take
