@@ -57,7 +57,7 @@ _PROVIDER_KEYS: dict[str, set[str]] = {
     "memory": {"name"},
     "sqlite": {"path", "timeout", "synchronous"},
     "redis": {"jedisPoolConfig", "jedisClusterConfig", "tls"},
-    "postgres": {"schema", "tablePrefix", "connectTimeout"},
+    "postgres": {"schema", "tablePrefix", "connectTimeout", "statementTimeout", "socketTimeout"},
 }
 _POOL_KEYS = {"host": str, "port": int, "timeout": int, "database": int, "password": (str, type(None))}
 _CLUSTER_KEYS = {"nodes": list, "timeout": int, "maxRedirections": int, "password": (str, type(None))}
