@@ -97,7 +97,7 @@ def test_timeouts_are_validated_at_submit_time() -> None:
         with pytest.raises(ConfigError, match=key):
             PostgresOptions.from_config(cfg)
     opts = PostgresOptions("postgresql://u@h/db", statement_timeout=10)
-    assert opts.socket_timeout == 40
+    assert opts.socket_timeout == 70
 
 
 # ---- Redis: chunked commits, a re-sent script --------------------------------------------------

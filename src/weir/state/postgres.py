@@ -23,7 +23,7 @@ Configuration (``topology.state.provider.config``)::
 
     {"url": "postgresql://user:password@host:5432/db",
      "schema": "public", "tablePrefix": "weir_", "connectTimeout": 5,
-     "statementTimeout": 60, "socketTimeout": 90}
+     "statementTimeout": 300, "socketTimeout": 360}
 
 Bounded waits: ``statementTimeout`` (seconds) is set as the session's ``statement_timeout``, so the
 server cancels a statement that runs (or waits for a lock) longer; ``socketTimeout`` (seconds) bounds
@@ -89,10 +89,10 @@ class PostgresOptions:
         Seconds to wait for a connection (default 5).
     statement_timeout:
         Seconds the server lets one statement run or wait for a lock (``statement_timeout``,
-        default 60; 0 = no limit).
+        default 300; 0 = no limit).
     socket_timeout:
         Seconds the client waits for one read or write transaction before it shuts the connection
-        down (default ``statement_timeout + 30``, or 90; 0 = no limit). This is what ends the wait
+        down (default ``statement_timeout + 60``, or 360; 0 = no limit). This is what ends the wait
         on a frozen server.
     """
 
@@ -100,7 +100,7 @@ class PostgresOptions:
     schema: str = "public"
     table_prefix: str = "weir_"
     connect_timeout: float = 5.0
-    statement_timeout: float = 60.0
+    statement_timeout: float = 300.0
     socket_timeout: float | None = None
 
     def __post_init__(self) -> None:
@@ -127,7 +127,7 @@ class PostgresOptions:
                 msg = f"postgres provider: {key} must be a number of seconds ≥ 0 (0 = no limit), got {v!r}"
                 raise ConfigError(msg)
         if self.socket_timeout is None:
-            sock = self.statement_timeout + 30.0 if self.statement_timeout else 90.0
+            sock = self.statement_timeout + 60.0 if self.statement_timeout else 360.0
             object.__setattr__(self, "socket_timeout", sock)
 
     @classmethod
