@@ -12,6 +12,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from weir.cli._conf import expand_env, read_conf_file
 from weir.cli._progress import Progress
 from weir.cli._table import print_table
 from weir.errors import ConfigError
@@ -104,9 +105,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     topology, default_name, module_conf = load_target(args.target)
     conf = dict(module_conf)
+    for path in args.conf_file or []:
+        conf.update(read_conf_file(path))
     conf.update(parse_conf_pairs(args.conf or []))
     if args.master:
         conf["weir.spark.master"] = args.master
+    conf = expand_env(conf)
     name = args.name or default_name
     run = weir.submit(name, conf, topology)
     print(f"weir: running topology {name!r} (Ctrl-C stops it)", file=sys.stderr)
@@ -151,6 +155,13 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("run", help="run a topology on Spark with a live progress display")
     p.add_argument("target", metavar="FILE_OR_MODULE[:attr]", help="where the topology is defined")
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="configuration (repeatable)")
+    p.add_argument(
+        "--conf-file",
+        action="append",
+        metavar="FILE",
+        help="a JSON object of configuration keys (repeatable; --conf overrides it); ${NAME} in any "
+        "value is replaced by the environment variable NAME, so passwords stay out of argv",
+    )
     p.add_argument("--master", help="Spark master URL (weir.spark.master), default local[*]")
     p.add_argument("--name", help="topology name (default: NAME in the module, else its file name)")
     p.add_argument(
