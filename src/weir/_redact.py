@@ -76,7 +76,7 @@ _PASSWORD_PARAM_RE = re.compile(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^&\
 
 
 def is_secret_key(key: object) -> bool:
-    """Whether configuration ``key`` holds a secret (``password``, ``sasl.password``, ``jedisPoolConfig.password``...)."""
+    """Whether configuration ``key`` holds a secret (``password``, ``sasl.password``, ``ssl.key.password``...)."""
     return isinstance(key, str) and bool(_SECRET_KEY_RE.search(key.strip()))
 
 

@@ -38,15 +38,44 @@ def make_certs(directory: Path) -> Certs:
     cext.write_text("extendedKeyUsage=clientAuth\n")
     for name in ("ca", "other-ca"):
         _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", f"{name}.key", cwd=d)
-        _openssl("req", "-x509", "-new", "-key", f"{name}.key", "-days", "2", "-subj", f"/CN=weir test {name}",
-                 "-out", f"{name}.pem", cwd=d)
+        _openssl(
+            "req",
+            "-x509",
+            "-new",
+            "-key",
+            f"{name}.key",
+            "-days",
+            "2",
+            "-subj",
+            f"/CN=weir test {name}",
+            "-out",
+            f"{name}.pem",
+            cwd=d,
+        )
     for name, extfile in (("server", ext), ("client", cext)):
         _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", f"{name}.key", cwd=d)
         _openssl("req", "-new", "-key", f"{name}.key", "-subj", f"/CN=weir test {name}", "-out", f"{name}.csr", cwd=d)
-        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-                 "-days", "2", "-extfile", str(extfile), "-out", f"{name}.pem", cwd=d)
-    return Certs(d / "ca.pem", d / "server.pem", d / "server.key", d / "client.pem", d / "client.key",
-                 d / "other-ca.pem")
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            str(extfile),
+            "-out",
+            f"{name}.pem",
+            cwd=d,
+        )
+    return Certs(
+        d / "ca.pem", d / "server.pem", d / "server.key", d / "client.pem", d / "client.key", d / "other-ca.pem"
+    )
 
 
 class PasswordRedis(RedisServer):
@@ -84,9 +113,10 @@ class TlsRedis(RedisServer):
         """A TLS handshake with the client certificate succeeds and PING answers."""
         ctx = ssl.create_default_context(cafile=str(self.certs.ca))
         ctx.load_cert_chain(str(self.certs.client_cert), str(self.certs.client_key))
-        with socket.create_connection(("127.0.0.1", self.tls_port), timeout=1) as raw, ctx.wrap_socket(
-            raw, server_hostname="127.0.0.1"
-        ) as s:
+        with (
+            socket.create_connection(("127.0.0.1", self.tls_port), timeout=1) as raw,
+            ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s,
+        ):
             s.sendall(b"*1\r\n$4\r\nPING\r\n")
             return s.recv(64).startswith(b"+PONG")
 

@@ -56,9 +56,7 @@ def change_set() -> dict[bytes, bytes | None]:
 
 
 @pytest.fixture(params=["sqlite", "redis", "postgres"])
-def backend(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[Backend]:
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     if request.param == "sqlite":
         b: Backend = SqliteBackend.open(SqliteOptions(str(tmp_path / "big.db")))
     elif request.param == "redis":

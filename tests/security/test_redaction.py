@@ -55,7 +55,10 @@ def _error_text(fn: object, *args: object) -> str:
         (f"redis://:{SECRET}@h:6379/0", "redis://:***@h:6379/0"),
         (f"redis://{SECRET}@h:6379/0", "redis://***@h:6379/0"),
         (f"rediss://user:{SECRET}@h:6380/1", "rediss://user:***@h:6380/1"),
-        (f"postgresql://weir:{SECRET}@db:5432/app?sslmode=require", "postgresql://weir:***@db:5432/app?sslmode=require"),
+        (
+            f"postgresql://weir:{SECRET}@db:5432/app?sslmode=require",
+            "postgresql://weir:***@db:5432/app?sslmode=require",
+        ),
         (f"postgresql://weir@db/app?password={SECRET}", "postgresql://weir@db/app?password=***"),
         (f"nats://{SECRET}@n:4222", "nats://***@n:4222"),
         (f"nats://u:{SECRET}@n:4222", "nats://u:***@n:4222"),
@@ -75,7 +78,7 @@ def test_redact_config_knows_store_and_kafka_secrets() -> None:
             "sasl.password": SECRET,
             "ssl.key.password": SECRET,
             "ssl.truststore.password": SECRET,
-            "sasl.jaas.config": f'org.apache.kafka.common.security.plain.PlainLoginModule required password="{SECRET}";',
+            "sasl.jaas.config": f'org.apache.kafka.common.security.plain.PlainLoginModule required password="{SECRET}";',  # noqa: E501
         },
         "nats": {"token": SECRET, "password": SECRET, "nkey_seed": SECRET},
     }

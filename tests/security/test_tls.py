@@ -63,8 +63,16 @@ def test_redis_tls_with_ca_and_client_certificate(tls_redis: TlsRedis, certs: Ce
 def test_redis_tls_refusals_are_clear(tls_redis: TlsRedis, certs: Certs) -> None:
     # a CA that did not sign the server's certificate
     with pytest.raises(ConfigError, match="TLS|certificate") as info:
-        _redis({"url": tls_redis.url, "tls": {"caFile": str(certs.other_ca), "certFile": str(certs.client_cert),
-                                              "keyFile": str(certs.client_key)}})
+        _redis(
+            {
+                "url": tls_redis.url,
+                "tls": {
+                    "caFile": str(certs.other_ca),
+                    "certFile": str(certs.client_cert),
+                    "keyFile": str(certs.client_key),
+                },
+            }
+        )
     assert f"127.0.0.1:{tls_redis.tls_port}" in str(info.value)
     # no client certificate: the server refuses the handshake
     with pytest.raises(ConfigError, match="cannot use Redis"):
@@ -139,7 +147,11 @@ def test_nats_refuses_without_nkey_or_with_a_wrong_ca(
     with pytest.raises(SourceError, match="cannot connect"):
         no_nkey.initial_offset()
     wrong_ca = NatsSpout(
-        tls_nats.url, "SECURE", connect_timeout_s=1, nkey_seed_file=str(seed_path), **{**tls, "tls_ca_file": str(certs.other_ca)}
+        tls_nats.url,
+        "SECURE",
+        connect_timeout_s=1,
+        nkey_seed_file=str(seed_path),
+        **{**tls, "tls_ca_file": str(certs.other_ca)},
     )
     with pytest.raises(SourceError, match="cannot connect"):
         wrong_ca.initial_offset()

@@ -52,7 +52,9 @@ def expand_env(obj: Any, *, environ: Mapping[str, str] | None = None, where: str
                 return "${"
             name = m.group(1)
             if name not in env:
-                msg = f"configuration {where or 'value'} uses ${{{name}}}, but the environment variable {name} is not set"
+                msg = (
+                    f"configuration {where or 'value'} uses ${{{name}}}, but the environment variable {name} is not set"
+                )
                 raise ConfigError(msg)
             return env[name]
 

@@ -119,7 +119,8 @@ class RedisSettings:
         return redact_text(text, [p for p in (self.password, self.ssl_key_password) if p])
 
     def __repr__(self) -> str:
-        return f"RedisSettings({self.describe()!r}, user={self.username!r}, password={'***' if self.password else None})"
+        password = "***" if self.password else None
+        return f"RedisSettings({self.describe()!r}, user={self.username!r}, password={password})"
 
     @classmethod
     def from_config(cls, cfg: ProviderConfig | Mapping[str, Any]) -> RedisSettings:

@@ -66,13 +66,18 @@ class SocketWatchdog:
             return
         self._ensure_thread()
         with self._cond:
+            earliest = not self._heap or g.deadline < self._heap[0][0]
             heapq.heappush(self._heap, (g.deadline, next(self._seq), g))
-            self._cond.notify()
+            if earliest:  # the thread sleeps until the earliest deadline: wake it only for a new one
+                self._cond.notify()
         try:
             yield g
         finally:
             with self._cond:
                 g.done = True
+                heap = self._heap
+                while heap and heap[0][2].done:  # finished guards leave at once (usually in order)
+                    heapq.heappop(heap)
 
     def _loop(self) -> None:
         while True:

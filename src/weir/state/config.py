@@ -118,7 +118,10 @@ class ProviderConfig:
         return out
 
     def __repr__(self) -> str:
-        return f"ProviderConfig(provider={self.provider!r}, options={self.redacted()!r}, custom_class={self.custom_class!r})"
+        return (
+            f"ProviderConfig(provider={self.provider!r}, options={self.redacted()!r}, "
+            f"custom_class={self.custom_class!r})"
+        )
 
 
 def provider_from_url(url: str) -> str:

@@ -501,19 +501,24 @@ class PostgresBackend(Backend):
 
     def count(self, namespace: str) -> int:
         """Number of committed rows."""
-        row = self._read(namespace, lambda c: c.execute(self._sql.count, (namespace,)).fetchone(), "count the committed rows")
+        row = self._read(
+            namespace, lambda c: c.execute(self._sql.count, (namespace,)).fetchone(), "count the committed rows"
+        )
         return 0 if row is None else int(row[0])
 
     def txids(self, namespace: str) -> TxidRecord:
         """The txid record (None / None / 0 for an unknown namespace)."""
-        row = self._read(namespace, lambda c: c.execute(self._sql.txids, (namespace,)).fetchone(), "read the txid record")
+        row = self._read(
+            namespace, lambda c: c.execute(self._sql.txids, (namespace,)).fetchone(), "read the txid record"
+        )
         return TxidRecord() if row is None else TxidRecord(row[0], row[1], int(row[2]))
 
     def load_prepared(self, namespace: str) -> tuple[int, dict[bytes, bytes | None]] | None:
         """The prepared change set and its txid (one consistent query), or None."""
         rows = self._read(
             namespace,
-            lambda c: c.execute(self._sql.load_prepared, (namespace,), binary=True).fetchall(), "read the prepared change set"
+            lambda c: c.execute(self._sql.load_prepared, (namespace,), binary=True).fetchall(),
+            "read the prepared change set",
         )
         if not rows or rows[0][0] is None:
             return None
