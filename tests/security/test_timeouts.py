@@ -115,3 +115,35 @@ def test_redis_commit_resent_after_it_applied_is_recognized(redis_server: RedisS
     with pytest.raises(StateError, match="not prepared"):
         backend.commit_prepared(ns, 6, epoch=None)
     backend.drop(ns)
+
+
+def test_redis_chunked_commit_interrupted_between_chunks_is_finished_by_a_new_commit(
+    redis_server: RedisServer,
+) -> None:
+    """A driver dying after some chunks of a large commit: the next commit (recovery) completes it."""
+    from weir.state.redis import _S_COMMIT
+
+    backend = RedisBackend(RedisSettings.from_url(redis_server.url))
+    backend.commit_chunk = 100
+    ns = "chunked-ns"
+    backend.drop(ns)
+    backend.write_direct(ns, {b"gone-%d" % i: b"x" for i in range(50)}, None)
+    # more entries than a listpack-encoded hash holds, so HSCAN returns chunks of about 100
+    changes: dict[bytes, bytes | None] = {b"k%04d" % i: b"%d" % i for i in range(1150)}
+    changes.update({b"gone-%d" % i: None for i in range(50)})
+    backend.write_prepared(ns, 3, changes, epoch=2)
+    # two chunks applied, then the driver "dies"
+    for _ in range(2):
+        assert _S_COMMIT(backend.client, backend.keys(ns), ["2", "3", 100]) == 2
+    assert backend.txids(ns).committed is None and backend.txids(ns).prepared == 3
+    left = backend.load_prepared(ns)
+    assert left is not None and 0 < len(left[1]) < len(changes) - 150
+    # recovery rolls the COMMITTING transaction forward
+    backend.commit_prepared(ns, 3, epoch=2)
+    assert backend.txids(ns).committed == 3 and backend.load_prepared(ns) is None
+    assert dict(backend.scan(ns)) == {k: v for k, v in changes.items() if v is not None}
+    # a fenced driver cannot continue someone else's commit
+    backend.write_prepared(ns, 4, {b"k0000": b"new"}, epoch=5)
+    with pytest.raises(StateError, match="epoch"):
+        backend.commit_prepared(ns, 4, epoch=2)
+    backend.drop(ns)
