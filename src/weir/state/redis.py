@@ -503,6 +503,22 @@ class RedisBackend(Backend):
         except _ERRORS as exc:
             raise self._error(exc, namespace, f"write {len(changes)} changes", epoch) from exc
 
+    def put_many(self, namespace: str, rows: Iterable[tuple[bytes, bytes]]) -> None:
+        """Admin bulk load of committed rows (``weir state migrate``), in scripts of 10,000 rows.
+
+        No script blocks Redis for long or outlives the socket timeout. Each chunk is applied
+        atomically; the load as a whole is not (a failure leaves a prefix of ``rows`` written;
+        loading again is idempotent).
+        """
+        it = iter(rows)
+        keys = self.keys(namespace)
+        while chunk := list(itertools.islice(it, INLINE_LIMIT)):
+            blob = pack_changes(chunk, len(chunk))
+            try:
+                _S_DIRECT_INLINE(self.client, keys, ["", blob])
+            except _ERRORS as exc:
+                raise self._error(exc, namespace, f"bulk load {len(chunk)} rows") from exc
+
     def acquire_epoch(self, namespace: str) -> int:
         """Increment and return the namespace's epoch (HINCRBY)."""
         try:
