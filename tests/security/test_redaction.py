@@ -207,3 +207,24 @@ def test_every_nats_spout_error_hides_credentials(nats_server: NatsServer) -> No
         assert SECRET not in text
     text = _error_text(lambda: NatsSpout(dead, "S", token=12345))
     assert "12345" not in text
+
+
+def test_weir_run_conf_precedence_and_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from weir.cli.run_cmd import build_conf
+
+    monkeypatch.setenv("WEIR_TEST_RUN_PW", SECRET)
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    url = "redis://:${WEIR_TEST_RUN_PW}@h/0"
+    first.write_text(json.dumps({"x": 1, "y": 1, "topology.state.provider.config": {"url": url}}))
+    second.write_text(json.dumps({"y": 2, "z": 2}))
+    conf = build_conf({"x": 0, "w": 0}, [str(first), str(second)], ["z=3"], "local[1]")
+    assert conf == {
+        "x": 1,
+        "w": 0,
+        "y": 2,
+        "z": 3,
+        "topology.state.provider.config": {"url": f"redis://:{SECRET}@h/0"},
+        "weir.spark.master": "local[1]",
+    }
+    with pytest.raises(ConfigError, match="missing.json"):
+        build_conf({}, [str(tmp_path / "missing.json")], [])

@@ -17,7 +17,7 @@ from weir.cli._progress import Progress
 from weir.cli._table import print_table
 from weir.errors import ConfigError
 
-__all__ = ["load_target", "parse_conf_pairs", "register"]
+__all__ = ["build_conf", "load_target", "parse_conf_pairs", "register"]
 
 _ATTRS = ("topology", "TOPOLOGY", "create_topology", "build_topology", "build", "builder")
 
@@ -35,6 +35,22 @@ def parse_conf_pairs(pairs: list[str]) -> dict[str, Any]:
         except ValueError:
             conf[k.strip()] = v
     return conf
+
+
+def build_conf(
+    module_conf: Mapping[str, Any], conf_files: list[str], pairs: list[str], master: str | None = None
+) -> dict[str, Any]:
+    """The run's configuration: the module's ``CONF``, each ``--conf-file``, ``--conf``, ``--master``.
+
+    Later sources win; ``${NAME}`` in string values is replaced by the environment variable ``NAME``.
+    """
+    conf = dict(module_conf)
+    for path in conf_files:
+        conf.update(read_conf_file(path))
+    conf.update(parse_conf_pairs(pairs))
+    if master:
+        conf["weir.spark.master"] = master
+    return dict(expand_env(conf))
 
 
 def _import_target(spec: str) -> tuple[Any, str]:
@@ -104,13 +120,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import weir
 
     topology, default_name, module_conf = load_target(args.target)
-    conf = dict(module_conf)
-    for path in args.conf_file or []:
-        conf.update(read_conf_file(path))
-    conf.update(parse_conf_pairs(args.conf or []))
-    if args.master:
-        conf["weir.spark.master"] = args.master
-    conf = expand_env(conf)
+    conf = build_conf(module_conf, args.conf_file or [], args.conf or [], args.master)
     name = args.name or default_name
     run = weir.submit(name, conf, topology)
     print(f"weir: running topology {name!r} (Ctrl-C stops it)", file=sys.stderr)
