@@ -64,7 +64,7 @@ __all__ = ["COMMIT_CHUNK", "INLINE_LIMIT", "RedisBackend", "RedisSettings", "ope
 #: change sets up to this many entries go inline in one script; larger ones are staged in chunks
 INLINE_LIMIT = 10_000
 #: a prepared set up to this many entries commits in one script; a larger one in scripts of this many
-COMMIT_CHUNK = 20_000
+COMMIT_CHUNK = 10_000
 _STAGE_CHUNK = 10_000
 _STAGE_TTL_S = 3600
 _READ_CHUNK = 5_000
@@ -161,12 +161,19 @@ if p ~= ARGV[2] then
 end
 local limit = tonumber(ARGV[3])
 if redis.call('HLEN', KEYS[2]) > limit then
+  -- one scan over the prepared set, its cursor kept between scripts ('txid:cursor'): entries
+  -- already moved are deleted, so a chunk never pays again for the buckets scanned before it
   local arr, cursor = {}, '0'
+  local saved = redis.call('HGET', KEYS[3], 'ccursor')
+  if saved and string.sub(saved, 1, #ARGV[2] + 1) == ARGV[2] .. ':' then
+    cursor = string.sub(saved, #ARGV[2] + 2)
+  end
   repeat
     local r = redis.call('HSCAN', KEYS[2], cursor, 'COUNT', limit)
     cursor = r[1]
     for _, x in ipairs(r[2]) do arr[#arr + 1] = x end
   until cursor == '0' or #arr >= 2 * limit
+  redis.call('HSET', KEYS[3], 'ccursor', ARGV[2] .. ':' .. cursor)
   apply(arr, KEYS[1])
   local ks, nk = {}, 0
   for i = 1, #arr, 2 do
@@ -181,7 +188,7 @@ end
 apply(redis.call('HGETALL', KEYS[2]), KEYS[1])
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[3], 'commit', ARGV[2])
-redis.call('HDEL', KEYS[3], 'prepare', 'committing')
+redis.call('HDEL', KEYS[3], 'prepare', 'committing', 'ccursor')
 return 1
 """
 # ARGV: epoch
