@@ -18,6 +18,12 @@ Usage::
     python bench/state_providers.py            # full run (about 2 minutes here)
     python bench/state_providers.py --quick    # 1k and 10k only, fewer operations
     python bench/state_providers.py --providers sqlite,redis
+    python bench/state_providers.py --large    # large state: commit cost vs state size, 1M-key commit
+
+``--large`` (sqlite, redis, postgres by default) measures, on the backend directly: the commit of
+10k dirty keys into a state of 10k, 100k and 1M keys (median of 3), and a 1M-key change set
+(900k puts, 100k deletes) prepared and committed, with the growth of the process's peak RSS.
+It writes ``bench/results/state_providers_large.json``.
 """
 
 from __future__ import annotations
@@ -234,9 +240,116 @@ def render(results: dict[str, dict[str, Any]], sizes: list[int], targets: list[d
     return "\n\n".join(parts)
 
 
+def _peak_rss_reset() -> int:
+    with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+        f.write("5")
+    return _peak_rss()
+
+
+def _peak_rss() -> int:
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def bench_large(name: str, url: str, state_sizes: list[int], big: int) -> dict[str, Any]:
+    """Commit cost against state size, and one ``big``-key change set (see the module docs)."""
+    import gc
+
+    backend = StateFactory.from_url(url).backend
+    ns = f"bench-large-{name}"
+    backend.drop(ns)
+    out: dict[str, Any] = {"provider": name, "commit_10k_by_state_size": {}}
+    loaded = 0
+    txid = 0
+    for size in state_sizes:
+        backend.put_many(ns, ((b"key:%08d" % i, b"0") for i in range(loaded, size)))
+        loaded = size
+        if name == "sqlite":  # fold the bulk load into the database file first, as a long run would have
+            with contextlib.closing(__import__("sqlite3").connect(url.removeprefix("sqlite:///"))) as c:
+                c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        times = []
+        for _ in range(3):
+            txid += 1
+            rnd = random.Random(txid)
+            changes = {b"key:%08d" % rnd.randrange(size): b"%d" % txid for _ in range(10_000)}
+            backend.write_prepared(ns, txid, changes, epoch=None)
+            t0 = time.perf_counter()
+            backend.commit_prepared(ns, txid, epoch=None)
+            times.append(time.perf_counter() - t0)
+        out["commit_10k_by_state_size"][str(size)] = median(times)
+        print(f"  {name}: commit of 10k keys into {size:,} keys: {median(times) * 1000:.1f} ms", file=sys.stderr)
+    backend.drop(ns)
+    changes_big = {b"key:%08d" % i: (None if i % 10 == 0 else b"%d" % i) for i in range(big)}
+    gc.collect()
+    base = _peak_rss_reset()
+    txid += 1
+    t0 = time.perf_counter()
+    backend.write_prepared(ns, txid, changes_big, epoch=None)
+    t1 = time.perf_counter()
+    backend.commit_prepared(ns, txid, epoch=None)
+    t2 = time.perf_counter()
+    out["big_commit"] = {
+        "keys": big,
+        "prepare_s": t1 - t0,
+        "commit_s": t2 - t1,
+        "peak_rss_growth_bytes": _peak_rss() - base,
+    }
+    assert backend.count(ns) == big - (big + 9) // 10
+    backend.drop(ns)
+    return out
+
+
+def main_large(names: list[str], state_sizes: list[int], big: int) -> int:
+    """``--large``: print the table and write ``bench/results/state_providers_large.json``."""
+    results: dict[str, dict[str, Any]] = {}
+    started = time.perf_counter()
+    for name in names:
+        print(f"… {name}", file=sys.stderr, flush=True)
+        try:
+            with _store(name) as url:
+                results[name] = bench_large(name, url, state_sizes, big)
+        except Unavailable as exc:
+            results[name] = {"provider": name, "error": str(exc)}
+    rows = []
+    for name, res in results.items():
+        if "error" in res:
+            continue
+        b = res["big_commit"]
+        rows.append(
+            [name]
+            + [human_duration(res["commit_10k_by_state_size"][str(n)]) for n in state_sizes]
+            + [human_duration(b["prepare_s"]), human_duration(b["commit_s"])]
+            + [f"{b['peak_rss_growth_bytes'] / 2**20:.0f} MiB"]
+        )
+    headers = (
+        ["provider"]
+        + [f"commit 10k into {n:,}" for n in state_sizes]
+        + [f"prepare {big:,}", f"commit {big:,}", "peak RSS growth"]
+    )
+    print(format_table(headers, rows))
+    path = write_results(
+        "state_providers_large",
+        {
+            "benchmark": "state_providers --large",
+            "machine": machine(),
+            "state_sizes": state_sizes,
+            "big": big,
+            "elapsed_s": time.perf_counter() - started,
+            "providers": results,
+        },
+    )
+    print(f"\nwrote {path} ({human_duration(time.perf_counter() - started)})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="1k and 10k dirty keys only, fewer operations")
+    parser.add_argument("--large", action="store_true", help="commit cost against state size, 1M-key commit")
+    parser.add_argument("--big", type=int, default=1_000_000, help="--large: keys of the big change set")
     parser.add_argument(
         "--providers", default=",".join(STORES), help="comma-separated subset of " + ",".join(STORES)
     )
@@ -246,6 +359,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in STORES]
     if unknown:
         parser.error(f"unknown providers {unknown}; choose from {', '.join(STORES)}")
+    if args.large:
+        if args.providers == ",".join(STORES):
+            names = ["sqlite", "redis", "postgres"]
+        return main_large(names, [10_000, 100_000, 1_000_000], args.big)
     sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
     n_puts = 10_000 if args.quick else 100_000
     n_gets = 3_000 if args.quick else 10_000

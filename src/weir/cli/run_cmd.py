@@ -12,11 +12,12 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from weir.cli._conf import expand_env, read_conf_file
 from weir.cli._progress import Progress
 from weir.cli._table import print_table
 from weir.errors import ConfigError
 
-__all__ = ["load_target", "parse_conf_pairs", "register"]
+__all__ = ["build_conf", "load_target", "parse_conf_pairs", "register"]
 
 _ATTRS = ("topology", "TOPOLOGY", "create_topology", "build_topology", "build", "builder")
 
@@ -34,6 +35,22 @@ def parse_conf_pairs(pairs: list[str]) -> dict[str, Any]:
         except ValueError:
             conf[k.strip()] = v
     return conf
+
+
+def build_conf(
+    module_conf: Mapping[str, Any], conf_files: list[str], pairs: list[str], master: str | None = None
+) -> dict[str, Any]:
+    """The run's configuration: the module's ``CONF``, each ``--conf-file``, ``--conf``, ``--master``.
+
+    Later sources win; ``${NAME}`` in string values is replaced by the environment variable ``NAME``.
+    """
+    conf = dict(module_conf)
+    for path in conf_files:
+        conf.update(read_conf_file(path))
+    conf.update(parse_conf_pairs(pairs))
+    if master:
+        conf["weir.spark.master"] = master
+    return dict(expand_env(conf))
 
 
 def _import_target(spec: str) -> tuple[Any, str]:
@@ -103,10 +120,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import weir
 
     topology, default_name, module_conf = load_target(args.target)
-    conf = dict(module_conf)
-    conf.update(parse_conf_pairs(args.conf or []))
-    if args.master:
-        conf["weir.spark.master"] = args.master
+    conf = build_conf(module_conf, args.conf_file or [], args.conf or [], args.master)
     if args.accept_state_loss:
         conf["weir.accept.state.loss"] = True
     name = args.name or default_name
@@ -153,6 +167,13 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("run", help="run a topology on Spark with a live progress display")
     p.add_argument("target", metavar="FILE_OR_MODULE[:attr]", help="where the topology is defined")
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="configuration (repeatable)")
+    p.add_argument(
+        "--conf-file",
+        action="append",
+        metavar="FILE",
+        help="a JSON object of configuration keys (repeatable; --conf overrides it); ${NAME} in any "
+        "value is replaced by the environment variable NAME, so passwords stay out of argv",
+    )
     p.add_argument("--master", help="Spark master URL (weir.spark.master), default local[*]")
     p.add_argument("--name", help="topology name (default: NAME in the module, else its file name)")
     p.add_argument(

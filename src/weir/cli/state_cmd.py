@@ -66,21 +66,11 @@ def load_conf(conf_file: str | None, items: Sequence[str], url: str | None) -> d
 
     ``--conf`` entries override the file; ``--url`` overrides the provider keys of both.
     """
+    from weir.cli._conf import expand_env, read_conf_file
+
     conf: dict[str, Any] = {}
     if conf_file:
-        try:
-            with open(conf_file, encoding="utf-8") as fh:
-                loaded = json.load(fh)
-        except OSError as exc:
-            msg = f"--conf-file {conf_file!r} cannot be read: {exc.strerror}"
-            raise ConfigError(msg) from exc
-        except ValueError as exc:
-            msg = f"--conf-file {conf_file!r} is not valid JSON: {exc}"
-            raise ConfigError(msg) from exc
-        if not isinstance(loaded, dict):
-            msg = f"--conf-file {conf_file!r} must hold a JSON object of configuration keys"
-            raise ConfigError(msg)
-        conf.update(loaded)
+        conf.update(read_conf_file(conf_file))
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
@@ -88,9 +78,10 @@ def load_conf(conf_file: str | None, items: Sequence[str], url: str | None) -> d
             raise ConfigError(msg)
         conf[key.strip()] = _conf_value(value)
     if url:
+        url = expand_env(url, where="--url")
         conf[PROVIDER_KEY] = provider_from_url(url)
         conf[PROVIDER_CONFIG_KEY] = {"url": url}
-    return conf
+    return dict(expand_env(conf))
 
 
 @dataclass

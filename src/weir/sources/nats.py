@@ -21,11 +21,13 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
+from weir._redact import collect_secrets, redact_text, redact_url
 from weir.errors import ConfigError, SourceError
 from weir.sources._schema import Column, converter, parse_columns
 from weir.sources.replayable import Offset, ReadLimit, ReplayableSpout
@@ -65,6 +67,15 @@ class NatsSpout(ReplayableSpout):
         sequences each)
     connect_timeout_s : how long to retry an unreachable server before failing
     request_timeout_s : how long to wait for one JetStream reply
+    tls_ca_file : PEM file of the CA that signed the server's certificate (turns TLS on, as does a
+        ``tls://`` url)
+    tls_cert_file, tls_key_file : the client's certificate and key, for a server that verifies clients
+    tls_hostname : the name to check the server's certificate against (default: the url's host)
+    creds_file : a NATS ``.creds`` file (user JWT and NKey seed, decentralized auth)
+    nkey_seed_file : a file holding an NKey seed (``SU...``), for NKey authentication
+    user, password, token : plain credentials (or put them in the url: ``nats://user:pw@host``)
+
+    Credentials never appear in messages, ``describe()`` or logs: the url is shown with ``***``.
 
     Examples
     --------
@@ -91,11 +102,53 @@ class NatsSpout(ReplayableSpout):
         read_partitions: int = 2,
         connect_timeout_s: float = 10.0,
         request_timeout_s: float = 5.0,
+        tls_ca_file: str | None = None,
+        tls_cert_file: str | None = None,
+        tls_key_file: str | None = None,
+        tls_hostname: str | None = None,
+        creds_file: str | None = None,
+        nkey_seed_file: str | None = None,
+        user: str | None = None,
+        password: str | None = None,
+        token: str | None = None,
     ) -> None:
         if not isinstance(url, str) or not url.strip():
-            msg = f"NatsSpout: url must be 'nats://host:port', got {url!r}"
+            shown = repr(redact_url(url)) if isinstance(url, str) else type(url).__name__
+            msg = f"NatsSpout: url must be 'nats://host:port', got {shown}"
             raise ConfigError(msg)
         self.servers = [u.strip() for u in url.split(",") if u.strip()]
+        self._secrets = collect_secrets(
+            {"url": url, "password": password, "token": token}
+        )
+        for what, path in (
+            ("tls_ca_file", tls_ca_file),
+            ("tls_cert_file", tls_cert_file),
+            ("tls_key_file", tls_key_file),
+            ("creds_file", creds_file),
+            ("nkey_seed_file", nkey_seed_file),
+        ):
+            if path is not None and not (isinstance(path, str) and os.path.isfile(path)):
+                msg = f"NatsSpout: {what} {path!r} is not a readable file"
+                raise ConfigError(msg)
+        if (tls_cert_file is None) != (tls_key_file is None):
+            msg = "NatsSpout: tls_cert_file and tls_key_file go together (the client's certificate and key)"
+            raise ConfigError(msg)
+        if creds_file and nkey_seed_file:
+            msg = "NatsSpout: give creds_file or nkey_seed_file, not both"
+            raise ConfigError(msg)
+        for what, v in (("user", user), ("password", password), ("token", token), ("tls_hostname", tls_hostname)):
+            if v is not None and not isinstance(v, str):
+                msg = f"NatsSpout: {what} must be a string, got {type(v).__name__}"
+                raise ConfigError(msg)
+        self.tls_ca_file = tls_ca_file
+        self.tls_cert_file = tls_cert_file
+        self.tls_key_file = tls_key_file
+        self.tls_hostname = tls_hostname
+        self.creds_file = creds_file
+        self.nkey_seed_file = nkey_seed_file
+        self.user = user
+        self.password = password
+        self.token = token
         if not isinstance(stream, str) or not stream or any(c in stream for c in " .*>\t"):
             msg = f"NatsSpout: stream must be a JetStream stream name (no spaces, '.', '*' or '>'), got {stream!r}"
             raise ConfigError(msg)
@@ -145,7 +198,49 @@ class NatsSpout(ReplayableSpout):
     def describe(self) -> str:
         """``NatsSpout(nats://host:port, stream=NAME[, subject=...])``."""
         subj = f", subject={self.subject!r}" if self.subject else ""
-        return f"NatsSpout({','.join(self.servers)}, stream={self.stream!r}{subj})"
+        return f"NatsSpout({self._where()}, stream={self.stream!r}{subj})"
+
+    def _where(self) -> str:
+        """The server urls without credentials."""
+        return ",".join(redact_url(u) for u in self.servers)
+
+    def scrub(self, text: str) -> str:
+        """``text`` without this spout's secrets (url userinfo, password, token)."""
+        return redact_text(text, self._secrets)
+
+    def __repr__(self) -> str:
+        return self.describe()
+
+    def _tls_context(self) -> Any:
+        """An ``ssl.SSLContext`` for the TLS options, or None (made in the process that connects)."""
+        tls_url = any(u.lower().startswith("tls://") for u in self.servers)
+        if not (self.tls_ca_file or self.tls_cert_file or tls_url):
+            return None
+        import ssl
+
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=self.tls_ca_file)
+        if self.tls_cert_file:
+            ctx.load_cert_chain(self.tls_cert_file, self.tls_key_file)
+        return ctx
+
+    def _auth_options(self) -> dict[str, Any]:
+        opts: dict[str, Any] = {}
+        tls = self._tls_context()
+        if tls is not None:
+            opts["tls"] = tls
+            if self.tls_hostname:
+                opts["tls_hostname"] = self.tls_hostname
+        if self.creds_file:
+            opts["user_credentials"] = self.creds_file
+        if self.nkey_seed_file:
+            opts["nkeys_seed"] = self.nkey_seed_file
+        if self.user is not None:
+            opts["user"] = self.user
+        if self.password is not None:
+            opts["password"] = self.password
+        if self.token is not None:
+            opts["token"] = self.token
+        return opts
 
     def columns(self) -> list[Column]:
         """Payload fields, then the subject / sequence fields if asked for."""
@@ -190,13 +285,15 @@ class NatsSpout(ReplayableSpout):
                         reconnect_time_wait=0.05,
                         error_cb=quiet,
                         name="weir-nats-spout",
+                        **self._auth_options(),
                     ),
                     timeout=max(1.0, min(10.0, self.connect_timeout_s)),
                 )
             except Exception as exc:
                 if time.monotonic() + delay > deadline:
                     msg = (
-                        f"{self.describe()}: {what}: cannot connect to NATS ({type(exc).__name__}: {exc}); "
+                        f"{self.describe()}: {what}: cannot connect to NATS "
+                        f"({self.scrub(f'{type(exc).__name__}: {exc}')}); "
                         "start the server or fix the url"
                     )
                     raise SourceError(msg) from exc
@@ -387,7 +484,7 @@ class NatsSpout(ReplayableSpout):
         maybe = "may have lost" if self.subject is not None else "lost"
         head = f"the stream now starts at sequence {first_seq}" if first_seq is not None else ""
         what = (
-            f"NATS stream {self.stream!r} ({','.join(self.servers)}) {maybe} sequence(s) {spans} of range ({s}, {e}]: "
+            f"NATS stream {self.stream!r} ({self._where()}) {maybe} sequence(s) {spans} of range ({s}, {e}]: "
             f"removed by the stream's limits (max_msgs/max_bytes/max_age) or deleted before this batch read them"
             + (f"; {head}" if head else "")
         )
@@ -462,7 +559,7 @@ class _Puller:
             msg = f"{self.spout.describe()}: no reply to a pull request within {self.spout.request_timeout_s}s"
             raise SourceError(msg) from exc
         if self.error:
-            msg = f"{self.spout.describe()}: the pull request failed: {self.error}"
+            msg = f"{self.spout.describe()}: the pull request failed: {self.spout.scrub(self.error)}"
             raise SourceError(msg)
         return self.got
 

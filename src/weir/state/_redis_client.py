@@ -9,6 +9,8 @@ password) and says what to do. Used by the ``redis`` state provider and by Redis
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +22,7 @@ import redis.exceptions as rexc
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.retry import Retry
 
+from weir._redact import redact_text, redact_url
 from weir.errors import ConfigError
 from weir.state.config import ProviderConfig
 
@@ -46,7 +49,13 @@ class RedisSettings:
     username, password:
         Credentials (ACL user optional).
     ssl:
-        TLS (``rediss://``).
+        TLS (``rediss://``, or a ``tls`` object in the provider config).
+    ssl_ca_file, ssl_cert_file, ssl_key_file, ssl_key_password:
+        PEM files of the CA that signed the server's certificate, and of the client's certificate
+        and key (mutual TLS); the key's password if it is encrypted. ``None``: the system CAs, no
+        client certificate.
+    ssl_verify:
+        Check the server's certificate and (``ssl_check_hostname``) its host name; both default True.
     timeout_ms:
         Connect and socket timeout in milliseconds (Storm's ``timeout``, default 2000).
     max_redirections:
@@ -61,6 +70,12 @@ class RedisSettings:
     ssl: bool = False
     timeout_ms: int = _DEFAULT_TIMEOUT_MS
     max_redirections: int | None = None
+    ssl_ca_file: str | None = None
+    ssl_cert_file: str | None = None
+    ssl_key_file: str | None = None
+    ssl_key_password: str | None = None
+    ssl_verify: bool = True
+    ssl_check_hostname: bool = True
 
     def __post_init__(self) -> None:
         if not self.nodes:
@@ -76,6 +91,21 @@ class RedisSettings:
         if self.timeout_ms <= 0:
             msg = f"redis provider: timeout must be a positive number of milliseconds, got {self.timeout_ms}"
             raise ConfigError(msg)
+        for what, path in (
+            ("caFile", self.ssl_ca_file),
+            ("certFile", self.ssl_cert_file),
+            ("keyFile", self.ssl_key_file),
+        ):
+            if path is not None:
+                if not self.ssl:
+                    msg = f"redis provider: tls.{what} is set but TLS is off; use a rediss:// url"
+                    raise ConfigError(msg)
+                if not os.path.isfile(path):
+                    msg = f"redis provider: tls.{what} {path!r} is not a readable file"
+                    raise ConfigError(msg)
+        if (self.ssl_key_file is None) != (self.ssl_cert_file is None) and self.ssl_key_file is not None:
+            msg = "redis provider: tls.keyFile needs tls.certFile (the client certificate)"
+            raise ConfigError(msg)
 
     def describe(self) -> str:
         """A URL of the store without credentials."""
@@ -85,8 +115,12 @@ class RedisSettings:
         return f"{'rediss' if self.ssl else 'redis'}://{hosts}/{self.database}"
 
     def scrub(self, text: str) -> str:
-        """``text`` with the password replaced by ``***``."""
-        return text.replace(self.password, "***") if self.password else text
+        """``text`` with the passwords (and any URL userinfo password) replaced by ``***``."""
+        return redact_text(text, [p for p in (self.password, self.ssl_key_password) if p])
+
+    def __repr__(self) -> str:
+        password = "***" if self.password else None
+        return f"RedisSettings({self.describe()!r}, user={self.username!r}, password={password})"
 
     @classmethod
     def from_config(cls, cfg: ProviderConfig | Mapping[str, Any]) -> RedisSettings:
@@ -96,8 +130,12 @@ class RedisSettings:
         if len(given) > 1:
             msg = f"redis provider: give one of url, jedisPoolConfig or jedisClusterConfig, not {given}"
             raise ConfigError(msg)
+        tls = _tls_options(opts.get("tls"))
         if opts.get("url"):
-            return cls.from_url(str(opts["url"]))
+            settings = cls.from_url(str(opts["url"]))
+            if tls:
+                settings = dataclasses.replace(settings, **{**tls, "ssl": True})
+            return settings
         if opts.get("jedisClusterConfig"):
             c = opts["jedisClusterConfig"]
             return cls(
@@ -106,6 +144,8 @@ class RedisSettings:
                 password=c.get("password") or None,
                 timeout_ms=int(c.get("timeout", _DEFAULT_TIMEOUT_MS)),
                 max_redirections=c.get("maxRedirections"),
+                ssl=bool(tls),
+                **tls,
             )
         p = opts.get("jedisPoolConfig") or {}
         return cls(
@@ -113,6 +153,8 @@ class RedisSettings:
             database=int(p.get("database", 0)),
             password=p.get("password") or None,
             timeout_ms=int(p.get("timeout", _DEFAULT_TIMEOUT_MS)),
+            ssl=bool(tls),
+            **tls,
         )
 
     @classmethod
@@ -151,11 +193,22 @@ class RedisSettings:
             raise ConfigError(msg) from exc
         query = parse_qs(parts.query)
         timeout_ms = _DEFAULT_TIMEOUT_MS
+        tls: dict[str, Any] = {}
         for key, values in query.items():
+            if key in _URL_TLS_KEYS:
+                tls[_URL_TLS_KEYS[key]] = values[-1]
+                continue
             if key != "timeout" or not values[-1].isdigit():
-                msg = f"redis provider: url {_redact_url(url)!r}: unknown or bad query parameter {key!r}"
+                msg = (
+                    f"redis provider: url {_redact_url(url)!r}: unknown or bad query parameter {key!r} "
+                    f"(known: timeout, {', '.join(_URL_TLS_KEYS)})"
+                )
                 raise ConfigError(msg)
             timeout_ms = int(values[-1])
+        if "ssl_verify" in tls:
+            tls["ssl_verify"] = tls["ssl_verify"].lower() not in ("none", "false", "0", "no")
+        if "ssl_check_hostname" in tls:
+            tls["ssl_check_hostname"] = tls["ssl_check_hostname"].lower() in ("true", "1", "yes")
         return cls(
             nodes=nodes,
             cluster=cluster,
@@ -164,16 +217,54 @@ class RedisSettings:
             password=password,
             ssl=scheme.startswith("rediss"),
             timeout_ms=timeout_ms,
+            **tls,
         )
 
 
+#: TLS options in a ``rediss://`` URL's query (redis-py's spelling) → RedisSettings fields
+_URL_TLS_KEYS = {
+    "ssl_ca_certs": "ssl_ca_file",
+    "ssl_certfile": "ssl_cert_file",
+    "ssl_keyfile": "ssl_key_file",
+    "ssl_cert_reqs": "ssl_verify",
+    "ssl_check_hostname": "ssl_check_hostname",
+}
+#: keys of the provider config's ``tls`` object → RedisSettings fields
+_TLS_KEYS = {
+    "caFile": ("ssl_ca_file", str),
+    "certFile": ("ssl_cert_file", str),
+    "keyFile": ("ssl_key_file", str),
+    "keyPassword": ("ssl_key_password", str),
+    "verify": ("ssl_verify", bool),
+    "checkHostname": ("ssl_check_hostname", bool),
+}
+
+
+def _tls_options(raw: Any) -> dict[str, Any]:
+    """RedisSettings fields from the provider config's ``tls`` object (``{}`` when absent)."""
+    if raw is None or raw is False:
+        return {}
+    if raw is True:
+        return {"ssl_verify": True}
+    if not isinstance(raw, Mapping):
+        msg = "redis provider: tls must be an object {caFile, certFile, keyFile, keyPassword, verify, checkHostname}"
+        raise ConfigError(msg)
+    out: dict[str, Any] = {"ssl_verify": True}
+    for key, value in raw.items():
+        if key not in _TLS_KEYS:
+            msg = f"redis provider: unknown key tls.{key}; expected some of {', '.join(_TLS_KEYS)}"
+            raise ConfigError(msg)
+        name, want = _TLS_KEYS[key]
+        if not isinstance(value, want):
+            shown = "(value hidden)" if key == "keyPassword" else repr(value)
+            msg = f"redis provider: tls.{key} must be {want.__name__}, got {type(value).__name__} {shown}"
+            raise ConfigError(msg)
+        out[name] = value
+    return out
+
+
 def _redact_url(url: str) -> str:
-    head, sep, tail = url.rpartition("@")
-    if not sep:
-        return url
-    scheme, _, userinfo = head.partition("://")
-    user = userinfo.partition(":")[0] if ":" in userinfo else ""
-    return f"{scheme}://{user}:***@{tail}"
+    return redact_url(url)
 
 
 def _host_port(text: str, *, what: str, default_port: int | None = None) -> tuple[str, int]:
@@ -204,6 +295,15 @@ def _connect(settings: RedisSettings) -> Any:
         "socket_connect_timeout": timeout,
         "ssl": settings.ssl,
     }
+    if settings.ssl:
+        common.update(
+            ssl_ca_certs=settings.ssl_ca_file,
+            ssl_certfile=settings.ssl_cert_file,
+            ssl_keyfile=settings.ssl_key_file,
+            ssl_password=settings.ssl_key_password,
+            ssl_cert_reqs="required" if settings.ssl_verify else "none",
+            ssl_check_hostname=settings.ssl_verify and settings.ssl_check_hostname,
+        )
     if not settings.cluster:
         host, port = settings.nodes[0]
         # no retries while checking at open: a refused password or port fails at once
@@ -267,6 +367,11 @@ def _open_error(settings: RedisSettings, exc: BaseException) -> ConfigError:
         hint = "use jedisClusterConfig or a redis+cluster://host:port,... url"
     elif "Cluster mode is not enabled" in text:
         hint = "the server is not a cluster: use jedisPoolConfig or a redis://host:port/db url"
+    elif "SSL" in text or "certificate" in text.lower() or "TLS" in text:
+        hint = (
+            "check the TLS setup: a rediss:// url for a TLS port, tls.caFile naming the CA that signed "
+            "the server's certificate, and tls.certFile/keyFile when the server asks for a client certificate"
+        )
     elif isinstance(exc, (rexc.ClusterDownError, rexc.SlotNotCoveredError)) or "slots" in text:
         hint = (
             "the cluster is not ready: wait until 'redis-cli -p PORT cluster info' says cluster_state:ok "

@@ -15,8 +15,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
+from weir._redact import is_secret_key, redact_config, redact_url
 from weir.errors import ConfigError
 
 __all__ = [
@@ -56,8 +56,8 @@ _COMMON_KEYS = {"keyClass", "valueClass", "keySerializerClass", "valueSerializer
 _PROVIDER_KEYS: dict[str, set[str]] = {
     "memory": {"name"},
     "sqlite": {"path", "timeout", "synchronous"},
-    "redis": {"jedisPoolConfig", "jedisClusterConfig"},
-    "postgres": {"schema", "tablePrefix", "connectTimeout"},
+    "redis": {"jedisPoolConfig", "jedisClusterConfig", "tls"},
+    "postgres": {"schema", "tablePrefix", "connectTimeout", "statementTimeout", "socketTimeout"},
 }
 _POOL_KEYS = {"host": str, "port": int, "timeout": int, "database": int, "password": (str, type(None))}
 _CLUSTER_KEYS = {"nodes": list, "timeout": int, "maxRedirections": int, "password": (str, type(None))}
@@ -113,16 +113,15 @@ class ProviderConfig:
         return self.provider + ":" + json.dumps(dict(self.options), sort_keys=True, default=str)
 
     def redacted(self) -> dict[str, Any]:
-        """Options with passwords hidden, for messages and status."""
-        out = json.loads(json.dumps(dict(self.options), default=str))
-        for sub in ("jedisPoolConfig", "jedisClusterConfig"):
-            if isinstance(out.get(sub), dict) and out[sub].get("password"):
-                out[sub]["password"] = "***"  # noqa: S105 - redaction, not a secret
-        if isinstance(out.get("url"), str):
-            parts = urlsplit(out["url"])
-            if parts.password:
-                out["url"] = out["url"].replace(f":{parts.password}@", ":***@")
-        return dict(out)
+        """Options with passwords hidden (``***``), for messages and status."""
+        out: dict[str, Any] = redact_config(json.loads(json.dumps(dict(self.options), default=str)))
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"ProviderConfig(provider={self.provider!r}, options={self.redacted()!r}, "
+            f"custom_class={self.custom_class!r})"
+        )
 
 
 def provider_from_url(url: str) -> str:
@@ -130,7 +129,7 @@ def provider_from_url(url: str) -> str:
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme not in _SCHEMES:
         msg = (
-            f"state URL {url!r} has an unknown scheme {scheme!r}; expected one of "
+            f"state URL {redact_url(url)!r} has an unknown scheme {scheme!r}; expected one of "
             "sqlite:///PATH, redis://HOST:PORT/DB, redis+cluster://H1:P1,H2:P2, postgresql://..., memory://NAME"
         )
         raise ConfigError(msg)
@@ -145,7 +144,8 @@ def _check_types(where: str, data: Mapping[str, Any], spec: Mapping[str, Any]) -
         want = spec[k]
         if not isinstance(v, want) or (want is int and isinstance(v, bool)):
             names = " or ".join(t.__name__ for t in (want if isinstance(want, tuple) else (want,)))
-            msg = f"{PROVIDER_CONFIG_KEY}: {where}.{k} must be {names}, got {type(v).__name__} {v!r}"
+            shown = "(value hidden)" if is_secret_key(k) else repr(v)
+            msg = f"{PROVIDER_CONFIG_KEY}: {where}.{k} must be {names}, got {type(v).__name__} {shown}"
             raise ConfigError(msg)
 
 
@@ -210,7 +210,7 @@ def parse_provider_config(conf: Mapping[str, Any]) -> ProviderConfig:
             msg = f"{PROVIDER_CONFIG_KEY}: {k} must be a string, got {type(options[k]).__name__}"
             raise ConfigError(msg)
     if "url" in options and provider_from_url(options["url"]) != provider:
-        msg = f"{PROVIDER_CONFIG_KEY}: url {options['url']!r} does not match provider {provider!r}"
+        msg = f"{PROVIDER_CONFIG_KEY}: url {redact_url(options['url'])!r} does not match provider {provider!r}"
         raise ConfigError(msg)
     if "jedisPoolConfig" in options:
         if not isinstance(options["jedisPoolConfig"], dict):

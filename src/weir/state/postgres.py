@@ -22,7 +22,15 @@ backend may be pickled to Spark executors. Reads reconnect once when the connect
 Configuration (``topology.state.provider.config``)::
 
     {"url": "postgresql://user:password@host:5432/db",
-     "schema": "public", "tablePrefix": "weir_", "connectTimeout": 5}
+     "schema": "public", "tablePrefix": "weir_", "connectTimeout": 5,
+     "statementTimeout": 300, "socketTimeout": 360}
+
+Bounded waits: ``statementTimeout`` (seconds) is set as the session's ``statement_timeout``, so the
+server cancels a statement that runs (or waits for a lock) longer; ``socketTimeout`` (seconds) bounds
+every read or write transaction on the client side — a frozen server (stopped process, paused VM)
+cannot cancel anything, so past it the connection's socket is shut down and the call fails with a
+:class:`~weir.errors.StateError` naming the store, the namespace and the operation. TLS and other
+libpq settings go in the url's query (``?sslmode=verify-full&sslrootcert=ca.pem&sslcert=...``).
 """
 
 from __future__ import annotations
@@ -32,11 +40,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from weir._redact import collect_secrets, redact_text
+from weir._redact import redact_url as _redact_url
 from weir._util import validate_identifier
 from weir.errors import ConfigError, StateError
 from weir.state._connections import ProcessConnections
+from weir.state._watchdog import WATCHDOG
 from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
 from weir.state.config import ProviderConfig
 
@@ -60,20 +70,7 @@ def _close(conn: Any) -> None:
 
 def redact_url(url: str) -> str:
     """``url`` with its password (in the netloc or a ``password=`` query parameter) replaced by ``***``."""
-    try:
-        parts = urlsplit(url)
-        netloc = parts.netloc
-        if parts.password is not None:
-            userinfo, _, hostinfo = netloc.rpartition("@")
-            user = userinfo.split(":", 1)[0]
-            netloc = f"{user}:***@{hostinfo}"
-        query = parts.query
-        if query:
-            pairs = [(k, "***" if k.lower() == "password" else v) for k, v in parse_qsl(query, True)]
-            query = urlencode(pairs, safe="*")
-        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-    except ValueError:
-        return "<unparsable postgres url>"
+    return _redact_url(url)
 
 
 @dataclass(frozen=True)
@@ -90,16 +87,26 @@ class PostgresOptions:
         Prefix of the table names (default ``weir_``: ``weir_kv``, ``weir_prepare``, ``weir_txid``).
     connect_timeout:
         Seconds to wait for a connection (default 5).
+    statement_timeout:
+        Seconds the server lets one statement run or wait for a lock (``statement_timeout``,
+        default 300; 0 = no limit).
+    socket_timeout:
+        Seconds the client waits for one read or write transaction before it shuts the connection
+        down (default ``statement_timeout + 60``, or 360; 0 = no limit). This is what ends the wait
+        on a frozen server.
     """
 
     url: str
     schema: str = "public"
     table_prefix: str = "weir_"
     connect_timeout: float = 5.0
+    statement_timeout: float = 300.0
+    socket_timeout: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.url, str) or not self.url.lower().startswith(("postgresql://", "postgres://")):
-            msg = f"postgres provider: url {self.url!r} must look like postgresql://user@host:port/database"
+            shown = repr(redact_url(self.url)) if isinstance(self.url, str) else type(self.url).__name__
+            msg = f"postgres provider: url {shown} must look like postgresql://user@host:port/database"
             raise ConfigError(msg)
         validate_identifier(self.schema, what="postgres provider: schema")
         if not isinstance(self.table_prefix, str):
@@ -113,6 +120,15 @@ class PostgresOptions:
         if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
             msg = f"postgres provider: connectTimeout must be a positive number of seconds, got {t!r}"
             raise ConfigError(msg)
+        for key, v in (("statementTimeout", self.statement_timeout), ("socketTimeout", self.socket_timeout)):
+            if v is None and key == "socketTimeout":
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                msg = f"postgres provider: {key} must be a number of seconds ≥ 0 (0 = no limit), got {v!r}"
+                raise ConfigError(msg)
+        if self.socket_timeout is None:
+            sock = self.statement_timeout + 60.0 if self.statement_timeout else 360.0
+            object.__setattr__(self, "socket_timeout", sock)
 
     @classmethod
     def from_config(cls, cfg: ProviderConfig) -> PostgresOptions:
@@ -126,6 +142,8 @@ class PostgresOptions:
             ("schema", "schema"),
             ("tablePrefix", "table_prefix"),
             ("connectTimeout", "connect_timeout"),
+            ("statementTimeout", "statement_timeout"),
+            ("socketTimeout", "socket_timeout"),
         ):
             if key in opts:
                 kwargs[name] = opts[key]
@@ -250,7 +268,7 @@ class PostgresBackend(Backend):
             raise
         except psycopg.Error as exc:
             backend.close()
-            text = " ".join(str(exc).split()) or type(exc).__name__
+            text = backend._scrub(exc)
             if isinstance(exc, psycopg.errors.InsufficientPrivilege):
                 hint = (
                     f"grant the user CREATE on schema {options.schema!r} or create weir's tables ahead "
@@ -289,6 +307,31 @@ class PostgresBackend(Backend):
             autocommit=True,
             connect_timeout=max(2, round(self.options.connect_timeout)),
             application_name="weir",
+            options=f"-c statement_timeout={round(self.options.statement_timeout * 1000)}",
+        )
+
+    def _scrub(self, exc: BaseException) -> str:
+        """The error's text on one line, without the url's password."""
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        return redact_text(text, collect_secrets(self.options.url))
+
+    def _failure(
+        self, namespace: str, what: str, exc: BaseException, timed_out: bool, extra: str = ""
+    ) -> StateError:
+        """A StateError naming the store, the namespace and the operation (never a raw psycopg error)."""
+        if timed_out:
+            reason = (
+                f"no answer within socketTimeout={self.options.socket_timeout:g} s (the server is frozen "
+                "or unreachable); the connection was closed"
+            )
+        else:
+            psycopg = _import_psycopg()
+            reason = self._scrub(exc)
+            if isinstance(exc, psycopg.errors.QueryCanceled):
+                reason += f" (statementTimeout={self.options.statement_timeout:g} s)"
+        return StateError(
+            f"namespace {namespace!r}: {what} on the postgres store {self.describe()} failed: {reason}{extra}; "
+            "the batch fails and is retried or recovered once the server answers"
         )
 
     def close(self) -> None:
@@ -319,26 +362,41 @@ class PostgresBackend(Backend):
                 conn.execute(stmt)
 
     # ---- transactions --------------------------------------------------------------------------
-    def _read(self, namespace: str, body: Callable[[psycopg.Connection[Any]], T]) -> T:
-        """Run a read; reconnect and retry once if the connection broke."""
+    def _get_conn(self, namespace: str, what: str) -> psycopg.Connection[Any]:
+        psycopg = _import_psycopg()
+        try:
+            return self._conn()
+        except psycopg.Error as exc:
+            raise self._failure(namespace, f"{what} (connecting)", exc, False) from None
+
+    def _read(
+        self, namespace: str, body: Callable[[psycopg.Connection[Any]], T], what: str = "read"
+    ) -> T:
+        """Run a read; reconnect and retry once if the connection broke (not after a timeout)."""
         psycopg = _import_psycopg()
         for attempt in (1, 2):
-            conn = self._conn()
-            try:
-                return body(conn)
-            except psycopg.OperationalError as exc:
-                if attempt == 1 and (conn.closed or conn.broken):
-                    continue
-                msg = f"namespace {namespace!r}: read from {self.describe()} failed: {exc}"
-                raise StateError(msg) from exc
-            except psycopg.Error as exc:
-                msg = f"namespace {namespace!r}: read from {self.describe()} failed: {exc}"
-                raise StateError(msg) from exc
-        msg = f"namespace {namespace!r}: read from {self.describe()} failed twice"  # pragma: no cover
+            conn = self._get_conn(namespace, what)
+            with WATCHDOG.guard(conn.pgconn.socket, self.options.socket_timeout) as guard:
+                try:
+                    return body(conn)
+                except psycopg.Error as exc:
+                    lost = conn.closed or conn.broken
+                    if attempt == 1 and lost and not guard.fired and isinstance(exc, psycopg.OperationalError):
+                        continue
+                    err = self._failure(namespace, what, exc, guard.fired)
+                    if guard.fired:
+                        self._conns.close()
+                    raise err from exc
+        msg = f"namespace {namespace!r}: {what} on {self.describe()} failed twice"  # pragma: no cover
         raise StateError(msg)  # pragma: no cover
 
     def _write(
-        self, namespace: str, body: Callable[[psycopg.Connection[Any]], T], *, rerun: bool = True
+        self,
+        namespace: str,
+        body: Callable[[psycopg.Connection[Any]], T],
+        *,
+        rerun: bool = True,
+        what: str = "write",
     ) -> T:
         """Run ``body`` in one transaction.
 
@@ -348,26 +406,35 @@ class PostgresBackend(Backend):
         """
         psycopg = _import_psycopg()
         for attempt in (1, 2):
-            conn = self._conn()
+            conn = self._get_conn(namespace, what)
             stage = "begin"
-            try:
-                with conn.transaction():
-                    stage = "body"
-                    result = body(conn)
-                    stage = "commit"
-                return result
-            except psycopg.Error as exc:
-                lost = conn.closed or conn.broken
-                if lost and attempt == 1 and (stage == "begin" or (stage == "body" and rerun)):
-                    continue
-                msg = f"namespace {namespace!r}: write to {self.describe()} failed: {exc}" + (
-                    "; the connection was lost while committing, so the write may or may not have "
-                    "been applied: check txids() before retrying"
-                    if lost and stage == "commit"
-                    else ""
-                )
-                raise StateError(msg) from exc
-        msg = f"namespace {namespace!r}: write to {self.describe()} failed twice"  # pragma: no cover
+            with WATCHDOG.guard(conn.pgconn.socket, self.options.socket_timeout) as guard:
+                try:
+                    with conn.transaction():
+                        stage = "body"
+                        result = body(conn)
+                        stage = "commit"
+                    return result
+                except psycopg.Error as exc:
+                    lost = conn.closed or conn.broken
+                    if (
+                        lost
+                        and not guard.fired
+                        and attempt == 1
+                        and (stage == "begin" or (stage == "body" and rerun))
+                    ):
+                        continue
+                    extra = (
+                        "; the connection was lost while committing, so the write may or may not have "
+                        "been applied (recovery resolves it from the txid record)"
+                        if lost and stage == "commit"
+                        else ""
+                    )
+                    err = self._failure(namespace, what, exc, guard.fired, extra)
+                    if guard.fired:
+                        self._conns.close()
+                    raise err from exc
+        msg = f"namespace {namespace!r}: {what} on {self.describe()} failed twice"  # pragma: no cover
         raise StateError(msg)  # pragma: no cover
 
     def _fence(self, conn: psycopg.Connection[Any], namespace: str, epoch: int | None) -> TxidRecord:
@@ -392,7 +459,7 @@ class PostgresBackend(Backend):
     def get(self, namespace: str, key: bytes) -> bytes | None:
         """Committed value of ``key``, or None."""
         row = self._read(
-            namespace, lambda c: c.execute(self._sql.get, (namespace, key, key), binary=True).fetchone()
+            namespace, lambda c: c.execute(self._sql.get, (namespace, key, key), binary=True).fetchone(), "read a key"
         )
         return None if row is None else bytes(row[0])
 
@@ -409,7 +476,7 @@ class PostgresBackend(Backend):
 
         if not keys:
             return []
-        return self._read(namespace, body)
+        return self._read(namespace, body, f"read {len(keys)} keys")
 
     def scan(self, namespace: str) -> Iterator[tuple[bytes, bytes]]:
         """Committed rows (in key-hash order), read in pages of 5,000; no transaction spans pages."""
@@ -422,7 +489,7 @@ class PostgresBackend(Backend):
                     cur = c.execute(self._sql.scan_next, (namespace, last, _SCAN_CHUNK), binary=True)
                 return [(bytes(h), bytes(k), bytes(v)) for h, k, v in cur]
 
-            return self._read(namespace, body)
+            return self._read(namespace, body, "scan the committed rows")
 
         rows = page(None)
         while rows:
@@ -434,12 +501,16 @@ class PostgresBackend(Backend):
 
     def count(self, namespace: str) -> int:
         """Number of committed rows."""
-        row = self._read(namespace, lambda c: c.execute(self._sql.count, (namespace,)).fetchone())
+        row = self._read(
+            namespace, lambda c: c.execute(self._sql.count, (namespace,)).fetchone(), "count the committed rows"
+        )
         return 0 if row is None else int(row[0])
 
     def txids(self, namespace: str) -> TxidRecord:
         """The txid record (None / None / 0 for an unknown namespace)."""
-        row = self._read(namespace, lambda c: c.execute(self._sql.txids, (namespace,)).fetchone())
+        row = self._read(
+            namespace, lambda c: c.execute(self._sql.txids, (namespace,)).fetchone(), "read the txid record"
+        )
         return TxidRecord() if row is None else TxidRecord(row[0], row[1], int(row[2]))
 
     def load_prepared(self, namespace: str) -> tuple[int, dict[bytes, bytes | None]] | None:
@@ -447,6 +518,7 @@ class PostgresBackend(Backend):
         rows = self._read(
             namespace,
             lambda c: c.execute(self._sql.load_prepared, (namespace,), binary=True).fetchall(),
+            "read the prepared change set",
         )
         if not rows or rows[0][0] is None:
             return None
@@ -456,7 +528,7 @@ class PostgresBackend(Backend):
 
     def namespaces(self) -> list[str]:
         """Every namespace with rows, a prepared set or a txid record, sorted."""
-        rows = self._read("*", lambda c: c.execute(self._sql.namespaces).fetchall())
+        rows = self._read("*", lambda c: c.execute(self._sql.namespaces).fetchall(), "list namespaces")
         return sorted(r[0] for r in rows)
 
     # ---- atomic writes -------------------------------------------------------------------------
@@ -473,7 +545,7 @@ class PostgresBackend(Backend):
                         copy.write_row((namespace, k, v))
             conn.execute(self._sql.set_txid, (rec.committed, txid, rec.epoch, namespace))
 
-        self._write(namespace, body)
+        self._write(namespace, body, what=f"prepare txid {txid} ({len(changes)} changes)")
 
     def commit_prepared(self, namespace: str, txid: int, epoch: int | None) -> None:
         """Move the prepared set ``txid`` into the committed rows, in SQL, in one transaction."""
@@ -491,7 +563,7 @@ class PostgresBackend(Backend):
             conn.execute(self._sql.prepare_clear, (namespace,))
             conn.execute(self._sql.set_txid, (txid, None, rec.epoch, namespace))
 
-        self._write(namespace, body)
+        self._write(namespace, body, what=f"commit txid {txid}")
 
     def discard_prepared(self, namespace: str, epoch: int | None) -> None:
         """Delete the prepared change set (no-op when there is none)."""
@@ -501,7 +573,7 @@ class PostgresBackend(Backend):
             conn.execute(self._sql.prepare_clear, (namespace,))
             conn.execute(self._sql.set_txid, (rec.committed, None, rec.epoch, namespace))
 
-        self._write(namespace, body)
+        self._write(namespace, body, what="roll back the prepared change set")
 
     def write_direct(self, namespace: str, changes: Changes, epoch: int | None) -> None:
         """Apply ``changes`` to the committed rows (one transaction), txids untouched."""
@@ -515,7 +587,7 @@ class PostgresBackend(Backend):
                 conn.execute(self._sql.delete, (namespace, [_kh(k) for k in dels[i : i + _BULK_CHUNK]]))
             conn.execute(self._sql.set_txid, (rec.committed, rec.prepared, rec.epoch, namespace))
 
-        self._write(namespace, body)
+        self._write(namespace, body, what=f"write {len(changes)} changes")
 
     def put_many(self, namespace: str, rows: Iterable[tuple[bytes, bytes]]) -> None:
         """Bulk load of committed rows in one transaction (``rows`` is streamed in chunks)."""
@@ -526,7 +598,7 @@ class PostgresBackend(Backend):
             while chunk := list(islice(it, _BULK_CHUNK)):
                 self._upsert(conn, namespace, chunk)
 
-        self._write(namespace, body, rerun=False)
+        self._write(namespace, body, rerun=False, what="bulk load rows")
 
     def acquire_epoch(self, namespace: str) -> int:
         """Increment and return the namespace's epoch."""
@@ -537,7 +609,7 @@ class PostgresBackend(Backend):
             assert row is not None
             return int(row[0])
 
-        return self._write(namespace, body)
+        return self._write(namespace, body, what="take a new epoch")
 
     def drop(self, namespace: str) -> None:
         """Delete the rows, the prepared set and the txid record of ``namespace``."""
@@ -546,7 +618,7 @@ class PostgresBackend(Backend):
             for stmt in self._sql.drop:
                 conn.execute(stmt, (namespace,))
 
-        self._write(namespace, body)
+        self._write(namespace, body, what="drop the namespace")
 
 
 def open_backend(cfg: ProviderConfig) -> PostgresBackend:

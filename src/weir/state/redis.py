@@ -17,9 +17,15 @@ is a non-atomic sequence of commands; this one is atomic). A change set travels 
 argument that the script decodes with Redis's built-in ``cmsgpack``. One larger than
 :data:`INLINE_LIMIT` entries is first staged in chunks into a temporary hash of the same slot
 (``ns$stage$<token>``, expiring after an hour); the visible step — swapping it in as the prepared
-set, or applying it — is still a single script. A script runs in time linear in the change set
-and Redis serves nobody else meanwhile (a few milliseconds per 10,000 keys; other clients get
-``BUSY`` only past ``busy-reply-threshold``, 5 s by default, i.e. millions of keys in one commit).
+set — is still a single script. A commit of up to :data:`COMMIT_CHUNK` entries is one script; a
+larger prepared set is applied in scripts of :data:`COMMIT_CHUNK` entries (a few tens of
+milliseconds each), so no script outlives the client's socket timeout and other clients are never
+blocked for long; readers may see such a large commit half applied while it runs (a crash in the
+middle is finished by recovery's roll-forward). A script the client re-sends after a lost reply is
+recognised as already applied.
+
+Every failure is a :class:`~weir.errors.StateError` naming the store (without password), the
+namespace and the operation.
 
 Configuration (``topology.state.provider.config``): Storm's ``jedisPoolConfig`` ``{host, port,
 timeout (ms), database, password}`` or ``jedisClusterConfig`` ``{nodes: ["h:p", ...], timeout,
@@ -53,10 +59,12 @@ from weir.state._redis_client import RedisSettings, redis_client
 from weir.state.backend import Backend, Changes, TxidRecord, fenced_message
 from weir.state.config import ProviderConfig
 
-__all__ = ["INLINE_LIMIT", "RedisBackend", "RedisSettings", "open_backend", "redis_client"]
+__all__ = ["COMMIT_CHUNK", "INLINE_LIMIT", "RedisBackend", "RedisSettings", "open_backend", "redis_client"]
 
 #: change sets up to this many entries go inline in one script; larger ones are staged in chunks
 INLINE_LIMIT = 10_000
+#: a prepared set up to this many entries commits in one script; a larger one in scripts of this many
+COMMIT_CHUNK = 10_000
 _STAGE_CHUNK = 10_000
 _STAGE_TTL_S = 3600
 _READ_CHUNK = 5_000
@@ -136,8 +144,12 @@ hset_all(KEYS[2], cmsgpack.unpack(ARGV[3]))
 redis.call('HSET', KEYS[3], 'prepare', ARGV[2])
 return 1
 """
-# ARGV: epoch, txid, staged entry count
+# ARGV: epoch, txid, staged entry count (0 returned: a re-sent script found its work done)
 _PREPARE_STAGED = """
+if redis.call('EXISTS', KEYS[4]) == 0 and redis.call('HGET', KEYS[3], 'prepare') == ARGV[2]
+   and redis.call('HLEN', KEYS[2]) == tonumber(ARGV[3]) then
+  return 0
+end
 local err = staged(ARGV[3])
 if err then return err end
 redis.call('RENAME', KEYS[4], KEYS[2])
@@ -145,14 +157,44 @@ redis.call('PERSIST', KEYS[2])
 redis.call('HSET', KEYS[3], 'prepare', ARGV[2])
 return 1
 """
-# ARGV: epoch, txid
+# ARGV: epoch, txid, chunk size. Returns 1 when the commit is done, 2 when a chunk was applied and
+# more remain (the caller calls again), 0 when this txid was already committed (a re-sent script).
 _COMMIT = """
 local p = redis.call('HGET', KEYS[3], 'prepare')
-if p ~= ARGV[2] then return redis.error_reply('WEIR_NOT_PREPARED ' .. (p or 'none')) end
+if p ~= ARGV[2] then
+  if redis.call('HGET', KEYS[3], 'commit') == ARGV[2] then return 0 end
+  return redis.error_reply('WEIR_NOT_PREPARED ' .. (p or 'none'))
+end
+local limit = tonumber(ARGV[3])
+if redis.call('HLEN', KEYS[2]) > limit then
+  -- one scan over the prepared set, its cursor kept between scripts ('txid:cursor'): entries
+  -- already moved are deleted, so a chunk never pays again for the buckets scanned before it
+  local arr, cursor = {}, '0'
+  local saved = redis.call('HGET', KEYS[3], 'ccursor')
+  if saved and string.sub(saved, 1, #ARGV[2] + 1) == ARGV[2] .. ':' then
+    cursor = string.sub(saved, #ARGV[2] + 2)
+  end
+  repeat
+    local r = redis.call('HSCAN', KEYS[2], cursor, 'COUNT', limit)
+    cursor = r[1]
+    for _, x in ipairs(r[2]) do arr[#arr + 1] = x end
+  until cursor == '0' or #arr >= 2 * limit
+  redis.call('HSET', KEYS[3], 'ccursor', ARGV[2] .. ':' .. cursor)
+  apply(arr, KEYS[1])
+  local ks, nk = {}, 0
+  for i = 1, #arr, 2 do
+    nk = nk + 1
+    ks[nk] = arr[i]
+    if nk >= 4000 then redis.call('HDEL', KEYS[2], unpack(ks, 1, nk)) nk = 0 end
+  end
+  if nk > 0 then redis.call('HDEL', KEYS[2], unpack(ks, 1, nk)) end
+  redis.call('HSET', KEYS[3], 'committing', ARGV[2])
+  return 2
+end
 apply(redis.call('HGETALL', KEYS[2]), KEYS[1])
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[3], 'commit', ARGV[2])
-redis.call('HDEL', KEYS[3], 'prepare')
+redis.call('HDEL', KEYS[3], 'prepare', 'committing', 'ccursor')
 return 1
 """
 # ARGV: epoch
@@ -243,6 +285,7 @@ class RedisBackend(Backend):
         self._pid = -1
         self._lock = threading.Lock()
         self._keys: dict[str, tuple[bytes, bytes, bytes]] = {}
+        self.commit_chunk = COMMIT_CHUNK
 
     def __getstate__(self) -> dict[str, Any]:
         return {"settings": self.settings}
@@ -473,9 +516,20 @@ class RedisBackend(Backend):
             raise self._error(exc, namespace, what, epoch) from exc
 
     def commit_prepared(self, namespace: str, txid: int, epoch: int | None) -> None:
-        """Apply the prepared set of ``txid`` to the committed rows and record it (one script)."""
+        """Apply the prepared set of ``txid`` to the committed rows and record it.
+
+        A prepared set of up to :data:`COMMIT_CHUNK` entries commits in one script. A larger one is
+        applied by a sequence of scripts of :data:`COMMIT_CHUNK` entries each (so no script outlives
+        the socket timeout); each moves its entries out of the prepared set, and the last records
+        the txid. A crash between them leaves the txid prepared with what is left, and recovery's
+        roll-forward (a ``COMMITTING`` transaction is always committed) finishes it. A script the
+        client re-sends after it already ran finds the txid committed and returns quietly.
+        """
+        keys = self.keys(namespace)
+        args = [self._epoch(epoch), str(txid), self.commit_chunk]
         try:
-            _S_COMMIT(self.client, self.keys(namespace), [self._epoch(epoch), str(txid)])
+            while _S_COMMIT(self.client, keys, args) == 2:
+                pass
         except _ERRORS as exc:
             raise self._error(exc, namespace, f"commit txid {txid}", epoch) from exc
 
@@ -498,6 +552,22 @@ class RedisBackend(Backend):
                 _S_DIRECT_STAGED(self.client, (*keys, stage), [self._epoch(epoch), len(changes)])
         except _ERRORS as exc:
             raise self._error(exc, namespace, f"write {len(changes)} changes", epoch) from exc
+
+    def put_many(self, namespace: str, rows: Iterable[tuple[bytes, bytes]]) -> None:
+        """Admin bulk load of committed rows (``weir state migrate``), in scripts of 10,000 rows.
+
+        No script blocks Redis for long or outlives the socket timeout. Each chunk is applied
+        atomically; the load as a whole is not (a failure leaves a prefix of ``rows`` written;
+        loading again is idempotent).
+        """
+        it = iter(rows)
+        keys = self.keys(namespace)
+        while chunk := list(itertools.islice(it, INLINE_LIMIT)):
+            blob = pack_changes(chunk, len(chunk))
+            try:
+                _S_DIRECT_INLINE(self.client, keys, ["", blob])
+            except _ERRORS as exc:
+                raise self._error(exc, namespace, f"bulk load {len(chunk)} rows") from exc
 
     def acquire_epoch(self, namespace: str) -> int:
         """Increment and return the namespace's epoch (HINCRBY)."""

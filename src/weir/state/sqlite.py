@@ -92,6 +92,7 @@ _GET_MANY_CHUNK = 500  # bound parameters per IN (...) query
 _SCAN_CHUNK = 2000  # rows per scan page
 _PUT_MANY_CHUNK = 10_000  # rows per executemany of put_many
 _BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+_CACHE_KIB = -65536  # page cache per connection: 64 MiB (negative = KiB, SQLite's convention)
 
 
 
@@ -240,6 +241,10 @@ class SqliteBackend(Backend):
         try:
             conn.execute(f"PRAGMA synchronous = {self.options.synchronous}")
             conn.execute("PRAGMA temp_store = MEMORY")
+            # a commit into a large state updates rows spread over many B-tree pages; with SQLite's
+            # default 2 MiB page cache those pages spill and are read again within one transaction,
+            # so the commit's cost grew with the state. 64 MiB (used only as needed) keeps them.
+            conn.execute(f"PRAGMA cache_size = {_CACHE_KIB}")
         except sqlite3.Error:
             conn.close()
             raise

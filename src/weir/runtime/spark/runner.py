@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from pyspark import cloudpickle
 
 from weir.checkpoint.coordinator import BatchReport, CheckpointStore, Coordinator, JobOutcome
-from weir.errors import ConfigError, TopologyError, WeirError
+from weir.errors import ConfigError, FencedError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.session import ensure_python_env, get_spark
 from weir.runtime.spark.statecheck import check_store_against_spark
@@ -29,6 +29,16 @@ from weir.topology.context import TopologyContext
 __all__ = ["BatchRunner", "RunStatus", "TopologyRun", "check_local_store", "make_coordinator"]
 
 log = logging.getLogger("weir.runtime")
+
+#: how Spark reports two queries writing one checkpoint (HDFSMetadataLog, across processes or not)
+_CONCURRENT_CHECKPOINT = (
+    "ConcurrentModificationException",
+    "Multiple streaming queries are concurrently using",
+    "Concurrent update to the log",
+    "is already active",
+)
+#: times the newest driver starts its query again while an older one still writes the checkpoint
+_CONFLICT_RESTARTS = 5
 
 
 class BatchRunner(Protocol):
@@ -144,6 +154,8 @@ class TopologyRun:
         self._qid: str | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
+        self._trigger: dict[str, Any] | None = None
+        self._conflict_restarts = 0
         self._status = RunStatus(topology=name, state="submitted")
         self._t0 = 0.0
         self._lock = threading.Lock()
@@ -268,31 +280,94 @@ class TopologyRun:
     def start(self) -> TopologyRun:
         """Run continuously, one micro-batch per checkpoint interval."""
         ms = self.rc.interval_ms
-        self._build({"processingTime": f"{ms} milliseconds"} if ms > 0 else {"processingTime": "0 seconds"})
+        self._trigger = {"processingTime": f"{ms} milliseconds"} if ms > 0 else {"processingTime": "0 seconds"}
+        self._build(self._trigger)
         return self
 
     def process_available(self, timeout: float | None = None) -> RunStatus:
         """Process everything the sources have now (``Trigger.AvailableNow``), then stop."""
-        self._build({"availableNow": True})
+        self._trigger = {"availableNow": True}
+        self._build(self._trigger)
         self.await_termination(timeout)
         return self.status()
 
+    def _newer_epoch(self) -> int | None:
+        """The stored epoch when a newer driver has taken this topology over, else None."""
+        coord = self.coordinator
+        if coord is None or coord.epoch is None:
+            return None
+        try:
+            stored = coord.store.backend.txids(coord.store.namespace).epoch
+        except WeirError:
+            return None
+        return stored if stored > coord.epoch else None
+
+    def _checkpoint_conflict(self, exc: BaseException) -> BaseException | None:
+        """The error to raise for a query stopped by another driver writing the same Spark checkpoint.
+
+        A :class:`FencedError` when a newer driver took over; None to start the query again (this
+        driver holds the newest epoch, so the other one is being fenced and will stop).
+        """
+        text = str(exc)
+        if not any(m in text for m in _CONCURRENT_CHECKPOINT):
+            return None
+        newer = self._newer_epoch()
+        where = f"Spark checkpoint {self.rc.checkpoint_location}"
+        if newer is not None or self.coordinator is None:
+            mine = self.coordinator.epoch if self.coordinator is not None else None
+            msg = (
+                f"topology {self.name!r}: another driver is running this topology"
+                + (f" (epoch {newer}, this driver's is {mine})" if newer is not None else "")
+                + f" and writes the same {where}; this driver stops and commits nothing. Stop the other "
+                "driver first to run this one, or give this run another topology name"
+            )
+            return FencedError(msg)
+        if self._conflict_restarts >= _CONFLICT_RESTARTS:
+            msg = (
+                f"topology {self.name!r}: another Spark query keeps writing the {where} although this "
+                f"driver holds the newest epoch ({self.coordinator.epoch}); stop the other query"
+            )
+            return FencedError(msg)
+        return None
+
     def await_termination(self, timeout: float | None = None) -> bool:
-        """Wait for the query to end; re-raise the error that stopped it (a :class:`WeirError`)."""
+        """Wait for the query to end; re-raise the error that stopped it (a :class:`WeirError`).
+
+        Two drivers started together on one topology race for Spark's checkpoint as well as for the
+        store's epoch: the older one is fenced (:class:`FencedError`) and the newer one, should it
+        lose the race for the checkpoint, starts its query again once the older one has stopped.
+        """
         if self.query is None:
             self.start()
-        try:
-            done = bool(
-                self.query.awaitTermination(timeout) if timeout is not None else self.query.awaitTermination()
-            )
-            if timeout is None:
-                done = True
-        except Exception as exc:
-            self._status.state = "failed"
-            if self._error is not None:
-                raise self._error from None
-            msg = f"topology {self.name!r}: the streaming query failed: {str(exc)[:2000]}"
-            raise TopologyError(msg, topology=self.name) from exc
+        while True:
+            try:
+                done = bool(
+                    self.query.awaitTermination(timeout) if timeout is not None else self.query.awaitTermination()
+                )
+                if timeout is None:
+                    done = True
+                break
+            except Exception as exc:
+                self._status.state = "failed"
+                if self._error is not None:
+                    raise self._error from None
+                conflict = self._checkpoint_conflict(exc)
+                if conflict is not None:
+                    raise conflict from None
+                if any(m in str(exc) for m in _CONCURRENT_CHECKPOINT) and self._trigger is not None:
+                    self._conflict_restarts += 1
+                    log.warning(
+                        "topology %s: another driver still writes the Spark checkpoint; starting the query "
+                        "again (%d/%d)",
+                        self.name,
+                        self._conflict_restarts,
+                        _CONFLICT_RESTARTS,
+                    )
+                    time.sleep(min(5.0, 0.5 * self._conflict_restarts))
+                    self._build(self._trigger)
+                    continue
+                msg = f"topology {self.name!r}: the streaming query failed: {str(exc)[:2000]}"
+                raise TopologyError(msg, topology=self.name) from exc
         if done:
             self._status.state = "stopped" if self._error is None else "failed"
             if self._error is not None:

@@ -7,6 +7,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from weir._redact import SPARK_REDACTION_REGEX, SPARK_STRING_REDACTION_REGEX
+
 __all__ = ["ensure_python_env", "get_spark"]
 
 
@@ -36,6 +38,10 @@ def get_spark(master: str, app_name: str, extra: Mapping[str, Any] | None = None
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
         .config("spark.python.worker.reuse", "true")
         .config("spark.ui.showConsoleProgress", "false")
+        # hide credentials on the UI's environment page and in event logs: Kafka/NATS/store secrets
+        # by key, and the userinfo of any URL inside a value
+        .config("spark.redaction.regex", SPARK_REDACTION_REGEX)
+        .config("spark.redaction.string.regex", SPARK_STRING_REDACTION_REGEX)
     )
     for k, v in (extra or {}).items():
         b = b.config(k, str(v))

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from weir._redact import redact_config, redact_url
 from weir.errors import ConfigError, StateError
 from weir.state._redis_client import REDIS_ERRORS, RedisSettings, redis_client
 from weir.trident.backing._clients import get_client
@@ -209,11 +210,12 @@ def _settings(url: str | Mapping[str, Any] | RedisSettings) -> RedisSettings:
         msg = f"RedisMapState: {exc}"
         raise ConfigError(msg) from exc
     except (KeyError, TypeError, ValueError) as exc:
-        msg = f"RedisMapState: bad Redis configuration {url!r}: {exc}"
-        raise ConfigError(msg) from exc
+        shown = redact_config(dict(url)) if isinstance(url, Mapping) else redact_url(str(url))
+        msg = f"RedisMapState: bad Redis configuration {shown!r}: {type(exc).__name__}"
+        raise ConfigError(msg) from None
     msg = (
         f"RedisMapState: give a redis://host:port/db or redis+cluster://h1:p1,h2:p2 url, a mapping with "
-        f"jedisPoolConfig / jedisClusterConfig / url, or RedisSettings; got {url!r}"
+        f"jedisPoolConfig / jedisClusterConfig / url, or RedisSettings; got {type(url).__name__}"
     )
     raise ConfigError(msg)
 
