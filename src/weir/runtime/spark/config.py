@@ -22,6 +22,9 @@ WEIR_KEYS = {
     "weir.deadletter",
     "weir.spark.conf",
     "weir.trident.allow.inexact",
+    "weir.history.size",
+    "weir.metrics.port",
+    "weir.metrics.host",
 }
 
 
@@ -49,6 +52,9 @@ class RuntimeConfig:
     master : ``weir.spark.master`` (default ``local[*]``)
     deadletter : ``weir.deadletter``: None, a directory path, or ``state`` / ``namespace:NAME``
     max_task_parallelism : ``topology.max.task.parallelism`` (None = no cap)
+    history_size : ``weir.history.size``: checkpoint history entries kept in the store (default 100, 0 = none)
+    metrics_port : ``weir.metrics.port``: serve Prometheus metrics on this port (None = off, 0 = any free port)
+    metrics_host : ``weir.metrics.host``: the address the metrics endpoint binds (default ``0.0.0.0``)
     """
 
     topology: str
@@ -61,6 +67,9 @@ class RuntimeConfig:
     max_task_parallelism: int | None = None
     checkpoint_retain: int = 2
     spark_conf: Mapping[str, str] = field(default_factory=dict)
+    history_size: int = 100
+    metrics_port: int | None = None
+    metrics_host: str = "0.0.0.0"
 
     @property
     def local(self) -> bool:
@@ -102,6 +111,14 @@ class RuntimeConfig:
         if not isinstance(master, str) or not master:
             msg = f"weir.spark.master must be a Spark master URL, got {master!r}"
             raise ConfigError(msg)
+        metrics_port = None if conf.get("weir.metrics.port") is None else _int(conf, "weir.metrics.port", 0, 0)
+        if metrics_port is not None and metrics_port > 65535:
+            msg = f"weir.metrics.port must be a TCP port (0 = any free port), got {metrics_port!r}"
+            raise ConfigError(msg)
+        metrics_host = conf.get("weir.metrics.host", "0.0.0.0")
+        if not isinstance(metrics_host, str) or not metrics_host:
+            msg = f"weir.metrics.host must be an address to bind, e.g. 127.0.0.1, got {metrics_host!r}"
+            raise ConfigError(msg)
         return cls(
             topology=topology,
             interval_ms=_int(conf, "topology.state.checkpoint.interval.ms", 1000, 0),
@@ -113,4 +130,7 @@ class RuntimeConfig:
             max_task_parallelism=None if mtp is None else _int(conf, "topology.max.task.parallelism", 1, 1),
             checkpoint_retain=_int(conf, "weir.checkpoint.retain", 2, 1),
             spark_conf={k: str(v) for k, v in spark_conf.items()},
+            history_size=_int(conf, "weir.history.size", 100, 0),
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
         )

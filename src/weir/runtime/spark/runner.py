@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from pyspark import cloudpickle
 
 from weir.checkpoint.coordinator import BatchReport, CheckpointStore, Coordinator, JobOutcome
+from weir.checkpoint.history import CheckpointHistory
 from weir.errors import ConfigError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.session import ensure_python_env, get_spark
@@ -86,15 +87,27 @@ def make_coordinator(
     parallelism: Mapping[str, int],
     rc: RuntimeConfig,
     master: str,
+    shape: Mapping[str, Any] | None = None,
 ) -> Coordinator:
-    """A started coordinator whose record lives in the topology's store (sqlite for custom providers)."""
+    """A started coordinator whose record lives in the topology's store (sqlite for custom providers).
+
+    It keeps the last ``weir.history.size`` transactions as history beside its record, with the
+    topology's ``shape`` (components and groupings) for ``weir ui``.
+    """
     if isinstance(provider, KeyValueStateProvider):
         backend = provider.backend
     else:
         check_local_store("sqlite", master, name)
         backend = open_backend(parse_provider_config({"weir.state.dir": rc.state_dir}))
+    store = CheckpointStore(backend, name)
     coord = Coordinator(
-        name, CheckpointStore(backend, name), participants, parallelism, max_retries=rc.max_retries
+        name,
+        store,
+        participants,
+        parallelism,
+        max_retries=rc.max_retries,
+        history=CheckpointHistory(backend, store.namespace, rc.history_size),
+        shape=shape,
     )
     coord.start()
     return coord
