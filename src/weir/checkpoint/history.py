@@ -134,9 +134,7 @@ class HistoryEntry:
         """Take the per-component counts and keys written from a job's stats."""
         self.tuples_in = int(stats.get("tuples_in", 0) or 0)
         comps = stats.get("components") or {}
-        self.components = {
-            str(c): {k: int(v.get(k, 0)) for k in ("in", "out", "failed")} for c, v in comps.items()
-        }
+        self.components = {str(c): {k: int(v.get(k, 0)) for k in ("in", "out", "failed")} for c, v in comps.items()}
         self.keys_written = {str(ns): int(n) for ns, n in (stats.get("keys_written") or {}).items()}
 
     def to_json(self) -> bytes:
@@ -163,9 +161,7 @@ class HistoryEntry:
                 job_ms=None if d.get("job_ms") is None else float(d["job_ms"]),
                 commit_ms=None if d.get("commit_ms") is None else float(d["commit_ms"]),
                 tuples_in=int(d.get("tuples_in", 0)),
-                components={
-                    str(c): {str(k): int(n) for k, n in v.items()} for c, v in d.get("components", {}).items()
-                },
+                components={str(c): {str(k): int(n) for k, n in v.items()} for c, v in d.get("components", {}).items()},
                 keys_written={str(k): int(v) for k, v in d.get("keys_written", {}).items()},
                 failures=[dict(f) for f in d.get("failures", []) if isinstance(f, dict)],
                 failure_count=int(d.get("failure_count", 0)),

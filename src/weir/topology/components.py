@@ -95,6 +95,15 @@ class Spout(Component):
         """Turn one row of the stream into the tuple's values (override to parse records)."""
         return tuple(row)
 
+    def source_lag(self, end_offset: Any) -> int | None:
+        """Records in the source after ``end_offset``; None when unknown (the default).
+
+        ``end_offset`` is the last batch's end offset as Spark reports it, parsed from JSON (None
+        before the first batch). Called on the driver by the metrics endpoint
+        (``weir_source_lag_records``); a spout that can ask its source cheaply overrides it.
+        """
+        return None
+
 
 class Bolt(Component):
     """Storm's ``IRichBolt``: ``prepare``, ``execute``, ``cleanup``.

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark import cloudpickle
 
@@ -26,9 +26,15 @@ from weir.state.config import parse_provider_config
 from weir.state.factory import KeyValueStateProvider, StateFactory, open_backend
 from weir.topology.context import TopologyContext
 
+if TYPE_CHECKING:
+    from weir.runtime.spark.metrics import TopologyMetrics
+
 __all__ = ["BatchRunner", "RunStatus", "TopologyRun", "check_local_store", "make_coordinator"]
 
 log = logging.getLogger("weir.runtime")
+
+#: batches kept in :attr:`RunStatus.recent`
+RECENT_BATCHES = 8
 
 
 class BatchRunner(Protocol):
@@ -60,6 +66,10 @@ class RunStatus:
     error: str | None = None
     components: dict[str, dict[str, Any]] = field(default_factory=dict)
     state_sizes: dict[str, int] = field(default_factory=dict)
+    #: the last batches, newest last: ``{"txid", "tuples", "job_ms", "commit_ms", "attempts", "skipped", "at"}``
+    recent: list[dict[str, Any]] = field(default_factory=list)
+    #: where Prometheus metrics are served (``weir.metrics.port``), else None
+    metrics_url: str | None = None
 
 
 def check_local_store(kind: str, master: str, topology: str) -> None:
@@ -154,6 +164,26 @@ class TopologyRun:
         self._status = RunStatus(topology=name, state="submitted")
         self._t0 = 0.0
         self._lock = threading.Lock()
+        self.metrics: TopologyMetrics | None = None
+        if rc.metrics_port is not None:
+            self._serve_metrics()
+
+    def _serve_metrics(self) -> None:
+        from weir.runtime.spark.metrics import TopologyMetrics
+
+        sizes = self._state_sizes if isinstance(self.provider, KeyValueStateProvider) else None
+        self.metrics = TopologyMetrics(self.name, self.spouts, state_sizes=sizes)
+        assert self.rc.metrics_port is not None
+        port = self.metrics.serve(self.rc.metrics_port, self.rc.metrics_host)
+        host = "127.0.0.1" if self.rc.metrics_host in ("0.0.0.0", "") else self.rc.metrics_host  # noqa: S104
+        self._status.metrics_url = f"http://{host}:{port}/metrics"
+        if self.coordinator is not None:
+            self.coordinator.observers.append(self.metrics.on_entry)
+
+    def _state_sizes(self) -> dict[str, int]:
+        assert isinstance(self.provider, KeyValueStateProvider)
+        b = self.provider.backend
+        return {ns: b.count(ns) for ns in self.state_namespaces}
 
     # ---- the stream ----------------------------------------------------------------------
     def _build(self, trigger: dict[str, Any]) -> None:
@@ -197,6 +227,11 @@ class TopologyRun:
         self._error = None
         self._t0 = time.time()
         self._status.state = "running"
+        if self.rc.metrics_port is not None:
+            if self.metrics is None or self.metrics.port is None:
+                self._serve_metrics()
+            assert self.metrics is not None
+            self.metrics.attach(self.spark, lambda: self._qid)
         self.query = writer.start()
         self._qid = str(self.query.id)
         self._status.query_id = self._qid
@@ -250,9 +285,23 @@ class TopologyRun:
         )
 
     def _record(self, report: BatchReport) -> None:
+        if self.metrics is not None:
+            self.metrics.on_batch(report)
         with self._lock:
             s = self._status
             s.last_txid = report.txid
+            s.recent = [
+                *s.recent[-(RECENT_BATCHES - 1) :],
+                {
+                    "txid": report.txid,
+                    "tuples": int(report.stats.get("tuples_in", 0)),
+                    "job_ms": report.job_ms,
+                    "commit_ms": report.commit_ms,
+                    "attempts": report.attempts,
+                    "skipped": report.skipped,
+                    "at": time.time(),
+                },
+            ]
             if report.skipped:
                 s.skipped += 1
                 return
@@ -307,16 +356,23 @@ class TopologyRun:
         return done
 
     def stop(self) -> None:
-        """Stop the query (a batch in flight finishes or is rolled back on the next start)."""
+        """Stop the query (a batch in flight finishes or is rolled back on the next start).
+
+        The metrics endpoint (``weir.metrics.port``) stops too.
+        """
         if self.query is not None and self.query.isActive:
             self.query.stop()
         self._status.state = "stopped"
+        if self.metrics is not None:
+            self.metrics.close()
+            self.metrics.port = None
 
     def status(self, *, sizes: bool = False) -> RunStatus:
         """Last txid, batches, tuples/s, commit ms; with ``sizes`` also key counts per namespace."""
         with self._lock:
             s = RunStatus(**{k: v for k, v in self._status.__dict__.items()})
             s.components = {k: dict(v) for k, v in self._status.components.items()}
+            s.recent = [dict(r) for r in self._status.recent]
         s.elapsed_s = time.time() - self._t0 if self._t0 else 0.0
         if self.query is not None and self.query.isActive:
             s.state = "running"
