@@ -66,7 +66,8 @@ class RunStatus:
     error: str | None = None
     components: dict[str, dict[str, Any]] = field(default_factory=dict)
     state_sizes: dict[str, int] = field(default_factory=dict)
-    #: the last batches, newest last: ``{"txid", "tuples", "job_ms", "commit_ms", "attempts", "skipped", "at"}``
+    #: the last batches, newest last: ``{"n", "txid", "tuples", "job_ms", "commit_ms", "attempts", "skipped", "at"}``
+    #: (``n`` counts the batches of this run, skipped replays included)
     recent: list[dict[str, Any]] = field(default_factory=list)
     #: where Prometheus metrics are served (``weir.metrics.port``), else None
     metrics_url: str | None = None
@@ -293,6 +294,7 @@ class TopologyRun:
             s.recent = [
                 *s.recent[-(RECENT_BATCHES - 1) :],
                 {
+                    "n": s.batches + s.skipped + 1,
                     "txid": report.txid,
                     "tuples": int(report.stats.get("tuples_in", 0)),
                     "job_ms": report.job_ms,
