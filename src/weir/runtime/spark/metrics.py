@@ -273,7 +273,7 @@ class _ScrapeTime:
 
 
 def _progress_listener(sink: Callable[[Any], None], query_id: Callable[[], str | None]) -> Any:
-    from pyspark.sql.streaming import StreamingQueryListener
+    from pyspark.sql.streaming.listener import StreamingQueryListener
 
     class ProgressListener(StreamingQueryListener):  # type: ignore[misc]
         """Forwards the progress events of one query."""
