@@ -215,7 +215,7 @@ def timeline_svg(entries: list[HistoryEntry]) -> str:
     shown = entries[-60:]
     if not shown:
         return "<p class='muted'>No checkpoint history yet.</p>"
-    width, height, left, bottom, top = 1100, 230, 56, 36, 22
+    width, height, left, bottom, top = 1100, 230, 76, 36, 22
     plot_h = height - bottom - top
     slot = (width - left - 10) / max(len(shown), 12)
     peak = max([(e.job_ms or 0) + (e.commit_ms or 0) for e in shown] + [1.0])
