@@ -155,9 +155,14 @@ def ui(store: Path) -> Iterator[UiServer]:
 
 
 def wait_for(fn: Any, what: str, timeout: float = 60) -> Any:
+    from selenium.common.exceptions import StaleElementReferenceException
+
     deadline = time.monotonic() + timeout
     while True:
-        got = fn()
+        try:
+            got = fn()
+        except StaleElementReferenceException:  # the page body was refreshed while being read
+            got = None
         if got:
             return got
         if time.monotonic() > deadline:
@@ -246,7 +251,7 @@ def test_the_page_shows_graph_timeline_state_and_errors_and_follows_a_live_topol
         ),
         "txid 7 on the open page",
     )
-    assert browser.find_element(By.ID, "record-txid").text == "7"
+    wait_for(lambda: browser.find_element(By.ID, "record-txid").text == "7", "the record's txid 7")
 
 
 def test_json_api_read_only_routes_and_unknown_topology(store: Path, ui: UiServer) -> None:
