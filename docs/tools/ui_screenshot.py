@@ -1,3 +1,4 @@
+# ruff: noqa: D101, D102, D103 - a one-off tool script, like examples/
 """Make the screenshot of ``weir ui`` in docs/observability.md from a real run.
 
     python docs/tools/ui_screenshot.py docs/observability-ui.png
