@@ -20,6 +20,9 @@ Per batch with txid *n* (:meth:`Coordinator.run_batch`):
 
 Every store of the record is fenced by the epoch taken at :meth:`Coordinator.start`: a second driver
 on the same topology makes the first fail with :class:`FencedError` and commit nothing.
+
+With a :class:`~weir.checkpoint.history.CheckpointHistory`, every store of the record also stores
+the history entry of the transaction (or recovery) it belongs to, in the same write.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from weir.checkpoint.faults import crash_point
+from weir.checkpoint.history import CheckpointHistory, HistoryEntry
 from weir.errors import CheckpointError, ConfigError, FencedError, TopologyError
 from weir.state.backend import Backend
 
@@ -135,10 +139,10 @@ class CheckpointStore:
         data = self.backend.get(self.namespace, RECORD_KEY)
         return None if data is None else CheckPointState.from_bytes(data, self.namespace)
 
-    def save(self, rec: CheckPointState, epoch: int) -> None:
-        """Store ``rec``; raises :class:`FencedError` when a newer driver took over."""
+    def save(self, rec: CheckPointState, epoch: int, extra: Mapping[bytes, bytes | None] | None = None) -> None:
+        """Store ``rec`` (and the ``extra`` rows, in the same write); :class:`FencedError` when fenced."""
         rec = replace(rec, epoch=epoch, updated_ms=int(time.time() * 1000))
-        self.backend.write_direct(self.namespace, {RECORD_KEY: rec.to_bytes()}, epoch)
+        self.backend.write_direct(self.namespace, {**(extra or {}), RECORD_KEY: rec.to_bytes()}, epoch)
 
 
 @dataclass(frozen=True)
@@ -199,8 +203,14 @@ class Coordinator:
         parallelism: Mapping[str, int],
         *,
         max_retries: int = 3,
+        history: CheckpointHistory | None = None,
+        shape: Mapping[str, Any] | None = None,
     ) -> None:
         self.topology = topology
+        self.history = history
+        self.shape = shape
+        #: called with every history entry right after it is stored (metrics, live displays)
+        self.observers: list[Callable[[HistoryEntry], None]] = []
         self.store = store
         self.participants = participants
         self.parallelism = dict(parallelism)
@@ -236,10 +246,18 @@ class Coordinator:
         log.info("topology %s: coordinator epoch %d, record %s", self.topology, self.epoch, rec)
         return self.epoch
 
-    def _save(self, rec: CheckPointState) -> None:
+    def _save(self, rec: CheckPointState, entry: HistoryEntry | None = None, shape: bool = False) -> None:
         assert self.epoch is not None
+        extra: dict[bytes, bytes | None] = {}
+        if self.history is not None:
+            extra.update(self.history.rows(entry))
+            if shape and self.shape is not None:
+                extra.update(self.history.shape_row(self.shape))
         try:
-            self.store.save(rec, self.epoch)
+            if extra:
+                self.store.save(rec, self.epoch, extra)
+            else:
+                self.store.save(rec, self.epoch)
         except FencedError as exc:
             msg = (
                 f"topology {self.topology!r}: another driver (a newer epoch) has taken over, or an admin wrote "
@@ -248,6 +266,14 @@ class Coordinator:
             )
             raise FencedError(msg) from exc
         self.record = replace(rec, epoch=self.epoch)
+        if entry is not None:
+            for observer in self.observers:
+                observer(entry)
+
+    def _entry(self, kind: str, txid: int, status: str, **kw: Any) -> HistoryEntry | None:
+        if self.history is None:
+            return None
+        return self.history.begin(kind, txid, status, epoch=self.epoch, **kw)
 
     def accept_loss(self, query_id: str, last_batch: int, floor: int = 0) -> None:
         """Continue after an accepted loss of store data: Spark batch ``last_batch`` counts as committed.
@@ -273,18 +299,24 @@ class Coordinator:
         assert self.epoch is not None
         if rec.phase is Phase.PREPARING:
             log.warning("topology %s: recovery rolls back PREPARING txid %d", self.topology, rec.txid)
+            entry = self._entry("recovery", rec.txid, "recovering", note=f"found txid {rec.txid} PREPARING")
             self.participants.rollback_all(self.epoch, lambda: crash_point("during_recovery", rec.txid))
-            self._save(replace(rec, txid=rec.txid - 1, phase=Phase.COMMITTED))
+            if entry is not None:
+                entry.mark("ROLLED_BACK", "rolled back")
+            self._save(replace(rec, txid=rec.txid - 1, phase=Phase.COMMITTED), entry, shape=True)
         elif rec.phase is Phase.COMMITTING:
             log.warning("topology %s: recovery rolls forward COMMITTING txid %d", self.topology, rec.txid)
+            entry = self._entry("recovery", rec.txid, "recovering", note=f"found txid {rec.txid} COMMITTING")
             self.participants.commit_all(
                 rec.txid, self.epoch, lambda: crash_point("during_recovery", rec.txid)
             )
-            self._save(replace(rec, phase=Phase.COMMITTED))
+            if entry is not None:
+                entry.mark("COMMITTED", "rolled forward")
+            self._save(replace(rec, phase=Phase.COMMITTED), entry, shape=True)
         else:
             # nothing in flight (a stale prepared set of a fenced driver's late task is replaced by
             # the next prepare of that namespace); store the record to claim it with our epoch
-            self._save(rec)
+            self._save(rec, shape=True)
         self._recovered = True
 
     def _rec(self) -> CheckPointState:
@@ -327,21 +359,33 @@ class Coordinator:
             return report
         assert self.epoch is not None
         last_failures: list[TaskFailure] = []
+        entry = self._entry("batch", txid, "preparing", batch_id=batch_id)
         for attempt in range(self.max_retries + 1):
             report.attempts = attempt + 1
-            self._save(replace(rec, txid=txid, phase=Phase.PREPARING))
+            if entry is not None:
+                entry.attempts = attempt + 1
+                entry.mark("PREPARING", "preparing")
+            self._save(replace(rec, txid=txid, phase=Phase.PREPARING), entry)
             crash_point("after_preparing", txid)
             t0 = time.perf_counter()
             outcome = job(txid, self.epoch, attempt)
             report.job_ms = (time.perf_counter() - t0) * 1000
             report.stats = outcome.stats
+            if entry is not None:
+                entry.job_ms = round(report.job_ms, 3)
+                entry.add_stats(outcome.stats)
             if outcome.ok:
                 crash_point("after_prepared", txid)
                 t1 = time.perf_counter()
-                self._save(replace(rec, txid=txid, phase=Phase.COMMITTING))
+                if entry is not None:
+                    entry.mark("COMMITTING", "committing")
+                self._save(replace(rec, txid=txid, phase=Phase.COMMITTING), entry)
                 crash_point("after_committing", txid)
                 self.participants.commit_all(txid, self.epoch, lambda: crash_point("between_commits", txid))
-                self._save(replace(rec, txid=txid, phase=Phase.COMMITTED))
+                if entry is not None:
+                    entry.commit_ms = round((time.perf_counter() - t1) * 1000, 3)
+                    entry.mark("COMMITTED", "committed")
+                self._save(replace(rec, txid=txid, phase=Phase.COMMITTED), entry)
                 report.commit_ms = (time.perf_counter() - t1) * 1000
                 crash_point("after_committed", txid)
                 after = getattr(self.participants, "after_commit", None)
@@ -360,7 +404,10 @@ class Coordinator:
                 first.error,
             )
             self.participants.rollback_all(self.epoch)
-            self._save(replace(rec, txid=txid - 1, phase=Phase.COMMITTED))
+            if entry is not None:
+                entry.add_failures(last_failures, attempt + 1)
+                entry.mark("ROLLED_BACK", "failed" if attempt == self.max_retries else "retrying")
+            self._save(replace(rec, txid=txid - 1, phase=Phase.COMMITTED), entry)
             rec = self._rec()
         first = last_failures[0]
         others = "" if len(last_failures) == 1 else f" ({len(last_failures) - 1} other task(s) failed too)"

@@ -26,7 +26,13 @@ from weir.errors import WeirError
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
 
 #: modules that contribute subcommands, in the order they appear in ``weir --help``
-COMMAND_MODULES: list[str] = ["weir.cli.state_cmd", "weir.cli.run_cmd", "weir.cli.demo_cmd"]
+COMMAND_MODULES: list[str] = [
+    "weir.cli.state_cmd",
+    "weir.cli.run_cmd",
+    "weir.cli.demo_cmd",
+    "weir.cli.history_cmd",
+    "weir.cli.ui_cmd",
+]
 
 Handler = Callable[[argparse.Namespace], int]
 

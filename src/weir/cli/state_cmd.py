@@ -450,7 +450,24 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         rows = [[topo] + [_cell((r or {}).get(f)) for f in fields] for topo, r in coords]
         print("coordinators")
         print_table(["topology", *fields], rows)
+        _print_histories(b, [topo for topo, _ in coords], args.history)
     return 0
+
+
+def _print_histories(backend: Backend, topologies: list[str], last: int) -> None:
+    """The last ``last`` checkpoint history entries of each coordinator (``weir history`` shows all)."""
+    from weir.checkpoint.history import load_history
+    from weir.cli.history_cmd import print_history
+
+    if last <= 0:
+        return
+    for topo in topologies:
+        entries = load_history(backend, COORDINATOR_PREFIX + topo)
+        if not entries:
+            continue
+        print()
+        print(f"checkpoint history of {topo!r} (last {min(last, len(entries))} of {len(entries)}; weir history {topo})")
+        print_history(entries[-last:])
 
 
 # ---- registration ----------------------------------------------------------------------------
@@ -531,6 +548,9 @@ def register(subparsers: Any) -> None:
         "--verify",
         action="store_true",
         help="check the whole store instead: SQLite integrity_check, every txid record and prepared set",
+    )
+    p.add_argument(
+        "--history", type=int, default=10, metavar="N", help="checkpoint history entries per topology (default 10)"
     )
     p.set_defaults(func=_cmd_inspect)
 

@@ -352,6 +352,14 @@ class NatsSpout(ReplayableSpout):
             end = min(end, base + max(1, limit.max_bytes // avg))
         return self._offset(end)
 
+    def source_lag(self, end_offset: Any) -> int | None:
+        """Messages in the stream after ``end_offset``'s sequence."""
+        if not isinstance(end_offset, dict) or "seq" not in end_offset:
+            return None
+        s = self._seq(end_offset, "end")
+        state = self._run(self._state, "reading the stream's state")
+        return max(0, int(state.last_seq) - max(s, int(state.first_seq) - 1))
+
     def partitions(self, start: Offset, end: Offset) -> Sequence[tuple[Offset, Offset]]:
         """The range cut into up to ``read_partitions`` sequence sub-ranges (5000 or more each)."""
         s, e = self._seq(start, "start"), self._seq(end, "end")

@@ -422,6 +422,14 @@ class RedisStreamSpout(ReplayableSpout):
             left[s] = added - max(int(pos["n"]), added - int(info.get("length", 0)))
         return left
 
+    def source_lag(self, end_offset: Any) -> int | None:
+        """Entries added to the streams after ``end_offset`` (None: unknown, e.g. after a trim)."""
+        if not isinstance(end_offset, dict):
+            return None
+        cursors = {s: pos for s, pos in end_offset.items() if isinstance(pos, dict)}
+        left = self._left(cursors)
+        return None if left is None else sum(left.values())
+
     def _remember_splits(
         self,
         start: Offset,

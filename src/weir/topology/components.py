@@ -97,6 +97,14 @@ class Spout(Component):
 
     def validate(self) -> None:  # noqa: B027 - optional hook
         """Submit-time checks (brokers reachable, topics exist): raise to refuse the topology."""
+    def source_lag(self, end_offset: Any) -> int | None:
+        """Records in the source after ``end_offset``; None when unknown (the default).
+
+        ``end_offset`` is the last batch's end offset as Spark reports it, parsed from JSON (None
+        before the first batch). Called on the driver by the metrics endpoint
+        (``weir_source_lag_records``); a spout that can ask its source cheaply overrides it.
+        """
+        return None
 
 
 class Bolt(Component):

@@ -240,7 +240,10 @@ class BatchJob:
 
     def _stats(self, reports: list[dict[str, Any]], dead: list[dict[str, Any]], ms: float) -> dict[str, Any]:
         per: dict[str, dict[str, Any]] = {}
+        keys: dict[str, int] = {}
         for r in reports:
+            for ns, n in (r.get("keys_written") or {}).items():
+                keys[ns] = keys.get(ns, 0) + int(n)
             c = per.setdefault(r["component"], {"in": 0, "out": 0, "tasks": 0, "failed": 0, "task_ms": 0.0})
             c["task_ms"] += r.get("ms", 0.0)
             c["in"] += r.get("n_in", 0)
@@ -248,7 +251,13 @@ class BatchJob:
             c["failed"] += r.get("failed", 0)
             c["tasks"] += 1
         spout_in = sum(v["in"] for k, v in per.items() if self.topology.components[k].is_spout) if per else 0
-        return {"components": per, "tuples_in": spout_in, "dead_letters": len(dead), "job_ms": ms}
+        return {
+            "components": per,
+            "tuples_in": spout_in,
+            "dead_letters": len(dead),
+            "job_ms": ms,
+            "keys_written": keys,
+        }
 
 
 def _dedupe(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -24,6 +24,9 @@ WEIR_KEYS = {
     "weir.trident.allow.inexact",
     "weir.streams.checkpoint.serializer",
     "weir.accept.state.loss",
+    "weir.history.size",
+    "weir.metrics.port",
+    "weir.metrics.host",
 }
 
 
@@ -55,6 +58,9 @@ class RuntimeConfig:
         (Streams checkpoints may hold any picklable object; trusts whoever can write the store)
     accept_state_loss : ``weir.accept.state.loss`` (default False): start even when the store is
         behind Spark's commit log (see :mod:`weir.runtime.spark.statecheck`)
+    history_size : ``weir.history.size``: checkpoint history entries kept in the store (default 100, 0 = none)
+    metrics_port : ``weir.metrics.port``: serve Prometheus metrics on this port (None = off, 0 = any free port)
+    metrics_host : ``weir.metrics.host``: the address the metrics endpoint binds (default ``0.0.0.0``)
     """
 
     topology: str
@@ -69,6 +75,9 @@ class RuntimeConfig:
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     checkpoint_serializer: str = "data"
     accept_state_loss: bool = False
+    history_size: int = 100
+    metrics_port: int | None = None
+    metrics_host: str = "0.0.0.0"
 
     @property
     def local(self) -> bool:
@@ -120,6 +129,14 @@ class RuntimeConfig:
         if not isinstance(accept, bool):
             msg = f"weir.accept.state.loss must be true or false, got {accept!r}"
             raise ConfigError(msg)
+        metrics_port = None if conf.get("weir.metrics.port") is None else _int(conf, "weir.metrics.port", 0, 0)
+        if metrics_port is not None and metrics_port > 65535:
+            msg = f"weir.metrics.port must be a TCP port (0 = any free port), got {metrics_port!r}"
+            raise ConfigError(msg)
+        metrics_host = conf.get("weir.metrics.host", "0.0.0.0")
+        if not isinstance(metrics_host, str) or not metrics_host:
+            msg = f"weir.metrics.host must be an address to bind, e.g. 127.0.0.1, got {metrics_host!r}"
+            raise ConfigError(msg)
         return cls(
             topology=topology,
             checkpoint_serializer=str(ser),
@@ -133,4 +150,7 @@ class RuntimeConfig:
             max_task_parallelism=None if mtp is None else _int(conf, "topology.max.task.parallelism", 1, 1),
             checkpoint_retain=_int(conf, "weir.checkpoint.retain", 2, 1),
             spark_conf={k: str(v) for k, v in spark_conf.items()},
+            history_size=_int(conf, "weir.history.size", 100, 0),
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
         )

@@ -12,11 +12,12 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark import cloudpickle
 
 from weir.checkpoint.coordinator import BatchReport, CheckpointStore, Coordinator, JobOutcome
+from weir.checkpoint.history import CheckpointHistory
 from weir.errors import ConfigError, FencedError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.session import ensure_python_env, get_spark
@@ -25,6 +26,9 @@ from weir.state.base import StateProvider
 from weir.state.config import parse_provider_config
 from weir.state.factory import KeyValueStateProvider, StateFactory, open_backend
 from weir.topology.context import TopologyContext
+
+if TYPE_CHECKING:
+    from weir.runtime.spark.metrics import TopologyMetrics
 
 __all__ = ["BatchRunner", "RunStatus", "TopologyRun", "check_local_store", "make_coordinator"]
 
@@ -39,6 +43,8 @@ _CONCURRENT_CHECKPOINT = (
 )
 #: times the newest driver starts its query again while an older one still writes the checkpoint
 _CONFLICT_RESTARTS = 5
+#: batches kept in :attr:`RunStatus.recent`
+RECENT_BATCHES = 8
 
 
 class BatchRunner(Protocol):
@@ -70,6 +76,11 @@ class RunStatus:
     error: str | None = None
     components: dict[str, dict[str, Any]] = field(default_factory=dict)
     state_sizes: dict[str, int] = field(default_factory=dict)
+    #: the last batches, newest last: ``{"n", "txid", "tuples", "job_ms", "commit_ms", "attempts", "skipped", "at"}``
+    #: (``n`` counts the batches of this run, skipped replays included)
+    recent: list[dict[str, Any]] = field(default_factory=list)
+    #: where Prometheus metrics are served (``weir.metrics.port``), else None
+    metrics_url: str | None = None
 
 
 def check_local_store(kind: str, master: str, topology: str) -> None:
@@ -97,19 +108,29 @@ def make_coordinator(
     parallelism: Mapping[str, int],
     rc: RuntimeConfig,
     master: str,
+    shape: Mapping[str, Any] | None = None,
 ) -> Coordinator:
     """A started coordinator whose record lives in the topology's store (sqlite for custom providers).
 
     The store is cross-checked against Spark's commit log here, before anything runs
     (:func:`~weir.runtime.spark.statecheck.check_store_against_spark`).
+    It keeps the last ``weir.history.size`` transactions as history beside its record, with the
+    topology's ``shape`` (components and groupings) for ``weir ui``.
     """
     if isinstance(provider, KeyValueStateProvider):
         backend = provider.backend
     else:
         check_local_store("sqlite", master, name)
         backend = open_backend(parse_provider_config({"weir.state.dir": rc.state_dir}))
+    store = CheckpointStore(backend, name)
     coord = Coordinator(
-        name, CheckpointStore(backend, name), participants, parallelism, max_retries=rc.max_retries
+        name,
+        store,
+        participants,
+        parallelism,
+        max_retries=rc.max_retries,
+        history=CheckpointHistory(backend, store.namespace, rc.history_size),
+        shape=shape,
     )
     coord.start()
     check_store_against_spark(coord, rc.checkpoint_location, accept=rc.accept_state_loss)
@@ -159,6 +180,26 @@ class TopologyRun:
         self._status = RunStatus(topology=name, state="submitted")
         self._t0 = 0.0
         self._lock = threading.Lock()
+        self.metrics: TopologyMetrics | None = None
+        if rc.metrics_port is not None:
+            self._serve_metrics()
+
+    def _serve_metrics(self) -> None:
+        from weir.runtime.spark.metrics import TopologyMetrics
+
+        sizes = self._state_sizes if isinstance(self.provider, KeyValueStateProvider) else None
+        self.metrics = TopologyMetrics(self.name, self.spouts, state_sizes=sizes)
+        assert self.rc.metrics_port is not None
+        port = self.metrics.serve(self.rc.metrics_port, self.rc.metrics_host)
+        host = "127.0.0.1" if self.rc.metrics_host in ("0.0.0.0", "") else self.rc.metrics_host  # noqa: S104
+        self._status.metrics_url = f"http://{host}:{port}/metrics"
+        if self.coordinator is not None:
+            self.coordinator.observers.append(self.metrics.on_entry)
+
+    def _state_sizes(self) -> dict[str, int]:
+        assert isinstance(self.provider, KeyValueStateProvider)
+        b = self.provider.backend
+        return {ns: b.count(ns) for ns in self.state_namespaces}
 
     # ---- the stream ----------------------------------------------------------------------
     def _build(self, trigger: dict[str, Any]) -> None:
@@ -202,6 +243,11 @@ class TopologyRun:
         self._error = None
         self._t0 = time.time()
         self._status.state = "running"
+        if self.rc.metrics_port is not None:
+            if self.metrics is None or self.metrics.port is None:
+                self._serve_metrics()
+            assert self.metrics is not None
+            self.metrics.attach(self.spark, lambda: self._qid)
         self.query = writer.start()
         self._qid = str(self.query.id)
         self._status.query_id = self._qid
@@ -255,9 +301,24 @@ class TopologyRun:
         )
 
     def _record(self, report: BatchReport) -> None:
+        if self.metrics is not None:
+            self.metrics.on_batch(report)
         with self._lock:
             s = self._status
             s.last_txid = report.txid
+            s.recent = [
+                *s.recent[-(RECENT_BATCHES - 1) :],
+                {
+                    "n": s.batches + s.skipped + 1,
+                    "txid": report.txid,
+                    "tuples": int(report.stats.get("tuples_in", 0)),
+                    "job_ms": report.job_ms,
+                    "commit_ms": report.commit_ms,
+                    "attempts": report.attempts,
+                    "skipped": report.skipped,
+                    "at": time.time(),
+                },
+            ]
             if report.skipped:
                 s.skipped += 1
                 return
@@ -375,16 +436,23 @@ class TopologyRun:
         return done
 
     def stop(self) -> None:
-        """Stop the query (a batch in flight finishes or is rolled back on the next start)."""
+        """Stop the query (a batch in flight finishes or is rolled back on the next start).
+
+        The metrics endpoint (``weir.metrics.port``) stops too.
+        """
         if self.query is not None and self.query.isActive:
             self.query.stop()
         self._status.state = "stopped"
+        if self.metrics is not None:
+            self.metrics.close()
+            self.metrics.port = None
 
     def status(self, *, sizes: bool = False) -> RunStatus:
         """Last txid, batches, tuples/s, commit ms; with ``sizes`` also key counts per namespace."""
         with self._lock:
             s = RunStatus(**{k: v for k, v in self._status.__dict__.items()})
             s.components = {k: dict(v) for k, v in self._status.components.items()}
+            s.recent = [dict(r) for r in self._status.recent]
         s.elapsed_s = time.time() - self._t0 if self._t0 else 0.0
         if self.query is not None and self.query.isActive:
             s.state = "running"

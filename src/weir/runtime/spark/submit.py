@@ -23,7 +23,7 @@ from weir.state.factory import KeyValueStateProvider
 from weir.topology.builder import Topology
 from weir.topology.components import StatefulBolt
 
-__all__ = ["submit", "submit_topology"]
+__all__ = ["submit", "submit_topology", "topology_shape"]
 
 log = logging.getLogger("weir.runtime")
 
@@ -41,6 +41,36 @@ def submit(name: str, conf: Mapping[str, Any], topology: Any, spark: Any = None)
         f"got {type(topology).__name__}"
     )
     raise TopologyError(msg, topology=name)
+
+
+def topology_shape(topology: Topology, namespaces: list[str]) -> dict[str, Any]:
+    """The graph of ``topology`` as JSON-ready data: components, groupings, parallelism, stateful ones.
+
+    Stored beside the coordinator record (``__topology``) so ``weir ui`` can draw it from the store.
+    """
+    comps = []
+    for cid in topology.order:
+        c = topology.components[cid]
+        comps.append(
+            {
+                "id": cid,
+                "kind": "spout" if c.is_spout else "bolt",
+                "class": type(c.obj).__name__,
+                "parallelism": c.parallelism,
+                "stateful": c.is_stateful,
+                "inputs": [
+                    {
+                        "source": sub.source,
+                        "stream": sub.stream,
+                        "grouping": sub.grouping.kind.value,
+                        "fields": list(sub.grouping.fields),
+                    }
+                    for sub in c.inputs
+                ],
+                "outputs": {stream: list(f) for stream, f in c.outputs.items()},
+            }
+        )
+    return {"dialect": "storm", "components": comps, "namespaces": list(namespaces)}
 
 
 def submit_topology(name: str, conf: Mapping[str, Any], topology: Topology, spark: Any = None) -> TopologyRun:
@@ -113,7 +143,14 @@ def submit_topology(name: str, conf: Mapping[str, Any], topology: Topology, spar
         participants = CompositeParticipants(groups)
         namespaces = participants.namespaces()
         coordinator = make_coordinator(
-            name, conf, provider, participants, {c.id: c.parallelism for c in stateful}, rc, master
+            name,
+            conf,
+            provider,
+            participants,
+            {c.id: c.parallelism for c in stateful},
+            rc,
+            master,
+            shape=topology_shape(topology, namespaces),
         )
     spouts = [(s.id, s.obj) for s in topology.spouts]
     return TopologyRun(

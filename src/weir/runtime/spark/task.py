@@ -23,6 +23,7 @@ from typing import Any
 
 from weir.checkpoint.faults import crash_point
 from weir.errors import FencedError, TopologyError
+from weir.state.kv import TransactionalKeyValueState
 from weir.topology.collector import BasicOutputCollector, FailedTuple, OutputCollector
 from weir.topology.components import BasicBolt, Spout, StatefulBolt
 from weir.topology.context import TopologyContext
@@ -160,6 +161,7 @@ def run_task(
     out = OutputCollector(spec.component_id, task, dict(spec.outputs), topology=spec.topology)
     n_in = n_out = n_failed = 0
     state = None
+    keys_written: dict[str, int] = {}
     stage = "prepare"
     current: Tuple | None = None
     crash_after = -1
@@ -223,6 +225,8 @@ def run_task(
             stage = "pre_prepare"
             comp.pre_prepare(txid)
             stage = "prepare_commit"
+            if isinstance(state, TransactionalKeyValueState):
+                keys_written[ctx.state_namespace] = state.pending_count
             state.prepare_commit(txid)
             crash_point("between_prepares", txid, task=task)
         stage = "cleanup"
@@ -251,5 +255,6 @@ def run_task(
         failed=n_failed,
         acked=out.acked,
         errors=out.errors[:5],
+        keys_written=keys_written,
         ms=(time.perf_counter() - t0) * 1000,
     )
