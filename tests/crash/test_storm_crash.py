@@ -64,10 +64,14 @@ def corpus(tmp_path: Path) -> tuple[Path, Counter[str]]:
     return d, expected
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "redis", "redis-cluster"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'state.db'}"
+    if request.param == "redis-cluster":  # a 3-master cluster: namespaces and the record spread over slots
+        cluster = request.getfixturevalue("redis_cluster")
+        cluster.flushall()
+        return str(cluster.url)
     server = request.getfixturevalue("redis_server")
     server.flushall()
     return str(server.url)

@@ -239,6 +239,58 @@ def test_submit_time_errors(spark: Any, tmp_path: Path) -> None:
     assert "par-count-0..1" in str(ei.value)
 
 
+def test_custom_provider_by_dotted_path_in_local_mode(spark: Any, tmp_path: Path, redis_server: Any) -> None:
+    """A user's StateProvider named by dotted path; its coordinator record in Redis, then in SQLite."""
+    from tests.spark._custom_provider import read_namespace
+
+    redis_server.flushall()
+    corpus = tmp_path / "in"
+    expected = generate_corpus(str(corpus), n_words=1_500, n_distinct=60, n_files=2, seed=4)
+    custom = {
+        "topology.state.provider": "tests.spark._custom_provider.RedisHashProvider",
+        "topology.state.provider.config": {"url": redis_server.url},
+    }
+    conf = _conf(tmp_path, **custom, **{"weir.coordinator.url": redis_server.url})
+    st = weir.submit("custom", conf, wordcount_topology(str(corpus)), spark=spark).process_available()
+    assert st.last_txid == 2
+    got = Counter(read_namespace(redis_server.url, "custom-count-0")) + Counter(
+        read_namespace(redis_server.url, "custom-count-1")
+    )
+    assert got == expected
+    rec = json.loads(StateFactory.from_url(redis_server.url).backend.get("$checkpointspout-custom", b"__state"))
+    assert (rec["phase"], rec["txid"]) == ("COMMITTED", 2)
+    assert not (tmp_path / "state" / "state.db").exists()
+    # without weir.coordinator.url the record goes to <weir.state.dir>/state.db (local mode only)
+    conf2 = _conf(tmp_path / "b", **custom)
+    weir.submit("custom2", conf2, wordcount_topology(str(corpus)), spark=spark).process_available()
+    assert Counter(read_namespace(redis_server.url, "custom2-count-0")) + Counter(
+        read_namespace(redis_server.url, "custom2-count-1")
+    ) == expected
+    sq = StateFactory.from_url(f"sqlite:///{tmp_path / 'b' / 'state' / 'state.db'}").backend
+    assert json.loads(sq.get("$checkpointspout-custom2", b"__state"))["txid"] == 2
+
+
+def test_coordinator_store_is_checked_at_submit() -> None:
+    from tests.spark._custom_provider import RedisHashProvider
+    from weir.runtime.spark.config import RuntimeConfig
+    from weir.runtime.spark.runner import make_coordinator
+
+    rc = RuntimeConfig.from_conf("c", {})
+    with pytest.raises(ConfigError, match="weir.coordinator.url"):
+        make_coordinator("c", {}, RedisHashProvider(), None, {}, rc, "spark://10.0.0.1:7077")
+    rc = RuntimeConfig.from_conf("c", {"weir.coordinator.url": "sqlite:///x.db"})
+    with pytest.raises(ConfigError, match="a file on one machine"):
+        make_coordinator("c", {}, RedisHashProvider(), None, {}, rc, "spark://10.0.0.1:7077")
+    with pytest.raises(ConfigError, match="weir.coordinator.url"):
+        RuntimeConfig.from_conf("c", {"weir.coordinator.url": "memory://x"})
+    with pytest.raises(ConfigError, match="unknown scheme"):
+        RuntimeConfig.from_conf("c", {"weir.coordinator.url": "ftp://x"})
+    builtin = StateFactory.from_url("sqlite:///" + "/tmp/weir-never-opened.db")
+    rc = RuntimeConfig.from_conf("c", {"weir.coordinator.url": "redis://127.0.0.1:1/0"})
+    with pytest.raises(ConfigError, match="for custom state providers"):
+        make_coordinator("c", {}, builtin, None, {}, rc, "local[2]")
+
+
 def test_sqlite_refused_on_a_cluster_master() -> None:
     from weir.runtime.spark.runner import check_local_store
 

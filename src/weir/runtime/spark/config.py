@@ -22,6 +22,7 @@ WEIR_KEYS = {
     "weir.deadletter",
     "weir.spark.conf",
     "weir.trident.allow.inexact",
+    "weir.coordinator.url",
 }
 
 
@@ -49,6 +50,8 @@ class RuntimeConfig:
     master : ``weir.spark.master`` (default ``local[*]``)
     deadletter : ``weir.deadletter``: None, a directory path, or ``state`` / ``namespace:NAME``
     max_task_parallelism : ``topology.max.task.parallelism`` (None = no cap)
+    coordinator_url : ``weir.coordinator.url``: the store of the coordinator record when the state
+        provider is a custom ``StateProvider`` (None: ``<state_dir>/state.db``)
     """
 
     topology: str
@@ -60,6 +63,7 @@ class RuntimeConfig:
     deadletter: str | None = None
     max_task_parallelism: int | None = None
     checkpoint_retain: int = 2
+    coordinator_url: str | None = None
     spark_conf: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -98,6 +102,24 @@ class RuntimeConfig:
                 f"got {spark_conf!r}"
             )
             raise ConfigError(msg)
+        coord_url = conf.get("weir.coordinator.url") or None
+        if coord_url is not None:
+            from weir.state.config import provider_from_url
+
+            if not isinstance(coord_url, str):
+                msg = f"weir.coordinator.url must be a store URL string, got {coord_url!r}"
+                raise ConfigError(msg)
+            try:
+                kind = provider_from_url(coord_url)
+            except ConfigError as exc:
+                msg = f"weir.coordinator.url: {exc}"
+                raise ConfigError(msg) from exc
+            if kind == "memory":
+                msg = (
+                    f"weir.coordinator.url {coord_url!r}: the coordinator record must outlive the driver; "
+                    "use sqlite:///PATH, redis://, redis+cluster:// or postgresql://"
+                )
+                raise ConfigError(msg)
         master = conf.get("weir.spark.master", "local[*]")
         if not isinstance(master, str) or not master:
             msg = f"weir.spark.master must be a Spark master URL, got {master!r}"
@@ -112,5 +134,6 @@ class RuntimeConfig:
             deadletter=dl,
             max_task_parallelism=None if mtp is None else _int(conf, "topology.max.task.parallelism", 1, 1),
             checkpoint_retain=_int(conf, "weir.checkpoint.retain", 2, 1),
+            coordinator_url=coord_url,
             spark_conf={k: str(v) for k, v in spark_conf.items()},
         )

@@ -87,11 +87,38 @@ def make_coordinator(
     rc: RuntimeConfig,
     master: str,
 ) -> Coordinator:
-    """A started coordinator whose record lives in the topology's store (sqlite for custom providers)."""
+    """A started coordinator whose record lives in the topology's store.
+
+    With a custom ``StateProvider`` the record goes to ``weir.coordinator.url`` (any built-in
+    durable store), by default ``<weir.state.dir>/state.db`` — which only local mode can use.
+    """
     if isinstance(provider, KeyValueStateProvider):
+        if rc.coordinator_url and rc.coordinator_url != provider.config.url:
+            msg = (
+                f"topology {name!r}: weir.coordinator.url is for custom state providers; the built-in "
+                f"{provider.config.provider!r} provider keeps the coordinator record with the state "
+                "(remove weir.coordinator.url)"
+            )
+            raise ConfigError(msg)
         backend = provider.backend
+    elif rc.coordinator_url:
+        cfg = parse_provider_config({"topology.state.provider.config": {"url": rc.coordinator_url}})
+        if cfg.provider == "sqlite" and not master.startswith("local"):
+            msg = (
+                f"topology {name!r}: weir.coordinator.url {rc.coordinator_url!r} is a file on one machine, but "
+                f"Spark master {master!r} runs executors elsewhere; use redis or postgres for the record"
+            )
+            raise ConfigError(msg)
+        backend = open_backend(cfg)
     else:
-        check_local_store("sqlite", master, name)
+        if not master.startswith("local"):
+            msg = (
+                f"topology {name!r}: the state provider {type(provider).__qualname__} is a custom "
+                f"StateProvider, so the coordinator record needs a store of its own; Spark master {master!r} "
+                "cannot use the default <weir.state.dir>/state.db (a file on one machine): set "
+                "weir.coordinator.url to a redis://, redis+cluster:// or postgresql:// URL"
+            )
+            raise ConfigError(msg)
         backend = open_backend(parse_provider_config({"weir.state.dir": rc.state_dir}))
     coord = Coordinator(
         name, CheckpointStore(backend, name), participants, parallelism, max_retries=rc.max_retries
