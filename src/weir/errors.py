@@ -11,6 +11,8 @@
     ├── CheckpointError (RuntimeError) coordinator / Streams checkpoint failures, corrupt checkpoint data
     └── SourceError (RuntimeError)   a spout/source cannot read what it promised
 
+    NotDurableWarning (UserWarning)  state that lives only as long as the run (in-memory providers on Spark)
+
 Every message names the ids involved (topology, component, task, namespace, txid) and says what to do.
 """
 
@@ -20,6 +22,7 @@ __all__ = [
     "CheckpointError",
     "ConfigError",
     "FencedError",
+    "NotDurableWarning",
     "SerializationError",
     "SourceError",
     "StateError",
@@ -85,3 +88,7 @@ class CheckpointError(WeirError, RuntimeError):
 
 class SourceError(WeirError, RuntimeError):
     """A source cannot deliver the range it promised (trimmed, expired, unreachable)."""
+
+
+class NotDurableWarning(UserWarning):
+    """State kept for one run only (Storm's in-memory providers on Spark local mode): lost on restart."""

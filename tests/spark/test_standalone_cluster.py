@@ -161,6 +161,7 @@ def test_custom_provider_by_dotted_path_with_the_record_in_redis(
         SPARK_LOCAL_IP="127.0.0.1",
         WEIR_TEST_PROVIDER="tests.spark._custom_provider.RedisHashProvider",
         WEIR_TEST_COORDINATOR_URL=url,
+        PYTHONPATH=str(Path(__file__).parent.parent.parent),  # the driver imports the provider by path
     )
     env.pop("WEIR_CRASH_AT", None)
     res = subprocess.run(
@@ -169,7 +170,6 @@ def test_custom_provider_by_dotted_path_with_the_record_in_redis(
         capture_output=True,
         text=True,
         timeout=400,
-        cwd=str(Path(__file__).parent.parent.parent),
     )
     assert res.returncode == 0, res.stderr[-4000:]
     assert "DONE txid=2" in res.stdout, res.stdout

@@ -269,8 +269,6 @@ def test_submit_time_errors(spark: Any, tmp_path: Path) -> None:
     corpus = tmp_path / "in"
     _write(corpus, "a.txt", ["x"])
     topo = wordcount_topology(str(corpus))
-    with pytest.raises(ConfigError, match="memory"):
-        weir.submit("e1", _conf(tmp_path, **{"topology.state.provider": "memory"}), topo, spark=spark)
     with pytest.raises(ConfigError, match="not valid JSON"):
         weir.submit("e2", _conf(tmp_path, **{"topology.state.provider.config": "{nope"}), topo, spark=spark)
     with pytest.raises(ConfigError, match="weir.batch.max.retrys"):
@@ -353,3 +351,6 @@ def test_sqlite_refused_on_a_cluster_master() -> None:
     with pytest.raises(ConfigError, match="sqlite"):
         check_local_store("sqlite", "spark://10.0.0.1:7077", "wc")
     check_local_store("sqlite", "local[2]", "wc")
+    with pytest.raises(ConfigError, match="'memory' state provider .* local mode only"):
+        check_local_store("memory", "spark://10.0.0.1:7077", "wc")
+    check_local_store("memory", "local[2]", "wc")

@@ -62,14 +62,12 @@ class RunStatus:
 
 
 def check_local_store(kind: str, master: str, topology: str) -> None:
-    """Refuse a single-machine store outside local mode, and ``memory`` on Spark at all."""
+    """Refuse a single-machine store (``sqlite``, ``memory``) outside local mode."""
     if kind == "memory":
-        msg = (
-            f"topology {topology!r}: the 'memory' state provider keeps state inside one Python process, but Spark "
-            "runs tasks in separate Python worker processes; use 'sqlite' (the embedded default) or a server "
-            "(redis, postgres). For tests without Spark use weir.testing."
-        )
-        raise ConfigError(msg)
+        from weir.runtime.spark.ephemeral import refuse_on_cluster
+
+        refuse_on_cluster(topology, "the 'memory' state provider", master)
+        return
     if kind == "sqlite" and not master.startswith("local"):
         msg = (
             f"topology {topology!r}: the 'sqlite' state provider is a file on one machine, but Spark master "
@@ -132,8 +130,22 @@ def resolve_provider(name: str, conf: Mapping[str, Any], master: str) -> StatePr
     provider = StateFactory.get_provider(conf)
     if isinstance(provider, KeyValueStateProvider):
         check_local_store(provider.config.provider, master, name)
+        if provider.config.provider == "memory":
+            provider = _run_scoped(name, provider)
         provider.validate()
     return provider
+
+
+def _run_scoped(name: str, provider: KeyValueStateProvider) -> KeyValueStateProvider:
+    """Storm's in-memory provider on Spark local mode: a SQLite file that lives for this run only."""
+    from weir.runtime.spark.ephemeral import run_scoped_dir, warn_not_durable
+    from weir.state.config import ProviderConfig
+
+    path = run_scoped_dir(name)
+    options = {k: v for k, v in provider.config.options.items() if k not in ("url", "name")}
+    options["url"] = f"sqlite:///{path}/state.db"
+    warn_not_durable(name, "the 'memory' state provider", path)
+    return KeyValueStateProvider(ProviderConfig("sqlite", options))
 
 
 class TopologyRun:
