@@ -324,6 +324,29 @@ def test_custom_provider_by_dotted_path_in_local_mode(spark: Any, tmp_path: Path
     assert json.loads(sq.get("$checkpointspout-custom2", b"__state"))["txid"] == 2
 
 
+def test_memory_provider_lives_for_the_run_on_local_spark(spark: Any, tmp_path: Path) -> None:
+    """Storm's in-memory provider: a run-scoped store (warned about), exact during the run, empty after a restart."""
+    from weir.errors import NotDurableWarning
+
+    corpus = tmp_path / "in"
+    expected = generate_corpus(str(corpus), n_words=1_000, n_distinct=40, n_files=2, seed=8)
+    conf = _conf(tmp_path, **{"topology.state.provider": "memory"})
+    with pytest.warns(NotDurableWarning, match="'memory' state provider is not durable"):
+        run = weir.submit("memwc", conf, wordcount_topology(str(corpus)), spark=spark)
+    run.process_available()
+    assert isinstance(run.provider, StateFactory.from_url("sqlite:///x.db").__class__)
+
+    def counts(r: Any) -> Counter[str]:
+        return Counter(dict(r.provider.new_state("memwc-count-0"))) + Counter(dict(r.provider.new_state("memwc-count-1")))
+
+    assert counts(run) == expected
+    _write(corpus, "zzz.txt", ["alpha alpha"])
+    with pytest.warns(NotDurableWarning):
+        again = weir.submit("memwc", conf, wordcount_topology(str(corpus)), spark=spark)
+    again.process_available()
+    assert counts(again) == Counter({"alpha": 2})  # a restart starts from empty state (as in Storm)
+
+
 def test_coordinator_store_is_checked_at_submit() -> None:
     from tests.spark._custom_provider import RedisHashProvider
     from weir.runtime.spark.config import RuntimeConfig
