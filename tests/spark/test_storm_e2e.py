@@ -337,7 +337,7 @@ def test_memory_provider_lives_for_the_run_on_local_spark(spark: Any, tmp_path: 
     assert isinstance(run.provider, StateFactory.from_url("sqlite:///x.db").__class__)
 
     def counts(r: Any) -> Counter[str]:
-        return Counter(dict(r.provider.new_state("memwc-count-0"))) + Counter(dict(r.provider.new_state("memwc-count-1")))
+        return sum((Counter(dict(r.provider.new_state(f"memwc-count-{i}"))) for i in range(2)), Counter())
 
     assert counts(run) == expected
     _write(corpus, "zzz.txt", ["alpha alpha"])

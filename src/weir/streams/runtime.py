@@ -117,8 +117,14 @@ def _new_instance(spec: TaskSpec, task: int, placement: Placement, *, hooks_only
     op: Operator = cloudpickle.loads(cloudpickle.dumps(spec.component))  # type: ignore[no-untyped-call]
     region = None
     if placement.region is not None:
+        opts = placement.options
         region = ConsistentRegionContext(
-            placement.region, is_start_of_region=placement.is_start, is_end_of_region=placement.is_end
+            placement.region,
+            is_start_of_region=placement.is_start,
+            is_end_of_region=placement.is_end,
+            drain_timeout=opts.drain_timeout,
+            reset_timeout=opts.reset_timeout,
+            max_consecutive_reset_attempts=opts.max_consecutive_reset_attempts,
         )
     ctx = OperatorContext(
         spec.context(task), region=region, checkpointed=spec.stateful, hooks_only=hooks_only
@@ -181,6 +187,8 @@ class _OperatorTask:
         self.current: Tuple | None = None
         self.live: _Live | None = None
         self.store: TaskCheckpoints | None = None
+        #: tuples of control and autonomous input ports, kept for their place in the cut
+        self.held: dict[str, list[tuple[Any, ...]]] = {"control": [], "autonomous": []}
 
     # ---- restore -----------------------------------------------------------------------------
     def restore(self, store: TaskCheckpoints) -> tuple[_Live, Head | None]:
@@ -202,6 +210,7 @@ class _OperatorTask:
         live.token = None  # dirty until this batch prepares
         latest = head.latest if head is not None else None
         ctx = live.context
+        t_reset = time.monotonic()
         if latest is not None:
             self.stage = "reset"
             ckpt = store.load(latest)
@@ -222,6 +231,15 @@ class _OperatorTask:
             live.last_ckpt_ts = live.created
             how = "first"
         live.seq = head.seq if head is not None else 0
+        region = ctx.consistent_region_context
+        took = time.monotonic() - t_reset
+        if region is not None and how != "first" and took > region.reset_timeout:
+            msg = (
+                f"{self.where}: resetting took {took:.3f} s, more than the reset_timeout of consistent region "
+                f"{region.index} ({region.reset_timeout:g} s); make reset() faster or raise "
+                "builder.consistent_region(..., reset_timeout=...)"
+            )
+            raise CheckpointError(msg)
         self.stats["restore"] = how
         self.stats["restore_id"] = latest.id if latest is not None else None
         self.stats["restore_ms"] = (time.perf_counter() - t0) * 1000
@@ -297,13 +315,28 @@ class _OperatorTask:
                     yield ("T", stream_id, vals, self.task, direct)
             out.emitted.clear()
 
-    def _process(self, live: _Live, records: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+    def _process(
+        self, live: _Live, records: Iterable[tuple[Any, ...]], *, hold: bool = False
+    ) -> Iterator[tuple[Any, ...]]:
+        """Process ``records``.
+
+        With ``hold``, tuples of control and autonomous ports are kept aside (in :attr:`held`) for
+        their place in the cut.
+        """
         spec, txid = self.spec, self.txid
         op, out = live.operator, live.collector
         fields_of = spec.input_fields
         crash_first = os.environ.get("WEIR_CRASH_AT", "").startswith("during_processing@")
+        placement = self.placement
+        sorting = hold and bool(placement.control or placement.autonomous)
         self.stage = "process"
-        for source, stream, values, source_task in records:
+        for rec in records:
+            source, stream, values, source_task = rec
+            if sorting:
+                kind = placement.port_kind(source, stream)
+                if kind != "data":
+                    self.held[kind].append(rec)
+                    continue
             self.current = tup = Tuple(values, fields_of[(source, stream)], source, stream, source_task, txid)
             self.stats["n_in"] += 1
             if crash_first:
@@ -346,23 +379,48 @@ class _OperatorTask:
             out.errors.clear()
             out.acked = 0
             ctx._checkpointer = self.operator_driven
-            yield from self._process(live, records)
-            ctx._checkpointer = None
+            yield from self._process(live, records, hold=True)
             cid: int | None = None
+            drained: list[tuple[Any, ...]] = []
             if region is not None:
+                # seed 002: data ports processed → drain() → control ports processed → permits
+                # released → checkpoint()
                 self.stage = "drain"
-                for h in ctx.state_handlers:
-                    _call(ctx, h, "drain", None, f" while draining for checkpoint {txid}")
+                t_drain = time.monotonic()
+                region.acquire_permit()  # drain() holds a permit implicitly
+                try:
+                    for h in ctx.state_handlers:
+                        _call(ctx, h, "drain", None, f" while draining for checkpoint {txid}")
+                finally:
+                    region.release_permit()
+                if out.emitted or out.failed:
+                    drained = list(self._flush(out))
+                if self.held["control"]:
+                    drained.extend(self._process(live, self.held["control"]))
+                    self.stage = "drain"
+                self.held["control"] = []
+                self.stage = "wait_for_permits"
+                left = region.drain_timeout - (time.monotonic() - t_drain)
+                if not region._wait_permits(left) or time.monotonic() - t_drain > region.drain_timeout:
+                    msg = (
+                        f"{self.where}: draining for checkpoint {txid} (drain(), control ports, "
+                        f"{region.permits} permit(s) still held) took longer than the drain_timeout of "
+                        f"consistent region {region.index} ({region.drain_timeout:g} s)"
+                    )
+                    raise CheckpointError(msg)
                 cid = txid
                 live.seq = txid
             else:
+                if self.held["control"]:
+                    yield from self._process(live, self.held["control"])
+                    self.held["control"] = []
                 period = self.placement.period_ms
                 if period is not None and (time.time() - live.last_ckpt_ts) * 1000 >= period:
                     cid = live.seq + 1
                     live.seq = cid
-            drained: list[tuple[Any, ...]] = []
+            ctx._checkpointer = None
             if out.emitted or out.failed:
-                drained = list(self._flush(out))
+                drained.extend(self._flush(out))
             t_pause = time.perf_counter()
             if cid is not None and region is not None and region.non_blocking:
                 self.stage = "prepare_for_non_blocking_checkpoint"
@@ -393,6 +451,11 @@ class _OperatorTask:
                 self.stage = "checkpoint"
                 self.checkpoint_now(cid)
                 self.stats["pause_ms"] = (time.perf_counter() - t_pause) * 1000
+            if self.held["autonomous"]:  # outside the cut: after its checkpoint, in the next one
+                ctx._checkpointer = self.operator_driven if region is None else None
+                yield from self._process(live, self.held["autonomous"])
+                self.held["autonomous"] = []
+                ctx._checkpointer = None
             self.stage = "prepare_commit"
             head = self.new_head(prev)
             store.prepare(txid, head)
@@ -515,6 +578,8 @@ class StreamsParticipants:
             setattr(s, SPEC_ATTR, self.places.get(s.component_id, Placement(retain=rc.checkpoint_retain)))
         self.hook_errors: list[str] = []
         self._epoch: int | None = None
+        self._resets = 0  # failed attempts in a row: each reset every region
+        self._topology = topology
 
     def tasks(self) -> list[tuple[TaskSpec, int]]:
         """(spec, task) of every operator task."""
@@ -544,6 +609,7 @@ class StreamsParticipants:
                 store.commit(txid)
             if i == 0 and after_first is not None:
                 after_first()
+        self._resets = 0
 
     def rollback_all(self, epoch: int, after_first: Callable[[], None] | None = None) -> None:
         """Discard every task's prepared head (the attempt's chunks become garbage)."""
@@ -552,6 +618,25 @@ class StreamsParticipants:
             self._store(spec, task, epoch).rollback()
             if i == 0 and after_first is not None:
                 after_first()
+        self._resets += 1
+        self._check_resets()
+
+    def _check_resets(self) -> None:
+        """Stop once a region was reset more than its ``max_consecutive_reset_attempts`` times in a row."""
+        limits = {
+            p.region: p.options.max_consecutive_reset_attempts for p in self.places.values() if p.region is not None
+        }
+        over = sorted((lim, region) for region, lim in limits.items() if self._resets > lim)
+        if not over:
+            return
+        limit, region = over[0]
+        members = sorted(cid for cid, p in self.places.items() if p.region == region)
+        msg = (
+            f"topology {self.rc.topology!r}: consistent region {region} (operators {', '.join(members)}) was reset "
+            f"{self._resets} times in a row, more than its max_consecutive_reset_attempts ({limit}); its state is "
+            "rolled back to the last complete checkpoint. Fix the failure, then restart"
+        )
+        raise TopologyError(msg, topology=self.rc.topology, component=members[0] if members else None)
 
     def after_commit(self, txid: int) -> None:
         """Delete retired checkpoints; call ``region_checkpointed`` / ``retire_checkpoint`` hooks."""

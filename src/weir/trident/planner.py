@@ -402,7 +402,8 @@ class BatchPlanner:
                       p_idx: int) -> dict[str, Any]:
         state = node.params["state"]
         return {
-            **self._stage_args(node, in_fields, out_fields), "factory": self.ctx.factories.get(state.state_id, state.factory), "n": n,
+            **self._stage_args(node, in_fields, out_fields), "n": n,
+            "factory": self.ctx.factories.get(state.state_id, state.factory),
             "state_id": state.state_id, "p_idx": p_idx,
         }
 

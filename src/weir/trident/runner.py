@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from weir.checkpoint.coordinator import JobOutcome, TaskFailure, checkpoint_namespace
-from weir.errors import ConfigError, FencedError, TopologyError, WeirError
+from weir.errors import FencedError, TopologyError, WeirError
 from weir.runtime.spark.batch import ListAccumulatorParam
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.runner import (
