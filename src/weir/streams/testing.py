@@ -202,7 +202,9 @@ class OperatorTester:
         """Run the next micro-batch over ``tuples``.
 
         ``ports`` gives tuples of the other ``inputs`` by component id; they arrive at each task
-        *before* the tuples of ``src`` (round-robin over tasks). ``fail`` makes another (pseudo) task of the region fail after the operator's tasks ran: the
+        *before* the tuples of ``src`` (round-robin over tasks).
+
+        ``fail`` makes another (pseudo) task of the region fail after the operator's tasks ran: the
         batch is rolled back and the same batch (same txid) runs again on the next call. ``crash``
         stops right after the job, as if the driver died before committing; call :meth:`crash` next.
         """
