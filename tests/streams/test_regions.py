@@ -254,3 +254,135 @@ def test_stateful_window_listener_gets_events_and_keeps_state_through_a_crash() 
     assert last is not None
     last.read_object(), last.read_object()
     assert last.read_object() == [[None, {"inserted": 4, "windows": 2, "evicted_sum": 13}]]
+
+
+# ---- independent regions -----------------------------------------------------------------------
+class Named(Operator, StateHandler):
+    """Sums its values; records calls under its name; raises on ``fail_on`` while ``FAILS`` says so."""
+
+    def __init__(self, name: str, fail_on: Any = None) -> None:
+        self.name = name
+        self.fail_on = fail_on
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(Fields("v"))
+
+    def prepare(self, conf: Mapping[str, Any], context: OperatorContext, collector: OutputCollector) -> None:
+        super().prepare(conf, context, collector)
+        self.role = "hook" if context.hooks_only else "task"
+        self.total = 0
+
+    def rec(self, method: str, *args: Any) -> None:
+        CALLS.append((self.role, self.name, method, *args))
+
+    def process(self, tup: Tuple) -> None:
+        self.rec("process", tup[0])
+        if tup[0] == self.fail_on and FAILS:
+            FAILS.pop()
+            raise RuntimeError(f"{self.name} cannot take {tup[0]}")
+        self.total += tup[0]
+
+    def drain(self) -> None:
+        self.rec("drain")
+
+    def checkpoint(self, checkpoint: Checkpoint) -> None:
+        self.rec("checkpoint", checkpoint.sequence_id)
+        checkpoint.put("total", self.total)
+
+    def reset(self, checkpoint: Checkpoint) -> None:
+        self.rec("reset", checkpoint.sequence_id)
+        self.total = checkpoint.get("total")
+
+    def reset_to_initial_state(self) -> None:
+        self.rec("reset_to_initial_state")
+        self.total = 0
+
+    def retire_checkpoint(self, id: int) -> None:  # noqa: A002
+        pass
+
+
+FAILS: list[int] = []
+
+
+def _two_regions(max_retries: int) -> tuple[Any, Any]:
+    """Operators ``a`` (region 0) and ``b`` (region 1) fed by one pseudo spout, and a batch runner."""
+    from weir.checkpoint.coordinator import CheckpointStore, Coordinator, JobOutcome, TaskFailure
+    from weir.runtime.spark.config import RuntimeConfig
+    from weir.runtime.spark.task import TaskSpec
+    from weir.state import StateFactory
+    from weir.streams.runtime import StreamsParticipants, run_operator_task
+    from weir.streams.testing import _InputSpout
+    from weir.topology import TopologyBuilder
+
+    b = TopologyBuilder()
+    b.set_spout("src", _InputSpout(["v"]))
+    b.set_bolt("a", Named("a"), 1).shuffle_grouping("src")
+    b.set_bolt("b", Named("b", fail_on=5), 1).shuffle_grouping("src")
+    b.consistent_region("a")
+    b.consistent_region("b")
+    topo = b.create_topology()
+    provider = StateFactory.from_url("memory://two-regions")
+    rc = RuntimeConfig.from_conf("two", {})
+    specs = [
+        TaskSpec(
+            topology="two", component_id=cid, component=topo.components[cid].obj, parallelism=1,
+            outputs=dict(topo.components[cid].outputs), input_fields={("src", "default"): Fields("v")},
+            component_tasks={"src": 1, "a": 1, "b": 1}, provider=provider, stateful=True,
+            consumed_streams=frozenset(),
+        )
+        for cid in ("a", "b")
+    ]  # fmt: skip
+    parts = StreamsParticipants(specs, provider, rc, topo)
+    store = CheckpointStore(provider.backend, "two")
+    coord = Coordinator("two", store, parts, {"a": 1, "b": 1}, max_retries=max_retries)
+    coord.start()
+
+    def run(batch_id: int, values: list[int]) -> Any:
+        def job(txid: int, epoch: int, attempt: int) -> JobOutcome:
+            failures = []
+            for spec in specs:
+                recs = [("src", "default", (v,), 0) for v in values]
+                for rec in run_operator_task(spec, 0, txid, epoch, recs):
+                    if rec[0] == "R":
+                        CALLS.append(("task", spec.component_id, "report", rec[1].get("restore")))
+                        if not rec[1]["ok"]:
+                            failures.append(TaskFailure(spec.component_id, 0, rec[1]["error"]))
+            return JobOutcome(failures=failures)
+
+        return coord.run_batch("q", batch_id, job)
+
+    return run, parts
+
+
+def _total(cid: str) -> Any:
+    from weir.streams import load_checkpoint
+
+    ck = load_checkpoint("memory://two-regions", "two", cid, 0)
+    return None if ck is None else (ck.sequence_id, ck.get("total"))
+
+
+def test_a_failure_in_one_region_resets_only_that_region() -> None:
+    run, _ = _two_regions(max_retries=2)
+    run(0, [1, 2])
+    CALLS.clear()
+    FAILS.append(1)  # b fails on 5 once
+    report = run(1, [5, 6])
+    assert report.attempts == 2 and not report.skipped
+    assert calls("task") == [
+        ("a", "process", 5), ("a", "process", 6), ("a", "drain"), ("a", "checkpoint", 2), ("a", "report", "live"),
+        ("b", "process", 5), ("b", "report", None),                       # attempt 1: b fails
+        ("a", "report", "kept"),                                          # attempt 2: a keeps its cut
+        ("b", "reset", 1), ("b", "process", 5), ("b", "process", 6), ("b", "drain"), ("b", "checkpoint", 2),
+        ("b", "report", "reset"),
+    ]  # fmt: skip
+    assert _total("a") == (2, 14) and _total("b") == (2, 14)  # each value counted once in each region
+
+
+def test_a_single_region_is_reset_whole() -> None:
+    """Without several regions (the default), any failure resets every operator (as before)."""
+    t = OperatorTester(PortOp(), input_fields=["v"], inputs={"ctl": ["v"]})
+    assert t.run_batch([[1]]).committed
+    assert not t.run_batch([[2]], fail=True).committed
+    CALLS.clear()
+    assert t.run_batch([[2]]).committed
+    assert calls("task")[0] == ("op", "reset", 1)

@@ -9,7 +9,7 @@ operator outside every region checkpoints only periodically (component configura
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from weir.errors import ConfigError, TopologyError
@@ -91,6 +91,10 @@ class Placement:
     options: RegionOptions = RegionOptions()
     control: frozenset[tuple[str, str | None]] = frozenset()
     autonomous: frozenset[tuple[str, str | None]] = frozenset()
+    #: the topology has several regions and nothing outside this operator's region (and no
+    #: dependent operator) consumes its output: when another region fails a batch, this operator
+    #: keeps its prepared checkpoint and is not run again (see StreamsParticipants.rollback_all)
+    independent: bool = False
 
     def port_kind(self, source: str, stream: str) -> str:
         """``control``, ``autonomous`` or ``data``: the kind of the input port a tuple came in on."""
@@ -205,4 +209,23 @@ def placements(name: str, topology: Topology, conf: Mapping[str, Any], retain: i
         period = None if region is not None else _period(name, cid, {**dict(conf), **own})
         opts = options[region] if region is not None else RegionOptions()
         out[cid] = Placement(region, is_start, is_end, period, retain, opts, control, autonomous)
+    if len(regions) > 1:
+        for cid in _independent(topology, out):
+            out[cid] = replace(out[cid], independent=True)
     return out
+
+
+def _independent(topology: Topology, places: Mapping[str, Placement]) -> set[str]:
+    """Operators in a region whose every consumer is an independent operator of the same region."""
+    indep = {cid for cid, p in places.items() if p.region is not None}
+    changed = True
+    while changed:
+        changed = False
+        for cid in sorted(indep):
+            region = places[cid].region
+            for consumer, _ in topology.consumers(cid):
+                if consumer.id not in indep or places[consumer.id].region != region:
+                    indep.discard(cid)
+                    changed = True
+                    break
+    return indep

@@ -51,7 +51,7 @@ from weir.streams.context import ConsistentRegionContext, OperatorContext
 from weir.streams.handler import StateHandler
 from weir.streams.operator import Operator
 from weir.streams.regions import SPEC_ATTR, Placement, placements
-from weir.streams.store import CheckpointMeta, Head, TaskCheckpoints
+from weir.streams.store import HEAD, CheckpointMeta, Head, TaskCheckpoints
 from weir.topology.builder import Topology
 from weir.topology.collector import FailedTuple, OutputCollector
 from weir.topology.tuple import Tuple
@@ -245,6 +245,20 @@ class _OperatorTask:
         self.stats["restore_ms"] = (time.perf_counter() - t0) * 1000
         return live, head
 
+    def _kept(self, store: TaskCheckpoints) -> bool:
+        """Whether this worker's live instance prepared this very txid in an earlier attempt."""
+        if store.backend.txids(store.namespace).prepared != self.txid:
+            return False
+        prepared = store.backend.load_prepared(store.namespace)
+        data = prepared[1].get(HEAD) if prepared is not None and prepared[0] == self.txid else None
+        if data is None:
+            return False
+        head = Head.from_bytes(data, self.where)
+        key = (store.backend.describe(), self.spec.topology, self.spec.component_id, self.task)
+        with _LIVE_LOCK:
+            live = _LIVE.get(key)
+        return live is not None and live.token == head.token
+
     # ---- checkpoints ---------------------------------------------------------------------------
     def checkpoint_now(self, cid: int) -> CheckpointMeta:
         """Every handler's ``checkpoint()`` into one Checkpoint, then its chunks to the store."""
@@ -365,6 +379,11 @@ class _OperatorTask:
                 raise ConfigError(msg)
             ns = spec.context(task).state_namespace
             self.store = store = TaskCheckpoints(provider.backend, ns, self.where, self.epoch)
+            if self.placement.independent and self._kept(store):
+                # another region failed the previous attempt of this batch; this region's cut is
+                # prepared already (by this worker's live instance): keep it, do not run again
+                yield _report(spec, task, txid, restore="kept", ms=(time.perf_counter() - t0) * 1000, **self.stats)
+                return
             self.stage = "restore"
             live, prev = self.restore(store)
             self.live = live
@@ -576,9 +595,11 @@ class StreamsParticipants:
         )
         for s in specs:
             setattr(s, SPEC_ATTR, self.places.get(s.component_id, Placement(retain=rc.checkpoint_retain)))
+        #: the topology's consistent regions (several: independent regions are possible)
+        self.places_regions = list(topology.regions) or [tuple(topology.components)]
         self.hook_errors: list[str] = []
         self._epoch: int | None = None
-        self._resets = 0  # failed attempts in a row: each reset every region
+        self._resets: dict[int | None, int] = {}  # per region: resets in a row
         self._topology = topology
 
     def tasks(self) -> list[tuple[TaskSpec, int]]:
@@ -609,16 +630,50 @@ class StreamsParticipants:
                 store.commit(txid)
             if i == 0 and after_first is not None:
                 after_first()
-        self._resets = 0
+        self._resets = {}
 
     def rollback_all(self, epoch: int, after_first: Callable[[], None] | None = None) -> None:
-        """Discard every task's prepared head (the attempt's chunks become garbage)."""
+        """Discard prepared heads (the attempt's chunks become garbage); independent regions stay.
+
+        With several consistent regions, a region every task of which prepared the attempt's txid
+        did not fail: its heads are kept when its operators are ``independent`` (nothing outside
+        the region consumes them) — on the retry they are not run again, so only the failed regions
+        are reset. Otherwise (one region, or nothing prepared) every head is rolled back.
+        """
         self._epoch = epoch
-        for i, (spec, task) in enumerate(self.tasks()):
-            self._store(spec, task, epoch).rollback()
-            if i == 0 and after_first is not None:
+        tasks = self.tasks()
+        stores = [self._store(spec, task, epoch) for spec, task in tasks]
+        prepared = [st.backend.txids(st.namespace).prepared for st in stores]
+        txid = max((t for t in prepared if t is not None), default=None)
+        regions = {_placement(spec).region for spec, _ in tasks}
+        failed: set[int | None] = set(regions)
+        if txid is not None and len(self.places_regions) > 1:
+            failed = {_placement(spec).region for (spec, _), t in zip(tasks, prepared, strict=True) if t != txid}
+            failed.add(None)  # operators outside regions are reset (to their latest checkpoint) anyway
+        kept = 0
+        first = True
+        for (spec, _task), store in zip(tasks, stores, strict=True):
+            place = _placement(spec)
+            if place.region not in failed and place.independent:
+                kept += 1
+                continue
+            store.rollback()
+            if first and after_first is not None:
                 after_first()
-        self._resets += 1
+            first = False
+        for region in failed:
+            if region is not None and region in regions:
+                self._resets[region] = self._resets.get(region, 0) + 1
+        if kept and txid is not None:
+            log.warning(
+                "topology %s: txid %d failed in consistent region(s) %s; %d task(s) of the other regions keep "
+                "their prepared checkpoints",
+                self.rc.topology,
+                txid,
+                sorted(r for r in failed if r is not None),
+                kept,
+            )
+            crash_point("after_region_rollback", txid)
         self._check_resets()
 
     def _check_resets(self) -> None:
@@ -626,15 +681,15 @@ class StreamsParticipants:
         limits = {
             p.region: p.options.max_consecutive_reset_attempts for p in self.places.values() if p.region is not None
         }
-        over = sorted((lim, region) for region, lim in limits.items() if self._resets > lim)
+        over = sorted((lim, region) for region, lim in limits.items() if self._resets.get(region, 0) > lim)
         if not over:
             return
         limit, region = over[0]
         members = sorted(cid for cid, p in self.places.items() if p.region == region)
         msg = (
             f"topology {self.rc.topology!r}: consistent region {region} (operators {', '.join(members)}) was reset "
-            f"{self._resets} times in a row, more than its max_consecutive_reset_attempts ({limit}); its state is "
-            "rolled back to the last complete checkpoint. Fix the failure, then restart"
+            f"{self._resets[region]} times in a row, more than its max_consecutive_reset_attempts ({limit}); its "
+            "state is rolled back to the last complete checkpoint. Fix the failure, then restart"
         )
         raise TopologyError(msg, topology=self.rc.topology, component=members[0] if members else None)
 
