@@ -13,9 +13,10 @@ micro-batch with txid *n*):
    (operators outside consistent regions).
 3. **Cut** (operators in a consistent region, every batch; checkpoint id = *n*): the tuples of
    data ports were processed in step 2 → ``drain()`` on every handler → the tuples of control
-   ports → every permit released (all within the region's ``drain_timeout``) → in non-blocking mode ``prepare_for_non_blocking_checkpoint(n)`` and the drained
-   tuples flow on while ``checkpoint()`` and the chunk writes run on a background thread → the task
-   waits for that thread. Outside regions, a periodic checkpoint is taken when
+   ports → every permit released (all within the region's ``drain_timeout``) → in non-blocking
+   mode ``prepare_for_non_blocking_checkpoint(n)`` and the drained tuples flow on while
+   ``checkpoint()`` and the chunk writes run on a background thread → the task waits for that
+   thread. Outside regions, a periodic checkpoint is taken when
    ``checkpoint.period.ms`` has passed since the last one.
 4. **Prepare** the new head (retained checkpoints, the ones retired now) as transaction *n*.
 
@@ -24,8 +25,8 @@ whose live instance prepared this txid in an earlier attempt (another region fai
 cut and does not run again.
 
 Driver (:class:`StreamsParticipants`, one of the coordinator's participants): commits or rolls back
-every operator task's head with the batch (with several regions, only the regions that failed), then, after ``COMMITTED(n)``, deletes retired checkpoint
-data and calls ``region_checkpointed(n)`` (start operators) and ``retire_checkpoint(id)`` on an
+every operator task's head with the batch (with several regions, only the regions that failed),
+then, after ``COMMITTED(n)``, deletes retired checkpoint data and calls ``region_checkpointed(n)`` (start operators) and ``retire_checkpoint(id)`` on an
 instance of the operator prepared on the driver with the task's context.
 
 Crash points (``WEIR_CRASH_AT``, executor side): ``during_processing@n[@task]`` (first tuple),
