@@ -26,8 +26,9 @@ cut and does not run again.
 
 Driver (:class:`StreamsParticipants`, one of the coordinator's participants): commits or rolls back
 every operator task's head with the batch (with several regions, only the regions that failed),
-then, after ``COMMITTED(n)``, deletes retired checkpoint data and calls ``region_checkpointed(n)`` (start operators) and ``retire_checkpoint(id)`` on an
-instance of the operator prepared on the driver with the task's context.
+then, after ``COMMITTED(n)``, deletes retired checkpoint data and calls ``region_checkpointed(n)``
+(start operators) and ``retire_checkpoint(id)`` on an instance of the operator prepared on the
+driver with the task's context.
 
 Crash points (``WEIR_CRASH_AT``, executor side): ``during_processing@n[@task]`` (first tuple),
 ``during_checkpoint@n[@task]`` (chunks written, head not prepared), ``between_prepares@n[@task]``.
