@@ -56,7 +56,8 @@ def test_sigkill_after_one_region_failed_then_exact(tmp_path: Path) -> None:
                                                             ("process", "10"), ("process", "11"), ("process", "12")]
     assert ("reset", "1") not in calls["a"]
 
-    # run 2: recovery, batch 2 again (a new driver: both reprocess it), then b fails on 21 once
+    # run 2: recovery rolls back both (the kept cut was prepared under the dead driver's epoch) and
+    # batch 2 runs again in both regions; then b fails on 21 once: only b is reset
     log.write_text("")
     (markers / "fail-21").write_text("")
     final = run_driver(args, None)

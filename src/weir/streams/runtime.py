@@ -58,7 +58,7 @@ from weir.streams.context import ConsistentRegionContext, OperatorContext
 from weir.streams.handler import StateHandler
 from weir.streams.operator import Operator
 from weir.streams.regions import SPEC_ATTR, Placement, placements
-from weir.streams.store import HEAD, CheckpointMeta, Head, TaskCheckpoints
+from weir.streams.store import CheckpointMeta, Head, TaskCheckpoints
 from weir.topology.builder import Topology
 from weir.topology.collector import FailedTuple, OutputCollector
 from weir.topology.tuple import Tuple
@@ -253,18 +253,16 @@ class _OperatorTask:
         return live, head
 
     def _kept(self, store: TaskCheckpoints) -> bool:
-        """Whether this worker's live instance prepared this very txid in an earlier attempt."""
-        if store.backend.txids(store.namespace).prepared != self.txid:
+        """Whether this task's cut of this txid was prepared by an earlier attempt of this driver.
+
+        The driver keeps such a cut only when another region failed the attempt (see
+        :meth:`StreamsParticipants.rollback_all`); the store's epoch tells it was written under this
+        driver's epoch, so the same Spark batch produced it.
+        """
+        if self.epoch is None:
             return False
-        prepared = store.backend.load_prepared(store.namespace)
-        data = prepared[1].get(HEAD) if prepared is not None and prepared[0] == self.txid else None
-        if data is None:
-            return False
-        head = Head.from_bytes(data, self.where)
-        key = (store.backend.describe(), self.spec.topology, self.spec.component_id, self.task)
-        with _LIVE_LOCK:
-            live = _LIVE.get(key)
-        return live is not None and live.token == head.token
+        rec = store.backend.txids(store.namespace)
+        return rec.prepared == self.txid and rec.epoch == self.epoch
 
     # ---- checkpoints ---------------------------------------------------------------------------
     def checkpoint_now(self, cid: int) -> CheckpointMeta:
@@ -388,7 +386,7 @@ class _OperatorTask:
             self.store = store = TaskCheckpoints(provider.backend, ns, self.where, self.epoch)
             if self.placement.independent and self._kept(store):
                 # another region failed the previous attempt of this batch; this region's cut is
-                # prepared already (by this worker's live instance): keep it, do not run again
+                # prepared already (under this driver's epoch): keep it, do not run again
                 yield _report(spec, task, txid, restore="kept", ms=(time.perf_counter() - t0) * 1000, **self.stats)
                 return
             self.stage = "restore"
@@ -643,19 +641,21 @@ class StreamsParticipants:
         """Discard prepared heads (the attempt's chunks become garbage); independent regions stay.
 
         With several consistent regions, a region every task of which prepared the attempt's txid
-        did not fail: its heads are kept when its operators are ``independent`` (nothing outside
-        the region consumes them) — on the retry they are not run again, so only the failed regions
-        are reset. Otherwise (one region, or nothing prepared) every head is rolled back.
+        under this driver's epoch did not fail: its heads are kept when its operators are
+        ``independent`` (nothing outside the region consumes them) — on the retry they are not run
+        again, so only the failed regions are reset. Otherwise (one region, nothing prepared, or
+        the recovery of a previous driver's batch) every head is rolled back.
         """
         self._epoch = epoch
         tasks = self.tasks()
         stores = [self._store(spec, task, epoch) for spec, task in tasks]
-        prepared = [st.backend.txids(st.namespace).prepared for st in stores]
-        txid = max((t for t in prepared if t is not None), default=None)
+        recs = [st.backend.txids(st.namespace) for st in stores]
+        mine = [r.prepared if r.epoch == epoch else None for r in recs]
+        txid = max((t for t in mine if t is not None), default=None)
         regions = {_placement(spec).region for spec, _ in tasks}
         failed: set[int | None] = set(regions)
         if txid is not None and len(self.places_regions) > 1:
-            failed = {_placement(spec).region for (spec, _), t in zip(tasks, prepared, strict=True) if t != txid}
+            failed = {_placement(spec).region for (spec, _), t in zip(tasks, mine, strict=True) if t != txid}
             failed.add(None)  # operators outside regions are reset (to their latest checkpoint) anyway
         kept = 0
         first = True
