@@ -52,9 +52,8 @@ def test_sigkill_after_one_region_failed_then_exact(tmp_path: Path) -> None:
     assert backend.txids("regions-a-0").prepared == 2  # region a: prepared, kept
     assert backend.txids("regions-b-0").prepared is None  # region b: rolled back
     calls = _calls(log)
-    assert [c for c in calls["a"] if c[0] == "process"] == [("process", "1"), ("process", "2"), ("process", "3"),
-                                                            ("process", "10"), ("process", "11"), ("process", "12")]
-    assert ("reset", "1") not in calls["a"]
+    processed = [int(v) for m, v in calls["a"] if m == "process"]
+    assert processed == [1, 2, 3, 10, 11, 12]  # a ran batch 2 once and prepared it
 
     # run 2: recovery rolls back both (the kept cut was prepared under the dead driver's epoch) and
     # batch 2 runs again in both regions; then b fails on 21 once: only b is reset
@@ -66,9 +65,12 @@ def test_sigkill_after_one_region_failed_then_exact(tmp_path: Path) -> None:
     calls = _calls(log)
     a_batch3 = [c for c in calls["a"] if c in {("process", "20"), ("process", "21"), ("process", "22")}]
     b_batch3 = [c for c in calls["b"] if c in {("process", "20"), ("process", "21"), ("process", "22")}]
-    assert sorted(a_batch3) == [("process", "20"), ("process", "21"), ("process", "22")]  # once: kept on retry
-    assert len(b_batch3) > 3 and ("reset", "2") in calls["b"]  # b failed on 21, was reset to 2, ran again
-    assert ("reset", "2") not in calls["a"]
+    # a ran batch 3 once: its cut was kept on the retry (it may have been reset to 2 *before* batch 3,
+    # when Spark gave the task to another Python worker — never because b failed)
+    assert sorted(a_batch3) == [("process", "20"), ("process", "21"), ("process", "22")]
+    first_21 = calls["b"].index(("process", "21"))
+    assert ("reset", "2") in calls["b"][first_21:]  # b failed on 21, was reset to 2, ran batch 3 again
+    assert calls["b"][first_21 + 1 :].count(("process", "21")) == 1
     total = sum(sum(b) for b in BATCHES)
     for cid in ("a", "b"):
         ck = load_checkpoint(url, "regions", cid, 0)
