@@ -12,6 +12,8 @@
     │   └── StateLossError           the store is behind Spark's commit log: committed state was lost
     └── SourceError (RuntimeError)   a spout/source cannot read what it promised
 
+    NotDurableWarning (UserWarning)  state that lives only as long as the run (in-memory providers on Spark)
+
 Every message names the ids involved (topology, component, task, namespace, txid) and says what to do.
 """
 
@@ -21,6 +23,7 @@ __all__ = [
     "CheckpointError",
     "ConfigError",
     "FencedError",
+    "NotDurableWarning",
     "SerializationError",
     "SourceError",
     "StateError",
@@ -91,3 +94,7 @@ class StateLossError(CheckpointError):
 
 class SourceError(WeirError, RuntimeError):
     """A source cannot deliver the range it promised (trimmed, expired, unreachable)."""
+
+
+class NotDurableWarning(UserWarning):
+    """State kept for one run only (Storm's in-memory providers on Spark local mode): lost on restart."""

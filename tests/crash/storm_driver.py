@@ -1,6 +1,10 @@
 """A word-count driver the crash tests run as a separate process and SIGKILL (see WEIR_CRASH_AT).
 
 Usage: python storm_driver.py STATE_DIR INPUT_DIR PROVIDER_URL [NAME]
+
+``WEIR_TEST_PROVIDER`` names a custom ``StateProvider`` by dotted path (its config gets PROVIDER_URL),
+``WEIR_TEST_COORDINATOR_URL`` sets ``weir.coordinator.url``; ``WEIR_TEST_MASTER`` the Spark master
+(executors of a cluster master get this checkout on their ``PYTHONPATH`` to import the provider).
 """
 
 from __future__ import annotations
@@ -15,12 +19,20 @@ from weir.demo import wordcount_topology
 def main() -> int:
     state_dir, input_dir, url = sys.argv[1:4]
     name = sys.argv[4] if len(sys.argv) > 4 else "crashwc"
-    conf = {
+    master = os.environ.get("WEIR_TEST_MASTER", "local[2]")
+    conf: dict[str, object] = {
         "weir.state.dir": state_dir,
-        "weir.spark.master": os.environ.get("WEIR_TEST_MASTER", "local[2]"),
+        "weir.spark.master": master,
         "topology.state.provider.config": {"url": url},
         "weir.batch.max.retries": 2,
     }
+    if os.environ.get("WEIR_TEST_PROVIDER"):
+        conf["topology.state.provider"] = os.environ["WEIR_TEST_PROVIDER"]
+    if os.environ.get("WEIR_TEST_COORDINATOR_URL"):
+        conf["weir.coordinator.url"] = os.environ["WEIR_TEST_COORDINATOR_URL"]
+    if not master.startswith("local"):
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        conf["weir.spark.conf"] = {"spark.executorEnv.PYTHONPATH": root}
     run = weir.submit(name, conf, wordcount_topology(input_dir, parallelism=2, files_per_batch=1))
     st = run.process_available()
     print(f"DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)

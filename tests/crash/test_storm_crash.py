@@ -4,10 +4,12 @@ checkpoint protocol, restart it, and check the committed counts equal a Python C
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,6 +34,14 @@ CHAIN = [
     ("during_recovery@5", "COMMITTING", 5),  # killed while rolling txid 5 forward
     ("between_commits@6", "COMMITTING", 6),
     ("after_committed@7", "COMMITTED", 7),  # before Spark commits its offsets: batch replays, is skipped
+]
+# on the 3-master Redis Cluster, the steps that write to the store (the record's and the namespaces'
+# keys live on different masters): prepares, the COMMITTING record, recovery, the commits
+CLUSTER_CHAIN = [
+    ("between_prepares@2@0", "PREPARING", 2),
+    ("after_committing@4", "COMMITTING", 4),
+    ("during_recovery@4", "COMMITTING", 4),
+    ("between_commits@6", "COMMITTING", 6),
 ]
 
 
@@ -64,10 +74,16 @@ def corpus(tmp_path: Path) -> tuple[Path, Counter[str]]:
     return d, expected
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+# standalone Redis shares weir.state.redis with the cluster and is crash-tested by the sources and
+# Trident chains; the cluster (slots, hash tags, MOVED) is the harder case for this chain
+@pytest.fixture(params=["sqlite", "redis-cluster"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'state.db'}"
+    if request.param == "redis-cluster":  # a 3-master cluster: namespaces and the record spread over slots
+        cluster = request.getfixturevalue("redis_cluster")
+        cluster.flushall()
+        return str(cluster.url)
     server = request.getfixturevalue("redis_server")
     server.flushall()
     return str(server.url)
@@ -78,7 +94,8 @@ def test_sigkill_at_every_protocol_step_then_restart_gives_exact_counts(
 ) -> None:
     input_dir, expected = corpus
     state_dir = tmp_path / "state"
-    for crash, phase, txid in CHAIN:
+    chain = CLUSTER_CHAIN if store_url.startswith("redis+cluster://") else CHAIN
+    for crash, phase, txid in chain:
         res = _run(state_dir, input_dir, store_url, crash)
         assert res.returncode == -signal.SIGKILL, (
             f"the driver should have been killed at {crash}; rc={res.returncode}\n{res.stderr[-3000:]}"
@@ -98,4 +115,34 @@ def test_sigkill_at_every_protocol_step_then_restart_gives_exact_counts(
     final_rec = _record(store_url)
     assert (final_rec["phase"], final_rec["txid"]) == ("COMMITTED", N_FILES)
     # every restart took a new epoch: the first driver's epoch is long fenced out
-    assert int(final_rec["epoch"]) == len(CHAIN) + 1
+    assert int(final_rec["epoch"]) == len(chain) + 1
+
+
+def test_sigkill_with_a_custom_provider_and_the_record_in_redis(
+    corpus: tuple[Path, Counter[str]], redis_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user's StateProvider by dotted path (Redis hashes, a Lua commit), the coordinator record in
+    ``weir.coordinator.url``: killed between prepares and between commits, then exact."""
+    from tests.spark._custom_provider import read_namespace
+
+    input_dir, expected = corpus
+    redis_server.flushall()
+    url = redis_server.url
+    root = str(Path(__file__).parent.parent.parent)
+    monkeypatch.setenv("WEIR_TEST_PROVIDER", "tests.spark._custom_provider.RedisHashProvider")
+    monkeypatch.setenv("WEIR_TEST_COORDINATOR_URL", url)
+    monkeypatch.setenv("PYTHONPATH", root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    state_dir = tmp_path / "state"
+    for crash, phase, txid in [("between_prepares@3@0", "PREPARING", 3), ("between_commits@6", "COMMITTING", 6)]:
+        res = _run(state_dir, input_dir, url, crash)
+        assert res.returncode == -signal.SIGKILL, f"rc={res.returncode}\n{res.stderr[-3000:]}"
+        rec = _record(url)
+        assert (rec["phase"], rec["txid"]) == (phase, txid), f"after the crash at {crash}: {rec}"
+    final = _run(state_dir, input_dir, url, None)
+    assert final.returncode == 0, final.stderr[-4000:]
+    assert f"DONE txid={N_FILES}" in final.stdout
+    got: Counter[str] = Counter()
+    for i in range(2):
+        got.update(read_namespace(url, f"crashwc-count-{i}"))
+    assert got == expected
+    assert not (state_dir / "state.db").exists()  # the record never went to SQLite

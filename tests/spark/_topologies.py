@@ -88,10 +88,12 @@ class Router(BasicBolt):
 
 
 class HookRecorder(StatefulBolt):
-    """Appends every hook call to a JSON-lines file."""
+    """Appends every hook call to a JSON-lines file; with ``marker``, the first tuple that finds the
+    marker file removes it and raises (that batch attempt fails and is rolled back)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, marker: str | None = None) -> None:
         self.path = path
+        self.marker = marker
 
     def declare_output_fields(self, d: Any) -> None:
         pass
@@ -108,6 +110,15 @@ class HookRecorder(StatefulBolt):
         self.state = state
 
     def execute(self, tup: Any) -> None:
+        if self.marker and os.path.exists(self.marker):
+            try:
+                os.remove(self.marker)
+            except FileNotFoundError:
+                pass
+            else:
+                self._log("failed", None)
+                msg = "injected failure"
+                raise RuntimeError(msg)
         self.state.put("n", self.state.get("n", 0) + 1)
 
     def pre_prepare(self, txid: int) -> None:
@@ -130,3 +141,25 @@ class Unpicklable(Bolt):
 
     def execute(self, tup: Any) -> None:
         pass
+
+
+class KvOps(StatefulBolt):
+    """Runs commands on its KeyValueState: ``+k`` puts k (value: times seen), ``-k`` deletes k and
+    records what ``delete`` returned, ``?`` iterates the state and records the keys it saw."""
+
+    def declare_output_fields(self, d: Any) -> None:
+        pass
+
+    def init_state(self, state: Any) -> None:
+        self.state = state
+
+    def execute(self, tup: Any) -> None:
+        for cmd in tup.get_string(0).split():
+            op, key = cmd[0], cmd[1:]
+            if op == "+":
+                self.state.put(key, self.state.get(key, 0) + 1)
+            elif op == "-":
+                self.state.put(f"$deleted-{key}", self.state.delete(key))
+            elif op == "?":
+                seen = sorted(k for k, _ in self.state if not k.startswith("$"))
+                self.state.put(f"$iter-{tup.get_string(0)}", seen)

@@ -140,3 +140,44 @@ def test_sqlite_state_refused_on_the_cluster(standalone: tuple[str, Path], tmp_p
     )
     assert res.returncode != 0
     assert "ConfigError" in res.stderr and "sqlite" in res.stderr and master in res.stderr
+
+
+def test_custom_provider_by_dotted_path_with_the_record_in_redis(
+    standalone: tuple[str, Path], redis_server: object, tmp_path: Path
+) -> None:
+    """A user's StateProvider (tests.spark._custom_provider) on two workers; the coordinator record in
+    the store ``weir.coordinator.url`` names (the default, a SQLite file, is refused on a cluster)."""
+    from tests.spark._custom_provider import read_namespace
+
+    master, _ = standalone
+    corpus = tmp_path / "corpus"
+    expected = generate_corpus(str(corpus), n_words=3_000, n_distinct=120, n_files=2, seed=7)
+    redis_server.flushall()  # type: ignore[attr-defined]
+    url = redis_server.url  # type: ignore[attr-defined]
+    env = dict(
+        os.environ,
+        WEIR_TEST_MASTER=master,
+        PYSPARK_PYTHON=sys.executable,
+        SPARK_LOCAL_IP="127.0.0.1",
+        WEIR_TEST_PROVIDER="tests.spark._custom_provider.RedisHashProvider",
+        WEIR_TEST_COORDINATOR_URL=url,
+        PYTHONPATH=str(Path(__file__).parent.parent.parent),  # the driver imports the provider by path
+    )
+    env.pop("WEIR_CRASH_AT", None)
+    res = subprocess.run(
+        [sys.executable, str(DRIVER), str(tmp_path / "state"), str(corpus), url, "customwc"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert "DONE txid=2" in res.stdout, res.stdout
+    got: Counter[str] = Counter()
+    for i in range(2):
+        got.update(read_namespace(url, f"customwc-count-{i}"))
+    assert got == expected
+    record = StateFactory.from_url(url).backend.get("$checkpointspout-customwc", b"__state")
+    assert record is not None
+    assert json.loads(record)["phase"] == "COMMITTED" and json.loads(record)["txid"] == 2
+    assert not (tmp_path / "state" / "state.db").exists()  # nothing forced into SQLite

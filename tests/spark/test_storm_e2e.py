@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 
 import weir
+from tests.servers import wait_until
 from weir.demo import SplitSentence, generate_corpus, read_counts, wordcount_topology
 from weir.errors import ConfigError, FencedError, TopologyError
 from weir.sources import FileSpout
 from weir.state import StateFactory
 from weir.topology import Fields, TopologyBuilder
 
-from ._topologies import FlakyCount, HookRecorder, PickyCount, Router, TaskRecorder, Unpicklable
+from ._topologies import FlakyCount, HookRecorder, KvOps, PickyCount, Router, TaskRecorder, Unpicklable
 
 pytestmark = pytest.mark.spark
 
@@ -174,25 +175,80 @@ def test_groupings_global_all_fields_streams_and_direct(spark: Any, tmp_path: Pa
     assert d[1] == Counter(w for w in words if len(w) % 2 == 1)
 
 
+def _events(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in log.read_text().splitlines()]
+
+
 def test_hooks_run_at_the_right_moments(spark: Any, tmp_path: Path) -> None:
+    """pre_prepare / pre_commit per batch; a failed attempt: pre_rollback on every task, then the retry;
+    the checkpoint interval spaces the batches of a continuous run.
+
+    The same topology runs a bolt that deletes and iterates its KeyValueState (rolled back and
+    redone by the failed attempt of batch 2)."""
     corpus = tmp_path / "in"
-    _write(corpus, "a.txt", ["one two"])
-    _write(corpus, "b.txt", ["three"])
+    _write(corpus, "a.txt", ["+one +two +three", "?a"])
     log = tmp_path / "hooks.jsonl"
-    conf = _conf(tmp_path)
+    marker = tmp_path / "fail-once"
+    interval_ms = 2000
+    conf = _conf(tmp_path, **{"topology.state.checkpoint.interval.ms": interval_ms})
     b = TopologyBuilder()
     b.set_spout("lines", FileSpout(str(corpus)))
-    b.set_bolt("rec", HookRecorder(str(log)), 2).shuffle_grouping("lines")
+    b.set_bolt("rec", HookRecorder(str(log), str(marker)), 2).shuffle_grouping("lines")
+    b.set_bolt("kv", KvOps(), 1).global_grouping("lines")
     weir.submit("hooks", conf, b.create_topology(), spark=spark).process_available()
-    events = [json.loads(x) for x in log.read_text().splitlines()]
-    for txid in (1, 2):
-        pp = [e for e in events if e["event"] == "pre_prepare" and e["txid"] == txid]
-        pc = [e for e in events if e["event"] == "pre_commit" and e["txid"] == txid]
-        assert sorted(e["task"] for e in pp) == [0, 1]
-        assert sorted(e["task"] for e in pc) == [0, 1]
-        # every pre_prepare of txid happens before any of its pre_commits
-        assert max(events.index(e) for e in pp) < min(events.index(e) for e in pc)
-    assert not [e for e in events if e["event"] == "pre_rollback"]
+    events = _events(log)
+    assert not [e for e in events if e["event"] in ("pre_rollback", "failed")]
+    pp = [i for i, e in enumerate(events) if e["event"] == "pre_prepare" and e["txid"] == 1]
+    pc = [i for i, e in enumerate(events) if e["event"] == "pre_commit" and e["txid"] == 1]
+    assert sorted(events[i]["task"] for i in pp) == [0, 1] and sorted(events[i]["task"] for i in pc) == [0, 1]
+    assert max(pp) < min(pc)  # every pre_prepare of a txid before any of its pre_commits
+
+    # batch 2: its first attempt fails in one task of "rec"; the coordinator calls pre_rollback on
+    # every stateful task (driver side), then retries the batch, which commits
+    _write(corpus, "b.txt", ["-two +one", "?b", "-nothing"])
+    marker.write_text("1")
+    log.write_text("")
+    st = weir.submit("hooks", conf, b.create_topology(), spark=spark).process_available()
+    assert st.last_txid == 2 and st.retries == 1 and not marker.exists()
+    seq = [(e["event"], e["txid"]) for e in _events(log)]
+    failed = seq.index(("failed", None))
+    rollbacks = [i for i, e in enumerate(seq) if e[0] == "pre_rollback"]
+    retry_prepares = [i for i, e in enumerate(seq) if e == ("pre_prepare", 2) and i > max(rollbacks)]
+    commits = [i for i, e in enumerate(seq) if e == ("pre_commit", 2)]
+    assert len(rollbacks) == 2, seq  # rec tasks 0 and 1 (kv does not override pre_rollback)
+    assert sorted(e["task"] for e in _events(log) if e["event"] == "pre_rollback") == [0, 1]
+    assert failed < min(rollbacks), seq
+    assert len(retry_prepares) == 2 and len(commits) == 2, seq
+    assert max(rollbacks) < min(retry_prepares) and max(retry_prepares) < min(commits), seq
+    assert ("pre_commit", 2) not in seq[: max(rollbacks)]  # nothing of the failed attempt committed
+    state = dict(StateFactory.get_provider(conf).new_state("hooks-kv-0"))
+    assert state == {
+        "one": 2, "three": 1, "$iter-?a": ["one", "three", "two"], "$deleted-two": 1,
+        "$iter-?b": ["one", "three"], "$deleted-nothing": None,
+    }  # fmt: skip
+
+    # a continuous run (start()): one file per batch, batches started at least an interval apart
+    for i in range(3):
+        _write(corpus, f"c{i}.txt", [f"+c{i}"])
+    run = weir.submit("hooks", conf, b.create_topology(), spark=spark).start()
+    try:
+
+        def batches() -> list[dict[str, Any]]:
+            return [p for p in run.query.recentProgress if p["numInputRows"] > 0]
+
+        wait_until(lambda: len(batches()) >= 3, timeout=300, what="three batches of the continuous run")
+        progress = batches()
+    finally:
+        run.stop()
+    from datetime import datetime
+
+    starts = [datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp() for p in progress]
+    assert len(starts) == 3, progress
+    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    assert all(g >= interval_ms / 1000 * 0.9 for g in gaps), gaps  # never sooner than the interval
+    assert {k for k in dict(StateFactory.get_provider(conf).new_state("hooks-kv-0")) if k.startswith("c")} == {
+        "c0", "c1", "c2"
+    }
 
 
 def test_second_driver_fences_the_first(spark: Any, tmp_path: Path) -> None:
@@ -213,8 +269,6 @@ def test_submit_time_errors(spark: Any, tmp_path: Path) -> None:
     corpus = tmp_path / "in"
     _write(corpus, "a.txt", ["x"])
     topo = wordcount_topology(str(corpus))
-    with pytest.raises(ConfigError, match="memory"):
-        weir.submit("e1", _conf(tmp_path, **{"topology.state.provider": "memory"}), topo, spark=spark)
     with pytest.raises(ConfigError, match="not valid JSON"):
         weir.submit("e2", _conf(tmp_path, **{"topology.state.provider.config": "{nope"}), topo, spark=spark)
     with pytest.raises(ConfigError, match="weir.batch.max.retrys"):
@@ -239,9 +293,87 @@ def test_submit_time_errors(spark: Any, tmp_path: Path) -> None:
     assert "par-count-0..1" in str(ei.value)
 
 
+def test_custom_provider_by_dotted_path_in_local_mode(spark: Any, tmp_path: Path, redis_server: Any) -> None:
+    """A user's StateProvider named by dotted path; its coordinator record in Redis, then in SQLite."""
+    from tests.spark._custom_provider import read_namespace
+
+    redis_server.flushall()
+    corpus = tmp_path / "in"
+    expected = generate_corpus(str(corpus), n_words=1_500, n_distinct=60, n_files=2, seed=4)
+    custom = {
+        "topology.state.provider": "tests.spark._custom_provider.RedisHashProvider",
+        "topology.state.provider.config": {"url": redis_server.url},
+    }
+    conf = _conf(tmp_path, **custom, **{"weir.coordinator.url": redis_server.url})
+    st = weir.submit("custom", conf, wordcount_topology(str(corpus)), spark=spark).process_available()
+    assert st.last_txid == 2
+    got = Counter(read_namespace(redis_server.url, "custom-count-0")) + Counter(
+        read_namespace(redis_server.url, "custom-count-1")
+    )
+    assert got == expected
+    rec = json.loads(StateFactory.from_url(redis_server.url).backend.get("$checkpointspout-custom", b"__state"))
+    assert (rec["phase"], rec["txid"]) == ("COMMITTED", 2)
+    assert not (tmp_path / "state" / "state.db").exists()
+    # without weir.coordinator.url the record goes to <weir.state.dir>/state.db (local mode only)
+    conf2 = _conf(tmp_path / "b", **custom)
+    weir.submit("custom2", conf2, wordcount_topology(str(corpus)), spark=spark).process_available()
+    assert Counter(read_namespace(redis_server.url, "custom2-count-0")) + Counter(
+        read_namespace(redis_server.url, "custom2-count-1")
+    ) == expected
+    sq = StateFactory.from_url(f"sqlite:///{tmp_path / 'b' / 'state' / 'state.db'}").backend
+    assert json.loads(sq.get("$checkpointspout-custom2", b"__state"))["txid"] == 2
+
+
+def test_memory_provider_lives_for_the_run_on_local_spark(spark: Any, tmp_path: Path) -> None:
+    """Storm's in-memory provider: a run-scoped store (warned about), exact during the run, empty after a restart."""
+    from weir.errors import NotDurableWarning
+
+    corpus = tmp_path / "in"
+    expected = generate_corpus(str(corpus), n_words=1_000, n_distinct=40, n_files=2, seed=8)
+    conf = _conf(tmp_path, **{"topology.state.provider": "memory"})
+    with pytest.warns(NotDurableWarning, match="'memory' state provider is not durable"):
+        run = weir.submit("memwc", conf, wordcount_topology(str(corpus)), spark=spark)
+    run.process_available()
+    assert isinstance(run.provider, StateFactory.from_url("sqlite:///x.db").__class__)
+
+    def counts(r: Any) -> Counter[str]:
+        return sum((Counter(dict(r.provider.new_state(f"memwc-count-{i}"))) for i in range(2)), Counter())
+
+    assert counts(run) == expected
+    _write(corpus, "zzz.txt", ["alpha alpha"])
+    with pytest.warns(NotDurableWarning):
+        again = weir.submit("memwc", conf, wordcount_topology(str(corpus)), spark=spark)
+    again.process_available()
+    assert counts(again) == Counter({"alpha": 2})  # a restart starts from empty state (as in Storm)
+
+
+def test_coordinator_store_is_checked_at_submit() -> None:
+    from tests.spark._custom_provider import RedisHashProvider
+    from weir.runtime.spark.config import RuntimeConfig
+    from weir.runtime.spark.runner import make_coordinator
+
+    rc = RuntimeConfig.from_conf("c", {})
+    with pytest.raises(ConfigError, match="weir.coordinator.url"):
+        make_coordinator("c", {}, RedisHashProvider(), None, {}, rc, "spark://10.0.0.1:7077")
+    rc = RuntimeConfig.from_conf("c", {"weir.coordinator.url": "sqlite:///x.db"})
+    with pytest.raises(ConfigError, match="a file on one machine"):
+        make_coordinator("c", {}, RedisHashProvider(), None, {}, rc, "spark://10.0.0.1:7077")
+    with pytest.raises(ConfigError, match="weir.coordinator.url"):
+        RuntimeConfig.from_conf("c", {"weir.coordinator.url": "memory://x"})
+    with pytest.raises(ConfigError, match="unknown scheme"):
+        RuntimeConfig.from_conf("c", {"weir.coordinator.url": "ftp://x"})
+    builtin = StateFactory.from_url("sqlite:///" + "/tmp/weir-never-opened.db")
+    rc = RuntimeConfig.from_conf("c", {"weir.coordinator.url": "redis://127.0.0.1:1/0"})
+    with pytest.raises(ConfigError, match="for custom state providers"):
+        make_coordinator("c", {}, builtin, None, {}, rc, "local[2]")
+
+
 def test_sqlite_refused_on_a_cluster_master() -> None:
     from weir.runtime.spark.runner import check_local_store
 
     with pytest.raises(ConfigError, match="sqlite"):
         check_local_store("sqlite", "spark://10.0.0.1:7077", "wc")
     check_local_store("sqlite", "local[2]", "wc")
+    with pytest.raises(ConfigError, match="'memory' state provider .* local mode only"):
+        check_local_store("memory", "spark://10.0.0.1:7077", "wc")
+    check_local_store("memory", "local[2]", "wc")

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import random
+import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,14 @@ from typing import Any
 from weir._util import stable_hash
 from weir.sources import FileSpout
 from weir.state import StateFactory
-from weir.streams import Checkpoint, Operator, StateHandler, TumblingWindowSort
+from weir.streams import (
+    Checkpoint,
+    Operator,
+    StatefulWindowListener,
+    StateHandler,
+    TumblingWindowSort,
+    WindowEvent,
+)
 from weir.topology import BasicBolt, Fields, StatefulBolt, Topology, TopologyBuilder, Tuple
 
 KEYS = [f"k{i}" for i in range(7)]
@@ -57,8 +66,10 @@ class Parse(BasicBolt):
 class LoggedWindow(TumblingWindowSort):
     """TumblingWindowSort that appends its state-handler calls to a log file (one line each)."""
 
-    def __init__(self, size: int, log_path: str | None, label: str, *, non_blocking: bool = False) -> None:
-        super().__init__(size, ["key", "value"], sort_by=["value"], non_blocking=non_blocking)
+    def __init__(
+        self, size: int, log_path: str | None, label: str, *, non_blocking: bool = False, listeners: Any = ()
+    ) -> None:
+        super().__init__(size, ["key", "value"], sort_by=["value"], non_blocking=non_blocking, listeners=listeners)
         self.log_path = log_path
         self.label = label
 
@@ -122,7 +133,11 @@ class WindowSink(StatefulBolt):
 
 
 class Audit(Operator, StateHandler):
-    """Counts tuples; outside the region, checkpointed periodically."""
+    """Counts tuples; outside the region, checkpointed periodically or, with ``every``, by itself
+    (``create_checkpoint()`` after every ``every`` tuples)."""
+
+    def __init__(self, every: int = 0) -> None:
+        self.every = every
 
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare(Fields("n"))
@@ -133,6 +148,8 @@ class Audit(Operator, StateHandler):
 
     def process(self, tup: Tuple) -> None:
         self.n += 1
+        if self.every and self.n % self.every == 0:
+            assert self.context.create_checkpoint() == self.n // self.every
 
     def drain(self) -> None:
         pass
@@ -150,6 +167,85 @@ class Audit(Operator, StateHandler):
         pass
 
 
+class WindowStats(StatefulWindowListener[dict[str, int]]):
+    """Per window task: tuples inserted, windows triggered, sum of the evicted values."""
+
+    def initial_state(self, partition: Any) -> dict[str, int]:
+        return {"inserted": 0, "windows": 0, "evicted_sum": 0}
+
+    def handle_event(self, event: WindowEvent, tuples: list[Any], partition: Any, state: dict[str, int]) -> None:
+        if event is WindowEvent.INSERTION:
+            state["inserted"] += len(tuples)
+        elif event is WindowEvent.TRIGGER:
+            state["windows"] += 1
+        else:
+            state["evicted_sum"] += sum(t[1] for t in tuples)
+
+
+class Gauge(Operator, StateHandler):
+    """In a region of its own: ``parse`` is a data port, ``window`` a control port; every data tuple
+    is also counted by a background thread holding a permit. Each checkpoint logs the cut's trace
+    (``d`` data tuple, ``D`` drain, ``c`` control tuple) and the counts."""
+
+    control_ports = ("window",)
+
+    def __init__(self, log_path: str | None) -> None:
+        self.log_path = log_path
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(Fields("n"))
+
+    def prepare(self, conf: Mapping[str, Any], context: Any, collector: Any) -> None:
+        super().prepare(conf, context, collector)
+        self.counts = {"data": 0, "control": 0, "background": 0}
+        self.trace: list[str] = []
+        self.lock = threading.Lock()
+
+    def process(self, tup: Tuple) -> None:
+        if tup.source_component == "window":
+            self.trace.append("c")
+            self.counts["control"] += 1
+            return
+        self.trace.append("d")
+        self.counts["data"] += 1
+        region = self.context.consistent_region_context
+        region.acquire_permit()
+        threading.Thread(target=self._background, args=(region,), daemon=True).start()
+
+    def _background(self, region: Any) -> None:
+        try:
+            time.sleep(0.01)
+            with self.lock:
+                self.counts["background"] += 1
+        finally:
+            region.release_permit()
+
+    def drain(self) -> None:
+        self.trace.append("D")
+
+    def checkpoint(self, checkpoint: Checkpoint) -> None:
+        with self.lock:
+            counts = dict(self.counts)
+        checkpoint.put("counts", counts)
+        if self.log_path:
+            line = f"gauge {self.context.task_index} {checkpoint.sequence_id} {''.join(self.trace)} "
+            line += f"{counts['data']} {counts['background']}\n"
+            with open(self.log_path, "a", encoding="utf-8") as f:
+                f.write(line)
+        self.trace = []
+
+    def reset(self, checkpoint: Checkpoint) -> None:
+        self.counts = dict(checkpoint.get("counts"))
+        self.trace = []
+
+    def reset_to_initial_state(self) -> None:
+        self.counts = {"data": 0, "control": 0, "background": 0}
+        self.trace = []
+
+    def retire_checkpoint(self, id: int) -> None:  # noqa: A002
+        pass
+
+
 def build(
     input_dir: str,
     *,
@@ -158,18 +254,27 @@ def build(
     label: str = "run",
     non_blocking: bool = False,
     audit: bool = False,
+    gauge_log: str | None = None,
 ) -> Topology:
-    """The topology; with ``audit`` an extra periodic operator outside an explicit region."""
+    """The topology; with ``audit`` extra operators outside an explicit region (periodic every batch,
+    periodic with a period longer than the run, operator-driven), a ``WindowStats`` listener on the
+    window and a ``Gauge`` in a second region (control port, permits, region options)."""
     b = TopologyBuilder()
     b.set_spout("lines", FileSpout(input_dir, files_per_batch=1))
     b.set_bolt("parse", Parse(), 1).shuffle_grouping("lines")
-    window = LoggedWindow(size, log_path, label, non_blocking=non_blocking)
+    window = LoggedWindow(size, log_path, label, non_blocking=non_blocking, listeners=[WindowStats()] if audit else [])
     b.set_bolt("window", window, WINDOW_TASKS).fields_grouping("parse", Fields("key"))
     b.set_bolt("totals", KeyTotals(), 2).fields_grouping("window", Fields("key"))
     b.set_bolt("sink", WindowSink(), 1).global_grouping("window")
     if audit:
         b.set_bolt("audit", Audit(), 1).shuffle_grouping("parse").add_configuration("checkpoint.period.ms", 0)
+        b.set_bolt("audit_slow", Audit(), 1).shuffle_grouping("parse").add_configuration(
+            "checkpoint.period.ms", 3_600_000
+        )
+        b.set_bolt("driven", Audit(every=10), 1).shuffle_grouping("parse")
+        b.set_bolt("gauge", Gauge(gauge_log), 1).shuffle_grouping("parse").shuffle_grouping("window")
         b.consistent_region("window", "totals", "sink")
+        b.consistent_region("gauge", drain_timeout=120, reset_timeout=120, max_consecutive_reset_attempts=3)
     return b.create_topology()
 
 

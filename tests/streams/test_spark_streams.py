@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,7 +48,11 @@ def test_window_operator_and_stateful_bolts_on_spark(spark: Any, tmp_path: Path,
         "topology.state.provider.config": {"url": url},
         "weir.batch.max.retries": 0,
     }
-    topo = build(str(tmp_path / "in"), size=size, log_path=str(log), label="e2e", non_blocking=True, audit=True)
+    gauge_log = tmp_path / "gauge.log"
+    topo = build(
+        str(tmp_path / "in"), size=size, log_path=str(log), label="e2e", non_blocking=True, audit=True,
+        gauge_log=str(gauge_log),
+    )
     run = weir.submit("swin", conf, topo, spark=spark)
     status = run.process_available(timeout=600)
     assert status.last_txid == n_batches and status.batches == n_batches
@@ -79,3 +84,34 @@ def test_window_operator_and_stateful_bolts_on_spark(spark: Any, tmp_path: Path,
     audit = load_checkpoint(url, "swin", "audit", 0)
     assert audit is not None and audit.sequence_id == n_batches
     assert audit.get("n") == sum(len(b) for b in batches)
+    n_tuples = sum(len(b) for b in batches)
+    # checkpoint.period.ms longer than the run: never checkpointed after its first start
+    assert load_checkpoint(url, "swin", "audit_slow", 0) is None
+    # operator-driven: create_checkpoint() after every 10th tuple counted (the operator asserts the id it
+    # gets back). A task that moves to another Python worker restarts from the latest checkpoint and
+    # forgets the tuples after it (the state of an operator outside regions is not replayed), so the
+    # latest checkpoint is one of those taken, not always the sixth
+    driven = load_checkpoint(url, "swin", "driven", 0)
+    assert driven is not None and 1 <= driven.sequence_id <= n_tuples // 10
+    assert driven.get("n") == 10 * driven.sequence_id
+    # the window's StatefulWindowListener state is checkpointed with the window, exact per task
+    for t in range(2):
+        ck = load_checkpoint(url, "swin", "window", t)
+        assert ck is not None
+        number, open_tuples = ck.read_object()["window"], ck.read_object()
+        [[partition, stats]] = ck.read_object()
+        assert partition is None and stats["windows"] == number
+        assert stats["inserted"] == number * size + len(open_tuples)
+        evicted = [v for k, vs in expected["sink"].items() if k.startswith(f"{t}:") for _, v in vs]
+        assert stats["evicted_sum"] == sum(evicted)
+    # the gauge's region: per cut, data tuples → drain → control tuples, and checkpoint() only after
+    # every background thread released its permit (its count caught up with the data tuples)
+    cuts = [line.split() for line in gauge_log.read_text().splitlines()]
+    assert [int(c[2]) for c in cuts] == [1, 2, 3, 4]
+    for _name, _task, _cid, trace, data, background in cuts:
+        assert re.fullmatch(r"d*Dc*", trace), trace
+        assert data == background
+    gauge = load_checkpoint(url, "swin", "gauge", 0)
+    assert gauge is not None and gauge.get("counts") == {
+        "data": n_tuples, "background": n_tuples, "control": sum(len(w) for w in expected["sink"].values())
+    }

@@ -89,7 +89,10 @@ class Store:
 
     def read_all(self, name: str) -> dict[tuple[Any, ...], Any]:
         """Every stored key of map state ``name`` and its current value (opaque/transactional cells)."""
-        table = f"{name}_{self.tag}"
+        return self.read_all_table(f"{name}_{self.tag}")
+
+    def read_all_table(self, table: str) -> dict[tuple[Any, ...], Any]:
+        """Like :meth:`read_all`, for a table / key prefix named in full."""
         out: dict[tuple[Any, ...], Any] = {}
         if self.kind == "sqlite":
             path = self.url.removeprefix("sqlite:///")

@@ -215,11 +215,13 @@ def test_per_call_opt_out_and_undeclared_state_types(tmp_path: Path) -> None:
         topo2.check_guarantees({"weir.trident.allow.inexact": "maybe"})
 
 
-def test_memory_map_state_is_refused_on_spark(tmp_path: Path) -> None:
+def test_memory_map_state_is_refused_on_a_cluster_master(tmp_path: Path) -> None:
     topo, lines = _lines(tmp_path)
     lines.group_by(["line"]).persistent_aggregate(MemoryMapState.Factory(), Count(), "count")
-    with pytest.raises(ConfigError, match="separate Python worker processes"):
-        weir.submit("mem", {"weir.state.dir": str(tmp_path / "state")}, topo)
+    conf = {"weir.state.dir": str(tmp_path / "state"), "weir.spark.master": "spark://10.0.0.1:7077"}
+    with pytest.raises(ConfigError, match="local mode only") as ei:
+        weir.submit("mem", conf, topo)
+    assert "spark://10.0.0.1:7077" in str(ei.value) and "MemoryMapState" in str(ei.value)
 
 
 def test_an_empty_topology_is_refused(tmp_path: Path) -> None:

@@ -299,3 +299,56 @@ def test_routing_values_agree_with_spark_hash(spark: Any) -> None:
         df = spark.createDataFrame([(q,) for q in qs], "q int").repartition(n, "q")
         parts = df.rdd.glom().collect()
         assert [sorted(p) for p in parts] == [[(qs[i],)] for i in range(n)]
+
+
+def test_memory_map_state_non_transactional_and_cached_maps_on_spark(spark: Any, tmp_path: Path) -> None:
+    """Seed 004's example unchanged — ``persistent_aggregate(MemoryMapState.Factory(), Count(), …)`` with a
+    query stream — beside a ``NonTransactionalMap`` (``allow_inexact``) and an opaque map behind a
+    ``CachedMap`` of 2 keys (evicting all the time), all in one run: exact counts in each."""
+    from weir.errors import NotDurableWarning
+    from weir.trident import MemoryMapState
+    from weir.trident.backing import SqliteMapState
+
+    lines_dir, query_dir = tmp_path / "lines", tmp_path / "queries"
+    expected = word_files(lines_dir, BATCHES)
+    word_files(query_dir, QUERIES)
+    db = f"sqlite:///{tmp_path / 'maps.db'}"
+    rec = str(tmp_path / "record.db")
+    topo = TridentTopology()
+    words = topo.new_stream("lines", FileSpout(str(lines_dir))).each(["line"], Split(), ["word:str"])
+    counts = words.group_by(["word"]).persistent_aggregate(MemoryMapState.Factory(), Count(), "count")
+    words.group_by(["word"]).persistent_aggregate(
+        SqliteMapState.non_transactional(db, table="nontx"), Count(), "count", allow_inexact=True
+    )
+    words.group_by(["word"]).persistent_aggregate(
+        SqliteMapState.opaque(db, table="cached", cache_size=2), Count(), "count"
+    ).parallelism_hint(2)
+    queried = (
+        topo.new_stream("queries", FileSpout(str(query_dir)))
+        .each(["line"], Split(), ["word"])
+        .state_query(counts, ["word"], MapGet(), ["count"])
+        .project(["word", "count"])
+    )
+    record(queried, rec, "answers")
+    with pytest.warns(NotDurableWarning, match="MemoryMapState.Factory"):
+        run = weir.submit("memwc", conf_for(tmp_path), topo, spark=spark)
+    status = run.process_available()
+    assert status.batches == len(BATCHES)
+    # the memory state answered the queries of batch t with the counts after batch t
+    running: Counter[str] = Counter()
+    want = []
+    for txid, (lines, queries) in enumerate(zip(BATCHES, QUERIES, strict=True), start=1):
+        running.update(w for line in lines for w in line.split())
+        want += [(txid, w, running.get(w)) for q in queries for w in q.split()]
+    assert sorted((t, *v) for t, _, v in recorded(rec, "answers")) == sorted(want, key=str)
+    nontx, cached = Store("sqlite", db, "x"), Store("sqlite", db, "x")
+    assert Counter({k[0]: v for k, v in nontx.read_all_table("nontx").items()}) == expected
+    assert Counter({k[0]: v for k, v in cached.read_all_table("cached").items()}) == expected
+    # the memory state lives for the run: a restart (new submit) starts from nothing
+    write_lines(lines_dir, "f003.txt", ["cat"])
+    write_lines(query_dir, "f003.txt", ["cat the"])
+    with pytest.warns(NotDurableWarning):
+        weir.submit("memwc", conf_for(tmp_path), topo, spark=spark).process_available()
+    last = sorted((t, *v) for t, _, v in recorded(rec, "answers") if t == len(BATCHES) + 1)
+    assert last == [(4, "cat", 1), (4, "the", None)]
+    assert Counter({k[0]: v for k, v in cached.read_all_table("cached").items()}) == expected + Counter(["cat"])

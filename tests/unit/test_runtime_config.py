@@ -186,13 +186,32 @@ def test_namespace_sink_needs_a_provider_and_a_name(memory_provider: Any) -> Non
 
 
 # ---- local-only stores -------------------------------------------------------------------------
-@pytest.mark.parametrize("master", ["local[*]", "local[2]", "spark://127.0.0.1:7077"])
-def test_memory_store_is_refused_on_spark_always(master: str) -> None:
+@pytest.mark.parametrize("master", ["spark://127.0.0.1:7077", "yarn", "k8s://https://k8s:6443"])
+def test_memory_store_is_refused_on_a_cluster_master(master: str) -> None:
     with pytest.raises(ConfigError) as info:
         check_local_store("memory", master, "wc")
     text = str(info.value)
     assert "topology 'wc'" in text and "'memory' state provider" in text
-    assert "sqlite" in text and "weir.testing" in text
+    assert "local mode only" in text and master in text and "redis" in text
+
+
+@pytest.mark.parametrize("master", ["local[*]", "local[2]"])
+def test_memory_store_is_run_scoped_in_local_mode(master: str) -> None:
+    """Storm's in-memory provider on local Spark: a SQLite file in a temporary directory, with a warning."""
+    from weir.errors import NotDurableWarning
+    from weir.runtime.spark.runner import resolve_provider
+    from weir.state.factory import KeyValueStateProvider
+
+    check_local_store("memory", master, "wc")
+    conf = {"topology.state.provider": "memory", "topology.state.provider.config": {"valueClass": "json"}}
+    with pytest.warns(NotDurableWarning, match="lost when the driver stops or restarts"):
+        provider = resolve_provider("wc", conf, master)
+    assert isinstance(provider, KeyValueStateProvider) and provider.config.provider == "sqlite"
+    assert provider.config.url.endswith("/state.db") and "weir-run-wc-" in provider.config.url
+    assert provider.config.options.get("valueClass") == "json"  # the provider's options are kept
+    with pytest.warns(NotDurableWarning):
+        other = resolve_provider("wc", conf, master)
+    assert other.config.url != provider.config.url  # every submit (run) gets its own store
 
 
 @pytest.mark.parametrize("master", ["spark://127.0.0.1:7077", "yarn", "k8s://https://k8s:6443"])

@@ -13,7 +13,7 @@ from weir.streams.handler import StateHandler
 from weir.streams.handlers import DelegateStateHandler, OrderedStateHandlers
 from weir.streams.operator import Operator
 from weir.streams.store import load_checkpoint
-from weir.streams.windows import SortedTupleWindow, TumblingWindowSort
+from weir.streams.windows import SortedTupleWindow, StatefulWindowListener, TumblingWindowSort, WindowEvent
 
 __all__ = [
     "Checkpoint",
@@ -24,6 +24,8 @@ __all__ = [
     "OrderedStateHandlers",
     "SortedTupleWindow",
     "StateHandler",
+    "StatefulWindowListener",
     "TumblingWindowSort",
+    "WindowEvent",
     "load_checkpoint",
 ]

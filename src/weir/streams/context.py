@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from weir.errors import CheckpointError, TopologyError
@@ -27,12 +29,67 @@ class ConsistentRegionContext:
     is_end_of_region : no component of the region consumes this operator's output
     """
 
-    def __init__(self, index: int, *, is_start_of_region: bool, is_end_of_region: bool = False) -> None:
+    def __init__(
+        self,
+        index: int,
+        *,
+        is_start_of_region: bool,
+        is_end_of_region: bool = False,
+        drain_timeout: float = 180.0,
+        reset_timeout: float = 180.0,
+        max_consecutive_reset_attempts: int = 5,
+    ) -> None:
         self.index = index
         self.is_start_of_region = is_start_of_region
         self.is_end_of_region = is_end_of_region
+        #: the region's limits (``builder.consistent_region(..., drain_timeout=...)``), in seconds
+        self.drain_timeout = drain_timeout
+        self.reset_timeout = reset_timeout
+        self.max_consecutive_reset_attempts = max_consecutive_reset_attempts
         self._sequence_id = 0
         self._non_blocking = False
+        self._permits = 0
+        self._permit_cond = threading.Condition()
+
+    # ---- permits (IBM Streams' ConsistentRegionContext.acquirePermit / releasePermit) ------------
+    def acquire_permit(self) -> None:
+        """Take a processing permit: the operator's next ``checkpoint()`` waits until it is released.
+
+        For background threads that submit tuples or change state: hold a permit while doing so, so
+        a cut never checkpoints half of the work. ``drain()`` holds one implicitly.
+        """
+        with self._permit_cond:
+            self._permits += 1
+
+    def release_permit(self) -> None:
+        """Give back a permit taken with :meth:`acquire_permit`."""
+        with self._permit_cond:
+            if self._permits <= 0:
+                msg = f"release_permit() without acquire_permit() (region {self.index})"
+                raise CheckpointError(msg)
+            self._permits -= 1
+            if self._permits == 0:
+                self._permit_cond.notify_all()
+
+    @contextlib.contextmanager
+    def permit(self) -> Iterator[None]:
+        """``with region.permit(): ...`` — acquire, run the block, release (also on error)."""
+        self.acquire_permit()
+        try:
+            yield
+        finally:
+            self.release_permit()
+
+    @property
+    def permits(self) -> int:
+        """Permits held now."""
+        with self._permit_cond:
+            return self._permits
+
+    def _wait_permits(self, timeout: float) -> bool:
+        """Wait until no permit is held (True), at most ``timeout`` seconds (False if still held)."""
+        with self._permit_cond:
+            return self._permit_cond.wait_for(lambda: self._permits == 0, timeout=max(timeout, 0.0))
 
     @property
     def sequence_id(self) -> int:

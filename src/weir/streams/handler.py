@@ -2,8 +2,9 @@
 
 Call order per consistent cut (one micro-batch, one task)::
 
-    process(tuple) ...           every tuple of the batch
+    process(tuple) ...           every tuple of the batch on data ports
     drain()                      every handler, in registration order
+    process(tuple) ...           every tuple of the batch on control ports; then all permits released
     prepare_for_non_blocking_checkpoint(id)   non-blocking mode only, every handler
     checkpoint(Checkpoint)       every handler, same Checkpoint, in order (background in non-blocking mode)
     --- the coordinator commits the batch (the region is checkpointed) ---

@@ -47,6 +47,12 @@ class Operator(Component):
 
     #: whether this operator takes part in checkpointing (False: a stateless operator, no namespace)
     checkpointed: bool = True
+    #: control input ports: component ids or (component, stream) pairs whose tuples are processed after
+    #: ``drain()`` and before ``checkpoint()`` of each cut (IBM Streams' control ports)
+    control_ports: Sequence[str | tuple[str, str]] = ()
+    #: autonomous input ports: their tuples are not part of the cut; they are processed after the
+    #: cut's ``checkpoint()``, so they never delay it (their effect is in the next checkpoint)
+    autonomous_ports: Sequence[str | tuple[str, str]] = ()
     collector: OutputCollector
     context: OperatorContext
 

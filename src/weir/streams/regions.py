@@ -9,13 +9,13 @@ operator outside every region checkpoints only periodically (component configura
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from weir.errors import ConfigError, TopologyError
 from weir.topology.builder import Topology
 
-__all__ = ["PERIOD_KEY", "Placement", "placements"]
+__all__ = ["PERIOD_KEY", "Placement", "RegionOptions", "placements"]
 
 #: component configuration: checkpoint period of an operator outside consistent regions
 PERIOD_KEY = "checkpoint.period.ms"
@@ -23,15 +23,115 @@ PERIOD_KEY = "checkpoint.period.ms"
 SPEC_ATTR = "streams_placement"
 
 
+#: IBM Streams' defaults for a consistent region
+DEFAULT_DRAIN_TIMEOUT = 180.0
+DEFAULT_RESET_TIMEOUT = 180.0
+DEFAULT_MAX_RESETS = 5
+REGION_OPTIONS = ("drain_timeout", "reset_timeout", "max_consecutive_reset_attempts")
+
+
+@dataclass(frozen=True)
+class RegionOptions:
+    """A consistent region's limits (``builder.consistent_region(..., drain_timeout=...)``).
+
+    Attributes
+    ----------
+    drain_timeout : seconds an operator may take from ``drain()`` until it may checkpoint: draining,
+        its control ports and waiting for permits (default 180)
+    reset_timeout : seconds the ``reset()`` / ``reset_to_initial_state()`` calls of a task may take
+        (default 180)
+    max_consecutive_reset_attempts : failed attempts in a row (each resets the region) before the
+        topology stops (default 5)
+    """
+
+    drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
+    reset_timeout: float = DEFAULT_RESET_TIMEOUT
+    max_consecutive_reset_attempts: int = DEFAULT_MAX_RESETS
+
+    @classmethod
+    def parse(cls, topology: str, index: int, options: Mapping[str, Any]) -> RegionOptions:
+        """Validate ``options`` of region ``index`` (unknown keys and bad values raise ConfigError)."""
+        unknown = sorted(set(options) - set(REGION_OPTIONS))
+        if unknown:
+            msg = (
+                f"topology {topology!r}: consistent_region() #{index} has unknown option(s) {unknown}; "
+                f"expected some of {', '.join(REGION_OPTIONS)}"
+            )
+            raise ConfigError(msg)
+        out = {}
+        for key in ("drain_timeout", "reset_timeout"):
+            v = options.get(key, getattr(cls, key))
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                msg = f"topology {topology!r}: consistent_region() #{index}: {key} must be seconds > 0, got {v!r}"
+                raise ConfigError(msg)
+            out[key] = float(v)
+        v = options.get("max_consecutive_reset_attempts", DEFAULT_MAX_RESETS)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            msg = (
+                f"topology {topology!r}: consistent_region() #{index}: max_consecutive_reset_attempts must be "
+                f"an int ≥ 1, got {v!r}"
+            )
+            raise ConfigError(msg)
+        return cls(out["drain_timeout"], out["reset_timeout"], v)
+
+
 @dataclass(frozen=True)
 class Placement:
-    """An operator's place: region index (None outside), start/end of region, period, retention."""
+    """An operator's place: region index (None outside), start/end of region, period, retention.
+
+    ``control`` and ``autonomous`` are its input ports of those kinds, as ``(component, stream)``
+    pairs (stream None: every stream of the component).
+    """
 
     region: int | None = 0
     is_start: bool = False
     is_end: bool = False
     period_ms: int | None = None
     retain: int = 2
+    options: RegionOptions = RegionOptions()
+    control: frozenset[tuple[str, str | None]] = frozenset()
+    autonomous: frozenset[tuple[str, str | None]] = frozenset()
+    #: the topology has several regions and nothing outside this operator's region (and no
+    #: dependent operator) consumes its output: when another region fails a batch, this operator
+    #: keeps its prepared checkpoint and is not run again (see StreamsParticipants.rollback_all)
+    independent: bool = False
+
+    def port_kind(self, source: str, stream: str) -> str:
+        """``control``, ``autonomous`` or ``data``: the kind of the input port a tuple came in on."""
+        if self.control and ((source, stream) in self.control or (source, None) in self.control):
+            return "control"
+        if self.autonomous and ((source, stream) in self.autonomous or (source, None) in self.autonomous):
+            return "autonomous"
+        return "data"
+
+
+def _ports(name: str, cid: str, comp: Any, attr: str) -> frozenset[tuple[str, str | None]]:
+    """An operator's ``control_ports`` / ``autonomous_ports``: each a component id or (component, stream)."""
+    raw = getattr(comp.obj, attr, ()) or ()
+    if isinstance(raw, str):
+        raw = (raw,)
+    inputs = {(s.source, s.stream) for s in comp.inputs}
+    out: set[tuple[str, str | None]] = set()
+    for entry in raw:
+        port: tuple[str, str | None]
+        if isinstance(entry, str):
+            port = (entry, None)
+        elif isinstance(entry, (tuple, list)) and len(entry) == 2 and all(isinstance(x, str) for x in entry):
+            port = (entry[0], entry[1])
+        else:
+            msg = (
+                f"topology {name!r}, operator {cid!r}: {attr} entries are a component id or a "
+                f"(component, stream) pair, got {entry!r}"
+            )
+            raise TopologyError(msg, topology=name, component=cid)
+        if not any(src == port[0] and (port[1] is None or st == port[1]) for src, st in inputs):
+            msg = (
+                f"topology {name!r}, operator {cid!r}: {attr} names {entry!r}, which is not one of its inputs "
+                f"{sorted(inputs)}"
+            )
+            raise TopologyError(msg, topology=name, component=cid)
+        out.add(port)
+    return frozenset(out)
 
 
 def _period(topology_name: str, cid: str, conf: Mapping[str, Any]) -> int | None:
@@ -74,10 +174,23 @@ def placements(name: str, topology: Topology, conf: Mapping[str, Any], retain: i
                 )
                 raise TopologyError(msg, topology=name, component=cid)
             region_of[cid] = i
+    raw_options = list(topology.region_options)
+    options = [
+        RegionOptions.parse(name, i, raw_options[i] if i < len(raw_options) else {}) for i in range(len(regions))
+    ]
     out: dict[str, Placement] = {}
     for cid, c in comps.items():
         if not isinstance(c.obj, Operator):
             continue
+        control = _ports(name, cid, c, "control_ports")
+        autonomous = _ports(name, cid, c, "autonomous_ports")
+        both = control & autonomous
+        if both:
+            msg = (
+                f"topology {name!r}, operator {cid!r}: input {sorted(both)[0]} is both a control and an "
+                "autonomous port"
+            )
+            raise TopologyError(msg, topology=name, component=cid)
         own = {**(c.obj.get_component_configuration() or {}), **c.conf}
         region = region_of.get(cid)
         if region is not None and PERIOD_KEY in own:
@@ -94,5 +207,25 @@ def placements(name: str, topology: Topology, conf: Mapping[str, Any], retain: i
             region_of.get(consumer.id) == region for consumer, _ in topology.consumers(cid)
         )
         period = None if region is not None else _period(name, cid, {**dict(conf), **own})
-        out[cid] = Placement(region, is_start, is_end, period, retain)
+        opts = options[region] if region is not None else RegionOptions()
+        out[cid] = Placement(region, is_start, is_end, period, retain, opts, control, autonomous)
+    if len(regions) > 1:
+        for cid in _independent(topology, out):
+            out[cid] = replace(out[cid], independent=True)
     return out
+
+
+def _independent(topology: Topology, places: Mapping[str, Placement]) -> set[str]:
+    """Operators in a region whose every consumer is an independent operator of the same region."""
+    indep = {cid for cid, p in places.items() if p.region is not None}
+    changed = True
+    while changed:
+        changed = False
+        for cid in sorted(indep):
+            region = places[cid].region
+            for consumer, _ in topology.consumers(cid):
+                if consumer.id not in indep or places[consumer.id].region != region:
+                    indep.discard(cid)
+                    changed = True
+                    break
+    return indep

@@ -11,17 +11,24 @@ micro-batch with txid *n*):
    checkpoints are garbage-collected.
 2. **Process** every tuple (``process``); ``create_checkpoint()`` may checkpoint meanwhile
    (operators outside consistent regions).
-3. **Cut** (operators in a consistent region, every batch; checkpoint id = *n*): ``drain()`` on
-   every handler → in non-blocking mode ``prepare_for_non_blocking_checkpoint(n)`` and the drained
-   tuples flow on while ``checkpoint()`` and the chunk writes run on a background thread → the task
-   waits for that thread. Outside regions, a periodic checkpoint is taken when
+3. **Cut** (operators in a consistent region, every batch; checkpoint id = *n*): the tuples of
+   data ports were processed in step 2 → ``drain()`` on every handler → the tuples of control
+   ports → every permit released (all within the region's ``drain_timeout``) → in non-blocking
+   mode ``prepare_for_non_blocking_checkpoint(n)`` and the drained tuples flow on while
+   ``checkpoint()`` and the chunk writes run on a background thread → the task waits for that
+   thread. Outside regions, a periodic checkpoint is taken when
    ``checkpoint.period.ms`` has passed since the last one.
 4. **Prepare** the new head (retained checkpoints, the ones retired now) as transaction *n*.
 
+Tuples of autonomous ports are processed after the cut's checkpoint. An ``independent`` operator
+whose live instance prepared this txid in an earlier attempt (another region failed it) keeps that
+cut and does not run again.
+
 Driver (:class:`StreamsParticipants`, one of the coordinator's participants): commits or rolls back
-every operator task's head with the batch, then, after ``COMMITTED(n)``, deletes retired checkpoint
-data and calls ``region_checkpointed(n)`` (start operators) and ``retire_checkpoint(id)`` on an
-instance of the operator prepared on the driver with the task's context.
+every operator task's head with the batch (with several regions, only the regions that failed),
+then, after ``COMMITTED(n)``, deletes retired checkpoint data and calls ``region_checkpointed(n)``
+(start operators) and ``retire_checkpoint(id)`` on an instance of the operator prepared on the
+driver with the task's context.
 
 Crash points (``WEIR_CRASH_AT``, executor side): ``during_processing@n[@task]`` (first tuple),
 ``during_checkpoint@n[@task]`` (chunks written, head not prepared), ``between_prepares@n[@task]``.
@@ -117,8 +124,14 @@ def _new_instance(spec: TaskSpec, task: int, placement: Placement, *, hooks_only
     op: Operator = cloudpickle.loads(cloudpickle.dumps(spec.component))  # type: ignore[no-untyped-call]
     region = None
     if placement.region is not None:
+        opts = placement.options
         region = ConsistentRegionContext(
-            placement.region, is_start_of_region=placement.is_start, is_end_of_region=placement.is_end
+            placement.region,
+            is_start_of_region=placement.is_start,
+            is_end_of_region=placement.is_end,
+            drain_timeout=opts.drain_timeout,
+            reset_timeout=opts.reset_timeout,
+            max_consecutive_reset_attempts=opts.max_consecutive_reset_attempts,
         )
     ctx = OperatorContext(
         spec.context(task), region=region, checkpointed=spec.stateful, hooks_only=hooks_only
@@ -181,6 +194,8 @@ class _OperatorTask:
         self.current: Tuple | None = None
         self.live: _Live | None = None
         self.store: TaskCheckpoints | None = None
+        #: tuples of control and autonomous input ports, kept for their place in the cut
+        self.held: dict[str, list[tuple[Any, ...]]] = {"control": [], "autonomous": []}
 
     # ---- restore -----------------------------------------------------------------------------
     def restore(self, store: TaskCheckpoints) -> tuple[_Live, Head | None]:
@@ -202,6 +217,7 @@ class _OperatorTask:
         live.token = None  # dirty until this batch prepares
         latest = head.latest if head is not None else None
         ctx = live.context
+        t_reset = time.monotonic()
         if latest is not None:
             self.stage = "reset"
             ckpt = store.load(latest)
@@ -222,10 +238,31 @@ class _OperatorTask:
             live.last_ckpt_ts = live.created
             how = "first"
         live.seq = head.seq if head is not None else 0
+        region = ctx.consistent_region_context
+        took = time.monotonic() - t_reset
+        if region is not None and how != "first" and took > region.reset_timeout:
+            msg = (
+                f"{self.where}: resetting took {took:.3f} s, more than the reset_timeout of consistent region "
+                f"{region.index} ({region.reset_timeout:g} s); make reset() faster or raise "
+                "builder.consistent_region(..., reset_timeout=...)"
+            )
+            raise CheckpointError(msg)
         self.stats["restore"] = how
         self.stats["restore_id"] = latest.id if latest is not None else None
         self.stats["restore_ms"] = (time.perf_counter() - t0) * 1000
         return live, head
+
+    def _kept(self, store: TaskCheckpoints) -> bool:
+        """Whether this task's cut of this txid was prepared by an earlier attempt of this driver.
+
+        The driver keeps such a cut only when another region failed the attempt (see
+        :meth:`StreamsParticipants.rollback_all`); the store's epoch tells it was written under this
+        driver's epoch, so the same Spark batch produced it.
+        """
+        if self.epoch is None:
+            return False
+        rec = store.backend.txids(store.namespace)
+        return rec.prepared == self.txid and rec.epoch == self.epoch
 
     # ---- checkpoints ---------------------------------------------------------------------------
     def checkpoint_now(self, cid: int) -> CheckpointMeta:
@@ -297,13 +334,28 @@ class _OperatorTask:
                     yield ("T", stream_id, vals, self.task, direct)
             out.emitted.clear()
 
-    def _process(self, live: _Live, records: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+    def _process(
+        self, live: _Live, records: Iterable[tuple[Any, ...]], *, hold: bool = False
+    ) -> Iterator[tuple[Any, ...]]:
+        """Process ``records``.
+
+        With ``hold``, tuples of control and autonomous ports are kept aside (in :attr:`held`) for
+        their place in the cut.
+        """
         spec, txid = self.spec, self.txid
         op, out = live.operator, live.collector
         fields_of = spec.input_fields
         crash_first = os.environ.get("WEIR_CRASH_AT", "").startswith("during_processing@")
+        placement = self.placement
+        sorting = hold and bool(placement.control or placement.autonomous)
         self.stage = "process"
-        for source, stream, values, source_task in records:
+        for rec in records:
+            source, stream, values, source_task = rec
+            if sorting:
+                kind = placement.port_kind(source, stream)
+                if kind != "data":
+                    self.held[kind].append(rec)
+                    continue
             self.current = tup = Tuple(values, fields_of[(source, stream)], source, stream, source_task, txid)
             self.stats["n_in"] += 1
             if crash_first:
@@ -335,6 +387,11 @@ class _OperatorTask:
                 provider.backend, ns, self.where, self.epoch,
                 serializer=str(spec.conf.get("weir.streams.checkpoint.serializer", "data")),
             )
+            if self.placement.independent and self._kept(store):
+                # another region failed the previous attempt of this batch; this region's cut is
+                # prepared already (under this driver's epoch): keep it, do not run again
+                yield _report(spec, task, txid, restore="kept", ms=(time.perf_counter() - t0) * 1000, **self.stats)
+                return
             self.stage = "restore"
             live, prev = self.restore(store)
             self.live = live
@@ -349,23 +406,48 @@ class _OperatorTask:
             out.errors.clear()
             out.acked = 0
             ctx._checkpointer = self.operator_driven
-            yield from self._process(live, records)
-            ctx._checkpointer = None
+            yield from self._process(live, records, hold=True)
             cid: int | None = None
+            drained: list[tuple[Any, ...]] = []
             if region is not None:
+                # seed 002: data ports processed → drain() → control ports processed → permits
+                # released → checkpoint()
                 self.stage = "drain"
-                for h in ctx.state_handlers:
-                    _call(ctx, h, "drain", None, f" while draining for checkpoint {txid}")
+                t_drain = time.monotonic()
+                region.acquire_permit()  # drain() holds a permit implicitly
+                try:
+                    for h in ctx.state_handlers:
+                        _call(ctx, h, "drain", None, f" while draining for checkpoint {txid}")
+                finally:
+                    region.release_permit()
+                if out.emitted or out.failed:
+                    drained = list(self._flush(out))
+                if self.held["control"]:
+                    drained.extend(self._process(live, self.held["control"]))
+                    self.stage = "drain"
+                self.held["control"] = []
+                self.stage = "wait_for_permits"
+                left = region.drain_timeout - (time.monotonic() - t_drain)
+                if not region._wait_permits(left) or time.monotonic() - t_drain > region.drain_timeout:
+                    msg = (
+                        f"{self.where}: draining for checkpoint {txid} (drain(), control ports, "
+                        f"{region.permits} permit(s) still held) took longer than the drain_timeout of "
+                        f"consistent region {region.index} ({region.drain_timeout:g} s)"
+                    )
+                    raise CheckpointError(msg)
                 cid = txid
                 live.seq = txid
             else:
+                if self.held["control"]:
+                    yield from self._process(live, self.held["control"])
+                    self.held["control"] = []
                 period = self.placement.period_ms
                 if period is not None and (time.time() - live.last_ckpt_ts) * 1000 >= period:
                     cid = live.seq + 1
                     live.seq = cid
-            drained: list[tuple[Any, ...]] = []
+            ctx._checkpointer = None
             if out.emitted or out.failed:
-                drained = list(self._flush(out))
+                drained.extend(self._flush(out))
             t_pause = time.perf_counter()
             if cid is not None and region is not None and region.non_blocking:
                 self.stage = "prepare_for_non_blocking_checkpoint"
@@ -396,6 +478,11 @@ class _OperatorTask:
                 self.stage = "checkpoint"
                 self.checkpoint_now(cid)
                 self.stats["pause_ms"] = (time.perf_counter() - t_pause) * 1000
+            if self.held["autonomous"]:  # outside the cut: after its checkpoint, in the next one
+                ctx._checkpointer = self.operator_driven if region is None else None
+                yield from self._process(live, self.held["autonomous"])
+                self.held["autonomous"] = []
+                ctx._checkpointer = None
             self.stage = "prepare_commit"
             head = self.new_head(prev)
             store.prepare(txid, head)
@@ -516,8 +603,12 @@ class StreamsParticipants:
         )
         for s in specs:
             setattr(s, SPEC_ATTR, self.places.get(s.component_id, Placement(retain=rc.checkpoint_retain)))
+        #: the topology's consistent regions (several: independent regions are possible)
+        self.places_regions = list(topology.regions) or [tuple(topology.components)]
         self.hook_errors: list[str] = []
         self._epoch: int | None = None
+        self._resets: dict[int | None, int] = {}  # per region: resets in a row
+        self._topology = topology
 
     def tasks(self) -> list[tuple[TaskSpec, int]]:
         """(spec, task) of every operator task."""
@@ -547,14 +638,70 @@ class StreamsParticipants:
                 store.commit(txid)
             if i == 0 and after_first is not None:
                 after_first()
+        self._resets = {}
 
     def rollback_all(self, epoch: int, after_first: Callable[[], None] | None = None) -> None:
-        """Discard every task's prepared head (the attempt's chunks become garbage)."""
+        """Discard prepared heads (the attempt's chunks become garbage); independent regions stay.
+
+        With several consistent regions, a region every task of which prepared the attempt's txid
+        under this driver's epoch did not fail: its heads are kept when its operators are
+        ``independent`` (nothing outside the region consumes them) — on the retry they are not run
+        again, so only the failed regions are reset. Otherwise (one region, nothing prepared, or
+        the recovery of a previous driver's batch) every head is rolled back.
+        """
         self._epoch = epoch
-        for i, (spec, task) in enumerate(self.tasks()):
-            self._store(spec, task, epoch).rollback()
-            if i == 0 and after_first is not None:
+        tasks = self.tasks()
+        stores = [self._store(spec, task, epoch) for spec, task in tasks]
+        recs = [st.backend.txids(st.namespace) for st in stores]
+        mine = [r.prepared if r.epoch == epoch else None for r in recs]
+        txid = max((t for t in mine if t is not None), default=None)
+        regions = {_placement(spec).region for spec, _ in tasks}
+        failed: set[int | None] = set(regions)
+        if txid is not None and len(self.places_regions) > 1:
+            failed = {_placement(spec).region for (spec, _), t in zip(tasks, mine, strict=True) if t != txid}
+            failed.add(None)  # operators outside regions are reset (to their latest checkpoint) anyway
+        kept = 0
+        first = True
+        for (spec, _task), store in zip(tasks, stores, strict=True):
+            place = _placement(spec)
+            if place.region not in failed and place.independent:
+                kept += 1
+                continue
+            store.rollback()
+            if first and after_first is not None:
                 after_first()
+            first = False
+        for region in failed:
+            if region is not None and region in regions:
+                self._resets[region] = self._resets.get(region, 0) + 1
+        if kept and txid is not None:
+            log.warning(
+                "topology %s: txid %d failed in consistent region(s) %s; %d task(s) of the other regions keep "
+                "their prepared checkpoints",
+                self.rc.topology,
+                txid,
+                sorted(r for r in failed if r is not None),
+                kept,
+            )
+            crash_point("after_region_rollback", txid)
+        self._check_resets()
+
+    def _check_resets(self) -> None:
+        """Stop once a region was reset more than its ``max_consecutive_reset_attempts`` times in a row."""
+        limits = {
+            p.region: p.options.max_consecutive_reset_attempts for p in self.places.values() if p.region is not None
+        }
+        over = sorted((lim, region) for region, lim in limits.items() if self._resets.get(region, 0) > lim)
+        if not over:
+            return
+        limit, region = over[0]
+        members = sorted(cid for cid, p in self.places.items() if p.region == region)
+        msg = (
+            f"topology {self.rc.topology!r}: consistent region {region} (operators {', '.join(members)}) was reset "
+            f"{self._resets[region]} times in a row, more than its max_consecutive_reset_attempts ({limit}); its "
+            "state is rolled back to the last complete checkpoint. Fix the failure, then restart"
+        )
+        raise TopologyError(msg, topology=self.rc.topology, component=members[0] if members else None)
 
     def after_commit(self, txid: int) -> None:
         """Delete retired checkpoints; call ``region_checkpointed`` / ``retire_checkpoint`` hooks."""

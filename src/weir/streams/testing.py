@@ -89,6 +89,10 @@ class OperatorTester:
     region : whether the operator is in a consistent region (else: periodic / operator-driven)
     conf : topology configuration (e.g. ``weir.checkpoint.retain``), component configuration
         (e.g. ``checkpoint.period.ms``) goes in ``component_conf``
+    inputs : more input components ``{id: fields}`` (pseudo spouts, shuffle-grouped), e.g. for the
+        operator's ``control_ports`` / ``autonomous_ports``; feed them with ``run_batch(ports=...)``
+    region_options : ``drain_timeout``, ``reset_timeout``, ``max_consecutive_reset_attempts`` of the
+        operator's consistent region
     """
 
     def __init__(
@@ -105,6 +109,8 @@ class OperatorTester:
         conf: Mapping[str, Any] | None = None,
         component_conf: Mapping[str, Any] | None = None,
         deadletter: bool = False,
+        inputs: Mapping[str, Sequence[str]] | None = None,
+        region_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.name = topology
         self.component_id = component_id
@@ -117,10 +123,16 @@ class OperatorTester:
             decl.fields_grouping("src", Fields(list(fields_grouping)))
         else:
             decl.shuffle_grouping("src")
+        self.inputs = {k: list(v) for k, v in (inputs or {}).items()}
+        for source, fields in self.inputs.items():
+            b.set_spout(source, _InputSpout(fields))
+            decl.shuffle_grouping(source)
         for k, v in (component_conf or {}).items():
             decl.add_configuration(k, v)
         if not region:
             b.consistent_region("src")
+        elif region_options:
+            b.consistent_region("src", *self.inputs, component_id, **region_options)
         self.topology: Topology = b.create_topology()
         self.conf = dict(conf or {})
         self.rc = RuntimeConfig.from_conf(topology, self.conf)
@@ -133,9 +145,12 @@ class OperatorTester:
             component=operator,
             parallelism=c.parallelism,
             outputs=dict(c.outputs),
-            input_fields={("src", "default"): self.fields},
+            input_fields={
+                ("src", "default"): self.fields,
+                **{(k, "default"): Fields(v) for k, v in self.inputs.items()},
+            },
             conf={**self.conf, **c.conf},
-            component_tasks={"src": 1, component_id: c.parallelism},
+            component_tasks={"src": 1, **dict.fromkeys(self.inputs, 1), component_id: c.parallelism},
             provider=self.provider,
             deadletter=deadletter,
             stateful=c.is_stateful,
@@ -177,22 +192,37 @@ class OperatorTester:
         return parts
 
     def run_batch(
-        self, tuples: Iterable[Sequence[Any]], *, fail: bool = False, crash: bool = False
+        self,
+        tuples: Iterable[Sequence[Any]],
+        *,
+        fail: bool = False,
+        crash: bool = False,
+        ports: Mapping[str, Iterable[Sequence[Any]]] | None = None,
     ) -> BatchResult:
         """Run the next micro-batch over ``tuples``.
+
+        ``ports`` gives tuples of the other ``inputs`` by component id; they arrive at each task
+        *before* the tuples of ``src`` (round-robin over tasks).
 
         ``fail`` makes another (pseudo) task of the region fail after the operator's tasks ran: the
         batch is rolled back and the same batch (same txid) runs again on the next call. ``crash``
         stops right after the job, as if the driver died before committing; call :meth:`crash` next.
         """
         parts = self._partition(tuples)
+        extra: list[list[tuple[Any, ...]]] = [[] for _ in range(self.parallelism)]
+        for source, port_tuples in (ports or {}).items():
+            if source not in self.inputs:
+                msg = f"run_batch(ports=...): {source!r} is not one of the tester's inputs {sorted(self.inputs)}"
+                raise TopologyError(msg)
+            for i, values in enumerate(port_tuples):
+                extra[i % self.parallelism].append((source, "default", tuple(values), 0))
         result = BatchResult(txid=None, committed=False)
 
         def job(txid: int, epoch: int, attempt: int) -> JobOutcome:
             result.txid = txid
             failures = []
             for task in range(self.parallelism):
-                recs = [("src", "default", vals, 0) for vals in parts[task]]
+                recs = [*extra[task], *(("src", "default", vals, 0) for vals in parts[task])]
                 for rec in run_operator_task(self.spec, task, txid, epoch, recs):
                     if rec[0] == "T":
                         result.outputs.append((task, rec[1], list(rec[2])))

@@ -9,9 +9,11 @@ reset, so a window that spans micro-batches survives failures and restarts exact
 from __future__ import annotations
 
 import bisect
+import enum
+from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from weir.errors import CheckpointError, TopologyError
 from weir.streams.checkpoint import Checkpoint
@@ -25,7 +27,9 @@ if TYPE_CHECKING:
     from weir.topology.components import OutputFieldsDeclarer
     from weir.topology.tuple import Tuple
 
-__all__ = ["SortedTupleWindow", "TumblingWindowSort"]
+__all__ = ["SortedTupleWindow", "StatefulWindowListener", "TumblingWindowSort", "WindowEvent"]
+
+S = TypeVar("S")
 
 
 def _identity(values: tuple[Any, ...]) -> Any:
@@ -115,6 +119,89 @@ class SortedTupleWindow(StateHandler):
         """Nothing kept outside the checkpoint."""
 
 
+class WindowEvent(str, enum.Enum):
+    """What happened to a window (IBM Streams' ``StreamWindowEvent.Type``)."""
+
+    INSERTION = "insertion"  #: tuples were inserted
+    TRIGGER = "trigger"  #: the window triggered (for a tumbling window: it is full), with its tuples
+    EVICTION = "eviction"  #: tuples were evicted
+
+
+class StatefulWindowListener(StateHandler, Generic[S]):
+    """A window listener with state per window partition, checkpointed with the window.
+
+    IBM Streams' ``StatefulWindowListener``: it receives the window's events and keeps one state
+    object per partition (``None`` for an unpartitioned window). The state is a state handler of its
+    own: ``checkpoint()`` writes every partition's state, ``reset()`` reads it back and
+    ``reset_to_initial_state()`` forgets it, so what it computed survives failures and restarts
+    exactly like the window's contents. Pass listeners to a window operator
+    (``TumblingWindowSort(..., listeners=[...])``), which registers them after its window.
+
+    Subclasses implement :meth:`initial_state` and :meth:`handle_event`. The state must be data a
+    checkpoint can hold (numbers, strings, lists, dicts, ...).
+
+    Example
+    -------
+    >>> class Totals(StatefulWindowListener):
+    ...     def initial_state(self, partition): return {"windows": 0, "tuples": 0}
+    ...     def handle_event(self, event, tuples, partition, state):
+    ...         if event is WindowEvent.TRIGGER:
+    ...             state["windows"] += 1
+    ...             state["tuples"] += len(tuples)
+    """
+
+    def __init__(self) -> None:
+        self._states: dict[Any, S] = {}
+
+    @abstractmethod
+    def initial_state(self, partition: Any) -> S:
+        """The state of a partition seen for the first time (and after ``reset_to_initial_state``)."""
+
+    @abstractmethod
+    def handle_event(self, event: WindowEvent, tuples: list[tuple[Any, ...]], partition: Any, state: S) -> S | None:
+        """React to ``event`` on ``tuples``; return the new state, or None to keep ``state`` (mutated)."""
+
+    def state(self, partition: Any = None) -> S:
+        """The state of ``partition`` (created with :meth:`initial_state` on first use)."""
+        if partition not in self._states:
+            self._states[partition] = self.initial_state(partition)
+        return self._states[partition]
+
+    @property
+    def partitions(self) -> list[Any]:
+        """Partitions that have a state."""
+        return list(self._states)
+
+    def on_event(self, event: WindowEvent, tuples: list[tuple[Any, ...]], partition: Any = None) -> None:
+        """Called by the window operator: pass the event to :meth:`handle_event` with the partition's state."""
+        new = self.handle_event(event, tuples, partition, self.state(partition))
+        if new is not None:
+            self._states[partition] = new
+
+    # ---- StateHandler --------------------------------------------------------------------------
+    def drain(self) -> None:
+        """Events are handled as they happen: nothing is pending."""
+
+    def checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Write ``[[partition, state], ...]``."""
+        checkpoint.write_object([[p, st] for p, st in self._states.items()])
+
+    def reset(self, checkpoint: Checkpoint) -> None:
+        """Read the partitions' states back."""
+        pairs = checkpoint.read_object()
+        if not isinstance(pairs, list) or not all(isinstance(x, (list, tuple)) and len(x) == 2 for x in pairs):
+            msg = f"{checkpoint!r}: {type(self).__qualname__} expected [[partition, state], ...], found {pairs!r:.80}"
+            raise CheckpointError(msg)
+        self._states = {(tuple(p) if isinstance(p, list) else p): st for p, st in pairs}
+
+    def reset_to_initial_state(self) -> None:
+        """Forget every partition's state."""
+        self._states = {}
+
+    def retire_checkpoint(self, id: int) -> None:  # noqa: A002
+        """Nothing kept outside the checkpoint."""
+
+
 class TumblingWindowSort(Operator, StateHandler):
     """Sort each tumbling window of ``size`` tuples and submit it.
 
@@ -126,9 +213,11 @@ class TumblingWindowSort(Operator, StateHandler):
     reverse : descending order
     window_field : name of the output field carrying the window number (per task, from 0), or None
     non_blocking : checkpoint in the background (only inside a consistent region)
+    listeners : :class:`StatefulWindowListener` objects told of every insertion, trigger (a full
+        window, sorted) and eviction; registered as state handlers after the window
 
     Checkpoint layout: ``write_object({"window": next window number})`` by the operator, then the
-    open window's tuples by its :class:`SortedTupleWindow`.
+    open window's tuples by its :class:`SortedTupleWindow`, then each listener's states.
     """
 
     def __init__(
@@ -140,6 +229,7 @@ class TumblingWindowSort(Operator, StateHandler):
         reverse: bool = False,
         window_field: str | None = "window",
         non_blocking: bool = False,
+        listeners: Sequence[StatefulWindowListener[Any]] = (),
     ) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             msg = f"TumblingWindowSort: size must be a positive int, got {size!r}"
@@ -156,6 +246,14 @@ class TumblingWindowSort(Operator, StateHandler):
         self.window_field = window_field
         self.non_blocking = non_blocking
         self.window_number = 0
+        self.listeners = list(listeners)
+        bad = [x for x in self.listeners if not isinstance(x, StatefulWindowListener)]
+        if bad:
+            msg = (
+                "TumblingWindowSort: listeners must be StatefulWindowListener objects, got "
+                f"{type(bad[0]).__qualname__}"
+            )
+            raise TopologyError(msg)
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         """``fields`` + ``window_field``."""
@@ -168,6 +266,8 @@ class TumblingWindowSort(Operator, StateHandler):
         key = itemgetter(*self.sort_idx) if len(self.sort_idx) > 1 else itemgetter(self.sort_idx[0])
         self.window = SortedTupleWindow(key, reverse=self.reverse)
         context.register_state_handler(self.window)
+        for listener in self.listeners:
+            context.register_state_handler(listener)
         self.window_number = 0
         region = context.consistent_region_context
         if self.non_blocking and region is not None:
@@ -175,9 +275,17 @@ class TumblingWindowSort(Operator, StateHandler):
 
     def process(self, tup: Tuple) -> None:
         """Insert the tuple; when the window is full, submit it sorted and start the next one."""
-        self.window.insert([tup[f] for f in self.fields])
+        values = [tup[f] for f in self.fields]
+        self.window.insert(values)
+        for listener in self.listeners:
+            listener.on_event(WindowEvent.INSERTION, [tuple(values)])
         if len(self.window) >= self.size:
-            self.on_window(self.window.evict())
+            tuples = self.window.evict()
+            for listener in self.listeners:
+                listener.on_event(WindowEvent.TRIGGER, tuples)
+            self.on_window(tuples)
+            for listener in self.listeners:
+                listener.on_event(WindowEvent.EVICTION, tuples)
 
     def on_window(self, tuples: list[tuple[Any, ...]]) -> None:
         """Submit a full window (override to aggregate instead)."""

@@ -163,6 +163,8 @@ class Topology:
     components: dict[str, ComponentSpec]
     order: list[str]
     regions: list[tuple[str, ...]] = field(default_factory=list)
+    #: options of each region in ``regions`` (drain_timeout, reset_timeout, ...), checked at submit
+    region_options: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def spouts(self) -> list[ComponentSpec]:
@@ -195,6 +197,7 @@ class TopologyBuilder:
     def __init__(self) -> None:
         self._components: dict[str, ComponentSpec] = {}
         self._regions: list[tuple[str, ...]] = []
+        self._region_options: list[dict[str, Any]] = []
 
     def _add(self, cid: str, obj: Component, parallelism: int) -> ComponentSpec:
         if not isinstance(cid, str) or not cid or cid.startswith("$") or "/" in cid:
@@ -225,9 +228,14 @@ class TopologyBuilder:
             raise TopologyError(msg, component=cid)
         return BoltDeclarer(self._add(cid, bolt, parallelism_hint))
 
-    def consistent_region(self, *component_ids: str) -> TopologyBuilder:
-        """Place components in one consistent region (IBM Streams); the default is the whole topology."""
+    def consistent_region(self, *component_ids: str, **options: Any) -> TopologyBuilder:
+        """Place components in one consistent region (IBM Streams); the default is the whole topology.
+
+        ``options`` are the region's ``drain_timeout`` and ``reset_timeout`` (seconds, default 180)
+        and ``max_consecutive_reset_attempts`` (default 5); see ``docs/streams-handlers.md``.
+        """
         self._regions.append(tuple(component_ids))
+        self._region_options.append(dict(options))
         return self
 
     def create_topology(self) -> Topology:
@@ -261,7 +269,7 @@ class TopologyBuilder:
                 if cid not in comps:
                     msg = f"consistent_region names unknown component {cid!r}; known: {sorted(comps)}"
                     raise TopologyError(msg, component=cid)
-        return Topology(dict(comps), self._toposort(), list(self._regions))
+        return Topology(dict(comps), self._toposort(), list(self._regions), list(self._region_options))
 
     def _check_subscription(self, spec: ComponentSpec, sub: Subscription) -> None:
         comps = self._components

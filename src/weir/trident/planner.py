@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from weir.errors import TopologyError
@@ -74,6 +74,8 @@ class RunContext:
     provider: Any = None  # the coordinator's store (for the journal)
     journal_namespace: str = ""
     journal_states: frozenset[str] = frozenset()
+    #: factories replacing a state's own for this run (MemoryMapState on Spark: a run-scoped store)
+    factories: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.consumers: dict[int, int] = {n.id: 0 for n in self.nodes}
@@ -400,7 +402,8 @@ class BatchPlanner:
                       p_idx: int) -> dict[str, Any]:
         state = node.params["state"]
         return {
-            **self._stage_args(node, in_fields, out_fields), "factory": state.factory, "n": n,
+            **self._stage_args(node, in_fields, out_fields), "n": n,
+            "factory": self.ctx.factories.get(state.state_id, state.factory),
             "state_id": state.state_id, "p_idx": p_idx,
         }
 

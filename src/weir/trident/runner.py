@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from weir.checkpoint.coordinator import JobOutcome, TaskFailure, checkpoint_namespace
-from weir.errors import ConfigError, FencedError, TopologyError, WeirError
+from weir.errors import FencedError, TopologyError, WeirError
 from weir.runtime.spark.batch import ListAccumulatorParam
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.runner import (
@@ -191,17 +191,27 @@ def _short(text: str) -> str:
     return text[:500]
 
 
-def _check_memory_states(name: str, topology: TridentTopology) -> None:
+def _memory_states(name: str, topology: TridentTopology, master: str) -> dict[str, Any]:
+    """``MemoryMapState.Factory()`` states on Spark local mode: SQLite factories in a run-scoped store.
+
+    Storm's semantics (the state lives for the run, lost on restart) without a dict per process;
+    refused on a cluster master. Returns the factory to use per state id.
+    """
+    from weir.runtime.spark.ephemeral import refuse_on_cluster, run_scoped_dir, warn_not_durable
+    from weir.trident.backing import SqliteMapState
     from weir.trident.state.memory import MemoryMapState
 
-    for st in topology.states:
-        if isinstance(st.factory, MemoryMapState.Factory):
-            msg = (
-                f"topology {name!r}: state {st.state_id!r} uses MemoryMapState.Factory, which keeps data inside one "
-                "Python process, but Spark runs Trident's state partitions in separate Python worker processes; "
-                "use a durable backing map (SQLite, Redis, PostgreSQL, Memcached) for a topology on Spark"
-            )
-            raise ConfigError(msg)
+    memory = [st for st in topology.states if isinstance(st.factory, MemoryMapState.Factory)]
+    if not memory:
+        return {}
+    for st in memory:
+        refuse_on_cluster(name, f"state {st.state_id!r} (MemoryMapState.Factory)", master)
+    path = run_scoped_dir(name)
+    warn_not_durable(name, "MemoryMapState.Factory() of state(s) " + ", ".join(repr(s.state_id) for s in memory), path)
+    out: dict[str, Any] = {}
+    for i, st in enumerate(memory):
+        out[st.state_id] = SqliteMapState.factory(st.factory.state_type, f"{path}/memory.db", table=f"memory_map_{i}")
+    return out
 
 
 def _check_picklable(name: str, topology: TridentTopology) -> None:
@@ -236,7 +246,6 @@ def submit_trident(name: str, conf: Mapping[str, Any], topology: TridentTopology
     nodes = topology.nodes
     check_plan(nodes)
     topology.check_guarantees(conf)
-    _check_memory_states(name, topology)
     _check_picklable(name, topology)
     names = [s.state_id for s in topology.states]
     if len(set(names)) != len(names):
@@ -244,6 +253,7 @@ def submit_trident(name: str, conf: Mapping[str, Any], topology: TridentTopology
         raise TopologyError(msg, topology=name)
     for spout in (n.params["spout"] for n in topology._spouts.values()):
         spout.validate()  # submit-time checks of the sources (brokers reachable, topics exist)
+    factories = _memory_states(name, topology, rc.master if spark is None else str(spark.sparkContext.master))
     spark_session, master = spark_for(rc, spark)
     provider = resolve_provider(name, conf, master)
     coordinator = make_coordinator(name, conf, provider, TridentParticipants(), {}, rc, master)
@@ -258,7 +268,7 @@ def submit_trident(name: str, conf: Mapping[str, Any], topology: TridentTopology
     ctx = RunContext(
         topology=name, conf=dict(conf), nodes=nodes, source=source,
         provider=provider if journal else None, journal_namespace=checkpoint_namespace(name),
-        journal_states=journal,
+        journal_states=journal, factories=factories,
     )
     return TopologyRun(name, conf, rc, spark_session, [("$trident", source)], TridentBatchRunner(ctx), coordinator,
                        provider=provider)

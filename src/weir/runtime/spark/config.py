@@ -27,6 +27,7 @@ WEIR_KEYS = {
     "weir.history.size",
     "weir.metrics.port",
     "weir.metrics.host",
+    "weir.coordinator.url",
 }
 
 
@@ -61,6 +62,8 @@ class RuntimeConfig:
     history_size : ``weir.history.size``: checkpoint history entries kept in the store (default 100, 0 = none)
     metrics_port : ``weir.metrics.port``: serve Prometheus metrics on this port (None = off, 0 = any free port)
     metrics_host : ``weir.metrics.host``: the address the metrics endpoint binds (default ``0.0.0.0``)
+    coordinator_url : ``weir.coordinator.url``: the store of the coordinator record when the state
+        provider is a custom ``StateProvider`` (None: ``<state_dir>/state.db``)
     """
 
     topology: str
@@ -72,6 +75,7 @@ class RuntimeConfig:
     deadletter: str | None = None
     max_task_parallelism: int | None = None
     checkpoint_retain: int = 2
+    coordinator_url: str | None = None
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     checkpoint_serializer: str = "data"
     accept_state_loss: bool = False
@@ -115,6 +119,24 @@ class RuntimeConfig:
                 f"got {spark_conf!r}"
             )
             raise ConfigError(msg)
+        coord_url = conf.get("weir.coordinator.url") or None
+        if coord_url is not None:
+            from weir.state.config import provider_from_url
+
+            if not isinstance(coord_url, str):
+                msg = f"weir.coordinator.url must be a store URL string, got {coord_url!r}"
+                raise ConfigError(msg)
+            try:
+                kind = provider_from_url(coord_url)
+            except ConfigError as exc:
+                msg = f"weir.coordinator.url: {exc}"
+                raise ConfigError(msg) from exc
+            if kind == "memory":
+                msg = (
+                    f"weir.coordinator.url {coord_url!r}: the coordinator record must outlive the driver; "
+                    "use sqlite:///PATH, redis://, redis+cluster:// or postgresql://"
+                )
+                raise ConfigError(msg)
         master = conf.get("weir.spark.master", "local[*]")
         if not isinstance(master, str) or not master:
             msg = f"weir.spark.master must be a Spark master URL, got {master!r}"
@@ -149,6 +171,7 @@ class RuntimeConfig:
             deadletter=dl,
             max_task_parallelism=None if mtp is None else _int(conf, "topology.max.task.parallelism", 1, 1),
             checkpoint_retain=_int(conf, "weir.checkpoint.retain", 2, 1),
+            coordinator_url=coord_url,
             spark_conf={k: str(v) for k, v in spark_conf.items()},
             history_size=_int(conf, "weir.history.size", 100, 0),
             metrics_port=metrics_port,

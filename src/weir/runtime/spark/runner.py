@@ -84,14 +84,12 @@ class RunStatus:
 
 
 def check_local_store(kind: str, master: str, topology: str) -> None:
-    """Refuse a single-machine store outside local mode, and ``memory`` on Spark at all."""
+    """Refuse a single-machine store (``sqlite``, ``memory``) outside local mode."""
     if kind == "memory":
-        msg = (
-            f"topology {topology!r}: the 'memory' state provider keeps state inside one Python process, but Spark "
-            "runs tasks in separate Python worker processes; use 'sqlite' (the embedded default) or a server "
-            "(redis, postgres). For tests without Spark use weir.testing."
-        )
-        raise ConfigError(msg)
+        from weir.runtime.spark.ephemeral import refuse_on_cluster
+
+        refuse_on_cluster(topology, "the 'memory' state provider", master)
+        return
     if kind == "sqlite" and not master.startswith("local"):
         msg = (
             f"topology {topology!r}: the 'sqlite' state provider is a file on one machine, but Spark master "
@@ -110,17 +108,42 @@ def make_coordinator(
     master: str,
     shape: Mapping[str, Any] | None = None,
 ) -> Coordinator:
-    """A started coordinator whose record lives in the topology's store (sqlite for custom providers).
+    """A started coordinator whose record lives in the topology's store.
 
+    With a custom ``StateProvider`` the record goes to ``weir.coordinator.url`` (any built-in
+    durable store), by default ``<weir.state.dir>/state.db`` — which only local mode can use.
     The store is cross-checked against Spark's commit log here, before anything runs
     (:func:`~weir.runtime.spark.statecheck.check_store_against_spark`).
     It keeps the last ``weir.history.size`` transactions as history beside its record, with the
     topology's ``shape`` (components and groupings) for ``weir ui``.
     """
     if isinstance(provider, KeyValueStateProvider):
+        if rc.coordinator_url and rc.coordinator_url != provider.config.url:
+            msg = (
+                f"topology {name!r}: weir.coordinator.url is for custom state providers; the built-in "
+                f"{provider.config.provider!r} provider keeps the coordinator record with the state "
+                "(remove weir.coordinator.url)"
+            )
+            raise ConfigError(msg)
         backend = provider.backend
+    elif rc.coordinator_url:
+        cfg = parse_provider_config({"topology.state.provider.config": {"url": rc.coordinator_url}})
+        if cfg.provider == "sqlite" and not master.startswith("local"):
+            msg = (
+                f"topology {name!r}: weir.coordinator.url {rc.coordinator_url!r} is a file on one machine, but "
+                f"Spark master {master!r} runs executors elsewhere; use redis or postgres for the record"
+            )
+            raise ConfigError(msg)
+        backend = open_backend(cfg)
     else:
-        check_local_store("sqlite", master, name)
+        if not master.startswith("local"):
+            msg = (
+                f"topology {name!r}: the state provider {type(provider).__qualname__} is a custom "
+                f"StateProvider, so the coordinator record needs a store of its own; Spark master {master!r} "
+                "cannot use the default <weir.state.dir>/state.db (a file on one machine): set "
+                "weir.coordinator.url to a redis://, redis+cluster:// or postgresql:// URL"
+            )
+            raise ConfigError(msg)
         backend = open_backend(parse_provider_config({"weir.state.dir": rc.state_dir}))
     store = CheckpointStore(backend, name)
     coord = Coordinator(
@@ -142,8 +165,22 @@ def resolve_provider(name: str, conf: Mapping[str, Any], master: str) -> StatePr
     provider = StateFactory.get_provider(conf)
     if isinstance(provider, KeyValueStateProvider):
         check_local_store(provider.config.provider, master, name)
+        if provider.config.provider == "memory":
+            provider = _run_scoped(name, provider)
         provider.validate()
     return provider
+
+
+def _run_scoped(name: str, provider: KeyValueStateProvider) -> KeyValueStateProvider:
+    """Storm's in-memory provider on Spark local mode: a SQLite file that lives for this run only."""
+    from weir.runtime.spark.ephemeral import run_scoped_dir, warn_not_durable
+    from weir.state.config import ProviderConfig
+
+    path = run_scoped_dir(name)
+    options = {k: v for k, v in provider.config.options.items() if k not in ("url", "name")}
+    options["url"] = f"sqlite:///{path}/state.db"
+    warn_not_durable(name, "the 'memory' state provider", path)
+    return KeyValueStateProvider(ProviderConfig("sqlite", options))
 
 
 class TopologyRun:
