@@ -84,7 +84,7 @@ class Values(list[Any]):
 class Tuple:
     """An input tuple of a bolt: values with field names and where they came from."""
 
-    __slots__ = ("fields", "source_component", "source_stream_id", "source_task", "txid", "values")
+    __slots__ = ("fields", "owner", "source_component", "source_stream_id", "source_task", "txid", "values")
 
     def __init__(
         self,
@@ -101,6 +101,8 @@ class Tuple:
         self.source_stream_id = source_stream_id
         self.source_task = source_task
         self.txid = txid
+        #: the token of the collector of the task that received this tuple (0: none)
+        self.owner = 0
 
     # Storm spellings
     def get_value(self, i: int) -> Any:
@@ -158,6 +160,18 @@ class Tuple:
     def select(self, selector: Fields | Sequence[str]) -> list[Any]:
         """Values of the ``selector`` fields."""
         return self.fields.select(selector, self.values)
+
+    def get_source_component(self) -> str:
+        """Storm's ``getSourceComponent``."""
+        return self.source_component
+
+    def get_source_stream_id(self) -> str:
+        """Storm's ``getSourceStreamId``."""
+        return self.source_stream_id
+
+    def get_source_task(self) -> int:
+        """Storm's ``getSourceTask``."""
+        return self.source_task
 
     def size(self) -> int:
         """Number of values."""

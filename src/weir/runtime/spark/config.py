@@ -49,6 +49,9 @@ class RuntimeConfig:
     master : ``weir.spark.master`` (default ``local[*]``)
     deadletter : ``weir.deadletter``: None, a directory path, or ``state`` / ``namespace:NAME``
     max_task_parallelism : ``topology.max.task.parallelism`` (None = no cap)
+    message_timeout_secs : ``topology.message.timeout.secs`` (default 30, Storm's); the checkpoint
+        interval must be below it (seeds 001 and 003), or it is refused here
+    acking : False when ``topology.acker.executors`` is 0 (Storm's acking off: un-acked tuples commit)
     """
 
     topology: str
@@ -60,6 +63,8 @@ class RuntimeConfig:
     deadletter: str | None = None
     max_task_parallelism: int | None = None
     checkpoint_retain: int = 2
+    message_timeout_secs: int = 30
+    acking: bool = True
     spark_conf: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -102,9 +107,22 @@ class RuntimeConfig:
         if not isinstance(master, str) or not master:
             msg = f"weir.spark.master must be a Spark master URL, got {master!r}"
             raise ConfigError(msg)
+        interval_ms = _int(conf, "topology.state.checkpoint.interval.ms", 1000, 0)
+        timeout = _int(conf, "topology.message.timeout.secs", 30, 1)
+        ackers = conf.get("topology.acker.executors")
+        acking = ackers is None or _int(conf, "topology.acker.executors", 1, 0) > 0
+        if acking and interval_ms >= timeout * 1000:
+            msg = (
+                f"topology {topology!r}: topology.state.checkpoint.interval.ms = {interval_ms} is not below "
+                f"topology.message.timeout.secs = {timeout} ({timeout * 1000} ms); as in Storm, tuples would time "
+                "out before their checkpoint commits. Lower the interval or raise the timeout"
+            )
+            raise ConfigError(msg)
         return cls(
             topology=topology,
-            interval_ms=_int(conf, "topology.state.checkpoint.interval.ms", 1000, 0),
+            interval_ms=interval_ms,
+            message_timeout_secs=timeout,
+            acking=acking,
             max_retries=_int(conf, "weir.batch.max.retries", 3, 0),
             state_dir=state_dir,
             checkpoint_location=str(ckpt),

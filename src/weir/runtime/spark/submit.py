@@ -22,6 +22,7 @@ from weir.runtime.spark.task import TaskSpec
 from weir.state.factory import KeyValueStateProvider
 from weir.topology.builder import Topology
 from weir.topology.components import StatefulBolt
+from weir.topology.windowing import WindowedBolt
 
 __all__ = ["submit", "submit_topology"]
 
@@ -68,6 +69,14 @@ def submit_topology(name: str, conf: Mapping[str, Any], topology: Topology, spar
     provider = None
     if stateful or (rc.deadletter in ("state",) or (rc.deadletter or "").startswith("namespace:")):
         provider = resolve_provider(name, conf, master)
+    windowed = [c.id for c in stateful if isinstance(c.obj, WindowedBolt)]
+    if windowed and not isinstance(provider, KeyValueStateProvider):
+        msg = (
+            f"topology {name!r}: windowed bolt(s) {', '.join(map(repr, windowed))} keep their windows in a weir "
+            f"key-value store, but topology.state.provider is the custom {type(provider).__name__}; use "
+            "sqlite, redis or postgres"
+        )
+        raise TopologyError(msg, topology=name, component=windowed[0])
     tasks = {c.id: c.parallelism for c in topology.components.values()}
     specs: dict[str, TaskSpec] = {}
     for cid in topology.order:
@@ -88,6 +97,7 @@ def submit_topology(name: str, conf: Mapping[str, Any], topology: Topology, spar
             deadletter=rc.deadletter is not None,
             stateful=c.is_stateful,
             consumed_streams=frozenset(sub.stream for _, sub in topology.consumers(cid)),
+            acking=rc.acking,
         )
     sink = make_sink(rc.deadletter, name, provider) if rc.deadletter else None
     job = BatchJob(topology, specs, on_dead_letters=sink.write if sink else None)
