@@ -254,5 +254,5 @@ _FAST = (Values, list, tuple)
 
 
 def _all_tuples(x: Any) -> bool:
-    """Whether ``x`` is a non-empty list/tuple of input :class:`Tuple` objects (anchors)."""
-    return isinstance(x, (list, tuple, set, frozenset)) and bool(x) and all(isinstance(t, Tuple) for t in x)
+    """Whether ``x`` is a non-empty list/tuple of input :class:`Tuple` objects (anchors); ``Values`` never is."""
+    return type(x) is not Values and isinstance(x, (list, tuple, set, frozenset)) and bool(x) and all(isinstance(t, Tuple) for t in x)

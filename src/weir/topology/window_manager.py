@@ -6,7 +6,8 @@ processing time in ms (duration windows; never decreasing within a task) or its 
 with ``end - L < v <= end`` (``L`` = window length), Storm's eviction rule. A window fires when the
 task's clock reaches its end: the last sequence number (counts), the processing time, or the
 watermark (event time: the smallest of the largest timestamps of the input streams, minus the lag,
-advanced at the end of every micro-batch). Windows without any tuple do not fire (as in Storm).
+advanced at the end of every micro-batch). Windows without any tuple do not fire (as in Storm); ``get_expired()`` of the next window that
+fires holds every tuple that left since the previous window that fired.
 
 Storage (a :class:`~weir.state.kv.TransactionalKeyValueState` with JSON keys and values, so nothing
 read back is unpickled): tuples sit in *slices* of the axis of width ``B`` (``S`` for durations, the
@@ -98,7 +99,6 @@ class WindowManager:
         return chunk
 
     def _shrink(self, keep: tuple[int, int]) -> None:
-        self.peak_in_memory = max(self.peak_in_memory, self.in_memory)
         while self.in_memory > self.limit and len(self._cache) > 1:
             key, chunk = next(iter(self._cache.items()))
             if key == keep:
@@ -109,6 +109,7 @@ class WindowManager:
             if key in self._dirty:
                 self._dirty.discard(key)
                 self.state.put(["c", key[0], key[1]], chunk)
+        self.peak_in_memory = max(self.peak_in_memory, self.in_memory)
 
     def _slice(self, v: float) -> int:
         return math.ceil(v / self.width)
@@ -210,8 +211,7 @@ class WindowManager:
         while clock is not None and self.next_end is not None and self.next_end <= clock:
             end = self.next_end
             start = end - self.length
-            lo = start if self.last_end is None else self.last_end - self.length
-            if next(self._events(lo, end), None) is not None:
+            if next(self._events(start, end), None) is not None:  # Storm skips empty windows
                 yield TupleWindow(self, start, end, self.last_end)
                 self.fired += 1
                 self.last_end = end
