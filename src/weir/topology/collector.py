@@ -121,6 +121,11 @@ class OutputCollector:
             raise self._error(f"{call}() needs the values to emit: {usage}")
         rest = list(args)
         values = rest.pop()
+        if isinstance(values, str) and rest:
+            raise self._error(
+                f"{call}: the last argument is the stream id {values!r}, but the values come last in Storm's "
+                f"order; use {usage}"
+            )
         if isinstance(values, Tuple) or _all_tuples(values):
             raise self._error(
                 f"{call}: the last argument is an input tuple{'' if isinstance(values, Tuple) else ' list'}, "

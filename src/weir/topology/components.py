@@ -206,8 +206,11 @@ def execute_shape(component: Any, cid: str = "?") -> ExecuteShape:
     for shape, n in shapes:
         if can_take(n):
             return shape  # type: ignore[return-value]
+    plain = sig.replace(
+        parameters=[p.replace(annotation=p.empty) for p in params], return_annotation=sig.empty
+    )
     msg = (
-        f"component {cid!r}: {type(component).__name__}.execute{sig} cannot be called by weir; "
+        f"component {cid!r}: {type(component).__name__}.execute{plain} cannot be called by weir; "
         f"write {wanted}"
     )
     raise TopologyError(msg, component=cid)
