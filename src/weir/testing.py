@@ -108,8 +108,9 @@ class BoltTester:
         if isinstance(self.bolt, WindowedBolt):
             from weir.state.serializers import JsonSerializer
 
+            wns = window_namespace(self.context.state_namespace)
             self.window_state = TransactionalKeyValueState(
-                self.provider.backend, window_namespace(self.context.state_namespace), JsonSerializer(), JsonSerializer()
+                self.provider.backend, wns, JsonSerializer(), JsonSerializer()
             )
             out = self.collector
 

@@ -8,17 +8,17 @@ import pytest
 
 import weir.topology as wt
 import weir.trident as tr
+from tests.spark._fidelity import ForgetsSomeAcks, Seed000WordCountBolt, Seed003WordCountBolt
 from weir.errors import ConfigError, TopologyError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.task import TaskSpec, run_task
 from weir.sources import RateSpout
-from weir.state import KeyValueState, StateFactory
+from weir.state import StateFactory
 from weir.state.config import parse_provider_config
 from weir.testing import BoltTester
 from weir.topology import (
     BaseBasicBolt,
     BaseRichBolt,
-    BaseStatefulBolt,
     BasicOutputCollector,
     Fields,
     OutputCollector,
@@ -28,50 +28,7 @@ from weir.topology import (
 )
 
 
-# ---- the seeds' WordCountBolt, ported verbatim (Java → Python spelling) --------------------------
-class Seed000WordCountBolt(BaseStatefulBolt[KeyValueState[str, int]]):
-    """Seed 000: ``execute(Tuple tuple, BasicOutputCollector collector)`` — acked automatically."""
-
-    word_counts: KeyValueState[str, int]
-
-    def declare_output_fields(self, declarer: Any) -> None:  # the seed's "..."
-        declarer.declare(Fields("word", "count"))
-
-    def init_state(self, state: KeyValueState[str, int]) -> None:
-        self.word_counts = state
-
-    def execute(self, tuple: Tuple, collector: BasicOutputCollector) -> None:  # noqa: A002 - the seed's name
-        word = tuple.get_string(0)
-        count = self.word_counts.get(word, 0)
-        count += 1
-        self.word_counts.put(word, count)
-        collector.emit(Values(word, count))
-
-
-class Seed003WordCountBolt(BaseStatefulBolt[KeyValueState[str, int]]):
-    """Seed 003: ``prepare`` keeps the ``OutputCollector``; ``emit(tuple, values)`` then ``ack(tuple)``."""
-
-    word_counts: KeyValueState[str, int]
-    collector: OutputCollector
-
-    def declare_output_fields(self, declarer: Any) -> None:  # the seed's "..."
-        declarer.declare(Fields("word", "count"))
-
-    def prepare(self, storm_conf: Any, context: Any, collector: OutputCollector) -> None:
-        self.collector = collector
-
-    def init_state(self, state: KeyValueState[str, int]) -> None:
-        self.word_counts = state
-
-    def execute(self, tuple: Tuple) -> None:  # noqa: A002 - the seed's name
-        word = tuple.get_string(0)
-        count = self.word_counts.get(word, 0)
-        count += 1
-        self.word_counts.put(word, count)
-        self.collector.emit(tuple, Values(word, count))
-        self.collector.ack(tuple)
-
-
+# ---- the seeds' WordCountBolt, ported verbatim (tests/spark/_fidelity.py) -----------------------
 @pytest.mark.parametrize("bolt", [Seed000WordCountBolt, Seed003WordCountBolt])
 def test_seed_word_count_bolts_count_exactly_in_the_tester(bolt: type) -> None:
     t = BoltTester(bolt(), inputs={"split": ["word"]}, topology="wc", component="count")
@@ -83,17 +40,6 @@ def test_seed_word_count_bolts_count_exactly_in_the_tester(bolt: type) -> None:
 
 
 # ---- the ack contract ----------------------------------------------------------------------------
-class ForgetsSomeAcks(BaseStatefulBolt[KeyValueState[str, int]]):
-    def init_state(self, state: Any) -> None:
-        self.counts = state
-
-    def execute(self, tup: Tuple) -> None:
-        w = tup.get_string(0)
-        self.counts.put(w, self.counts.get(w, 0) + 1)
-        if not w.startswith("x"):
-            self.collector.ack(tup)
-
-
 def _spec(comp: Any, provider: Any, **kw: Any) -> TaskSpec:
     return TaskSpec(
         topology="acks",

@@ -81,11 +81,15 @@ class OutputCollector:
 
     def _check_anchor(self, tup: Any, call: str) -> None:
         if not isinstance(tup, Tuple):
-            raise self._error(f"{call}: expected an input Tuple, got {type(tup).__name__} {tup!r:.80}")
+            msg = f"{call}: expected an input Tuple, got {type(tup).__name__} {tup!r:.80}"
+            raise self._error(msg)
         if self.acking and tup.owner != self.token:
-            raise self._error(
+            msg = (
                 f"{call}: tuple {list(tup.values)!r:.120} from {tup.source_component!r} was not received by "
                 "this task in this batch (anchor, ack and fail only the tuples passed to execute)"
+            )
+            raise self._error(
+                msg
             )
 
     def _check(self, stream: str, values: Sequence[Any]) -> tuple[Any, ...]:
@@ -94,19 +98,26 @@ class OutputCollector:
             return tuple(values)  # the common case, without the slower checks below
         if isinstance(values, (str, bytes, bytearray, Mapping, Tuple)) or not hasattr(values, "__len__"):
             # emit("word") would otherwise silently emit one value per character
-            raise self._error(
+            msg = (
                 f"emit takes a list of values, e.g. Values(word, count), got {type(values).__name__} "
                 f"{values!r:.80} on stream {stream!r}"
+            )
+            raise self._error(
+                msg
             )
         arity = self._arity.get(stream)
         if arity is None:
             declared = ", ".join(sorted(self._arity)) or "none"
-            raise self._error(
+            msg = (
                 f"emit on undeclared stream {stream!r} (declared: {declared}); declare it in "
                 "declare_output_fields with declarer.declare_stream(stream, Fields(...))"
             )
+            raise self._error(
+                msg
+            )
         if len(values) != arity:
-            raise self._error(f"emitted {len(values)} values on stream {stream!r}, which declares {arity} fields")
+            msg = f"emitted {len(values)} values on stream {stream!r}, which declares {arity} fields"
+            raise self._error(msg)
         return tuple(values)
 
     def _dispatch(
@@ -118,18 +129,25 @@ class OutputCollector:
             f"e.g. {call}(tup, Values(word, count)) or {call}('stream', tup, Values(word))"
         )
         if not args:
-            raise self._error(f"{call}() needs the values to emit: {usage}")
+            msg = f"{call}() needs the values to emit: {usage}"
+            raise self._error(msg)
         rest = list(args)
         values = rest.pop()
         if isinstance(values, str) and rest:
-            raise self._error(
+            msg = (
                 f"{call}: the last argument is the stream id {values!r}, but the values come last in Storm's "
                 f"order; use {usage}"
             )
-        if isinstance(values, Tuple) or _all_tuples(values):
             raise self._error(
+                msg
+            )
+        if isinstance(values, Tuple) or _all_tuples(values):
+            msg = (
                 f"{call}: the last argument is an input tuple{'' if isinstance(values, Tuple) else ' list'}, "
                 f"so the values are missing or the arguments are in the wrong order; use {usage}"
+            )
+            raise self._error(
+                msg
             )
         pos_stream: str | None = None
         pos_anchors: Any = None
@@ -140,18 +158,25 @@ class OutputCollector:
             if isinstance(first, Tuple) or _all_tuples(first) or (isinstance(first, (list, tuple)) and not first):
                 pos_anchors = first
             elif isinstance(first, str):
-                raise self._error(f"{call}: two stream ids ({pos_stream!r}, {first!r}); use {usage}")
+                msg = f"{call}: two stream ids ({pos_stream!r}, {first!r}); use {usage}"
+                raise self._error(msg)
             else:
-                raise self._error(
+                msg = (
                     f"{call}: ambiguous call with two lists ({first!r:.60}, {values!r:.60}): the first must be "
                     f"input tuples (anchors) and the last the values; use {usage}"
                 )
+                raise self._error(
+                    msg
+                )
         if rest:
-            raise self._error(f"{call}: too many arguments {args!r:.120}; use {usage}")
+            msg = f"{call}: too many arguments {args!r:.120}; use {usage}"
+            raise self._error(msg)
         if pos_stream is not None and stream is not None:
-            raise self._error(f"{call}: the stream is given twice ({pos_stream!r} and stream={stream!r})")
+            msg = f"{call}: the stream is given twice ({pos_stream!r} and stream={stream!r})"
+            raise self._error(msg)
         if pos_anchors is not None and anchors is not None:
-            raise self._error(f"{call}: the anchors are given twice (positionally and with anchors=)")
+            msg = f"{call}: the anchors are given twice (positionally and with anchors=)"
+            raise self._error(msg)
         anchors = pos_anchors if pos_anchors is not None else anchors
         if anchors is None:
             anchor_list: list[Tuple] = []
@@ -160,7 +185,8 @@ class OutputCollector:
         elif isinstance(anchors, (list, tuple, set, frozenset)):
             anchor_list = list(anchors)
         else:
-            raise self._error(f"{call}: anchors must be a Tuple or a list of Tuples, got {type(anchors).__name__}")
+            msg = f"{call}: anchors must be a Tuple or a list of Tuples, got {type(anchors).__name__}"
+            raise self._error(msg)
         for a in anchor_list:
             self._check_anchor(a, call)
         return (pos_stream if pos_stream is not None else (stream or DEFAULT_STREAM)), values, anchor_list
@@ -180,11 +206,14 @@ class OutputCollector:
         self.emitted.append((s, self._check(s, values), None))
 
     def emit_direct(self, task: int, *args: Any, stream: str | None = None, anchors: Any = None) -> None:
-        """Emit to task ``task`` of a consumer subscribed with direct grouping (``emit_direct(task, [stream,] [anchor(s),] values)``)."""
+        """Emit to task ``task`` of a direct-grouped consumer: ``emit_direct(task, [stream,] [anchor(s),] values)``."""
         if isinstance(task, bool) or not isinstance(task, int):
-            raise self._error(
+            msg = (
                 f"emit_direct: the first argument is the target task index (an int), got "
                 f"{type(task).__name__} {task!r:.60}; use emit_direct(task, [stream,] [anchor(s),] values)"
+            )
+            raise self._error(
+                msg
             )
         s, values, _ = self._dispatch("emit_direct", args, stream, anchors)
         self.emitted.append((s, self._check(s, values), task))
@@ -232,13 +261,16 @@ class BasicOutputCollector:
         usage = f"BasicOutputCollector.{call}([stream,] values); it anchors to the input tuple itself"
         if len(args) == 2 and isinstance(args[0], str):
             if stream is not None:
-                raise self._out._error(f"{call}: the stream is given twice ({args[0]!r} and stream={stream!r})")
+                msg = f"{call}: the stream is given twice ({args[0]!r} and stream={stream!r})"
+                raise self._out._error(msg)
             return args[0], args[1]
         if len(args) == 1:
             return stream, args[0]
         if any(isinstance(a, Tuple) or _all_tuples(a) for a in args):
-            raise self._out._error(f"{call}: anchors are not accepted here; use {usage}")
-        raise self._out._error(f"{call}: cannot call with {len(args)} arguments {args!r:.120}; use {usage}")
+            msg = f"{call}: anchors are not accepted here; use {usage}"
+            raise self._out._error(msg)
+        msg = f"{call}: cannot call with {len(args)} arguments {args!r:.120}; use {usage}"
+        raise self._out._error(msg)
 
     def emit(self, *args: Any, stream: str | None = None) -> None:
         """Emit ``values`` (on ``stream``) anchored to the current input tuple."""
@@ -260,4 +292,6 @@ _FAST = (Values, list, tuple)
 
 def _all_tuples(x: Any) -> bool:
     """Whether ``x`` is a non-empty list/tuple of input :class:`Tuple` objects (anchors); ``Values`` never is."""
-    return type(x) is not Values and isinstance(x, (list, tuple, set, frozenset)) and bool(x) and all(isinstance(t, Tuple) for t in x)
+    if type(x) is Values or not isinstance(x, (list, tuple, set, frozenset)) or not x:
+        return False
+    return all(isinstance(t, Tuple) for t in x)

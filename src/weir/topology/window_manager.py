@@ -6,8 +6,9 @@ processing time in ms (duration windows; never decreasing within a task) or its 
 with ``end - L < v <= end`` (``L`` = window length), Storm's eviction rule. A window fires when the
 task's clock reaches its end: the last sequence number (counts), the processing time, or the
 watermark (event time: the smallest of the largest timestamps of the input streams, minus the lag,
-advanced at the end of every micro-batch). Windows without any tuple do not fire (as in Storm); ``get_expired()`` of the next window that
-fires holds every tuple that left since the previous window that fired.
+advanced at the end of every micro-batch). Windows without any tuple do not fire (as in Storm);
+``get_expired()`` of the next window that fires holds every tuple that left since the previous
+window that fired.
 
 Storage (a :class:`~weir.state.kv.TransactionalKeyValueState` with JSON keys and values, so nothing
 read back is unpickled): tuples sit in *slices* of the axis of width ``B`` (``S`` for durations, the

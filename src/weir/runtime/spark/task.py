@@ -170,7 +170,6 @@ def run_task(
     t0 = time.perf_counter()
     comp = spec.component
     from weir.streams.operator import Operator
-
     from weir.topology.windowing import WindowedBolt
 
     if isinstance(comp, Operator):  # IBM Streams operators have their own task loop (state handlers)
