@@ -233,8 +233,10 @@ class OutputCollector:
             self._pending.pop(id(tup), None)
         self.failed.append((tup, reason or "failed by the bolt (collector.fail)"))
 
-    def reset_error_count(self) -> None:
-        """Storm's ``resetTimeout`` has no meaning on micro-batches; kept for ported code (a no-op)."""
+    def reset_timeout(self, tup: Tuple) -> None:
+        """Storm's ``resetTimeout``: a no-op, as a tuple's deadline is the end of its micro-batch."""
+        if self.acking:
+            self._check_anchor(tup, "reset_timeout")
 
     def report_error(self, error: BaseException | str) -> None:
         """Record an error for the status display; does not fail anything by itself."""

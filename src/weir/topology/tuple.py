@@ -145,6 +145,26 @@ class Tuple:
         """Value of field ``name`` as ``int``."""
         return self.get_integer(self.fields.field_index(name))
 
+    get_long_by_field = get_integer_by_field
+
+    def get_float_by_field(self, name: str) -> float:
+        """Value of field ``name`` as ``float``."""
+        return self.get_float(self.fields.field_index(name))
+
+    get_double_by_field = get_float_by_field
+
+    def get_boolean(self, i: int) -> bool:
+        """Value at ``i`` as ``bool`` (raises ``TypeError`` if it is not one)."""
+        v = self.values[i]
+        if not isinstance(v, bool):
+            msg = f"field {i} of a tuple from {self.source_component!r} is {type(v).__name__}, not bool"
+            raise TypeError(msg)
+        return v
+
+    def get_boolean_by_field(self, name: str) -> bool:
+        """Value of field ``name`` as ``bool``."""
+        return self.get_boolean(self.fields.field_index(name))
+
     def get_fields(self) -> Fields:
         """The field names."""
         return self.fields
