@@ -40,7 +40,7 @@ class OutputCollector:
         self,
         component_id: str,
         task_index: int,
-        output_fields: dict[str, Sequence[str]],
+        output_fields: Mapping[str, Sequence[str]],
         *,
         topology: str = "",
         acking: bool = False,
