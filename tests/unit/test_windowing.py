@@ -75,6 +75,13 @@ def test_count_tumbling_window_survives_checkpoint_and_restart() -> None:
     assert windows(t) == [([4, 5, 6], [4, 5, 6], [1, 2, 3], None, None)]
 
 
+def test_a_window_without_sliding_interval_slides_with_every_tuple() -> None:
+    t = BoltTester(Recorder().with_window(Count.of(3)), inputs={"src": ["n"]})
+    for n in range(1, 5):
+        t.execute("src", [n])
+    assert [w[0] for w in windows(t)] == [[1], [1, 2], [1, 2, 3], [2, 3, 4]]
+
+
 def test_processing_time_tumbling_window_fires_when_the_clock_passes_its_end() -> None:
     t = BoltTester(Recorder().with_tumbling_window(Duration.seconds(1)), inputs={"src": ["n"]})
     t.execute("src", ["a"], now_ms=100)

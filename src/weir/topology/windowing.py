@@ -191,12 +191,15 @@ class WindowedBolt(StatefulBolt[Any]):
         return self
 
     def with_window(self, length: Count | Duration, sliding: Count | Duration | None = None) -> Any:
-        """A sliding window of ``length`` advancing by ``sliding`` (a tumbling one without ``sliding``)."""
+        """A sliding window of ``length`` advancing by ``sliding``; without ``sliding`` it slides with
+        every tuple, as in Storm (``Count.of(1)``, or ``Duration.of(1)`` ms: one window per timestamp)."""
         for v in (length, sliding):
             if v is not None and not isinstance(v, (Count, Duration)):
                 msg = f"with_window takes Count or Duration values, got {type(v).__name__} {v!r}"
                 raise TypeError(msg)
-        return self._set(length=length, sliding=sliding or length)
+        if sliding is None:
+            sliding = Count(1) if isinstance(length, Count) else Duration(1)
+        return self._set(length=length, sliding=sliding)
 
     def with_tumbling_window(self, length: Count | Duration) -> Any:
         """Consecutive, non-overlapping windows of ``length``."""
