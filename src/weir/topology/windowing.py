@@ -191,8 +191,11 @@ class WindowedBolt(StatefulBolt[Any]):
         return self
 
     def with_window(self, length: Count | Duration, sliding: Count | Duration | None = None) -> Any:
-        """A sliding window of ``length`` advancing by ``sliding``; without ``sliding`` it slides with
-        every tuple, as in Storm (``Count.of(1)``, or ``Duration.of(1)`` ms: one window per timestamp)."""
+        """A sliding window of ``length`` advancing by ``sliding``.
+
+        Without ``sliding`` it slides with every tuple, as in Storm (``Count.of(1)``, or
+        ``Duration.of(1)`` ms: one window per distinct timestamp).
+        """
         for v in (length, sliding):
             if v is not None and not isinstance(v, (Count, Duration)):
                 msg = f"with_window takes Count or Duration values, got {type(v).__name__} {v!r}"
