@@ -9,7 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 from weir.state import KeyValueState
-from weir.topology import BaseStatefulBolt, BasicOutputCollector, Fields, OutputCollector, Tuple, Values
+from weir.topology import (
+    BaseStatefulBolt,
+    BaseStatefulWindowedBolt,
+    BasicOutputCollector,
+    Fields,
+    OutputCollector,
+    Tuple,
+    TupleWindow,
+    Values,
+)
 
 
 class Seed000WordCountBolt(BaseStatefulBolt[KeyValueState[str, int]]):
@@ -66,3 +75,16 @@ class ForgetsSomeAcks(BaseStatefulBolt[KeyValueState[str, int]]):
         self.counts.put(w, self.counts.get(w, 0) + 1)
         if not w.startswith("x"):
             self.collector.ack(tup)
+
+
+class TumblingNumbers(BaseStatefulWindowedBolt):
+    """Stores each window's numbers under ``w<k>`` (k = windows so far) in its own state."""
+
+    def init_state(self, state: Any) -> None:
+        self.state = state
+
+    def execute(self, window: TupleWindow) -> None:
+        k = self.state.get("windows", 0) + 1
+        self.state.put("windows", k)
+        self.state.put(f"w{k}", sorted(int(t.get_string(0)) for t in window.get_iter()))
+        assert [int(t.get_string(0)) for t in window.get_expired()] == self.state.get(f"w{k - 1}", [])

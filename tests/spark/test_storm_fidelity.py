@@ -16,9 +16,10 @@ import weir
 from weir.demo import SplitSentence, generate_corpus, read_counts
 from weir.errors import TopologyError
 from weir.sources import FileSpout
-from weir.topology import Fields, TopologyBuilder
+from weir.state import StateFactory
+from weir.topology import Count, Fields, TopologyBuilder
 
-from ._fidelity import ForgetsSomeAcks, Seed000WordCountBolt, Seed003WordCountBolt
+from ._fidelity import ForgetsSomeAcks, Seed000WordCountBolt, Seed003WordCountBolt, TumblingNumbers
 
 pytestmark = pytest.mark.spark
 
@@ -70,6 +71,37 @@ def test_unacked_tuples_fail_the_batch_and_acking_off_commits_them(spark: Any, t
     off = _conf(tmp_path / "off", **{"weir.batch.max.retries": 0, "topology.acker.executors": 0})
     weir.submit("unacked", off, _forgetful(corpus), spark=spark).process_available()
     assert read_counts(off, "unacked") == Counter({"a": 2, "xa": 2, "b": 1, "xb": 1})
+
+
+def test_count_windows_on_spark_spill_and_resume_across_batches(spark: Any, tmp_path: Path) -> None:
+    import os
+
+    corpus = tmp_path / "in"
+    corpus.mkdir()
+    for f in range(3):  # 50 numbers per file = per micro-batch
+        path = corpus / f"n{f}.txt"
+        path.write_text("\n".join(str(f * 50 + i) for i in range(50)) + "\n")
+        os.utime(path, (1_700_000_000 + f, 1_700_000_000 + f))
+    bolt = TumblingNumbers().with_tumbling_window(Count.of(20)).with_persistence().with_max_events_in_memory(8)
+    b = TopologyBuilder()
+    b.set_spout("numbers", FileSpout(str(corpus)))
+    b.set_bolt("win", bolt, 1).shuffle_grouping("numbers")
+    conf = _conf(tmp_path)
+    st = weir.submit("countwin", conf, b.create_topology(), spark=spark).process_available()
+    assert st.last_txid == 3
+    provider = StateFactory.from_url(f"sqlite:///{tmp_path / 'state' / 'state.db'}")
+    state = dict(provider.new_state("countwin-win-0"))
+    assert state.pop("windows") == 7  # 150 tuples: 7 full windows of 20, 10 tuples wait in the window
+    windows = [state[f"w{k}"] for k in range(1, 8)]
+    assert all(len(w) == 20 for w in windows)
+    seen = [n for w in windows for n in w]
+    assert len(set(seen)) == 140 and set(seen) <= set(range(150))
+    for k in range(2):  # a batch's tuples enter in one of their orders, but batches stay in sequence
+        assert set(windows[k]) <= set(range(50))
+    assert set(windows[2]) & set(range(50)) and set(windows[2]) & set(range(50, 100))
+    meta = next(v for k, v in provider.new_state("countwin-win-0-window") if k == "meta")
+    assert (meta["seq"], meta["last_end"]) == (150, 140)
+    assert sum(meta["slices"].values()) == 30  # sequence numbers 121..150: what the next window still needs
 
 
 def test_sliding_window_average_example_runs_as_written(
