@@ -246,6 +246,9 @@ def test_storm_names_are_importable_aliases() -> None:
     assert wt.BaseWindowedBolt is wt.WindowedBolt
     assert wt.BaseStatefulWindowedBolt is wt.StatefulWindowedBolt
     assert wt.FailedException is wt.FailedTuple
+    # Storm's generic state parameter reads the same in Python
+    assert wt.BaseStatefulBolt[KeyValueState[str, int]].__origin__ is wt.StatefulBolt  # type: ignore[attr-defined]
+    assert wt.BaseStatefulWindowedBolt[KeyValueState[str, int]].__origin__ is wt.StatefulWindowedBolt  # type: ignore[attr-defined]
     assert tr.BaseQueryFunction is tr.QueryFunction
     assert tr.BaseStateUpdater is tr.StateUpdater
     assert tr.IBackingMap is tr.BackingMap

@@ -30,7 +30,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from weir.errors import TopologyError
 from weir.topology.components import StatefulBolt
@@ -47,6 +47,8 @@ __all__ = [
     "WindowConfig",
     "WindowedBolt",
 ]
+
+S = TypeVar("S")
 
 #: Storm's field of the single value emitted on the late-tuple stream (the late Tuple itself)
 LATE_TUPLE_FIELD = "late_tuple"
@@ -175,7 +177,7 @@ class WindowConfig:
             raise bad(msg)
 
 
-class WindowedBolt(StatefulBolt[Any]):
+class WindowedBolt(StatefulBolt[S]):
     """Storm's ``BaseWindowedBolt``: ``execute(window)`` runs once per window that fires.
 
     The collector is ``self.collector`` (set by the default ``prepare``). Window tuples are acked by
@@ -238,7 +240,7 @@ class WindowedBolt(StatefulBolt[Any]):
         """Process the tuples of one window."""
 
 
-class StatefulWindowedBolt(WindowedBolt):
+class StatefulWindowedBolt(WindowedBolt[S]):
     """Storm's ``BaseStatefulWindowedBolt``: a windowed bolt with its own checkpointed state."""
 
     def with_persistence(self) -> Any:
