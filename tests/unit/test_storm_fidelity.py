@@ -13,7 +13,7 @@ from weir.errors import ConfigError, TopologyError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.task import TaskSpec, run_task
 from weir.sources import RateSpout
-from weir.state import StateFactory
+from weir.state import KeyValueState, StateFactory
 from weir.state.config import parse_provider_config
 from weir.testing import BoltTester
 from weir.topology import (
@@ -247,8 +247,9 @@ def test_storm_names_are_importable_aliases() -> None:
     assert wt.BaseStatefulWindowedBolt is wt.StatefulWindowedBolt
     assert wt.FailedException is wt.FailedTuple
     # Storm's generic state parameter reads the same in Python
-    assert wt.BaseStatefulBolt[KeyValueState[str, int]].__origin__ is wt.StatefulBolt  # type: ignore[attr-defined]
-    assert wt.BaseStatefulWindowedBolt[KeyValueState[str, int]].__origin__ is wt.StatefulWindowedBolt  # type: ignore[attr-defined]
+    kv = KeyValueState[str, int]
+    assert wt.BaseStatefulBolt[kv].__origin__ is wt.StatefulBolt  # type: ignore[attr-defined]
+    assert wt.BaseStatefulWindowedBolt[kv].__origin__ is wt.StatefulWindowedBolt  # type: ignore[attr-defined]
     assert tr.BaseQueryFunction is tr.QueryFunction
     assert tr.BaseStateUpdater is tr.StateUpdater
     assert tr.IBackingMap is tr.BackingMap
