@@ -285,6 +285,15 @@ def test_an_unknown_java_provider_class_is_named_not_imported() -> None:
         parse_provider_config({"topology.state.provider": "com.example.MyStateProvider"})
 
 
+def test_a_java_serializer_class_is_named_not_imported() -> None:
+    from weir.state.serializers import serializer_for
+
+    with pytest.raises(ConfigError) as info:
+        serializer_for("org.apache.storm.state.DefaultStateSerializer", what="keySerializerClass")
+    assert "keySerializerClass: 'org.apache.storm.state.DefaultStateSerializer' is a Java class" in str(info.value)
+    assert "No module named" not in str(info.value)
+
+
 def test_checkpoint_interval_not_below_the_message_timeout_is_refused_at_submit() -> None:
     with pytest.raises(ConfigError) as info:
         RuntimeConfig.from_conf("t", {"topology.state.checkpoint.interval.ms": 30_000})

@@ -26,6 +26,7 @@ __all__ = [
     "STATE_DIR_KEY",
     "ProviderConfig",
     "default_state_dir",
+    "java_class_name",
     "parse_provider_config",
 ]
 
@@ -158,14 +159,16 @@ def _check_types(where: str, data: Mapping[str, Any], spec: Mapping[str, Any]) -
             raise ConfigError(msg)
 
 
-def _python_module(path: str) -> bool:
-    """Whether the top package of dotted ``path`` is an importable Python package (else: a Java name)."""
+def java_class_name(path: str) -> bool:
+    """Whether dotted ``path`` names a Java class (``org.``, ``com.``, ``java.``, ... and no such Python package)."""
     import importlib.util
 
-    try:
-        return importlib.util.find_spec(path.split(".", 1)[0]) is not None
-    except (ImportError, ValueError):
+    if not path.startswith(_JAVA_PREFIXES):
         return False
+    try:
+        return importlib.util.find_spec(path.split(".", 1)[0]) is None
+    except (ImportError, ValueError):
+        return True
 
 
 def parse_provider_config(conf: Mapping[str, Any]) -> ProviderConfig:
@@ -208,7 +211,7 @@ def parse_provider_config(conf: Mapping[str, Any]) -> ProviderConfig:
         provider = _ALIASES.get(raw_provider, raw_provider)
 
     if provider not in SHORT_NAMES:
-        if provider.startswith(_JAVA_PREFIXES) and not _python_module(provider):
+        if java_class_name(provider):
             what = _STORM_UNAVAILABLE.get(provider, "a Java class")
             msg = (
                 f"{PROVIDER_KEY}: {raw_provider!r} ({what}) is not available in weir, which runs Python; Storm's "
