@@ -102,6 +102,13 @@ def test_count_windows_on_spark_spill_and_resume_across_batches(spark: Any, tmp_
     meta = next(v for k, v in provider.new_state("countwin-win-0-window") if k == "meta")
     assert (meta["seq"], meta["last_end"]) == (150, 140)
     assert sum(meta["slices"].values()) == 30  # sequence numbers 121..150: what the next window still needs
+    # the same topology with another window length is refused at submit: the stored window would be misread
+    b2 = TopologyBuilder()
+    b2.set_spout("numbers", FileSpout(str(corpus)))
+    other = TumblingNumbers().with_tumbling_window(Count.of(25)).with_max_events_in_memory(8)
+    b2.set_bolt("win", other, 1).shuffle_grouping("numbers")
+    with pytest.raises(TopologyError, match="topology 'countwin', windowed bolt 'win': the stored window was written"):
+        weir.submit("countwin", conf, b2.create_topology(), spark=spark)
 
 
 def test_sliding_window_average_example_runs_as_written(

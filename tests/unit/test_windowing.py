@@ -213,3 +213,16 @@ def test_windowed_bolt_late_stream_is_declared_by_the_builder() -> None:
     b.set_bolt("w", bolt.with_late_tuple_stream("late")).shuffle_grouping("rate")
     topo = b.create_topology()
     assert topo.components["w"].outputs["late"] == Fields("late_tuple")
+
+
+def test_a_window_stored_with_other_settings_is_refused() -> None:
+    first = BoltTester(Recorder().with_tumbling_window(Count.of(3)), inputs={"src": ["n"]}, store="layout")
+    first.execute("src", [1])
+    first.checkpoint()
+    with pytest.raises(TopologyError) as info:
+        BoltTester(Recorder().with_tumbling_window(Count.of(4)), inputs={"src": ["n"]}, store="layout")
+    assert (
+        "the stored window was written with (kind, time, length, sliding interval, slice width, chunk size) = "
+        "['count', 'processing', 3, 3, 1000, 1000], but the bolt is configured with "
+        "['count', 'processing', 4, 4, 1000, 1000]" in str(info.value)
+    )

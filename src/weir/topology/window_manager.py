@@ -11,8 +11,8 @@ advanced at the end of every micro-batch). Windows without any tuple do not fire
 window that fired.
 
 Storage (a :class:`~weir.state.kv.TransactionalKeyValueState` with JSON keys and values, so nothing
-read back is unpickled): tuples sit in *slices* of the axis of width ``B`` (``S`` for durations, the
-chunk size for counts), each slice in chunks of at most ``P`` tuples under key ``["c", slice,
+read back is unpickled): tuples sit in *slices* of the axis of width ``B`` (``max(S, L/16)`` for
+durations, the chunk size for counts), each slice in chunks of at most ``P`` tuples under key ``["c", slice,
 chunk]``; key ``"meta"`` holds the clock, the next window end and the slice sizes. A decoded chunk
 cache holds at most ``max_events_in_memory`` tuples (at least one chunk); a dirty chunk leaving the
 cache is written to the state. After a window fired, slices no later window can see are deleted.
@@ -30,10 +30,35 @@ from weir.state.kv import TransactionalKeyValueState
 from weir.topology.tuple import Tuple
 from weir.topology.windowing import TupleWindow, WindowConfig
 
-__all__ = ["WindowManager", "window_namespace"]
+__all__ = ["WindowManager", "check_layout", "window_layout", "window_namespace"]
 
 _META = "meta"
 Event = list[Any]  # [v, source, stream, source_task, txid, values]
+
+
+def window_layout(cfg: WindowConfig) -> list[Any]:
+    """``[kind, time, length, slide, slice width, chunk size]`` of a window configuration."""
+    assert cfg.length is not None
+    length = cfg.length.value
+    slide = (cfg.sliding or cfg.length).value
+    chunk = max(1, min(1000, cfg.max_events_in_memory // 4))
+    # slice width: the chunk size for counts; the slide for durations, but at least 1/16 of the length
+    width = chunk if cfg.by_count else max(slide, length // 16)
+    kind = "count" if cfg.by_count else "duration"
+    return [kind, "event" if cfg.event_time else "processing", length, slide, width, chunk]
+
+
+def check_layout(meta: dict[str, Any], layout: list[Any], where: str) -> None:
+    """Refuse a window stored with another kind, length, slide or memory limit than configured now."""
+    stored = meta.get("layout")
+    if stored is not None and list(stored) != layout:
+        names = "kind, time, length, sliding interval, slice width, chunk size"
+        msg = (
+            f"{where}: the stored window was written with ({names}) = {stored}, but the bolt is configured "
+            f"with {layout}; restore the window settings (and with_max_events_in_memory), or submit the "
+            "topology under a new name to start its windows afresh"
+        )
+        raise TopologyError(msg)
 
 
 def window_namespace(task_namespace: str) -> str:
@@ -66,8 +91,9 @@ class WindowManager:
         self.length = cfg.length.value
         self.slide = (cfg.sliding or cfg.length).value
         self.limit = cfg.max_events_in_memory
-        self.chunk = max(1, min(1000, self.limit // 4))
-        self.width = self.chunk if self.by_count else self.slide
+        layout = window_layout(cfg)
+        self.width: int = layout[4]
+        self.chunk: int = layout[5]
         self.lag = cfg.lag.value if cfg.lag is not None else 0
         self._cache: OrderedDict[tuple[int, int], list[Event]] = OrderedDict()
         self._dirty: set[tuple[int, int]] = set()
@@ -77,6 +103,7 @@ class WindowManager:
         self.fired = 0
         meta = state.get(_META)
         m: dict[str, Any] = meta if isinstance(meta, dict) else {}
+        check_layout(m, self.layout(), where or state.namespace)
         self.seq: int = int(m.get("seq", 0))
         self.axis: float | None = m.get("axis")
         self.next_end: float | None = m.get("next_end")
@@ -84,6 +111,10 @@ class WindowManager:
         self.watermark: float | None = m.get("wm")
         self.stream_max: dict[str, float] = dict(m.get("smax", {}))
         self.slices: dict[int, int] = {int(k): int(v) for k, v in m.get("slices", {}).items()}
+
+    def layout(self) -> list[Any]:
+        """What the stored window depends on: restarting with another one would misread it."""
+        return window_layout(self.cfg)
 
     # ---- storage ---------------------------------------------------------------------------------
     def _load(self, b: int, c: int) -> list[Event]:
@@ -250,6 +281,7 @@ class WindowManager:
                 "wm": self.watermark,
                 "smax": self.stream_max,
                 "slices": {str(b): n for b, n in sorted(self.slices.items())},
+                "layout": self.layout(),
             },
         )
 

@@ -44,6 +44,21 @@ def submit(name: str, conf: Mapping[str, Any], topology: Any, spark: Any = None)
     raise TopologyError(msg, topology=name)
 
 
+def _check_stored_windows(name: str, cid: str, bolt: WindowedBolt[Any], parallelism: int, provider: Any) -> None:
+    """Refuse, at submit, a windowed bolt whose stored windows were written with other window settings."""
+    from weir.runtime.spark.windowed import open_window_state
+    from weir.topology.window_manager import check_layout, window_layout, window_namespace
+
+    layout = window_layout(bolt.window_config)
+    for task in range(parallelism):
+        ns = window_namespace(f"{name}-{cid}-{task}")
+        meta = open_window_state(provider, ns).get("meta")
+        try:
+            check_layout(meta if isinstance(meta, dict) else {}, layout, f"topology {name!r}, windowed bolt {cid!r}")
+        except TopologyError as exc:
+            raise TopologyError(str(exc), topology=name, component=cid) from None
+
+
 def submit_topology(name: str, conf: Mapping[str, Any], topology: Topology, spark: Any = None) -> TopologyRun:
     """Validate ``topology`` with ``conf`` and prepare its streaming query (not started yet).
 
@@ -77,6 +92,9 @@ def submit_topology(name: str, conf: Mapping[str, Any], topology: Topology, spar
             "sqlite, redis or postgres"
         )
         raise TopologyError(msg, topology=name, component=windowed[0])
+    for c in stateful:
+        if isinstance(c.obj, WindowedBolt):
+            _check_stored_windows(name, c.id, c.obj, c.parallelism, provider)
     tasks = {c.id: c.parallelism for c in topology.components.values()}
     specs: dict[str, TaskSpec] = {}
     for cid in topology.order:

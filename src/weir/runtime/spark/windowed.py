@@ -46,7 +46,7 @@ def run_windowed_task(
 ) -> Iterator[tuple[Any, ...]]:
     """Run task ``task`` of a windowed bolt over ``records`` (``(source, stream, values, source_task)``)."""
     t0 = time.perf_counter()
-    comp: WindowedBolt = spec.component
+    comp: WindowedBolt[Any] = spec.component
     cfg = comp.window_config
     ctx = spec.context(task)
     out = OutputCollector(spec.component_id, task, dict(spec.outputs), topology=spec.topology, acking=spec.acking)
