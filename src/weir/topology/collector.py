@@ -124,10 +124,7 @@ class OutputCollector:
         self, call: str, args: tuple[Any, ...], stream: str | None, anchors: Any
     ) -> tuple[str, Sequence[Any], list[Tuple]]:
         """Storm's overloads: ``[stream,] [anchor | anchors,] values`` (see the class docstring)."""
-        usage = (
-            f"{call}([stream,] [anchor | [anchors],] values) in Storm's order, "
-            f"e.g. {call}(tup, Values(word, count)) or {call}('stream', tup, Values(word))"
-        )
+        usage = _USAGE[call]
         if not args:
             msg = f"{call}() needs the values to emit: {usage}"
             raise self._error(msg)
@@ -260,7 +257,7 @@ class BasicOutputCollector:
         self.current: Tuple | None = None
 
     def _split(self, call: str, args: tuple[Any, ...], stream: str | None) -> tuple[str | None, Any]:
-        usage = f"BasicOutputCollector.{call}([stream,] values); it anchors to the input tuple itself"
+        usage = _BASIC_USAGE[call]
         if len(args) == 2 and isinstance(args[0], str):
             if stream is not None:
                 msg = f"{call}: the stream is given twice ({args[0]!r} and stream={stream!r})"
@@ -290,6 +287,17 @@ class BasicOutputCollector:
 
 
 _FAST = (Values, list, tuple)
+_USAGE = {
+    "emit": "emit([stream,] [anchor | [anchors],] values) in Storm's order, e.g. emit(tup, Values(word, count)) "
+    "or emit('stream', tup, Values(word))",
+    "emit_direct": "emit_direct(task, [stream,] [anchor | [anchors],] values) in Storm's order, e.g. "
+    "emit_direct(1, tup, Values(word))",
+}
+_BASIC_USAGE = {
+    c: f"BasicOutputCollector.{c}({'task, ' if c == 'emit_direct' else ''}[stream,] values); it anchors to the "
+    "input tuple itself"
+    for c in ("emit", "emit_direct")
+}
 
 
 def _all_tuples(x: Any) -> bool:
