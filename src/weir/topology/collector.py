@@ -199,6 +199,14 @@ class OutputCollector:
             s = stream or DEFAULT_STREAM
             self.emitted.append((s, self._check(s, args[0]), None))
             return
+        if len(args) == 2 and anchors is None and type(args[0]) is Tuple and type(args[1]) in _FAST:
+            # emit(anchor, values), Storm's usual call
+            if self.acking and args[0].owner != self.token:
+                self._check_anchor(args[0], "emit")
+            if not _all_tuples(args[1]):
+                s = stream or DEFAULT_STREAM
+                self.emitted.append((s, self._check(s, args[1]), None))
+                return
         s, values, _ = self._dispatch("emit", args, stream, anchors)
         self.emitted.append((s, self._check(s, values), None))
 
