@@ -216,6 +216,7 @@ def storm_count(spout: Any) -> Any:
         def execute(self, tup: Any) -> None:
             k = tup[0]
             self.counts.put(k, self.counts.get(k, 0) + 1)
+            self.collector.ack(tup)
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     b = TopologyBuilder()

@@ -11,10 +11,16 @@
     assert t.emitted() == [("default", ("hello", 1)), ("default", ("hello", 2))]
     t.checkpoint()                       # txid 1 committed
     assert t.committed() == {"hello": 2}
+
+Storm's ack contract holds as on Spark: a rich bolt's input that is neither acked nor failed makes
+``checkpoint()`` raise, naming the count. A windowed bolt fires its count windows as tuples arrive
+and its time windows when ``execute(..., now_ms=)`` or ``checkpoint(now_ms=)`` moves the clock (event
+time: at every ``checkpoint``, from the timestamps seen).
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -23,9 +29,11 @@ from weir.errors import TopologyError
 from weir.state.factory import StateFactory
 from weir.state.kv import TransactionalKeyValueState
 from weir.topology.collector import BasicOutputCollector, FailedTuple, OutputCollector
-from weir.topology.components import BasicBolt, OutputFieldsDeclarer, StatefulBolt
+from weir.topology.components import BasicBolt, OutputFieldsDeclarer, StatefulBolt, execute_shape
 from weir.topology.context import TopologyContext
-from weir.topology.tuple import DEFAULT_STREAM, Fields, Tuple
+from weir.topology.tuple import DEFAULT_STREAM, Fields, Tuple, Values
+from weir.topology.window_manager import WindowManager, window_namespace
+from weir.topology.windowing import WindowedBolt
 
 __all__ = ["BoltTester"]
 
@@ -62,33 +70,90 @@ class BoltTester:
             self._inputs[key] = Fields(list(names))
         decl = OutputFieldsDeclarer()
         bolt.declare_output_fields(decl)
+        streams = dict(decl.streams)
+        late = bolt.window_config.late_stream if isinstance(bolt, WindowedBolt) else None
+        if late is not None and late not in streams:
+            streams[late] = Fields("late_tuple")
+        if isinstance(bolt, WindowedBolt):
+            bolt.window_config.validate(component, self._inputs)
+        self.shape = execute_shape(bolt, component)
         self.context = TopologyContext(
             topology, component, task, parallelism, self.conf, {component: parallelism},
-            {s: tuple(f) for s, f in decl.streams.items()},
+            {s: tuple(f) for s, f in streams.items()},
         )
-        self.collector = OutputCollector(component, task, dict(decl.streams), topology=topology)
+        self.collector = OutputCollector(component, task, streams, topology=topology, acking=True)
         self.provider = StateFactory.from_url(f"memory://{store or uuid.uuid4().hex}")
         self.txid = 0
         self.state: TransactionalKeyValueState | None = None
+        self.window_state: TransactionalKeyValueState | None = None
+        self.windows: WindowManager | None = None
         self._start()
 
     def _start(self) -> None:
+        self.collector = OutputCollector(
+            self.context.component_id,
+            self.context.task_index,
+            {s: Fields(list(f)) for s, f in self.context.output_fields.items()},
+            topology=self.context.topology,
+            acking=True,
+        )
         if isinstance(self.bolt, BasicBolt):
             self.bolt.prepare(self.conf, self.context)
         else:
+            self.bolt.collector = self.collector
             self.bolt.prepare(self.conf, self.context, self.collector)
         if isinstance(self.bolt, StatefulBolt):
             self.state = self.provider.new_state(self.context.state_namespace, self.conf, self.context)
             self.bolt.init_state(self.state)
+        if isinstance(self.bolt, WindowedBolt):
+            from weir.state.serializers import JsonSerializer
 
-    def execute(self, source: str, values: Sequence[Any], stream: str = DEFAULT_STREAM, source_task: int = 0) -> None:
-        """Deliver one tuple from ``source``/``stream``; failures raise as they would fail the batch."""
+            wns = window_namespace(self.context.state_namespace)
+            self.window_state = TransactionalKeyValueState(
+                self.provider.backend, wns, JsonSerializer(), JsonSerializer()
+            )
+            out = self.collector
+
+            def make_tuple(ev: list[Any]) -> Tuple:
+                _v, src, stream, stask, tx, values = ev
+                tup = Tuple(values, self._inputs[(src, stream)], src, stream, stask, tx)
+                tup.owner = out.token
+                return tup
+
+            self.windows = WindowManager(
+                self.bolt.window_config, self.window_state, make_tuple, sorted(self._inputs),
+                where=f"topology {self.context.topology!r}, component {self.context.component_id!r}",
+            )
+
+    def execute(
+        self,
+        source: str,
+        values: Sequence[Any],
+        stream: str = DEFAULT_STREAM,
+        source_task: int = 0,
+        *,
+        now_ms: float | None = None,
+    ) -> Tuple:
+        """Deliver one tuple from ``source``/``stream`` and return it; failures raise as they would fail the batch.
+
+        ``now_ms`` is the processing time of a windowed bolt (default: the wall clock).
+        """
         fields = self._inputs.get((source, stream))
         if fields is None:
             msg = f"BoltTester: no input declared for ({source!r}, {stream!r}); known: {sorted(self._inputs)}"
             raise TopologyError(msg, component=self.context.component_id)
         tup = Tuple(list(values), fields, source, stream, source_task, self.txid + 1)
-        if isinstance(self.bolt, BasicBolt):
+        tup.owner = self.collector.token
+        if self.windows is not None:
+            now = time.time() * 1000 if now_ms is None else now_ms
+            if not self.windows.add(tup, now):
+                late = self.bolt.window_config.late_stream
+                if late is not None:
+                    self.collector.emit(late, tup, Values(tup))
+            elif not self.bolt.window_config.event_time:
+                self._fire(self.windows.clock(now))
+            return tup
+        if self.shape == "basic":
             basic = BasicOutputCollector(self.collector)
             basic.current = tup
             try:
@@ -98,7 +163,19 @@ class BoltTester:
             else:
                 self.collector.ack(tup)
         else:
+            self.collector.received(tup)
             self.bolt.execute(tup)
+        return tup
+
+    def _fire(self, clock: float | None) -> None:
+        assert self.windows is not None
+        for window in self.windows.fire(clock):
+            self.bolt.execute(window)
+
+    @property
+    def unacked(self) -> list[Tuple]:
+        """Inputs of a rich bolt neither acked nor failed yet."""
+        return self.collector.unacked
 
     def emitted(self, stream: str | None = None, *, clear: bool = True) -> list[tuple[str, tuple[Any, ...]]]:
         """``(stream, values)`` emitted since the last call (only ``stream`` if given)."""
@@ -112,14 +189,32 @@ class BoltTester:
         """Tuples failed with ``collector.fail`` (or ``FailedTuple``) and why."""
         return list(self.collector.failed)
 
-    def checkpoint(self) -> int:
-        """Run one successful checkpoint: pre_prepare, prepare_commit, pre_commit, commit. Returns the txid."""
+    def checkpoint(self, *, now_ms: float | None = None) -> int:
+        """Run one successful checkpoint: pre_prepare, prepare_commit, pre_commit, commit. Returns the txid.
+
+        A windowed bolt first fires the windows the clock (``now_ms``, or the watermark) completes.
+        """
+        if self.collector.unacked:
+            n = len(self.collector.unacked)
+            msg = (
+                f"topology {self.context.topology!r}, component {self.context.component_id!r}, task "
+                f"{self.context.task_index}, txid {self.txid + 1}: {n} input tuple(s) were never acked or failed"
+            )
+            raise TopologyError(msg, component=self.context.component_id, txid=self.txid + 1)
+        if self.windows is not None:
+            self._fire(self.windows.clock(time.time() * 1000 if now_ms is None else now_ms))
+            self.windows.flush()
         self.txid += 1
         if isinstance(self.bolt, StatefulBolt) and self.state is not None:
             self.bolt.pre_prepare(self.txid)
             self.state.prepare_commit(self.txid)
+            if self.window_state is not None:
+                self.window_state.prepare_commit(self.txid)
             self.bolt.pre_commit(self.txid)
             self.state.commit(self.txid)
+            if self.window_state is not None:
+                self.window_state.commit(self.txid)
+        self.collector._pending.clear()
         return self.txid
 
     def rollback(self) -> None:
@@ -127,6 +222,9 @@ class BoltTester:
         if isinstance(self.bolt, StatefulBolt) and self.state is not None:
             self.bolt.pre_rollback()
             self.state.rollback()
+            if self.window_state is not None:
+                self.window_state.rollback()
+                self._start()  # the window restarts from what was committed
 
     def committed(self) -> dict[Any, Any]:
         """What another reader sees: the committed state of this task's namespace."""
@@ -135,5 +233,4 @@ class BoltTester:
 
     def restart(self) -> None:
         """A new instance of the task (as after a crash): prepare and init_state with committed state."""
-        self.collector.emitted.clear()
         self._start()

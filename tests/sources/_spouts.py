@@ -107,7 +107,7 @@ class TypeRecorder(StatefulBolt):
     def init_state(self, state: Any) -> None:
         self.seen = state
 
-    def execute(self, tup: Any) -> None:
+    def execute(self, tup: Any, collector: Any) -> None:  # Storm's basic shape: acked automatically
         self.seen.put(tup[0], [[type(v).__name__, repr(v)] for v in tup.values])
 
 

@@ -71,6 +71,7 @@ class TaskRecorder(StatefulBolt):
     def execute(self, tup: Any) -> None:
         w = tup.get_value(0)
         self.seen.put(w, self.seen.get(w, 0) + 1)
+        self.collector.ack(tup)
 
 
 class Router(BasicBolt):
@@ -120,6 +121,7 @@ class HookRecorder(StatefulBolt):
                 msg = "injected failure"
                 raise RuntimeError(msg)
         self.state.put("n", self.state.get("n", 0) + 1)
+        self.collector.ack(tup)
 
     def pre_prepare(self, txid: int) -> None:
         self._log("pre_prepare", txid)

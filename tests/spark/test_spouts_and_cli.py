@@ -29,6 +29,7 @@ class ModCount(StatefulBolt):
     def execute(self, tup: Any) -> None:
         k = int(tup.get_value_by_field("value")) % 5
         self.counts.put(k, self.counts.get(k, 0) + 1)
+        self.collector.ack(tup)
 
 
 def test_rate_spout_batches_are_deterministic(spark: Any, tmp_path: Path) -> None:
@@ -66,6 +67,7 @@ def test_dataframe_spout_over_a_streaming_dataframe(spark: Any, tmp_path: Path) 
 
         def execute(self, tup: Any) -> None:
             self.sums.put(tup["k"], self.sums.get(tup["k"], 0) + tup["v"])
+            self.collector.ack(tup)
 
     conf = {"weir.state.dir": str(tmp_path / "state")}
     b = TopologyBuilder()

@@ -113,12 +113,12 @@ class WordCount(StatefulBolt):
 
 
 class PlainCount(StatefulBolt):
-    """A stateful bolt without hooks."""
+    """A stateful bolt without hooks, in seed 000's basic shape (inputs acked automatically)."""
 
     def init_state(self, state: Any) -> None:
         self.counts = state
 
-    def execute(self, tup: Tuple) -> None:
+    def execute(self, tup: Tuple, collector: Any) -> None:
         self.counts.put(tup[0], self.counts.get(tup[0], 0) + 1)
 
 

@@ -394,7 +394,7 @@ def test_emit_and_emit_direct_buffer_validated_tuples() -> None:
     out.emit(Values("a"), anchors=[src])
     out.emit(["x", "y"], anchors=src, stream="pairs")
     out.emit_direct(3, ("z",))
-    out.emit_direct("1", ["p", "q"], stream="pairs")  # type: ignore[arg-type]
+    out.emit_direct(1, ["p", "q"], stream="pairs")  # a task index must be an int (see test_storm_call_shapes)
     assert out.emitted == [
         ("default", ("a",), None),
         ("pairs", ("x", "y"), None),

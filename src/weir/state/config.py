@@ -26,6 +26,7 @@ __all__ = [
     "STATE_DIR_KEY",
     "ProviderConfig",
     "default_state_dir",
+    "java_class_name",
     "parse_provider_config",
 ]
 
@@ -34,10 +35,19 @@ PROVIDER_CONFIG_KEY = "topology.state.provider.config"
 STATE_DIR_KEY = "weir.state.dir"
 
 SHORT_NAMES = ("memory", "sqlite", "redis", "postgres")
-_ALIASES = {
+#: Storm's provider class names that weir serves with its own providers
+_STORM_PROVIDERS = {
     "org.apache.storm.state.InMemoryKeyValueStateProvider": "memory",
     "org.apache.storm.redis.state.RedisKeyValueStateProvider": "redis",
     "org.apache.storm.redis.state.RedisClusterKeyValueStateProvider": "redis",
+}
+#: Storm's provider class names weir has no equivalent for (a clear error instead of an import failure)
+_STORM_UNAVAILABLE = {
+    "org.apache.storm.hbase.state.HBaseKeyValueStateProvider": "Storm's HBase key-value state provider",
+}
+_JAVA_PREFIXES = ("org.apache.", "org.", "com.", "java.", "javax.", "io.")
+_ALIASES = {
+    **_STORM_PROVIDERS,
     "postgresql": "postgres",
     "pg": "postgres",
     "redis-cluster": "redis",
@@ -149,6 +159,18 @@ def _check_types(where: str, data: Mapping[str, Any], spec: Mapping[str, Any]) -
             raise ConfigError(msg)
 
 
+def java_class_name(path: str) -> bool:
+    """Whether dotted ``path`` names a Java class (``org.``, ``com.``, ``java.``, ... and no such Python package)."""
+    import importlib.util
+
+    if not path.startswith(_JAVA_PREFIXES):
+        return False
+    try:
+        return importlib.util.find_spec(path.split(".", 1)[0]) is None
+    except (ImportError, ValueError):
+        return True
+
+
 def parse_provider_config(conf: Mapping[str, Any]) -> ProviderConfig:
     """Build a :class:`ProviderConfig` from a topology configuration.
 
@@ -189,6 +211,14 @@ def parse_provider_config(conf: Mapping[str, Any]) -> ProviderConfig:
         provider = _ALIASES.get(raw_provider, raw_provider)
 
     if provider not in SHORT_NAMES:
+        if java_class_name(provider):
+            what = _STORM_UNAVAILABLE.get(provider, "a Java class")
+            msg = (
+                f"{PROVIDER_KEY}: {raw_provider!r} ({what}) is not available in weir, which runs Python; Storm's "
+                f"providers map to: {', '.join(f'{k} -> {v}' for k, v in sorted(_STORM_PROVIDERS.items()))}. Use "
+                f"one of {', '.join(SHORT_NAMES)} or a dotted path to a weir.state.StateProvider subclass"
+            )
+            raise ConfigError(msg)
         if "." not in provider and ":" not in provider:
             msg = (
                 f"{PROVIDER_KEY}: unknown provider {raw_provider!r}; use one of {', '.join(SHORT_NAMES)} "

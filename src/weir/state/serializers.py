@@ -231,7 +231,14 @@ def serializer_for(spec: str | None, *, what: str) -> Serializer:
     if spec in _BY_NAME:
         return _BY_NAME[spec]()  # type: ignore[no-any-return]
     from weir._util import import_object
+    from weir.state.config import java_class_name
 
+    if java_class_name(spec):
+        msg = (
+            f"{what}: {spec!r} is a Java class, not available in weir, which runs Python; use one of "
+            f"{', '.join(sorted(_BY_NAME))} or a dotted path to a Python serializer"
+        )
+        raise ConfigError(msg)
     try:
         obj = import_object(spec)
     except ConfigError as exc:

@@ -15,6 +15,7 @@ from weir.topology.components import (
     OutputFieldsDeclarer,
     Spout,
     StatefulBolt,
+    execute_shape,
 )
 from weir.topology.tuple import DEFAULT_STREAM, Fields
 
@@ -253,6 +254,7 @@ class TopologyBuilder:
                 raise TopologyError(msg, component=spec.id) from exc
             spec.outputs = dict(decl.streams)
             spec.direct_streams = set(decl.direct)
+            _add_late_stream(spec)
             if spec.is_spout and not spec.outputs:
                 msg = f"spout {spec.id!r} declares no output fields"
                 raise TopologyError(msg, component=spec.id)
@@ -264,6 +266,7 @@ class TopologyBuilder:
                 raise TopologyError(msg, component=spec.id)
             for sub in spec.inputs:
                 self._check_subscription(spec, sub)
+            _check_bolt(spec, {(s.source, s.stream): comps[s.source].outputs[s.stream] for s in spec.inputs})
         for region in self._regions:
             for cid in region:
                 if cid not in comps:
@@ -331,6 +334,38 @@ class TopologyBuilder:
     def get_components(self) -> Mapping[str, ComponentSpec]:
         """Components added so far."""
         return dict(self._components)
+
+
+def _add_late_stream(spec: ComponentSpec) -> None:
+    """A windowed bolt's late-tuple stream, declared by the framework as in Storm (field ``late_tuple``)."""
+    from weir.topology.windowing import LATE_TUPLE_FIELD, WindowedBolt
+
+    if not isinstance(spec.obj, WindowedBolt):
+        return
+    late = spec.obj.window_config.late_stream
+    if late is None:
+        return
+    declared = spec.outputs.get(late)
+    if declared is None:
+        spec.outputs[late] = Fields(LATE_TUPLE_FIELD)
+    elif len(declared) != 1:
+        msg = (
+            f"windowed bolt {spec.id!r}: late-tuple stream {late!r} is declared with fields "
+            f"{declared.to_list()}; it carries one value, the late Tuple (leave it undeclared)"
+        )
+        raise TopologyError(msg, component=spec.id)
+
+
+def _check_bolt(spec: ComponentSpec, inputs: dict[tuple[str, str], Fields]) -> None:
+    """Submit-time checks of a bolt: an ``execute`` weir can call, a window weir can run."""
+    from weir.streams.operator import Operator
+    from weir.topology.windowing import WindowedBolt
+
+    if isinstance(spec.obj, Operator):
+        return
+    execute_shape(spec.obj, spec.id)
+    if isinstance(spec.obj, WindowedBolt):
+        spec.obj.window_config.validate(spec.id, inputs)
 
 
 def field_indices(fields: Fields, names: Sequence[str]) -> list[int]:

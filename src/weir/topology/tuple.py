@@ -84,7 +84,7 @@ class Values(list[Any]):
 class Tuple:
     """An input tuple of a bolt: values with field names and where they came from."""
 
-    __slots__ = ("fields", "source_component", "source_stream_id", "source_task", "txid", "values")
+    __slots__ = ("fields", "owner", "source_component", "source_stream_id", "source_task", "txid", "values")
 
     def __init__(
         self,
@@ -101,6 +101,8 @@ class Tuple:
         self.source_stream_id = source_stream_id
         self.source_task = source_task
         self.txid = txid
+        #: the token of the collector of the task that received this tuple (0: none)
+        self.owner = 0
 
     # Storm spellings
     def get_value(self, i: int) -> Any:
@@ -143,6 +145,26 @@ class Tuple:
         """Value of field ``name`` as ``int``."""
         return self.get_integer(self.fields.field_index(name))
 
+    get_long_by_field = get_integer_by_field
+
+    def get_float_by_field(self, name: str) -> float:
+        """Value of field ``name`` as ``float``."""
+        return self.get_float(self.fields.field_index(name))
+
+    get_double_by_field = get_float_by_field
+
+    def get_boolean(self, i: int) -> bool:
+        """Value at ``i`` as ``bool`` (raises ``TypeError`` if it is not one)."""
+        v = self.values[i]
+        if not isinstance(v, bool):
+            msg = f"field {i} of a tuple from {self.source_component!r} is {type(v).__name__}, not bool"
+            raise TypeError(msg)
+        return v
+
+    def get_boolean_by_field(self, name: str) -> bool:
+        """Value of field ``name`` as ``bool``."""
+        return self.get_boolean(self.fields.field_index(name))
+
     def get_fields(self) -> Fields:
         """The field names."""
         return self.fields
@@ -158,6 +180,18 @@ class Tuple:
     def select(self, selector: Fields | Sequence[str]) -> list[Any]:
         """Values of the ``selector`` fields."""
         return self.fields.select(selector, self.values)
+
+    def get_source_component(self) -> str:
+        """Storm's ``getSourceComponent``."""
+        return self.source_component
+
+    def get_source_stream_id(self) -> str:
+        """Storm's ``getSourceStreamId``."""
+        return self.source_stream_id
+
+    def get_source_task(self) -> int:
+        """Storm's ``getSourceTask``."""
+        return self.source_task
 
     def size(self) -> int:
         """Number of values."""

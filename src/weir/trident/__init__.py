@@ -51,15 +51,29 @@ from weir.trident.state import (
 from weir.trident.topology import GroupedStream, Stream, TridentState, TridentTopology
 from weir.trident.tuple import TridentCollector, TridentTuple
 
+# Storm's class names, for ported code (same classes)
+BaseFunction = Function
+BaseFilter = Filter
+BaseAggregator = Aggregator
+BaseQueryFunction = QueryFunction
+BaseStateUpdater = StateUpdater
+IBackingMap = BackingMap
+
 __all__ = [
     "Aggregator",
     "BackingMap",
+    "BaseAggregator",
+    "BaseFilter",
+    "BaseFunction",
+    "BaseQueryFunction",
+    "BaseStateUpdater",
     "CachedMap",
     "CombinerAggregator",
     "Count",
     "Filter",
     "Function",
     "GroupedStream",
+    "IBackingMap",
     "MapGet",
     "MapState",
     "MemoryMapState",

@@ -64,6 +64,9 @@ class RuntimeConfig:
     metrics_host : ``weir.metrics.host``: the address the metrics endpoint binds (default ``0.0.0.0``)
     coordinator_url : ``weir.coordinator.url``: the store of the coordinator record when the state
         provider is a custom ``StateProvider`` (None: ``<state_dir>/state.db``)
+    message_timeout_secs : ``topology.message.timeout.secs`` (default 30, Storm's); the checkpoint
+        interval must be below it (seeds 001 and 003), or it is refused here
+    acking : False when ``topology.acker.executors`` is 0 (Storm's acking off: un-acked tuples commit)
     """
 
     topology: str
@@ -76,6 +79,8 @@ class RuntimeConfig:
     max_task_parallelism: int | None = None
     checkpoint_retain: int = 2
     coordinator_url: str | None = None
+    message_timeout_secs: int = 30
+    acking: bool = True
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     checkpoint_serializer: str = "data"
     accept_state_loss: bool = False
@@ -159,11 +164,24 @@ class RuntimeConfig:
         if not isinstance(metrics_host, str) or not metrics_host:
             msg = f"weir.metrics.host must be an address to bind, e.g. 127.0.0.1, got {metrics_host!r}"
             raise ConfigError(msg)
+        interval_ms = _int(conf, "topology.state.checkpoint.interval.ms", 1000, 0)
+        timeout = _int(conf, "topology.message.timeout.secs", 30, 1)
+        ackers = conf.get("topology.acker.executors")
+        acking = ackers is None or _int(conf, "topology.acker.executors", 1, 0) > 0
+        if acking and interval_ms >= timeout * 1000:
+            msg = (
+                f"topology {topology!r}: topology.state.checkpoint.interval.ms = {interval_ms} is not below "
+                f"topology.message.timeout.secs = {timeout} ({timeout * 1000} ms); as in Storm, tuples would time "
+                "out before their checkpoint commits. Lower the interval or raise the timeout"
+            )
+            raise ConfigError(msg)
         return cls(
             topology=topology,
+            interval_ms=interval_ms,
+            message_timeout_secs=timeout,
+            acking=acking,
             checkpoint_serializer=str(ser),
             accept_state_loss=accept,
-            interval_ms=_int(conf, "topology.state.checkpoint.interval.ms", 1000, 0),
             max_retries=_int(conf, "weir.batch.max.retries", 3, 0),
             state_dir=state_dir,
             checkpoint_location=str(ckpt),

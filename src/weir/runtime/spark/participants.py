@@ -12,6 +12,8 @@ from weir.runtime.spark.task import TaskSpec
 from weir.state.base import StateProvider
 from weir.topology.collector import OutputCollector
 from weir.topology.components import StatefulBolt
+from weir.topology.window_manager import window_namespace
+from weir.topology.windowing import WindowedBolt
 
 __all__ = ["CompositeParticipants", "StatefulParticipants"]
 
@@ -34,8 +36,27 @@ class StatefulParticipants:
         return [(s, i) for s in self.specs for i in range(s.parallelism)]
 
     def namespaces(self) -> list[str]:
-        """Every stateful namespace."""
-        return [s.context(i).state_namespace for s, i in self.tasks()]
+        """Every stateful namespace (a windowed bolt's task has two: its state and its window)."""
+        out = []
+        for s, i in self.tasks():
+            ns = s.context(i).state_namespace
+            out.append(ns)
+            if isinstance(s.component, WindowedBolt):
+                out.append(window_namespace(ns))
+        return out
+
+    def _states(self, spec: TaskSpec, task: int, epoch: int) -> list[Any]:
+        """The task's states, fenced with ``epoch``: its own, then its window's (windowed bolts)."""
+        ctx = spec.context(task)
+        states = [self.provider.new_state(ctx.state_namespace, spec.conf, ctx)]
+        if isinstance(spec.component, WindowedBolt):
+            from weir.runtime.spark.windowed import open_window_state
+
+            states.append(open_window_state(self.provider, window_namespace(ctx.state_namespace)))
+        for st in states:
+            if hasattr(st, "fence"):
+                st.fence(epoch)
+        return states
 
     def _hook(self, spec: TaskSpec, task: int, name: str, *args: Any) -> None:
         comp = spec.component
@@ -67,11 +88,10 @@ class StatefulParticipants:
         """``pre_commit(txid)`` then ``commit(txid)`` per namespace."""
 
         def one(spec: TaskSpec, task: int) -> None:
-            state = self.provider.new_state(spec.context(task).state_namespace, spec.conf, spec.context(task))
-            if hasattr(state, "fence"):
-                state.fence(epoch)
+            states = self._states(spec, task, epoch)
             self._hook(spec, task, "pre_commit", txid)
-            state.commit(txid)
+            for state in states:
+                state.commit(txid)
 
         self._each(one, after_first)
 
@@ -79,11 +99,10 @@ class StatefulParticipants:
         """``pre_rollback()`` then ``rollback()`` per namespace."""
 
         def one(spec: TaskSpec, task: int) -> None:
-            state = self.provider.new_state(spec.context(task).state_namespace, spec.conf, spec.context(task))
-            if hasattr(state, "fence"):
-                state.fence(epoch)
+            states = self._states(spec, task, epoch)
             self._hook(spec, task, "pre_rollback")
-            state.rollback()
+            for state in states:
+                state.rollback()
 
         self._each(one, after_first)
 

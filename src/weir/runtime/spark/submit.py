@@ -22,6 +22,7 @@ from weir.runtime.spark.task import TaskSpec
 from weir.state.factory import KeyValueStateProvider
 from weir.topology.builder import Topology
 from weir.topology.components import StatefulBolt
+from weir.topology.windowing import WindowedBolt
 
 __all__ = ["submit", "submit_topology", "topology_shape"]
 
@@ -71,6 +72,19 @@ def topology_shape(topology: Topology, namespaces: list[str]) -> dict[str, Any]:
             }
         )
     return {"dialect": "storm", "components": comps, "namespaces": list(namespaces)}
+def _check_stored_windows(name: str, cid: str, bolt: WindowedBolt[Any], parallelism: int, provider: Any) -> None:
+    """Refuse, at submit, a windowed bolt whose stored windows were written with other window settings."""
+    from weir.runtime.spark.windowed import open_window_state
+    from weir.topology.window_manager import check_layout, window_layout, window_namespace
+
+    layout = window_layout(bolt.window_config)
+    for task in range(parallelism):
+        ns = window_namespace(f"{name}-{cid}-{task}")
+        meta = open_window_state(provider, ns).get("meta")
+        try:
+            check_layout(meta if isinstance(meta, dict) else {}, layout, f"topology {name!r}, windowed bolt {cid!r}")
+        except TopologyError as exc:
+            raise TopologyError(str(exc), topology=name, component=cid) from None
 
 
 def submit_topology(name: str, conf: Mapping[str, Any], topology: Topology, spark: Any = None) -> TopologyRun:
@@ -100,6 +114,17 @@ def submit_topology(name: str, conf: Mapping[str, Any], topology: Topology, spar
     provider = None
     if stateful or (rc.deadletter in ("state",) or (rc.deadletter or "").startswith("namespace:")):
         provider = resolve_provider(name, conf, master)
+    windowed = [c.id for c in stateful if isinstance(c.obj, WindowedBolt)]
+    if windowed and not isinstance(provider, KeyValueStateProvider):
+        msg = (
+            f"topology {name!r}: windowed bolt(s) {', '.join(map(repr, windowed))} keep their windows in a weir "
+            f"key-value store, but topology.state.provider is the custom {type(provider).__name__}; use "
+            "sqlite, redis or postgres"
+        )
+        raise TopologyError(msg, topology=name, component=windowed[0])
+    for c in stateful:
+        if isinstance(c.obj, WindowedBolt):
+            _check_stored_windows(name, c.id, c.obj, c.parallelism, provider)
     tasks = {c.id: c.parallelism for c in topology.components.values()}
     specs: dict[str, TaskSpec] = {}
     for cid in topology.order:
@@ -120,6 +145,7 @@ def submit_topology(name: str, conf: Mapping[str, Any], topology: Topology, spar
             deadletter=rc.deadletter is not None,
             stateful=c.is_stateful,
             consumed_streams=frozenset(sub.stream for _, sub in topology.consumers(cid)),
+            acking=rc.acking,
         )
     sink = make_sink(rc.deadletter, name, provider) if rc.deadletter else None
     job = BatchJob(topology, specs, on_dead_letters=sink.write if sink else None)

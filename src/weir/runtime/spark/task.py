@@ -25,7 +25,7 @@ from weir.checkpoint.faults import crash_point
 from weir.errors import FencedError, TopologyError
 from weir.state.kv import TransactionalKeyValueState
 from weir.topology.collector import BasicOutputCollector, FailedTuple, OutputCollector
-from weir.topology.components import BasicBolt, Spout, StatefulBolt
+from weir.topology.components import BasicBolt, Spout, StatefulBolt, execute_shape
 from weir.topology.context import TopologyContext
 from weir.topology.tuple import Fields, Tuple
 
@@ -51,6 +51,8 @@ class TaskSpec:
     stateful: bool = False
     #: streams some component subscribes to; tuples on other streams are counted, not shipped
     consumed_streams: frozenset[str] = frozenset()
+    #: Storm's acking: every input of a rich bolt must be acked or failed (``topology.acker.executors`` ≠ 0)
+    acking: bool = True
 
     def context(self, task: int) -> TopologyContext:
         """The task's context."""
@@ -114,6 +116,24 @@ def _check_emitted(spec: TaskSpec, task: int, values: tuple[Any, ...]) -> None:
             raise TopologyError(msg, component=spec.component_id, task=task) from exc
 
 
+_UNACKED = (
+    "never acked or failed (Storm's message timeout): a Bolt must ack or fail every input tuple"
+)
+
+
+def unacked_error(spec: TaskSpec, task: int, txid: int, unacked: list[Tuple]) -> TopologyError:
+    """The error of a task that ends its batch with tuples neither acked nor failed (Storm: timed out)."""
+    first = unacked[0]
+    msg = (
+        f"topology {spec.topology!r}, component {spec.component_id!r}, task {task}, txid {txid}: "
+        f"{len(unacked)} input tuple(s) were never acked or failed (first: {list(first.values)!r:.120} from "
+        f"{first.source_component!r}); in Storm they would time out and be replayed. Call "
+        "self.collector.ack(tup) (or fail) for every input, write execute(self, tup, collector) to have "
+        "them acked automatically, or set topology.acker.executors = 0 to turn acking off"
+    )
+    return TopologyError(msg, topology=spec.topology, component=spec.component_id, task=task, txid=txid)
+
+
 def run_spout_task(spec: TaskSpec, task: int, txid: int, rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
     """Turn a partition of the batch's DataFrame into tuples of the spout's default stream."""
     spout: Spout = spec.component
@@ -151,14 +171,22 @@ def run_task(
     t0 = time.perf_counter()
     comp = spec.component
     from weir.streams.operator import Operator
+    from weir.topology.windowing import WindowedBolt
 
     if isinstance(comp, Operator):  # IBM Streams operators have their own task loop (state handlers)
         from weir.streams.runtime import run_operator_task
 
         yield from run_operator_task(spec, task, txid, epoch, records)
         return
+    if isinstance(comp, WindowedBolt):  # Storm's windowed bolts: windows kept in the state store
+        from weir.runtime.spark.windowed import run_windowed_task
+
+        yield from run_windowed_task(spec, task, txid, epoch, records)
+        return
     ctx = spec.context(task)
-    out = OutputCollector(spec.component_id, task, dict(spec.outputs), topology=spec.topology)
+    out = OutputCollector(
+        spec.component_id, task, dict(spec.outputs), topology=spec.topology, acking=spec.acking
+    )
     n_in = n_out = n_failed = 0
     state = None
     keys_written: dict[str, int] = {}
@@ -168,13 +196,13 @@ def run_task(
     if os.environ.get("WEIR_CRASH_AT", "").startswith("during_processing@"):
         crash_after = 0
     try:
+        shape = execute_shape(comp, spec.component_id)
         if isinstance(comp, BasicBolt):
             comp.prepare(spec.conf, ctx)
-            basic = BasicOutputCollector(out)
         else:
             comp.collector = out
             comp.prepare(spec.conf, ctx, out)
-            basic = None
+        basic = BasicOutputCollector(out) if shape == "basic" else None
         if spec.stateful and isinstance(comp, StatefulBolt):
             stage = "init_state"
             state = spec.provider.new_state(ctx.state_namespace, spec.conf, ctx)
@@ -185,6 +213,9 @@ def run_task(
         fields_of = spec.input_fields
         for source, stream, values, source_task in records:
             current = Tuple(values, fields_of[(source, stream)], source, stream, source_task, txid)
+            current.owner = out.token
+            if basic is None and out.acking:
+                out.received(current)
             n_in += 1
             if crash_after >= 0 and n_in > crash_after:
                 crash_point("during_processing", txid, task=task)
@@ -221,6 +252,13 @@ def run_task(
                         yield ("T", stream_id, vals, task, direct)
                 out.emitted.clear()
         current = None
+        if out.acking and out._pending:
+            stage = "ack check"
+            for tup in out.unacked:
+                if not spec.deadletter:
+                    raise unacked_error(spec, task, txid, out.unacked)
+                n_failed += 1
+                yield _dead_letter(spec, task, txid, tup, list(tup.values), _UNACKED)
         if state is not None:
             stage = "pre_prepare"
             comp.pre_prepare(txid)
