@@ -22,6 +22,8 @@ WEIR_KEYS = {
     "weir.deadletter",
     "weir.spark.conf",
     "weir.trident.allow.inexact",
+    "weir.restart.max",
+    "weir.restart.backoff.ms",
 }
 
 
@@ -49,6 +51,9 @@ class RuntimeConfig:
     master : ``weir.spark.master`` (default ``local[*]``)
     deadletter : ``weir.deadletter``: None, a directory path, or ``state`` / ``namespace:NAME``
     max_task_parallelism : ``topology.max.task.parallelism`` (None = no cap)
+    restart_max : ``weir.restart.max`` (default 5): consecutive query restarts after transient failures
+    restart_backoff_ms : ``weir.restart.backoff.ms`` (default 1000): first wait before a restart, doubled
+        per consecutive restart (see :mod:`weir.runtime.spark.supervision`)
     """
 
     topology: str
@@ -61,6 +66,8 @@ class RuntimeConfig:
     max_task_parallelism: int | None = None
     checkpoint_retain: int = 2
     spark_conf: Mapping[str, str] = field(default_factory=dict)
+    restart_max: int = 5
+    restart_backoff_ms: int = 1000
 
     @property
     def local(self) -> bool:
@@ -113,4 +120,6 @@ class RuntimeConfig:
             max_task_parallelism=None if mtp is None else _int(conf, "topology.max.task.parallelism", 1, 1),
             checkpoint_retain=_int(conf, "weir.checkpoint.retain", 2, 1),
             spark_conf={k: str(v) for k, v in spark_conf.items()},
+            restart_max=_int(conf, "weir.restart.max", 5, 0),
+            restart_backoff_ms=_int(conf, "weir.restart.backoff.ms", 1000, 0),
         )

@@ -8,6 +8,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -20,6 +22,7 @@ from weir.checkpoint.coordinator import BatchReport, CheckpointStore, Coordinato
 from weir.errors import ConfigError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.session import ensure_python_env, get_spark
+from weir.runtime.spark.supervision import RestartPolicy, StopRequested, Supervisor
 from weir.state.base import StateProvider
 from weir.state.config import parse_provider_config
 from weir.state.factory import KeyValueStateProvider, StateFactory, open_backend
@@ -28,6 +31,13 @@ from weir.topology.context import TopologyContext
 __all__ = ["BatchRunner", "RunStatus", "TopologyRun", "check_local_store", "make_coordinator"]
 
 log = logging.getLogger("weir.runtime")
+
+
+# how Spark words a checkpoint written by a different query (other sources, other schema)
+_CHECKPOINT_CLASH = re.compile(
+    r"checkpoint|offset log|number of sources|sources in the checkpoint|schema|STREAM_FAILED|incompatible",
+    re.IGNORECASE,
+)
 
 
 class BatchRunner(Protocol):
@@ -49,6 +59,7 @@ class RunStatus:
     batches: int = 0
     skipped: int = 0
     retries: int = 0
+    restarts: int = 0
     tuples_in: int = 0
     tuples_per_s: float = 0.0
     last_batch_tuples: int = 0
@@ -141,6 +152,18 @@ class TopologyRun:
         self._status = RunStatus(topology=name, state="submitted")
         self._t0 = 0.0
         self._lock = threading.Lock()
+        self._trigger: dict[str, Any] = {}
+        self._in_batch = False
+        self._stop_requested = False
+        self._checkpoint_existed = os.path.isdir(os.path.join(rc.checkpoint_location, "offsets"))
+        self._supervisor = Supervisor(
+            name,
+            RestartPolicy(rc.restart_max, rc.restart_backoff_ms),
+            self._launch,
+            lambda: self.query,
+            lambda: self._error,
+            self._on_restart,
+        )
 
     # ---- the stream ----------------------------------------------------------------------
     def _build(self, trigger: dict[str, Any]) -> None:
@@ -189,7 +212,39 @@ class TopologyRun:
         self._status.query_id = self._qid
         self._ready.set()
 
+    def _launch(self, restart: bool) -> None:
+        """Start the query; a restart (after a transient failure) also restarts the coordinator.
+
+        The coordinator takes a new epoch, so tasks of the failed query still running are fenced,
+        and its first batch recovers the transaction in flight exactly as after a crash.
+        """
+        if restart and self.coordinator is not None:
+            self.coordinator.start()
+        self._build(self._trigger)
+
+    def _on_restart(self, reason: str) -> None:
+        with self._lock:
+            self._status.restarts += 1
+            self._status.state = "restarting"
+
     def _on_batch(self, df: Any, batch_id: int) -> None:
+        with self._lock:
+            if self._stop_requested:
+                # a stop was requested while the previous batch ran: end before touching anything
+                # (Spark has not committed this batch's offsets; the next start replays it)
+                self._error = StopRequested(f"topology {self.name!r}: stopped before batch {batch_id}")
+                raise self._error
+            self._in_batch = True
+        try:
+            self._run_batch(df, batch_id)
+        finally:
+            with self._lock:
+                self._in_batch = False
+                stop = self._stop_requested
+            if stop:
+                threading.Thread(target=self._stop_query, daemon=True).start()
+
+    def _run_batch(self, df: Any, batch_id: int) -> None:
         try:
             if not self._ready.wait(120):
                 msg = f"topology {self.name!r}: the streaming query did not start"
@@ -206,6 +261,8 @@ class TopologyRun:
             else:
                 report = self._stateless(rdd, batch_id)
             self._record(report)
+            if not report.skipped:
+                self._supervisor.progressed()
         except BaseException as exc:
             self._error = exc
             self._status.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -260,43 +317,76 @@ class TopologyRun:
 
     # ---- control -------------------------------------------------------------------------
     def start(self) -> TopologyRun:
-        """Run continuously, one micro-batch per checkpoint interval."""
+        """Run continuously, one micro-batch per checkpoint interval (supervised, see :meth:`status`)."""
         ms = self.rc.interval_ms
-        self._build({"processingTime": f"{ms} milliseconds"} if ms > 0 else {"processingTime": "0 seconds"})
+        self._run({"processingTime": f"{ms} milliseconds"} if ms > 0 else {"processingTime": "0 seconds"})
         return self
 
     def process_available(self, timeout: float | None = None) -> RunStatus:
         """Process everything the sources have now (``Trigger.AvailableNow``), then stop."""
-        self._build({"availableNow": True})
+        self._run({"availableNow": True})
         self.await_termination(timeout)
         return self.status()
 
+    def _run(self, trigger: dict[str, Any]) -> None:
+        if self.query is not None and self.query.isActive:
+            msg = f"topology {self.name!r} is already running (query {self._qid})"
+            raise TopologyError(msg, topology=self.name)
+        self._trigger = trigger
+        self._stop_requested = False
+        self._supervisor.start()
+
     def await_termination(self, timeout: float | None = None) -> bool:
-        """Wait for the query to end; re-raise the error that stopped it (a :class:`WeirError`)."""
+        """Wait for the run to end; re-raise the error that stopped it (a :class:`WeirError`).
+
+        Transient failures do not end it: the query is restarted (``weir.restart.max``,
+        ``weir.restart.backoff.ms``) and this keeps waiting.
+        """
         if self.query is None:
             self.start()
-        try:
-            done = bool(
-                self.query.awaitTermination(timeout) if timeout is not None else self.query.awaitTermination()
-            )
-            if timeout is None:
-                done = True
-        except Exception as exc:
-            self._status.state = "failed"
-            if self._error is not None:
-                raise self._error from None
-            msg = f"topology {self.name!r}: the streaming query failed: {str(exc)[:2000]}"
-            raise TopologyError(msg, topology=self.name) from exc
+        done = self._supervisor.wait(timeout)
         if done:
-            self._status.state = "stopped" if self._error is None else "failed"
-            if self._error is not None:
-                raise self._error
+            err = self._supervisor.error
+            self._status.state = "stopped" if err is None else "failed"
+            if err is not None:
+                self._status.error = str(err).splitlines()[0] if str(err) else type(err).__name__
+                raise self._final_error(err)
         return done
 
-    def stop(self) -> None:
-        """Stop the query (a batch in flight finishes or is rolled back on the next start)."""
+    def _final_error(self, err: BaseException) -> BaseException:
+        if isinstance(err, WeirError):
+            return err
+        text = str(err)
+        first = text.strip().splitlines()[0] if text.strip() else type(err).__name__
+        if self._checkpoint_existed and _CHECKPOINT_CLASH.search(text):
+            msg = (
+                f"topology {self.name!r}: Spark's checkpoint {self.rc.checkpoint_location} belongs to another "
+                f"query with this name ({first[:200]}); give this topology its own name (--name / "
+                "weir.submit(name, ...)), or weir.spark.checkpoint.location"
+            )
+            return ConfigError(msg)
+        msg = f"topology {self.name!r}: the streaming query failed: {text[:2000]}"
+        exc = TopologyError(msg, topology=self.name)
+        exc.__cause__ = err
+        return exc
+
+    def request_stop(self) -> None:
+        """Stop at the next batch boundary: the batch in flight finishes and commits, no new one starts."""
+        with self._lock:
+            self._stop_requested = True
+            busy = self._in_batch
+        self._supervisor.stop()
+        if not busy:
+            threading.Thread(target=self._stop_query, daemon=True).start()
+
+    def _stop_query(self) -> None:
         if self.query is not None and self.query.isActive:
             self.query.stop()
+
+    def stop(self) -> None:
+        """Stop the query now (a batch in flight is interrupted and rolled back on the next start)."""
+        self._supervisor.stop()
+        self._stop_query()
         self._status.state = "stopped"
 
     def status(self, *, sizes: bool = False) -> RunStatus:
@@ -305,7 +395,7 @@ class TopologyRun:
             s = RunStatus(**{k: v for k, v in self._status.__dict__.items()})
             s.components = {k: dict(v) for k, v in self._status.components.items()}
         s.elapsed_s = time.time() - self._t0 if self._t0 else 0.0
-        if self.query is not None and self.query.isActive:
+        if self.query is not None and self.query.isActive and not self._supervisor.done:
             s.state = "running"
         if sizes and isinstance(self.provider, KeyValueStateProvider):
             b = self.provider.backend

@@ -1,13 +1,55 @@
-"""Getting a SparkSession set up the way weir needs it."""
+"""Getting a SparkSession set up the way weir needs it.
+
+When weir starts Spark itself (no SparkSession is active yet):
+
+- Spark's and the JVM's start-up warnings are hidden unless ``WEIR_VERBOSE=1`` (``weir --verbose``);
+- a Python worker that is slow to start on a loaded machine gets two minutes to connect back
+  (``spark.python.authenticate.socketTimeout``, Spark's default is 15 s), unless set otherwise.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ensure_python_env", "get_spark"]
+__all__ = ["QUIET_LOG4J2", "ensure_python_env", "get_spark", "stop_spark", "verbose"]
+
+#: the log4j2 configuration of a quiet driver: errors only, on stderr
+QUIET_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+# PySpark counts as a shell: without this Spark resets the level to WARN and says so
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
+# failed batches and lost tasks reach the driver as Python errors that weir reports (and restarts
+# after, when transient): Spark's own copies of them, with Java stack traces, are noise there
+logger.streaming.name = org.apache.spark.sql.execution.streaming
+logger.streaming.level = off
+logger.executor.name = org.apache.spark.executor.Executor
+logger.executor.level = off
+logger.tasks.name = org.apache.spark.scheduler.TaskSetManager
+logger.tasks.level = off
+logger.pyrunner.name = org.apache.spark.api.python
+logger.pyrunner.level = off
+"""
+
+#: Spark settings weir sets unless the topology's ``weir.spark.conf`` gives them
+TOLERANT_DEFAULTS = {"spark.python.authenticate.socketTimeout": "120s"}
+
+
+def verbose() -> bool:
+    """Whether Spark's own warnings are shown (``WEIR_VERBOSE=1``, ``weir --verbose``)."""
+    return os.environ.get("WEIR_VERBOSE", "") not in ("", "0")
 
 
 def ensure_python_env() -> None:
@@ -20,6 +62,17 @@ def ensure_python_env() -> None:
         os.environ.setdefault("WEIR_CRASH_PGID", str(os.getpgid(0)))
 
 
+def _quiet_log_config() -> str:
+    digest = hashlib.sha256(QUIET_LOG4J2.encode()).hexdigest()[:12]
+    path = os.path.join(tempfile.gettempdir(), f"weir-log4j2-quiet-{os.getuid()}-{digest}.properties")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(QUIET_LOG4J2)
+        os.replace(tmp, path)
+    return path
+
+
 def get_spark(master: str, app_name: str, extra: Mapping[str, Any] | None = None) -> Any:
     """The active SparkSession, or a new one on ``master`` with the UI off and few shuffle partitions."""
     ensure_python_env()
@@ -28,6 +81,10 @@ def get_spark(master: str, app_name: str, extra: Mapping[str, Any] | None = None
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    settings = {**TOLERANT_DEFAULTS, **{k: str(v) for k, v in (extra or {}).items()}}
+    if not verbose() and "spark.driver.extraJavaOptions" not in settings and "SPARK_CONF_DIR" not in os.environ:
+        # read by the JVM at launch (PySpark passes the builder's settings to spark-submit)
+        settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{_quiet_log_config()}"
     b = (
         SparkSession.builder.master(master)
         .appName(app_name)
@@ -37,8 +94,30 @@ def get_spark(master: str, app_name: str, extra: Mapping[str, Any] | None = None
         .config("spark.python.worker.reuse", "true")
         .config("spark.ui.showConsoleProgress", "false")
     )
-    for k, v in (extra or {}).items():
-        b = b.config(k, str(v))
+    for k, v in settings.items():
+        b = b.config(k, v)
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def stop_spark() -> None:
+    """Stop the SparkSession of this process, and its JVM, whatever state start-up reached."""
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    try:
+        if sc is not None:
+            sc.stop()
+    except Exception:  # noqa: BLE001, S110 - stopping on the way out; the JVM is killed below anyway
+        pass
+    gateway = SparkContext._gateway
+    proc: subprocess.Popen[bytes] | None = getattr(gateway, "proc", None) if gateway is not None else None
+    if proc is not None and proc.poll() is None:
+        try:
+            proc.stdin.close() if proc.stdin else None  # the gateway exits when its stdin closes
+            proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
