@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from weir.cli._table import human_count, human_duration
@@ -12,20 +13,28 @@ from weir.cli._table import human_count, human_duration
 __all__ = ["Progress", "status_line"]
 
 
-def status_line(st: Any) -> str:
-    """``[running] txid 12  batches 12  tuples 120k  4.1k/s  commit 3.2 ms``."""
-    txid = "-" if st.last_txid is None else str(st.last_txid)
+def status_line(st: Any, unit: str = "tuples", count: Callable[[Any], float] | None = None) -> str:
+    """``[running] txid 12  batches 12  tuples 120k  4.1k/s  commit 3.2 ms``.
+
+    ``count`` picks what is counted from the status (default: tuples from the spouts), ``unit``
+    names it (``weir demo`` counts the words its count bolt received).
+    """
+    txid = "none yet" if st.last_txid is None else str(st.last_txid)
+    n = st.tuples_in if count is None else count(st)
+    rate = st.tuples_per_s if count is None or not st.tuples_in else st.tuples_per_s * n / st.tuples_in
     parts = [
         f"[{st.state}]",
         f"txid {txid}",
         f"batches {st.batches}",
-        f"tuples {human_count(st.tuples_in)}",
-        f"{human_count(st.tuples_per_s)}/s",
+        f"{unit} {human_count(n)}",
+        f"{human_count(rate)}/s",
         f"commit {human_duration(st.last_commit_ms / 1000)}",
         f"elapsed {human_duration(st.elapsed_s)}",
     ]
     if st.retries:
         parts.append(f"retries {st.retries}")
+    if st.restarts:
+        parts.append(f"restarts {st.restarts}")
     if st.dead_letters:
         parts.append(f"dead-letters {st.dead_letters}")
     return "  ".join(parts)
@@ -34,8 +43,17 @@ def status_line(st: Any) -> str:
 class Progress:
     """Prints the status of ``run`` every ``interval`` seconds (in place on a terminal)."""
 
-    def __init__(self, run: Any, interval: float = 0.5, out: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        run: Any,
+        interval: float = 0.5,
+        out: TextIO | None = None,
+        unit: str = "tuples",
+        count: Callable[[Any], float] | None = None,
+    ) -> None:
         self.run = run
+        self.unit = unit
+        self.count = count
         self.interval = interval
         self.out = out or sys.stderr
         self._stop = threading.Event()
@@ -44,7 +62,7 @@ class Progress:
         self._last = ""
 
     def _emit(self, final: bool = False) -> None:
-        line = status_line(self.run.status())
+        line = status_line(self.run.status(), self.unit, self.count)
         if self._tty:
             self.out.write("\r\033[K" + line + ("\n" if final else ""))
         elif final or line != self._last:

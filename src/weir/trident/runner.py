@@ -27,6 +27,7 @@ from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.runner import (
     TopologyRun,
     make_coordinator,
+    master_for,
     picklable_or_raise,
     resolve_provider,
     spark_for,
@@ -242,8 +243,9 @@ def submit_trident(name: str, conf: Mapping[str, Any], topology: TridentTopology
     if len(set(names)) != len(names):
         msg = f"topology {name!r}: two states share a name ({sorted(names)}); name() them differently"
         raise TopologyError(msg, topology=name)
+    master = master_for(rc, spark)
+    provider = resolve_provider(name, conf, master)  # before Spark starts: a typo fails in about a second
     spark_session, master = spark_for(rc, spark)
-    provider = resolve_provider(name, conf, master)
     coordinator = make_coordinator(name, conf, provider, TridentParticipants(), {}, rc, master)
     journal = _journal_states(topology)
     if journal and not isinstance(provider, KeyValueStateProvider):

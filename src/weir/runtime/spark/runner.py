@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -35,9 +36,10 @@ log = logging.getLogger("weir.runtime")
 
 # how Spark words a checkpoint written by a different query (other sources, other schema)
 _CHECKPOINT_CLASH = re.compile(
-    r"checkpoint|offset log|number of sources|sources in the checkpoint|schema|STREAM_FAILED|incompatible",
-    re.IGNORECASE,
+    r"number of sources|sources in the checkpoint|offset log|incompatible|schema of the", re.IGNORECASE
 )
+#: the file in a Spark checkpoint directory that says which topology's spouts wrote it
+CHECKPOINT_MARKER = "weir-topology.json"
 
 
 class BatchRunner(Protocol):
@@ -156,6 +158,7 @@ class TopologyRun:
         self._in_batch = False
         self._stop_requested = False
         self._checkpoint_existed = os.path.isdir(os.path.join(rc.checkpoint_location, "offsets"))
+        self._claim_checkpoint()
         self._supervisor = Supervisor(
             name,
             RestartPolicy(rc.restart_max, rc.restart_backoff_ms),
@@ -164,6 +167,41 @@ class TopologyRun:
             lambda: self._error,
             self._on_restart,
         )
+
+    def _claim_checkpoint(self) -> None:
+        """Refuse a Spark checkpoint that another topology of the same name wrote (submit time).
+
+        Spark would fail on it with a Java stack trace, or worse, silently skip input it believes was
+        read. The checkpoint directory holds a small JSON file naming the spouts that wrote it.
+        """
+        loc = self.rc.checkpoint_location
+        if "://" in loc and not loc.startswith("file:"):
+            return  # a remote file system: Spark's own checks apply
+        path = loc.removeprefix("file://").removeprefix("file:")
+        marker = os.path.join(path, CHECKPOINT_MARKER)
+        mine = [[cid, f"{type(sp).__module__}.{type(sp).__qualname__}"] for cid, sp in self.spouts]
+        if os.path.exists(marker):
+            try:
+                with open(marker, encoding="utf-8") as fh:
+                    theirs = json.load(fh).get("spouts")
+            except (OSError, ValueError, AttributeError):
+                theirs = None
+            if theirs is not None and theirs != mine:
+                def show(spouts: Any) -> str:
+                    return ", ".join(f"{c} ({k.rsplit('.', 1)[-1]})" for c, k in spouts)
+
+                msg = (
+                    f"topology {self.name!r}: Spark's checkpoint {path} was written by another topology of this "
+                    f"name (spouts {show(theirs)}; this one has {show(mine)}); give this one its own name "
+                    "(weir run --name NAME, or weir.submit(NAME, ...)) or set weir.spark.checkpoint.location"
+                )
+                raise ConfigError(msg)
+            return
+        os.makedirs(path, exist_ok=True)
+        tmp = f"{marker}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump({"topology": self.name, "spouts": mine}, fh)
+        os.replace(tmp, marker)
 
     # ---- the stream ----------------------------------------------------------------------
     def _build(self, trigger: dict[str, Any]) -> None:
@@ -316,10 +354,17 @@ class TopologyRun:
                     agg[k] += c.get(k, 0)
 
     # ---- control -------------------------------------------------------------------------
-    def start(self) -> TopologyRun:
-        """Run continuously, one micro-batch per checkpoint interval (supervised, see :meth:`status`)."""
+    def start(self, *, available_now: bool = False) -> TopologyRun:
+        """Run continuously, one micro-batch per checkpoint interval, supervised (see :meth:`status`).
+
+        With ``available_now`` process what the sources have now and then stop, in the background
+        (:meth:`process_available` does the same and waits).
+        """
         ms = self.rc.interval_ms
-        self._run({"processingTime": f"{ms} milliseconds"} if ms > 0 else {"processingTime": "0 seconds"})
+        if available_now:
+            self._run({"availableNow": True})
+        else:
+            self._run({"processingTime": f"{ms} milliseconds"} if ms > 0 else {"processingTime": "0 seconds"})
         return self
 
     def process_available(self, timeout: float | None = None) -> RunStatus:
@@ -416,8 +461,40 @@ def picklable_or_raise(name: str, cid: str, obj: Any) -> bytes:
         raise TopologyError(msg, topology=name, component=cid) from exc
 
 
+def master_for(rc: RuntimeConfig, spark: Any) -> str:
+    """The Spark master a run will use, known before Spark starts (checks run before it)."""
+    from pyspark.sql import SparkSession
+
+    if spark is None:
+        spark = SparkSession.getActiveSession()
+    return rc.master if spark is None else str(spark.sparkContext.master)
+
+
 def spark_for(rc: RuntimeConfig, spark: Any) -> tuple[Any, str]:
-    """The session to use and its master URL."""
+    """The session to use and its master URL (starts Spark when none is running)."""
     if spark is None:
         spark = get_spark(rc.master, f"weir-{rc.topology}", rc.spark_conf)
     return spark, str(spark.sparkContext.master)
+
+
+def ship_user_modules(objs: list[Any]) -> None:
+    """Pickle the classes of user modules that executors cannot import by value.
+
+    A module imported from a script's directory (``python examples/redis_wordcount.py`` importing
+    ``wordcount``) is on the driver's ``sys.path`` only; Spark's Python workers would fail with
+    ``No module named ...``. Modules installed in the environment (and weir, pyspark) are left to
+    be imported by name.
+    """
+    import sys
+    import sysconfig
+
+    installed = {os.path.realpath(p) for p in {sysconfig.get_paths()[k] for k in ("purelib", "platlib", "stdlib")}}
+    for obj in objs:
+        mod = sys.modules.get(type(obj).__module__)
+        f = getattr(mod, "__file__", None)
+        if mod is None or f is None or mod.__name__ == "__main__" or mod.__name__.split(".")[0] in ("weir", "pyspark"):
+            continue
+        real = os.path.realpath(f)
+        if any(real.startswith(p + os.sep) for p in installed):
+            continue
+        cloudpickle.register_pickle_by_value(mod)

@@ -14,8 +14,10 @@ from weir.runtime.spark.participants import CompositeParticipants, StatefulParti
 from weir.runtime.spark.runner import (
     TopologyRun,
     make_coordinator,
+    master_for,
     picklable_or_raise,
     resolve_provider,
+    ship_user_modules,
     spark_for,
 )
 from weir.runtime.spark.task import TaskSpec
@@ -61,13 +63,16 @@ def submit_topology(name: str, conf: Mapping[str, Any], topology: Topology, spar
                     rc.max_task_parallelism,
                 )
                 c.parallelism = rc.max_task_parallelism
+    ship_user_modules([c.obj for c in topology.components.values()])
     for c in topology.components.values():
         picklable_or_raise(name, c.id, c.obj)
     stateful = topology.stateful
-    spark_session, master = spark_for(rc, spark)
+    # the store is checked (and connected once) before Spark starts: a typo fails in about a second
+    master = master_for(rc, spark)
     provider = None
     if stateful or (rc.deadletter in ("state",) or (rc.deadletter or "").startswith("namespace:")):
         provider = resolve_provider(name, conf, master)
+    spark_session, master = spark_for(rc, spark)
     tasks = {c.id: c.parallelism for c in topology.components.values()}
     specs: dict[str, TaskSpec] = {}
     for cid in topology.order:
