@@ -28,9 +28,10 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
-# PySpark counts as a shell: without this Spark resets the level to WARN and says so
-logger.repl.name = org.apache.spark.repl.Main
-logger.repl.level = error
+# PySpark counts as a shell: Spark sets the root level to that of the first class that logs (the
+# gateway server; WARN when it has none configured) and says so
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
 # failed batches and lost tasks reach the driver as Python errors that weir reports (and restarts
 # after, when transient): Spark's own copies of them, with Java stack traces, are noise there
 logger.streaming.name = org.apache.spark.sql.execution.streaming
@@ -39,7 +40,7 @@ logger.executor.name = org.apache.spark.executor.Executor
 logger.executor.level = off
 logger.tasks.name = org.apache.spark.scheduler.TaskSetManager
 logger.tasks.level = off
-logger.pyrunner.name = org.apache.spark.api.python
+logger.pyrunner.name = org.apache.spark.api.python.PythonRunner
 logger.pyrunner.level = off
 """
 
