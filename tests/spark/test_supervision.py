@@ -7,6 +7,7 @@ bolt failing past ``weir.batch.max.retries``) still stops the run at once with t
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
@@ -128,7 +129,10 @@ def test_restart_keys_are_validated_at_submit(key: str, value: Any, tmp_path: Pa
 
 # ---- real failures ---------------------------------------------------------------------------
 @pytest.mark.slow
-def test_killed_python_worker_restarts_the_query_and_counts_stay_exact(spark: Any, tmp_path: Path) -> None:
+def test_killed_python_worker_restarts_the_query_and_counts_stay_exact(
+    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="weir.runtime")
     inp = tmp_path / "input"
     expected = _write_inputs(inp, 3)
     marker = tmp_path / "stalled.pid"
@@ -154,6 +158,8 @@ def test_killed_python_worker_restarts_the_query_and_counts_stay_exact(spark: An
     assert status.restarts >= 1, status
     assert status.state == "stopped" and status.last_txid == 3, status
     assert read_counts(conf, "sv-kill") == expected
+    restarts = [r.getMessage() for r in caplog.records if "transient failure" in r.getMessage()]
+    assert restarts and "restart 1 of at most 5" in restarts[0], restarts
 
 
 @pytest.mark.slow

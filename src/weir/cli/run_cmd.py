@@ -137,6 +137,16 @@ def load_target(
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from weir.runtime.spark.session import stop_spark
+
+    try:
+        return _run_topology(args)
+    finally:
+        if "pyspark" in sys.modules:
+            stop_spark()  # the command owns the Spark it started: leave no JVM behind
+
+
+def _run_topology(args: argparse.Namespace) -> int:
     import weir
 
     overrides = parse_conf_pairs(args.conf or [])

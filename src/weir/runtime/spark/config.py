@@ -90,7 +90,9 @@ class RuntimeConfig:
                 msg = f"unknown configuration key {k!r}; weir's keys are {', '.join(sorted(WEIR_KEYS))}"
                 raise ConfigError(msg)
         state_dir = default_state_dir(conf)
-        ckpt = conf.get("weir.spark.checkpoint.location") or os.path.join(state_dir, "spark", topology)
+        ckpt = str(conf.get("weir.spark.checkpoint.location") or os.path.join(state_dir, "spark", topology))
+        if ":" not in ckpt.split("/", 1)[0]:
+            ckpt = os.path.abspath(ckpt)  # relative to the driver's directory, not to the JVM's
         mtp = conf.get("topology.max.task.parallelism")
         dl = conf.get("weir.deadletter")
         if dl in ("", False, "off", None):
