@@ -74,6 +74,36 @@ def _quiet_log_config() -> str:
     return path
 
 
+#: what the JVM prints on stderr before any logging is set up, and a quiet driver hides
+_JVM_NOISE = ("WARNING: Using incubator modules",)
+
+
+def _forward_stderr(stream: Any) -> None:
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", "replace")
+        if not line.startswith(_JVM_NOISE):
+            sys.stderr.write(line)
+            sys.stderr.flush()
+
+
+def _launch_quiet_gateway(master: str, app_name: str, settings: Mapping[str, str]) -> None:
+    """Start Spark's JVM with its stderr passed through a filter that drops the JVM's start-up noise."""
+    import threading
+
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    conf = SparkConf(loadDefaults=False).setMaster(master).setAppName(app_name)
+    for k, v in settings.items():
+        conf.set(k, v)
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    proc = gateway.proc
+    threading.Thread(target=_forward_stderr, args=(proc.stderr,), name="weir-jvm-stderr", daemon=True).start()
+    SparkContext._ensure_initialized(gateway=gateway)
+
+
 def get_spark(master: str, app_name: str, extra: Mapping[str, Any] | None = None) -> Any:
     """The active SparkSession, or a new one on ``master`` with the UI off and few shuffle partitions."""
     ensure_python_env()
@@ -86,6 +116,7 @@ def get_spark(master: str, app_name: str, extra: Mapping[str, Any] | None = None
     if not verbose() and "spark.driver.extraJavaOptions" not in settings and "SPARK_CONF_DIR" not in os.environ:
         # read by the JVM at launch (PySpark passes the builder's settings to spark-submit)
         settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{_quiet_log_config()}"
+        _launch_quiet_gateway(master, app_name, settings)
     b = (
         SparkSession.builder.master(master)
         .appName(app_name)
