@@ -44,7 +44,8 @@ logger.pyrunner.name = org.apache.spark.api.python.PythonRunner
 logger.pyrunner.level = off
 """
 
-#: Spark settings weir sets unless the topology's ``weir.spark.conf`` gives them
+#: Spark settings weir sets unless the topology's ``weir.spark.conf`` gives them (the 10 s wait for a
+#: driver-side Python runner to connect back is fixed in Spark 4.x: supervision restarts after it)
 TOLERANT_DEFAULTS = {"spark.python.authenticate.socketTimeout": "120s"}
 
 
