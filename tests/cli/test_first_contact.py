@@ -80,7 +80,8 @@ def test_demo_resets_only_its_own_namespaces(tmp_path: Path) -> None:
     assert "reset the previous demo run (dropped weir-demo-count-0; nothing else is touched)" in res.stdout
     assert "verified: all" in res.stdout
     assert "the first batch waits a few seconds" in res.stdout
-    assert " words " in res.stderr.splitlines()[-1]  # the live status counts words, not lines
+    final = [ln for ln in res.stderr.splitlines() if ln.startswith("[stopped]")]
+    assert final and " words 3k " in final[-1], res.stderr  # the live status counts words, not lines
     assert "txid None" not in res.stdout + res.stderr
     assert "WARN" not in res.stderr and "Setting default log level" not in res.stderr
     provider = StateFactory.get_provider(conf)
@@ -104,7 +105,7 @@ def test_readme_wordcount_command_then_a_clashing_name_is_one_line(tmp_path: Pat
         "run", str(EXAMPLES / "trident_wordcount.py"), "--available-now", "--name", "wordcount", cwd=tmp_path
     )
     assert clash.returncode == 2
-    lines = error_lines(clash.stderr)
+    lines = [ln for ln in error_lines(clash.stderr) if "wrote a sample" not in ln]
     assert len(lines) == 1 and lines[0].startswith("weir: error: topology 'wordcount': Spark's checkpoint"), lines
     assert "--name" in lines[0]
 
@@ -249,11 +250,16 @@ def test_ctrl_c_stops_at_a_batch_boundary_exit_130_no_jvm_left(tmp_path: Path) -
     assert code == 130, err[-3000:]
     assert "Traceback" not in err and "Exception" not in err, err[-3000:]
     assert sum("interrupted" in ln for ln in err.splitlines()) == 1, err
-    assert "last txid 2, 2 batches" in out, out  # both batches committed, none failed or retried
+    import re
+
+    m = re.search(r"last txid (\d+), (\d+) batches, (\d+) tuples from spouts", out)
+    assert m, out
+    txid, batches, lines = (int(g) for g in m.groups())
+    assert txid >= 1 and batches == txid, out  # every batch committed once: none failed or was retried
     assert "retries" not in err
     rec = CheckpointStore(StateFactory.get_provider(conf).backend, "wordcount").load()  # type: ignore[attr-defined]
-    assert rec is not None and rec.phase.value == "COMMITTED" and rec.txid == 2
-    assert read_counts(conf, "wordcount") == Counter({"alpha": 150, "beta": 150, "gamma": 150})
+    assert rec is not None and rec.phase.value == "COMMITTED" and rec.txid == txid  # stopped at a boundary
+    assert read_counts(conf, "wordcount") == Counter({"alpha": lines, "beta": lines, "gamma": lines})
     wait_until(lambda: not _session_processes(proc.pid), timeout=60, what="no process of the run left")
 
 

@@ -39,6 +39,16 @@ def _reset_previous_run(state_dir: str, conf: dict[str, Any], parallelism: int) 
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    from weir.runtime.spark.session import stop_spark
+
+    try:
+        return _demo(args)
+    finally:
+        if "pyspark" in sys.modules:
+            stop_spark()  # the command owns the Spark it started: leave no JVM behind
+
+
+def _demo(args: argparse.Namespace) -> int:
     import weir
     from weir.demo import generate_corpus, read_counts, wordcount_topology
 

@@ -9,6 +9,7 @@ When weir starts Spark itself (no SparkSession is active yet):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import subprocess
@@ -134,8 +135,37 @@ def get_spark(master: str, app_name: str, extra: Mapping[str, Any] | None = None
     return spark
 
 
+def _spark_children() -> list[int]:
+    """Pids of this process's children that run Spark (the JVM launched by spark-submit)."""
+    me = os.getpid()
+    out: list[int] = []
+    try:
+        entries = [d for d in os.listdir("/proc") if d.isdigit()]
+    except OSError:  # pragma: no cover - not Linux
+        return out
+    for d in entries:
+        try:
+            with open(f"/proc/{d}/stat", encoding="utf-8", errors="replace") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            if ppid != me:
+                continue
+            with open(f"/proc/{d}/cmdline", "rb") as fh:
+                if b"spark" in fh.read():
+                    out.append(int(d))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
 def stop_spark() -> None:
-    """Stop the SparkSession of this process, and its JVM, whatever state start-up reached."""
+    """Stop the SparkSession of this process, and its JVM, whatever state start-up reached.
+
+    Interrupted while Spark starts, PySpark has no handle on the JVM yet, which would outlive this
+    process: the JVM child this process started is then ended by its pid.
+    """
+    import signal
+    import time
+
     from pyspark import SparkContext
 
     sc = SparkContext._active_spark_context
@@ -154,3 +184,14 @@ def stop_spark() -> None:
             proc.kill()
     SparkContext._gateway = None
     SparkContext._jvm = None
+    children = _spark_children()
+    for pid in children:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while children and time.monotonic() < deadline:
+        children = [pid for pid in children if pid in _spark_children()]
+        time.sleep(0.1)
+    for pid in children:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
