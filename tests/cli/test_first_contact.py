@@ -8,6 +8,7 @@ real SIGINT to the child's process group, as a terminal sends it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -215,6 +216,24 @@ def _start_weir(args: list[str], cwd: Path) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
+def _left_after(sid: int, timeout: float) -> list[str]:
+    """The processes of session ``sid`` still there after up to ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    left = _session_processes(sid)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = _session_processes(sid)
+    return left
+
+
+def _kill_session(proc: subprocess.Popen[str]) -> None:
+    """Whatever a failed test left: the child and anything in its process group."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    if proc.poll() is None:
+        proc.wait()
+
+
 def _ctrl_c_and_wait(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
     out, err = proc.communicate(timeout=300)
@@ -243,10 +262,10 @@ def test_ctrl_c_stops_at_a_batch_boundary_exit_130_no_jvm_left(tmp_path: Path) -
         wait_until(lambda: committed() >= 1, timeout=400, what="a committed batch")
         time.sleep(1)
         code, out, err = _ctrl_c_and_wait(proc)
+        left = _left_after(proc.pid, 60)  # checked before the clean-up below kills leftovers
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _kill_session(proc)
+    assert not left, left
     assert code == 130, err[-3000:]
     assert "Traceback" not in err and "Exception" not in err, err[-3000:]
     assert sum("interrupted" in ln for ln in err.splitlines()) == 1, err
@@ -260,7 +279,6 @@ def test_ctrl_c_stops_at_a_batch_boundary_exit_130_no_jvm_left(tmp_path: Path) -
     rec = CheckpointStore(StateFactory.get_provider(conf).backend, "wordcount").load()  # type: ignore[attr-defined]
     assert rec is not None and rec.phase.value == "COMMITTED" and rec.txid == txid  # stopped at a boundary
     assert read_counts(conf, "wordcount") == Counter({"alpha": lines, "beta": lines, "gamma": lines})
-    wait_until(lambda: not _session_processes(proc.pid), timeout=60, what="no process of the run left")
 
 
 @pytest.mark.slow
@@ -272,10 +290,9 @@ def test_ctrl_c_during_spark_start_up_leaves_no_jvm(tmp_path: Path) -> None:
             lambda: any("java" in ln for ln in _session_processes(proc.pid)), timeout=120, what="the JVM to start"
         )
         code, _out, err = _ctrl_c_and_wait(proc)
+        left = _left_after(proc.pid, 60)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _kill_session(proc)
     assert code == 130, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
-    wait_until(lambda: not _session_processes(proc.pid), timeout=60, what="the JVM to exit")
+    assert not left, left  # no JVM outlives the interrupted command
