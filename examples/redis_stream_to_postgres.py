@@ -5,7 +5,8 @@ this topology reads them by entry-id range (a transactional spout: Spark replays
 the same ids), and a stateful bolt keeps each customer's order count and total in PostgreSQL, where
 any service can query them while the topology runs::
 
-    psql "$PG_URL" -c "SELECT namespace, convert_from(k, 'UTF8'), v FROM ... "   # see docs/state.md
+    psql "$PG_URL" -c "SELECT ns, convert_from(k, 'UTF8') AS customer, convert_from(v, 'UTF8') AS totals
+                       FROM weir_kv WHERE ns LIKE 'orders-totals-%'"    # tables: docs/state.md
     weir state dump --url "$PG_URL" orders-totals-0
 
 Run it::
@@ -93,8 +94,12 @@ if __name__ == "__main__":
 
     if not redis.Redis.from_url(redis_url).exists("orders"):
         write_demo_orders(redis_url)  # a first run on an empty server: something to count
+    from weir.cli import Progress
+
     conf = {**CONF, "topology.state.provider.config": {"url": pg_url}}
-    status = weir.submit(NAME, conf, topology(redis_url)).process_available()
+    run = weir.submit(NAME, conf, topology(redis_url))
+    with Progress(run):  # the live status line on stderr
+        status = run.process_available()
     print(f"committed txid {status.last_txid} after {status.batches} batches ({status.tuples_in} orders)")
     provider = StateFactory.from_url(pg_url)
     for task in range(2):

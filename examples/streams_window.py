@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import weir
+from weir.cli import Progress
 from weir.sources import FileSpout
 from weir.streams import Checkpoint, Operator, OperatorContext, StateHandler, TumblingWindowSort, load_checkpoint
 from weir.topology import BasicBolt, Fields, OutputCollector, TopologyBuilder, Tuple
@@ -108,7 +109,8 @@ def main() -> None:
     b.set_bolt("peak", Peak()).global_grouping("window")
     conf = {"weir.state.dir": str(base / "state"), "weir.spark.master": "local[2]"}
     run = weir.submit("sensors", conf, b.create_topology())
-    status = run.process_available()
+    with Progress(run):  # the live status line on stderr
+        status = run.process_available()
     print(f"processed up to txid {status.last_txid} ({status.batches} new micro-batches)")
 
     url = f"sqlite:///{base / 'state' / 'state.db'}"

@@ -1,6 +1,7 @@
 """Trident word count (seed 004's example) on Spark, with exactly-once counts in an opaque SQLite map state.
 
-    weir run examples/trident_wordcount.py --available-now
+    weir run examples/trident_wordcount.py --available-now                  # ./input, or a sample
+    weir run examples/trident_wordcount.py --available-now --conf input=./my-text-dir
     python examples/trident_wordcount.py ./my-text-dir      # the same, as a script, then prints the top words
 
 Lines are split by a Python function (run over Arrow batches in the executors); the per-batch
@@ -14,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 
+from weir.demo import input_dir_for
 from weir.sources import FileSpout
 from weir.trident import Count, Function, MapGet, TridentTopology
 from weir.trident.backing import SqliteMapState
@@ -39,8 +41,8 @@ def counts_factory():
     return SqliteMapState.opaque(os.path.join(STATE_DIR, "trident.db"), table="word_counts")
 
 
-def topology(input_dir: str | None = None, query_dir: str | None = None):
-    input_dir = input_dir or os.environ.get("WORDCOUNT_INPUT", "./input")
+def topology(input_dir: str | None = None, query_dir: str | None = None, conf: dict | None = None):
+    input_dir = input_dir_for(NAME, input_dir, conf)  # the argument, --conf input=DIR, ./input or a sample
     t = TridentTopology()
     word_counts = (
         t.new_stream("spout1", FileSpout(input_dir))
@@ -71,9 +73,11 @@ def top_words(n: int = 10):
 
 if __name__ == "__main__":
     import weir
+    from weir.cli import Progress
 
     run = weir.submit(NAME, CONF, topology(*sys.argv[1:3]))
-    status = run.process_available()
+    with Progress(run):  # the live status line on stderr
+        status = run.process_available()
     print(f"committed txid {status.last_txid} after {status.batches} batches, {status.tuples_in} lines")
     for word, count in top_words():
         print(f"{count:8d}  {word}")

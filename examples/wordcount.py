@@ -1,14 +1,17 @@
 """Word count in the style of Storm's stateful WordCountBolt, on Spark, with the embedded SQLite state.
 
+    weir run examples/wordcount.py --available-now                          # ./input, or a sample
     weir run examples/wordcount.py --available-now --conf input=./my-text-dir
-    python examples/wordcount.py ./my-text-dir          # the same, as a script
+    python examples/wordcount.py ./my-text-dir          # the same, as a script, then the top words
+
+Without ``./input`` or ``--conf input=DIR`` a small sample text is written under ./weir-state/examples.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 
+from weir.demo import input_dir_for
 from weir.sources import FileSpout
 from weir.topology import BasicBolt, Fields, StatefulBolt, TopologyBuilder, Values
 
@@ -43,8 +46,8 @@ class WordCountBolt(StatefulBolt):
         self.collector.ack(tup)
 
 
-def topology(input_dir: str | None = None):
-    input_dir = input_dir or os.environ.get("WORDCOUNT_INPUT", "./input")
+def topology(input_dir: str | None = None, conf: dict | None = None):
+    input_dir = input_dir_for(NAME, input_dir, conf)  # the argument, --conf input=DIR, ./input or a sample
     builder = TopologyBuilder()
     builder.set_spout("lines", FileSpout(input_dir, files_per_batch=2))
     builder.set_bolt("split", SplitSentence(), 2).shuffle_grouping("lines")
@@ -54,10 +57,12 @@ def topology(input_dir: str | None = None):
 
 if __name__ == "__main__":
     import weir
+    from weir.cli import Progress
     from weir.demo import read_counts
 
     run = weir.submit(NAME, CONF, topology(sys.argv[1] if len(sys.argv) > 1 else None))
-    status = run.process_available()
+    with Progress(run):  # the live status line on stderr
+        status = run.process_available()
     print(f"committed txid {status.last_txid} after {status.batches} batches")
     for word, count in read_counts(CONF, NAME).most_common(10):
         print(f"{count:8d}  {word}")

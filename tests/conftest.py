@@ -156,6 +156,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.warehouse.dir", str(warehouse))
+        .config("spark.python.authenticate.socketTimeout", "120s")  # slow workers on a busy machine
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("WARN")

@@ -14,7 +14,24 @@ from typing import Any
 from weir.sources import FileSpout
 from weir.topology import BasicBolt, Fields, StatefulBolt, Topology, TopologyBuilder, Values
 
-__all__ = ["SplitSentence", "WordCount", "generate_corpus", "read_counts", "wordcount_topology"]
+__all__ = [
+    "SENTENCES",
+    "SplitSentence",
+    "WordCount",
+    "generate_corpus",
+    "input_dir_for",
+    "read_counts",
+    "wordcount_topology",
+]
+
+#: the sentences of Storm's ``RandomSentenceSpout``, the examples' sample input
+SENTENCES = (
+    "the cow jumped over the moon",
+    "an apple a day keeps the doctor away",
+    "four score and seven years ago",
+    "snow white and the seven dwarfs",
+    "i am at two with nature",
+)
 
 
 class SplitSentence(BasicBolt):
@@ -101,3 +118,36 @@ def read_counts(
         for k, v in state:
             got[k] += v
     return got
+
+
+def input_dir_for(example: str, given: str | None = None, conf: Mapping[str, Any] | None = None) -> str:
+    """The input directory of an example: ``given``, else ``--conf input=DIR``, else ``./input``.
+
+    When none of them exists yet, a small sample (Storm's sentences, 3 files) is written to
+    ``<weir.state.dir>/examples/<example>-input`` and that directory is used, so an example runs on
+    a fresh checkout as written. A directory that is given but missing is an error.
+    """
+    import sys
+
+    from weir.errors import ConfigError
+    from weir.state.config import default_state_dir
+
+    conf = conf or {}
+    chosen = given or conf.get("input") or os.environ.get("WORDCOUNT_INPUT")
+    if chosen:
+        if not os.path.isdir(str(chosen)):
+            msg = f"{example}: input directory {chosen!r} does not exist (give an existing one: --conf input=DIR)"
+            raise ConfigError(msg)
+        return str(chosen)
+    if os.path.isdir("input"):
+        return os.path.abspath("input")
+    sample = os.path.abspath(os.path.join(default_state_dir(conf), "examples", f"{example}-input"))
+    if not os.path.isdir(sample):
+        os.makedirs(sample, exist_ok=True)
+        for f in range(3):
+            tmp = os.path.join(sample, f".part-{f}.txt.tmp")
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write("\n".join(SENTENCES[(f + i) % len(SENTENCES)] for i in range(20)) + "\n")
+            os.replace(tmp, os.path.join(sample, f"part-{f}.txt"))
+        print(f"{example}: no ./input and no --conf input=DIR: wrote a sample to {sample}", file=sys.stderr)
+    return sample

@@ -33,7 +33,7 @@ def test_defaults() -> None:
         interval_ms=1000,
         max_retries=3,
         state_dir="./weir-state",
-        checkpoint_location=os.path.join("./weir-state", "spark", "wc"),
+        checkpoint_location=os.path.abspath(os.path.join("./weir-state", "spark", "wc")),  # the driver's cwd
         master="local[*]",
         deadletter=None,
         max_task_parallelism=None,

@@ -1,1 +1,5 @@
-"""The ``weir`` command line (entry point :func:`weir.cli.main.main`)."""
+"""The ``weir`` command line; :class:`Progress` also gives scripts its live status line."""
+
+from weir.cli._progress import Progress, status_line
+
+__all__ = ["Progress", "status_line"]

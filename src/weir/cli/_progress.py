@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from weir.cli._table import human_count, human_duration
@@ -27,20 +28,28 @@ RATE_WINDOW_S = 5.0
 PLAIN_EVERY_S = 5.0
 
 
-def status_line(st: Any) -> str:
-    """``[running] txid 12  batches 12  tuples 120k  4.1k/s  commit 3.2 ms``."""
-    txid = "-" if st.last_txid is None else str(st.last_txid)
+def status_line(st: Any, unit: str = "tuples", count: Callable[[Any], float] | None = None) -> str:
+    """``[running] txid 12  batches 12  tuples 120k  4.1k/s  commit 3.2 ms``.
+
+    ``count`` picks what is counted from the status (default: tuples from the spouts), ``unit``
+    names it (``weir demo`` counts the words its count bolt received).
+    """
+    txid = "none yet" if st.last_txid is None else str(st.last_txid)
+    n = st.tuples_in if count is None else count(st)
+    rate = st.tuples_per_s if count is None or not st.tuples_in else st.tuples_per_s * n / st.tuples_in
     parts = [
         f"[{st.state}]",
         f"txid {txid}",
         f"batches {st.batches}",
-        f"tuples {human_count(st.tuples_in)}",
-        f"{human_count(st.tuples_per_s)}/s",
+        f"{unit} {human_count(n)}",
+        f"{human_count(rate)}/s",
         f"commit {human_duration(st.last_commit_ms / 1000)}",
         f"elapsed {human_duration(st.elapsed_s)}",
     ]
     if st.retries:
         parts.append(f"retries {st.retries}")
+    if st.restarts:
+        parts.append(f"restarts {st.restarts}")
     if st.dead_letters:
         parts.append(f"dead-letters {st.dead_letters}")
     return "  ".join(parts)
@@ -95,13 +104,23 @@ class Progress:
     run : a :class:`~weir.runtime.spark.runner.TopologyRun` (anything with ``status()``)
     interval : seconds between refreshes
     out : where to write (stderr by default)
+    unit, count : what the status line counts (see :func:`status_line`)
     terminal : force the live panel on (True) or off (False); by default, when ``out`` is a terminal
     """
 
     def __init__(
-        self, run: Any, interval: float = 0.5, out: TextIO | None = None, *, terminal: bool | None = None
+        self,
+        run: Any,
+        interval: float = 0.5,
+        out: TextIO | None = None,
+        unit: str = "tuples",
+        count: Callable[[Any], float] | None = None,
+        *,
+        terminal: bool | None = None,
     ) -> None:
         self.run = run
+        self.unit = unit
+        self.count = count
         self.interval = interval
         self.out = out or sys.stderr
         self._tty = self.out.isatty() if terminal is None else terminal
@@ -122,7 +141,7 @@ class Progress:
         from rich.text import Text
 
         color = {"running": "green", "failed": "red", "stopped": "cyan"}.get(st.state, "yellow")
-        head = Text(status_line(st), style=f"bold {color}")
+        head = Text(status_line(st, self.unit, self.count), style=f"bold {color}")
         rates = self._rates.rates()
         comps = Table(title="components", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
         for name, justify in (
@@ -173,7 +192,7 @@ class Progress:
             if b["n"] > self._printed:
                 self.out.write(batch_line(b) + "\n")
                 self._printed = b["n"]
-        line = status_line(st)
+        line = status_line(st, self.unit, self.count)
         now = time.monotonic()
         if final or (line != self._last_line and now >= self._next_plain):
             self.out.write(line + "\n")

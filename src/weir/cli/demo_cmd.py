@@ -14,13 +14,43 @@ from weir.cli._table import human_count, print_table
 
 __all__ = ["register"]
 
-TOPOLOGY = "wordcount"
+#: the demo's own topology name: its namespaces are ``weir-demo-count-<task>`` and
+#: ``$checkpointspout-weir-demo``, and nothing else is ever reset (the examples use other names)
+TOPOLOGY = "weir-demo"
+
+
+def _reset_previous_run(state_dir: str, conf: dict[str, Any], parallelism: int) -> list[str]:
+    """Drop what a previous demo wrote, and only that; returns the namespaces dropped."""
+    from weir.checkpoint.coordinator import checkpoint_namespace
+    from weir.state import StateFactory
+
+    shutil.rmtree(os.path.join(state_dir, "demo-corpus"), ignore_errors=True)
+    shutil.rmtree(os.path.join(state_dir, "spark", TOPOLOGY), ignore_errors=True)
+    if not os.path.exists(os.path.join(state_dir, "state.db")):
+        return []
+    backend = StateFactory.get_provider(conf).backend  # type: ignore[attr-defined]
+    ours = {checkpoint_namespace(TOPOLOGY)} | {f"{TOPOLOGY}-count-{i}" for i in range(max(parallelism, 64))}
+    dropped = []
+    for ns in backend.namespaces():
+        if ns in ours:
+            backend.drop(ns)
+            dropped.append(ns)
+    return sorted(dropped)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    from weir.runtime.spark.session import stop_spark
+
+    try:
+        return _demo(args)
+    finally:
+        if "pyspark" in sys.modules:
+            stop_spark()  # the command owns the Spark it started: leave no JVM behind
+
+
+def _demo(args: argparse.Namespace) -> int:
     import weir
     from weir.demo import generate_corpus, read_counts, wordcount_topology
-    from weir.state import StateFactory
 
     state_dir = os.path.abspath(args.state_dir)
     corpus = os.path.join(state_dir, "demo-corpus")
@@ -29,13 +59,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         "weir.spark.master": args.master,
         "topology.state.provider": "sqlite",
     }
-    # a fresh demo every time: its corpus, its Spark checkpoint and its namespaces
-    shutil.rmtree(corpus, ignore_errors=True)
-    shutil.rmtree(os.path.join(state_dir, "spark", TOPOLOGY), ignore_errors=True)
-    backend = StateFactory.get_provider(conf).backend  # type: ignore[attr-defined]
-    for ns in backend.namespaces():
-        if ns.startswith(f"{TOPOLOGY}-") or ns == f"$checkpointspout-{TOPOLOGY}":
-            backend.drop(ns)
+    # a fresh demo every time: its corpus, its Spark checkpoint and its own namespaces
+    dropped = _reset_previous_run(state_dir, conf, args.parallelism)
+    if dropped:
+        print(f"weir demo: reset the previous demo run (dropped {', '.join(dropped)}; nothing else is touched)")
     print(f"weir demo: generating {human_count(args.words)} words ({args.distinct} distinct) in {corpus}")
     expected = generate_corpus(corpus, args.words, args.distinct, args.files, args.seed)
     topo = wordcount_topology(corpus, parallelism=args.parallelism, files_per_batch=args.files_per_batch)
@@ -43,9 +70,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         f"weir demo: split -> count (fields grouping, parallelism {args.parallelism}) on Spark {args.master}, "
         f"state in sqlite:///{os.path.join(state_dir, 'state.db')}"
     )
+    print(
+        "weir demo: starting Spark; the first batch waits a few seconds for the JVM and its Python workers",
+        flush=True,
+    )
     t0 = time.time()
     run = weir.submit(TOPOLOGY, conf, topo)
-    with Progress(run):
+    with Progress(run, unit="words", count=lambda st: st.components.get("count", {}).get("in", 0)):
         run.process_available()
     took = time.time() - t0
     st = run.status()

@@ -60,6 +60,11 @@ def build_parser(modules: Sequence[str] | None = None) -> argparse.ArgumentParse
         default=os.environ.get("WEIR_DEBUG", "") not in ("", "0"),
         help="show the full traceback of an error (also WEIR_DEBUG=1)",
     )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show Spark's and the JVM's own warnings and logs (also WEIR_VERBOSE=1)",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES if modules is None else modules:
         module = _load(name)
@@ -94,6 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:  # --help, --version and usage errors
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    if args.verbose:
+        os.environ["WEIR_VERBOSE"] = "1"
     func: Handler | None = getattr(args, "func", None)
     if func is None:
         parser.print_help(sys.stderr)
@@ -105,6 +112,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print("weir: interrupted", file=sys.stderr)
+        if "pyspark" in sys.modules:  # interrupted while Spark started: leave no JVM behind
+            from weir.runtime.spark.session import stop_spark
+
+            stop_spark()
         return 130
     except BrokenPipeError:
         # the reader went away (``weir state dump | head``): stop quietly

@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import json
 import os
+import signal
 import sys
 import threading
 from collections.abc import Mapping
@@ -65,16 +66,38 @@ def _import_target(spec: str) -> tuple[Any, str]:
         assert mspec is not None and mspec.loader is not None
         module = importlib.util.module_from_spec(mspec)
         sys.modules[name] = module
-        mspec.loader.exec_module(module)
+        try:
+            mspec.loader.exec_module(module)
+        except Exception as exc:
+            sys.modules.pop(name, None)
+            raise ConfigError(_load_error(path, exc)) from exc
         _ship_by_value(os.path.dirname(os.path.abspath(path)))
     else:
         try:
             module = importlib.import_module(path)
-        except ImportError as exc:
+        except ModuleNotFoundError as exc:
             msg = f"weir run: cannot import module {path!r}: {exc}"
             raise ConfigError(msg) from exc
+        except Exception as exc:
+            raise ConfigError(_load_error(path, exc)) from exc
         name = path.rsplit(".", 1)[-1]
     return (module, attr), name
+
+
+def _load_error(path: str, exc: BaseException) -> str:
+    """One line saying where loading a topology file failed (``file:line: SyntaxError: ...``)."""
+    if isinstance(exc, SyntaxError):
+        where = f"{exc.filename or path}:{exc.lineno}" if exc.lineno else path
+        return f"weir run: {where}: {type(exc).__name__}: {exc.msg}"
+    tb = exc.__traceback__
+    line = None
+    while tb is not None:
+        if os.path.abspath(tb.tb_frame.f_code.co_filename) == os.path.abspath(path):
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    where = f"{path}:{line}" if line else path
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"weir run: {where}: {type(exc).__name__}: {text}".rstrip(": ")
 
 
 def _ship_by_value(directory: str) -> None:
@@ -91,8 +114,16 @@ def _ship_by_value(directory: str) -> None:
             cloudpickle.register_pickle_by_value(mod)
 
 
-def load_target(spec: str) -> tuple[Any, str, Mapping[str, Any]]:
-    """Find the topology in ``spec``: (topology, default name, module CONF)."""
+def load_target(
+    spec: str, conf: Mapping[str, Any] | None = None
+) -> tuple[Any, str, Mapping[str, Any]]:
+    """Find the topology in ``spec``: (topology, default name, module CONF).
+
+    A function that builds the topology is called with the configuration (module ``CONF`` updated
+    with ``conf``, i.e. ``--conf``) when it takes a ``conf`` argument, so ``--conf input=DIR`` reaches it.
+    """
+    import inspect
+
     from weir.topology import Topology, TopologyBuilder
 
     (module, attr), name = _import_target(spec)
@@ -109,7 +140,13 @@ def load_target(spec: str) -> tuple[Any, str, Mapping[str, Any]]:
         and not isinstance(obj, (Topology, TopologyBuilder))
         and not hasattr(obj, "_weir_submit")
     ):
-        obj = obj()
+        module_conf = dict(getattr(module, "CONF", {}) or {})
+        merged = {**module_conf, **dict(conf or {})}
+        try:
+            takes_conf = "conf" in inspect.signature(obj).parameters
+        except (TypeError, ValueError):
+            takes_conf = False
+        obj = obj(conf=merged) if takes_conf else obj()
     if isinstance(obj, TopologyBuilder):
         obj = obj.create_topology()
     conf = dict(getattr(module, "CONF", {}) or {})
@@ -117,49 +154,75 @@ def load_target(spec: str) -> tuple[Any, str, Mapping[str, Any]]:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from weir.runtime.spark.session import stop_spark
+
+    try:
+        return _run_topology(args)
+    finally:
+        if "pyspark" in sys.modules:
+            stop_spark()  # the command owns the Spark it started: leave no JVM behind
+
+
+def _run_topology(args: argparse.Namespace) -> int:
     import weir
 
-    topology, default_name, module_conf = load_target(args.target)
+    # --conf-file and --conf reach a topology function with a ``conf`` parameter as well as the run
+    overrides = build_conf({}, args.conf_file or [], args.conf or [], args.master)
+    topology, default_name, module_conf = load_target(args.target, overrides)
     conf = build_conf(module_conf, args.conf_file or [], args.conf or [], args.master)
     if args.accept_state_loss:
         conf["weir.accept.state.loss"] = True
     name = args.name or default_name
     run = weir.submit(name, conf, topology)
-    print(f"weir: running topology {name!r} (Ctrl-C stops it)", file=sys.stderr)
-    with Progress(run, interval=args.interval):
-        if args.available_now:
-            err: list[BaseException] = []
-
-            def go() -> None:
-                try:
-                    run.process_available()
-                except BaseException as exc:  # noqa: BLE001 - re-raised below
-                    err.append(exc)
-
-            t = threading.Thread(target=go, daemon=True)
-            t.start()
-            try:
-                while t.is_alive():
-                    t.join(0.2)
-            except KeyboardInterrupt:
-                run.stop()
-                raise
-            if err:
-                raise err[0]
-        else:
-            run.start()
-            try:
-                run.await_termination(args.timeout)
-            except KeyboardInterrupt:
-                run.stop()
-            finally:
-                run.stop()
+    print(f"weir: running topology {name!r} (Ctrl-C stops it after the batch in flight)", file=sys.stderr)
+    interrupted = _StopOnInterrupt(run)
+    with interrupted, Progress(run, interval=args.interval):
+        run.start(available_now=args.available_now)
+        try:
+            run.await_termination(args.timeout)
+        finally:
+            run.stop()
     st = run.status()
     rows = [(c, v["in"], v["out"], v["failed"]) for c, v in st.components.items()]
     if rows:
         print_table(["component", "tuples in", "tuples out", "failed"], rows)
-    print(f"last txid {st.last_txid}, {st.batches} batches, {st.tuples_in} tuples from spouts")
-    return 0
+    txid = "none yet" if st.last_txid is None else st.last_txid
+    restarts = f", {st.restarts} restarts after transient failures" if st.restarts else ""
+    print(f"last txid {txid}, {st.batches} batches, {st.tuples_in} tuples from spouts{restarts}")
+    return 130 if interrupted.count else 0
+
+
+class _StopOnInterrupt:
+    """Ctrl-C while a topology runs: one line, stop at the batch boundary; a second Ctrl-C stops now.
+
+    Replaces PySpark's SIGINT handler (which cancels every running job, failing the batch in
+    flight) for the time the topology runs.
+    """
+
+    def __init__(self, run: Any) -> None:
+        self.run = run
+        self.count = 0
+        self._previous: Any = None
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.count += 1
+        if self.count == 1:
+            print(
+                "\nweir: interrupted; stopping after the batch in flight commits (Ctrl-C again to stop now)",
+                file=sys.stderr,
+            )
+            self.run.request_stop()
+        else:
+            threading.Thread(target=self.run.stop, daemon=True).start()
+
+    def __enter__(self) -> _StopOnInterrupt:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
 
 
 def register(subparsers: Any) -> None:

@@ -6,6 +6,7 @@ the batch runs and replays exactly that range after a failure.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -57,7 +58,8 @@ class FileSpout(Spout):
         if isinstance(files_per_batch, bool) or not isinstance(files_per_batch, int) or files_per_batch < 1:
             msg = f"FileSpout: files_per_batch must be a positive int, got {files_per_batch!r}"
             raise ConfigError(msg)
-        self.path = path
+        # a relative path is relative to the driver's working directory now, not to the JVM's
+        self.path = path if ":" in path.split("/", 1)[0] else os.path.abspath(path)
         self.format = format
         self.schema = schema
         self.files_per_batch = files_per_batch

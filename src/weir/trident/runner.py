@@ -27,6 +27,7 @@ from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.runner import (
     TopologyRun,
     make_coordinator,
+    master_for,
     picklable_or_raise,
     resolve_provider,
     spark_for,
@@ -253,9 +254,10 @@ def submit_trident(name: str, conf: Mapping[str, Any], topology: TridentTopology
         raise TopologyError(msg, topology=name)
     for spout in (n.params["spout"] for n in topology._spouts.values()):
         spout.validate()  # submit-time checks of the sources (brokers reachable, topics exist)
-    factories = _memory_states(name, topology, rc.master if spark is None else str(spark.sparkContext.master))
+    master = master_for(rc, spark)
+    factories = _memory_states(name, topology, master)
+    provider = resolve_provider(name, conf, master)  # before Spark starts: a typo fails in about a second
     spark_session, master = spark_for(rc, spark)
-    provider = resolve_provider(name, conf, master)
     coordinator = make_coordinator(name, conf, provider, TridentParticipants(), {}, rc, master)
     journal = _journal_states(topology)
     if journal and not isinstance(provider, KeyValueStateProvider):

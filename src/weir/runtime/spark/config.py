@@ -28,6 +28,8 @@ WEIR_KEYS = {
     "weir.metrics.port",
     "weir.metrics.host",
     "weir.coordinator.url",
+    "weir.restart.max",
+    "weir.restart.backoff.ms",
 }
 
 
@@ -67,6 +69,9 @@ class RuntimeConfig:
     message_timeout_secs : ``topology.message.timeout.secs`` (default 30, Storm's); the checkpoint
         interval must be below it (seeds 001 and 003), or it is refused here
     acking : False when ``topology.acker.executors`` is 0 (Storm's acking off: un-acked tuples commit)
+    restart_max : ``weir.restart.max`` (default 5): consecutive query restarts after transient failures
+    restart_backoff_ms : ``weir.restart.backoff.ms`` (default 1000): first wait before a restart, doubled
+        per consecutive restart (see :mod:`weir.runtime.spark.supervision`)
     """
 
     topology: str
@@ -87,6 +92,8 @@ class RuntimeConfig:
     history_size: int = 100
     metrics_port: int | None = None
     metrics_host: str = "0.0.0.0"
+    restart_max: int = 5
+    restart_backoff_ms: int = 1000
 
     @property
     def local(self) -> bool:
@@ -109,7 +116,9 @@ class RuntimeConfig:
                 msg = f"unknown configuration key {k!r}; weir's keys are {', '.join(sorted(WEIR_KEYS))}"
                 raise ConfigError(msg)
         state_dir = default_state_dir(conf)
-        ckpt = conf.get("weir.spark.checkpoint.location") or os.path.join(state_dir, "spark", topology)
+        ckpt = str(conf.get("weir.spark.checkpoint.location") or os.path.join(state_dir, "spark", topology))
+        if ":" not in ckpt.split("/", 1)[0]:
+            ckpt = os.path.abspath(ckpt)  # relative to the driver's directory, not to the JVM's
         mtp = conf.get("topology.max.task.parallelism")
         dl = conf.get("weir.deadletter")
         if dl in ("", False, "off", None):
@@ -194,4 +203,6 @@ class RuntimeConfig:
             history_size=_int(conf, "weir.history.size", 100, 0),
             metrics_port=metrics_port,
             metrics_host=metrics_host,
+            restart_max=_int(conf, "weir.restart.max", 5, 0),
+            restart_backoff_ms=_int(conf, "weir.restart.backoff.ms", 1000, 0),
         )

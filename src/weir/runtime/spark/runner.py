@@ -7,7 +7,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -22,6 +25,7 @@ from weir.errors import ConfigError, FencedError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.session import ensure_python_env, get_spark
 from weir.runtime.spark.statecheck import check_store_against_spark
+from weir.runtime.spark.supervision import RestartPolicy, StopRequested, Supervisor
 from weir.state.base import StateProvider
 from weir.state.config import parse_provider_config
 from weir.state.factory import KeyValueStateProvider, StateFactory, open_backend
@@ -47,6 +51,14 @@ _CONFLICT_RESTARTS = 5
 RECENT_BATCHES = 8
 
 
+# how Spark words a checkpoint written by a different query (other sources, other schema)
+_CHECKPOINT_CLASH = re.compile(
+    r"number of sources|sources in the checkpoint|offset log|incompatible|schema of the", re.IGNORECASE
+)
+#: the file in a Spark checkpoint directory that says which topology's spouts wrote it
+CHECKPOINT_MARKER = "weir-topology.json"
+
+
 class BatchRunner(Protocol):
     """What runs a batch's tasks (Storm topology, Trident stream, ...)."""
 
@@ -66,6 +78,7 @@ class RunStatus:
     batches: int = 0
     skipped: int = 0
     retries: int = 0
+    restarts: int = 0
     tuples_in: int = 0
     tuples_per_s: float = 0.0
     last_batch_tuples: int = 0
@@ -217,6 +230,19 @@ class TopologyRun:
         self._status = RunStatus(topology=name, state="submitted")
         self._t0 = 0.0
         self._lock = threading.Lock()
+        self._in_batch = False
+        self._stop_requested = False
+        self._checkpoint_existed = os.path.isdir(os.path.join(rc.checkpoint_location, "offsets"))
+        self._claim_checkpoint()
+        self._supervisor = Supervisor(
+            name,
+            RestartPolicy(rc.restart_max, rc.restart_backoff_ms),
+            self._launch,
+            lambda: self.query,
+            lambda: self._error,
+            self._on_restart,
+            classify=self._classify_failure,
+        )
         self.metrics: TopologyMetrics | None = None
         if rc.metrics_port is not None:
             self._serve_metrics()
@@ -237,6 +263,41 @@ class TopologyRun:
         assert isinstance(self.provider, KeyValueStateProvider)
         b = self.provider.backend
         return {ns: b.count(ns) for ns in self.state_namespaces}
+
+    def _claim_checkpoint(self) -> None:
+        """Refuse a Spark checkpoint that another topology of the same name wrote (submit time).
+
+        Spark would fail on it with a Java stack trace, or worse, silently skip input it believes was
+        read. The checkpoint directory holds a small JSON file naming the spouts that wrote it.
+        """
+        loc = self.rc.checkpoint_location
+        if "://" in loc and not loc.startswith("file:"):
+            return  # a remote file system: Spark's own checks apply
+        path = loc.removeprefix("file://").removeprefix("file:")
+        marker = os.path.join(path, CHECKPOINT_MARKER)
+        mine = [[cid, f"{type(sp).__module__}.{type(sp).__qualname__}"] for cid, sp in self.spouts]
+        if os.path.exists(marker):
+            try:
+                with open(marker, encoding="utf-8") as fh:
+                    theirs = json.load(fh).get("spouts")
+            except (OSError, ValueError, AttributeError):
+                theirs = None
+            if theirs is not None and theirs != mine:
+                def show(spouts: Any) -> str:
+                    return ", ".join(f"{c} ({k.rsplit('.', 1)[-1]})" for c, k in spouts)
+
+                msg = (
+                    f"topology {self.name!r}: Spark's checkpoint {path} was written by another topology of this "
+                    f"name (spouts {show(theirs)}; this one has {show(mine)}); give this one its own name "
+                    "(weir run --name NAME, or weir.submit(NAME, ...)) or set weir.spark.checkpoint.location"
+                )
+                raise ConfigError(msg)
+            return
+        os.makedirs(path, exist_ok=True)
+        tmp = f"{marker}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump({"topology": self.name, "spouts": mine}, fh)
+        os.replace(tmp, marker)
 
     # ---- the stream ----------------------------------------------------------------------
     def _build(self, trigger: dict[str, Any]) -> None:
@@ -290,7 +351,39 @@ class TopologyRun:
         self._status.query_id = self._qid
         self._ready.set()
 
+    def _launch(self, restart: bool) -> None:
+        """Start the query; a restart (after a transient failure) also restarts the coordinator.
+
+        The coordinator takes a new epoch, so tasks of the failed query still running are fenced,
+        and its first batch recovers the transaction in flight exactly as after a crash.
+        """
+        if restart and self.coordinator is not None:
+            self.coordinator.start()
+        self._build(self._trigger)
+
+    def _on_restart(self, reason: str) -> None:
+        with self._lock:
+            self._status.restarts += 1
+            self._status.state = "restarting"
+
     def _on_batch(self, df: Any, batch_id: int) -> None:
+        with self._lock:
+            if self._stop_requested:
+                # a stop was requested while the previous batch ran: end before touching anything
+                # (Spark has not committed this batch's offsets; the next start replays it)
+                self._error = StopRequested(f"topology {self.name!r}: stopped before batch {batch_id}")
+                raise self._error
+            self._in_batch = True
+        try:
+            self._run_batch(df, batch_id)
+        finally:
+            with self._lock:
+                self._in_batch = False
+                stop = self._stop_requested
+            if stop:
+                threading.Thread(target=self._stop_query, daemon=True).start()
+
+    def _run_batch(self, df: Any, batch_id: int) -> None:
         try:
             if not self._ready.wait(120):
                 msg = f"topology {self.name!r}: the streaming query did not start"
@@ -307,6 +400,8 @@ class TopologyRun:
             else:
                 report = self._stateless(rdd, batch_id)
             self._record(report)
+            if not report.skipped:
+                self._supervisor.progressed()
         except BaseException as exc:
             self._error = exc
             self._status.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -375,19 +470,32 @@ class TopologyRun:
                     agg[k] += c.get(k, 0)
 
     # ---- control -------------------------------------------------------------------------
-    def start(self) -> TopologyRun:
-        """Run continuously, one micro-batch per checkpoint interval."""
+    def start(self, *, available_now: bool = False) -> TopologyRun:
+        """Run continuously, one micro-batch per checkpoint interval, supervised (see :meth:`status`).
+
+        With ``available_now`` process what the sources have now and then stop, in the background
+        (:meth:`process_available` does the same and waits).
+        """
         ms = self.rc.interval_ms
-        self._trigger = {"processingTime": f"{ms} milliseconds"} if ms > 0 else {"processingTime": "0 seconds"}
-        self._build(self._trigger)
+        if available_now:
+            self._run({"availableNow": True})
+        else:
+            self._run({"processingTime": f"{ms} milliseconds"} if ms > 0 else {"processingTime": "0 seconds"})
         return self
 
     def process_available(self, timeout: float | None = None) -> RunStatus:
         """Process everything the sources have now (``Trigger.AvailableNow``), then stop."""
-        self._trigger = {"availableNow": True}
-        self._build(self._trigger)
+        self._run({"availableNow": True})
         self.await_termination(timeout)
         return self.status()
+
+    def _run(self, trigger: dict[str, Any]) -> None:
+        if self.query is not None and self.query.isActive:
+            msg = f"topology {self.name!r} is already running (query {self._qid})"
+            raise TopologyError(msg, topology=self.name)
+        self._trigger = trigger
+        self._stop_requested = False
+        self._supervisor.start()
 
     def _newer_epoch(self) -> int | None:
         """The stored epoch when a newer driver has taken this topology over, else None."""
@@ -428,57 +536,75 @@ class TopologyRun:
             return FencedError(msg)
         return None
 
-    def await_termination(self, timeout: float | None = None) -> bool:
-        """Wait for the query to end; re-raise the error that stopped it (a :class:`WeirError`).
+    def _classify_failure(self, exc: BaseException) -> BaseException | str | None:
+        """The supervisor's first look at a failed query: another driver on the same Spark checkpoint.
 
-        Two drivers started together on one topology race for Spark's checkpoint as well as for the
-        store's epoch: the older one is fenced (:class:`FencedError`) and the newer one, should it
-        lose the race for the checkpoint, starts its query again once the older one has stopped.
+        A :class:`FencedError` (stop for good) when a newer driver took this topology over; a reason
+        to start the query again when this driver holds the newest epoch (the other one is being
+        fenced and will stop); None for any other failure.
+        """
+        if not any(m in str(exc) for m in _CONCURRENT_CHECKPOINT):
+            return None
+        conflict = self._checkpoint_conflict(exc)
+        if conflict is not None:
+            return conflict
+        self._conflict_restarts += 1
+        return f"another driver still writes the Spark checkpoint ({self._conflict_restarts}/{_CONFLICT_RESTARTS})"
+
+    def await_termination(self, timeout: float | None = None) -> bool:
+        """Wait for the run to end; re-raise the error that stopped it (a :class:`WeirError`).
+
+        Transient failures do not end it: the query is restarted (``weir.restart.max``,
+        ``weir.restart.backoff.ms``) and this keeps waiting.
         """
         if self.query is None:
             self.start()
-        while True:
-            try:
-                done = bool(
-                    self.query.awaitTermination(timeout) if timeout is not None else self.query.awaitTermination()
-                )
-                if timeout is None:
-                    done = True
-                break
-            except Exception as exc:
-                self._status.state = "failed"
-                if self._error is not None:
-                    raise self._error from None
-                conflict = self._checkpoint_conflict(exc)
-                if conflict is not None:
-                    raise conflict from None
-                if any(m in str(exc) for m in _CONCURRENT_CHECKPOINT) and self._trigger is not None:
-                    self._conflict_restarts += 1
-                    log.warning(
-                        "topology %s: another driver still writes the Spark checkpoint; starting the query "
-                        "again (%d/%d)",
-                        self.name,
-                        self._conflict_restarts,
-                        _CONFLICT_RESTARTS,
-                    )
-                    time.sleep(min(5.0, 0.5 * self._conflict_restarts))
-                    self._build(self._trigger)
-                    continue
-                msg = f"topology {self.name!r}: the streaming query failed: {str(exc)[:2000]}"
-                raise TopologyError(msg, topology=self.name) from exc
+        done = self._supervisor.wait(timeout)
         if done:
-            self._status.state = "stopped" if self._error is None else "failed"
-            if self._error is not None:
-                raise self._error
+            err = self._supervisor.error
+            self._status.state = "stopped" if err is None else "failed"
+            if err is not None:
+                self._status.error = str(err).splitlines()[0] if str(err) else type(err).__name__
+                raise self._final_error(err)
         return done
 
+    def _final_error(self, err: BaseException) -> BaseException:
+        if isinstance(err, WeirError):
+            return err
+        text = str(err)
+        first = text.strip().splitlines()[0] if text.strip() else type(err).__name__
+        if self._checkpoint_existed and _CHECKPOINT_CLASH.search(text):
+            msg = (
+                f"topology {self.name!r}: Spark's checkpoint {self.rc.checkpoint_location} belongs to another "
+                f"query with this name ({first[:200]}); give this topology its own name (--name / "
+                "weir.submit(name, ...)), or weir.spark.checkpoint.location"
+            )
+            return ConfigError(msg)
+        msg = f"topology {self.name!r}: the streaming query failed: {text[:2000]}"
+        exc = TopologyError(msg, topology=self.name)
+        exc.__cause__ = err
+        return exc
+
+    def request_stop(self) -> None:
+        """Stop at the next batch boundary: the batch in flight finishes and commits, no new one starts."""
+        with self._lock:
+            self._stop_requested = True
+            busy = self._in_batch
+        self._supervisor.stop()
+        if not busy:
+            threading.Thread(target=self._stop_query, daemon=True).start()
+
+    def _stop_query(self) -> None:
+        if self.query is not None and self.query.isActive:
+            self.query.stop()
+
     def stop(self) -> None:
-        """Stop the query (a batch in flight finishes or is rolled back on the next start).
+        """Stop the query now (a batch in flight is interrupted and rolled back on the next start).
 
         The metrics endpoint (``weir.metrics.port``) stops too.
         """
-        if self.query is not None and self.query.isActive:
-            self.query.stop()
+        self._supervisor.stop()
+        self._stop_query()
         self._status.state = "stopped"
         if self.metrics is not None:
             self.metrics.close()
@@ -491,7 +617,7 @@ class TopologyRun:
             s.components = {k: dict(v) for k, v in self._status.components.items()}
             s.recent = [dict(r) for r in self._status.recent]
         s.elapsed_s = time.time() - self._t0 if self._t0 else 0.0
-        if self.query is not None and self.query.isActive:
+        if self.query is not None and self.query.isActive and not self._supervisor.done:
             s.state = "running"
         if sizes and isinstance(self.provider, KeyValueStateProvider):
             b = self.provider.backend
@@ -512,8 +638,40 @@ def picklable_or_raise(name: str, cid: str, obj: Any) -> bytes:
         raise TopologyError(msg, topology=name, component=cid) from exc
 
 
+def master_for(rc: RuntimeConfig, spark: Any) -> str:
+    """The Spark master a run will use, known before Spark starts (checks run before it)."""
+    from pyspark.sql import SparkSession
+
+    if spark is None:
+        spark = SparkSession.getActiveSession()
+    return rc.master if spark is None else str(spark.sparkContext.master)
+
+
 def spark_for(rc: RuntimeConfig, spark: Any) -> tuple[Any, str]:
-    """The session to use and its master URL."""
+    """The session to use and its master URL (starts Spark when none is running)."""
     if spark is None:
         spark = get_spark(rc.master, f"weir-{rc.topology}", rc.spark_conf)
     return spark, str(spark.sparkContext.master)
+
+
+def ship_user_modules(objs: list[Any]) -> None:
+    """Pickle the classes of user modules that executors cannot import by value.
+
+    A module imported from a script's directory (``python examples/redis_wordcount.py`` importing
+    ``wordcount``) is on the driver's ``sys.path`` only; Spark's Python workers would fail with
+    ``No module named ...``. Modules installed in the environment (and weir, pyspark) are left to
+    be imported by name.
+    """
+    import sys
+    import sysconfig
+
+    installed = {os.path.realpath(p) for p in {sysconfig.get_paths()[k] for k in ("purelib", "platlib", "stdlib")}}
+    for obj in objs:
+        mod = sys.modules.get(type(obj).__module__)
+        f = getattr(mod, "__file__", None)
+        if mod is None or f is None or mod.__name__ == "__main__" or mod.__name__.split(".")[0] in ("weir", "pyspark"):
+            continue
+        real = os.path.realpath(f)
+        if any(real.startswith(p + os.sep) for p in installed):
+            continue
+        cloudpickle.register_pickle_by_value(mod)

@@ -1,15 +1,60 @@
-"""Getting a SparkSession set up the way weir needs it."""
+"""Getting a SparkSession set up the way weir needs it.
+
+When weir starts Spark itself (no SparkSession is active yet):
+
+- Spark's and the JVM's start-up warnings are hidden unless ``WEIR_VERBOSE=1`` (``weir --verbose``);
+- a Python worker that is slow to start on a loaded machine gets two minutes to connect back
+  (``spark.python.authenticate.socketTimeout``, Spark's default is 15 s), unless set otherwise.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
+import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 from typing import Any
 
 from weir._redact import SPARK_REDACTION_REGEX, SPARK_STRING_REDACTION_REGEX
 
-__all__ = ["ensure_python_env", "get_spark"]
+__all__ = ["QUIET_LOG4J2", "ensure_python_env", "get_spark", "stop_spark", "verbose"]
+
+#: the log4j2 configuration of a quiet driver: errors only, on stderr
+QUIET_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+# PySpark counts as a shell: Spark sets the root level to that of the first class that logs (the
+# gateway server; WARN when it has none configured) and says so
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
+# failed batches and lost tasks reach the driver as Python errors that weir reports (and restarts
+# after, when transient): Spark's own copies of them, with Java stack traces, are noise there
+logger.streaming.name = org.apache.spark.sql.execution.streaming
+logger.streaming.level = off
+logger.executor.name = org.apache.spark.executor.Executor
+logger.executor.level = off
+logger.tasks.name = org.apache.spark.scheduler.TaskSetManager
+logger.tasks.level = off
+logger.pyrunner.name = org.apache.spark.api.python.PythonRunner
+logger.pyrunner.level = off
+"""
+
+#: Spark settings weir sets unless the topology's ``weir.spark.conf`` gives them (the 10 s wait for a
+#: driver-side Python runner to connect back is fixed in Spark 4.x: supervision restarts after it)
+TOLERANT_DEFAULTS = {"spark.python.authenticate.socketTimeout": "120s"}
+
+
+def verbose() -> bool:
+    """Whether Spark's own warnings are shown (``WEIR_VERBOSE=1``, ``weir --verbose``)."""
+    return os.environ.get("WEIR_VERBOSE", "") not in ("", "0")
 
 
 def ensure_python_env() -> None:
@@ -22,6 +67,47 @@ def ensure_python_env() -> None:
         os.environ.setdefault("WEIR_CRASH_PGID", str(os.getpgid(0)))
 
 
+def _quiet_log_config() -> str:
+    digest = hashlib.sha256(QUIET_LOG4J2.encode()).hexdigest()[:12]
+    path = os.path.join(tempfile.gettempdir(), f"weir-log4j2-quiet-{os.getuid()}-{digest}.properties")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(QUIET_LOG4J2)
+        os.replace(tmp, path)
+    return path
+
+
+#: what the JVM prints on stderr before any logging is set up, and a quiet driver hides
+_JVM_NOISE = ("WARNING: Using incubator modules",)
+
+
+def _forward_stderr(stream: Any) -> None:
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", "replace")
+        if not line.startswith(_JVM_NOISE):
+            sys.stderr.write(line)
+            sys.stderr.flush()
+
+
+def _launch_quiet_gateway(master: str, app_name: str, settings: Mapping[str, str]) -> None:
+    """Start Spark's JVM with its stderr passed through a filter that drops the JVM's start-up noise."""
+    import threading
+
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    conf = SparkConf(loadDefaults=False).setMaster(master).setAppName(app_name)
+    for k, v in settings.items():
+        conf.set(k, v)
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    proc = gateway.proc
+    threading.Thread(target=_forward_stderr, args=(proc.stderr,), name="weir-jvm-stderr", daemon=True).start()
+    SparkContext._ensure_initialized(gateway=gateway)
+
+
 def get_spark(master: str, app_name: str, extra: Mapping[str, Any] | None = None) -> Any:
     """The active SparkSession, or a new one on ``master`` with the UI off and few shuffle partitions."""
     ensure_python_env()
@@ -30,6 +116,11 @@ def get_spark(master: str, app_name: str, extra: Mapping[str, Any] | None = None
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    settings = {**TOLERANT_DEFAULTS, **{k: str(v) for k, v in (extra or {}).items()}}
+    if not verbose() and "spark.driver.extraJavaOptions" not in settings and "SPARK_CONF_DIR" not in os.environ:
+        # read by the JVM at launch (PySpark passes the builder's settings to spark-submit)
+        settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{_quiet_log_config()}"
+        _launch_quiet_gateway(master, app_name, settings)
     b = (
         SparkSession.builder.master(master)
         .appName(app_name)
@@ -43,8 +134,70 @@ def get_spark(master: str, app_name: str, extra: Mapping[str, Any] | None = None
         .config("spark.redaction.regex", SPARK_REDACTION_REGEX)
         .config("spark.redaction.string.regex", SPARK_STRING_REDACTION_REGEX)
     )
-    for k, v in (extra or {}).items():
-        b = b.config(k, str(v))
+    for k, v in settings.items():
+        b = b.config(k, v)
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _spark_children() -> list[int]:
+    """Pids of this process's children that run Spark (the JVM launched by spark-submit)."""
+    me = os.getpid()
+    out: list[int] = []
+    try:
+        entries = [d for d in os.listdir("/proc") if d.isdigit()]
+    except OSError:  # pragma: no cover - not Linux
+        return out
+    for d in entries:
+        try:
+            with open(f"/proc/{d}/stat", encoding="utf-8", errors="replace") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            if ppid != me:
+                continue
+            with open(f"/proc/{d}/cmdline", "rb") as fh:
+                if b"spark" in fh.read():
+                    out.append(int(d))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def stop_spark() -> None:
+    """Stop the SparkSession of this process, and its JVM, whatever state start-up reached.
+
+    Interrupted while Spark starts, PySpark has no handle on the JVM yet, which would outlive this
+    process: the JVM child this process started is then ended by its pid.
+    """
+    import signal
+    import time
+
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    try:
+        if sc is not None:
+            sc.stop()
+    except Exception:  # noqa: BLE001, S110 - stopping on the way out; the JVM is killed below anyway
+        pass
+    gateway = SparkContext._gateway
+    proc: subprocess.Popen[bytes] | None = getattr(gateway, "proc", None) if gateway is not None else None
+    if proc is not None and proc.poll() is None:
+        try:
+            proc.stdin.close() if proc.stdin else None  # the gateway exits when its stdin closes
+            proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    children = _spark_children()
+    for pid in children:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while children and time.monotonic() < deadline:
+        children = [pid for pid in children if pid in _spark_children()]
+        time.sleep(0.1)
+    for pid in children:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)

@@ -14,8 +14,10 @@ from weir.runtime.spark.participants import CompositeParticipants, StatefulParti
 from weir.runtime.spark.runner import (
     TopologyRun,
     make_coordinator,
+    master_for,
     picklable_or_raise,
     resolve_provider,
+    ship_user_modules,
     spark_for,
 )
 from weir.runtime.spark.task import TaskSpec
@@ -105,12 +107,14 @@ def submit_topology(name: str, conf: Mapping[str, Any], topology: Topology, spar
                     rc.max_task_parallelism,
                 )
                 c.parallelism = rc.max_task_parallelism
+    ship_user_modules([c.obj for c in topology.components.values()])
     for c in topology.components.values():
         picklable_or_raise(name, c.id, c.obj)
     stateful = topology.stateful
     for spout in (s.obj for s in topology.spouts):
         spout.validate()  # submit-time checks of the sources (brokers reachable, topics exist)
-    spark_session, master = spark_for(rc, spark)
+    # the store is checked (and connected once) before Spark starts: a typo fails in about a second
+    master = master_for(rc, spark)
     provider = None
     if stateful or (rc.deadletter in ("state",) or (rc.deadletter or "").startswith("namespace:")):
         provider = resolve_provider(name, conf, master)
@@ -125,6 +129,7 @@ def submit_topology(name: str, conf: Mapping[str, Any], topology: Topology, spar
     for c in stateful:
         if isinstance(c.obj, WindowedBolt):
             _check_stored_windows(name, c.id, c.obj, c.parallelism, provider)
+    spark_session, master = spark_for(rc, spark)
     tasks = {c.id: c.parallelism for c in topology.components.values()}
     specs: dict[str, TaskSpec] = {}
     for cid in topology.order:
