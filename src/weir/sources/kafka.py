@@ -374,11 +374,16 @@ class KafkaSpout(ReplayableSpout):
         consumer = self._consumer()
         tp = ck.TopicPartition(topic, part)
         rng = f"[{s}, {e})"
-        try:
-            low, _high = consumer.get_watermark_offsets(tp, timeout=self.connect_timeout_s, cached=False)
-        except Exception as exc:
-            msg = f"{self.describe()}: topic {topic!r} partition {part}: reading the watermarks failed: {exc}"
-            raise SourceError(msg) from exc
+        deadline = time.monotonic() + self.connect_timeout_s
+        while True:  # a leader moving (a broker restart) answers NOT_LEADER for a moment
+            try:
+                low, _high = consumer.get_watermark_offsets(tp, timeout=self.connect_timeout_s, cached=False)
+                break
+            except Exception as exc:
+                if time.monotonic() > deadline:
+                    msg = f"{self.describe()}: topic {topic!r} partition {part}: reading the watermarks failed: {exc}"
+                    raise SourceError(msg) from exc
+                time.sleep(0.5)
         if fresh and low > s:
             s = low
         if low > s:
