@@ -87,7 +87,7 @@ def plain_loop(bootstrap: str, topic: str, partitions: int, n: int) -> Counter[s
 
 
 def retrying(fn: Any, *args: Any) -> Any:
-    """``fn(*args)``, again (twice at most) when Spark could not start a Python worker in time (an overloaded machine)."""
+    """``fn(*args)``, again (twice at most) when Spark could not start a Python worker in time (overload)."""
     for attempt in range(3):
         try:
             return fn(*args)
@@ -224,7 +224,8 @@ def main() -> int:  # noqa: PLR0915 - a script
             runs = []
             batches = 0
             for _ in range(args.weir_repeat):
-                secs, batches, got = retrying(run, spark, KafkaSpout(bs, topic, max_records_per_batch=per_batch), workdir)
+                spout = KafkaSpout(bs, topic, max_records_per_batch=per_batch)
+                secs, batches, got = retrying(run, spark, spout, workdir)
                 assert got == expected, f"{kind}: counts differ from the events written"
                 runs.append(secs)
             rows.append({"variant": label, "seconds": min(runs), "events_per_s": n / min(runs),
