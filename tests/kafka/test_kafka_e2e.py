@@ -97,6 +97,7 @@ def read_committed(bootstrap: str, topic: str) -> list[tuple[str, str]]:
     return out
 
 
+@pytest.mark.timeout(1800)  # four driver starts and a 3-node cluster: minutes on a loaded 2-core machine
 def test_exactly_once_through_kafka_with_driver_and_leader_crashes(
     tmp_path: Path, postgres_database: PostgresDatabase
 ) -> None:
