@@ -65,8 +65,8 @@ SPARK_OVERLOAD = "Python worker failed to connect back"
 
 
 def run_driver_retrying(args: list[str], crash: str | None, expect_rc: int) -> subprocess.CompletedProcess[str]:
-    """``run_driver``, again (at most twice) when Spark could not start a Python worker in time."""
-    for _ in range(3):
+    """``run_driver``, again (at most four times) when Spark could not start a Python worker in time."""
+    for _ in range(5):
         res = run_driver(args, crash, timeout=900)
         if res.returncode == expect_rc or SPARK_OVERLOAD not in res.stderr:
             return res
