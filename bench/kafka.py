@@ -86,6 +86,18 @@ def plain_loop(bootstrap: str, topic: str, partitions: int, n: int) -> Counter[s
     return counts
 
 
+def retrying(fn: Any, *args: Any) -> Any:
+    """``fn(*args)``, again (twice at most) when Spark could not start a Python worker in time (overload)."""
+    for attempt in range(3):
+        try:
+            return fn(*args)
+        except Exception as exc:
+            if "failed to connect back" not in str(exc) or attempt == 2:
+                raise
+            print(f"    (Spark could not start a Python worker in time: run again) {type(exc).__name__}", flush=True)
+    raise AssertionError
+
+
 def trident_run(spark: Any, spout: Any, workdir: Path) -> tuple[float, int, Counter[str]]:
     import sqlite3
 
@@ -208,11 +220,12 @@ def main() -> int:  # noqa: PLR0915 - a script
         for kind in ("spark", "trident"):
             label = "Spark alone (KafkaSpout source, not exactly-once)" if kind == "spark" else "weir Trident"
             run = spark_alone_run if kind == "spark" else trident_run
-            run(spark, KafkaSpout(bs, warm, max_records_per_batch=20_000), workdir)  # warm-up
+            retrying(run, spark, KafkaSpout(bs, warm, max_records_per_batch=20_000), workdir)  # warm-up
             runs = []
             batches = 0
             for _ in range(args.weir_repeat):
-                secs, batches, got = run(spark, KafkaSpout(bs, topic, max_records_per_batch=per_batch), workdir)
+                spout = KafkaSpout(bs, topic, max_records_per_batch=per_batch)
+                secs, batches, got = retrying(run, spark, spout, workdir)
                 assert got == expected, f"{kind}: counts differ from the events written"
                 runs.append(secs)
             rows.append({"variant": label, "seconds": min(runs), "events_per_s": n / min(runs),
@@ -229,7 +242,7 @@ def main() -> int:  # noqa: PLR0915 - a script
                          "records_per_s": m / secs})
         src = create_topic(bs, args.partitions, name="outsrc")
         fill(bs, src, m, keys)
-        secs, batches = storm_out_run(spark, bs, src, o3, per_txn, workdir)
+        secs, batches = retrying(storm_out_run, spark, bs, src, o3, per_txn, workdir)
         assert count_topic(bs, o3, args.partitions) == m
         out_rows.append({"variant": f"weir Storm KafkaSpout -> KafkaBolt ({batches} batches)", "seconds": secs,
                          "records_per_s": m / secs})

@@ -23,7 +23,7 @@ from weir.sinks import KafkaBolt  # noqa: E402
 from weir.sources import KafkaSpout  # noqa: E402
 from weir.topology import Fields, TopologyBuilder  # noqa: E402
 
-MAX_RECORDS = 150
+MAX_RECORDS = 100
 
 
 def spout(bootstrap: str, topic: str) -> KafkaSpout:

@@ -374,11 +374,16 @@ class KafkaSpout(ReplayableSpout):
         consumer = self._consumer()
         tp = ck.TopicPartition(topic, part)
         rng = f"[{s}, {e})"
-        try:
-            low, _high = consumer.get_watermark_offsets(tp, timeout=self.connect_timeout_s, cached=False)
-        except Exception as exc:
-            msg = f"{self.describe()}: topic {topic!r} partition {part}: reading the watermarks failed: {exc}"
-            raise SourceError(msg) from exc
+        deadline = time.monotonic() + self.connect_timeout_s
+        while True:  # a leader moving (a broker restart) answers NOT_LEADER for a moment
+            try:
+                low, _high = consumer.get_watermark_offsets(tp, timeout=self.connect_timeout_s, cached=False)
+                break
+            except Exception as exc:
+                if time.monotonic() > deadline:
+                    msg = f"{self.describe()}: topic {topic!r} partition {part}: reading the watermarks failed: {exc}"
+                    raise SourceError(msg) from exc
+                time.sleep(0.5)
         if fresh and low > s:
             s = low
         if low > s:
@@ -403,7 +408,12 @@ class KafkaSpout(ReplayableSpout):
             pos = s
             while pos < e:
                 msgs = consumer.consume(min(10_000, max(1, e - pos)), 0.5)
-                page = []
+                # one pass over the messages, every field into its column list
+                keys: list[Any] = []
+                vals: list[Any] = []
+                offs: list[int] = []
+                tss: list[Any] = []
+                hdrs: list[Any] = []
                 for m in msgs:
                     err = m.error()
                     if err is not None:
@@ -411,14 +421,19 @@ class KafkaSpout(ReplayableSpout):
                             continue
                         msg = f"{self.describe()}: topic {topic!r} partition {part} range {rng}: {err}"
                         raise SourceError(msg)
-                    if m.offset() >= e:
+                    off = m.offset()
+                    if off >= e:
                         pos = e
                         break
-                    page.append(m)
-                    pos = m.offset() + 1
-                if page:
+                    keys.append(m.key())
+                    vals.append(m.value())
+                    offs.append(off)
+                    tss.append(m.timestamp()[1])
+                    hdrs.append(m.headers())
+                    pos = off + 1
+                if offs:
                     last_progress = time.monotonic()
-                    yield self._batch(page)
+                    yield self._batch(topic, part, keys, vals, offs, tss, hdrs)
                 elif pos < e:
                     # aborted records and transaction markers occupy offsets that never arrive
                     got = consumer.position([ck.TopicPartition(topic, part)])[0].offset
@@ -435,19 +450,17 @@ class KafkaSpout(ReplayableSpout):
         finally:
             consumer.unassign()
 
-    def _batch(self, msgs: list[Any]) -> pa.RecordBatch:
-        """One record batch of consumed messages; undecodable values mark their rows malformed."""
+    def _batch(
+        self, topic: str, part: int, keys: list[Any], vals: list[Any], offs: list[int], ts: list[Any],
+        hdrs: list[Any],
+    ) -> pa.RecordBatch:
+        """One record batch of a partition's messages; undecodable values mark their rows malformed."""
         names, types = self.arrow_layout()
-        n = len(msgs)
-        keys = [m.key() for m in msgs]
-        vals = [m.value() for m in msgs]
+        n = len(offs)
         bad: list[str | None] = [None] * n
-        topic = msgs[0].topic()
-        parts = [m.partition() for m in msgs]
-        offs = [m.offset() for m in msgs]
 
         def where(i: int) -> str:
-            return f"topic {topic!r} partition {parts[i]} offset {offs[i]}"
+            return f"topic {topic!r} partition {part} offset {offs[i]}"
 
         key_arr = _text_column(keys, self.key_format, bad, where, "key")
         cols: list[pa.Array] = [key_arr]
@@ -490,14 +503,13 @@ class KafkaSpout(ReplayableSpout):
         if any(b is not None for b in bad):  # a malformed row carries no data, only the reason
             mask = pa.array([b is not None for b in bad])
             cols = [pc.if_else(mask, pa.nulls(n, c.type), c) for c in cols]
-        ts = [m.timestamp()[1] for m in msgs]
-        hdrs = [m.headers() for m in msgs]
         cols += [
             pa.array([topic] * n, pa.string()),
-            pa.array(parts, pa.int32()),
+            pa.array([part] * n, pa.int32()),
             pa.array(offs, pa.int64()),
             pa.array([t if t >= 0 else None for t in ts], pa.int64()),
-            pa.array([None if h is None else _headers_json(h) for h in hdrs], pa.string()),
+            pa.array([None if h is None else _headers_json(h) for h in hdrs], pa.string()) if any(hdrs)
+            else pa.nulls(n, pa.string()),
             pa.array(bad, pa.string()),
         ]
         return pa.RecordBatch.from_arrays(cols, names=names)
