@@ -100,6 +100,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
     return "redis", str(server.url)
 
 
+@pytest.mark.timeout(1800)  # 3 driver runs: about a minute on an idle machine, far more on a loaded one
 def test_sigkill_chain_gives_the_window_outputs_and_state_of_a_run_without_failures(
     store: tuple[str, str], tmp_path: Path
 ) -> None:
