@@ -108,8 +108,8 @@ def redact_url(url: str) -> str:
         return MASK
     scheme, sep, rest = url.partition("://")
     if not sep:  # no scheme: hide anything before an '@' (user:password@host)
-        head, at, tail = url.rpartition("@")
-        masked = f"{_masked_userinfo('', head)}@{tail}" if at else url
+        user_part, at_sign, host_part = url.rpartition("@")
+        masked = f"{_masked_userinfo('', user_part)}@{host_part}" if at_sign else url
         return _PASSWORD_PARAM_RE.sub(lambda m: m.group(1) + MASK, masked)
     # userinfo ends at the last '@' before the path (a password may itself contain '@' or '/')
     cut = len(rest)
@@ -117,9 +117,9 @@ def redact_url(url: str) -> str:
         i = rest.find(ch)
         if i >= 0:
             cut = min(cut, i)
-    at = rest.rfind("@", 0, cut)
-    if at >= 0:
-        rest = _masked_userinfo(scheme, rest[:at]) + rest[at:]
+    at_pos = rest.rfind("@", 0, cut)
+    if at_pos >= 0:
+        rest = _masked_userinfo(scheme, rest[:at_pos]) + rest[at_pos:]
     head, q, query = rest.partition("?")
     if q:
         query, hsh, frag = query.partition("#")
