@@ -281,6 +281,11 @@ class BasicOutputCollector:
 
     def emit(self, *args: Any, stream: str | None = None) -> None:
         """Emit ``values`` (on ``stream``) anchored to the current input tuple."""
+        if len(args) == 1 and type(args[0]) in _FAST and not _all_tuples(args[0]):  # the common case
+            out = self._out
+            s = stream or DEFAULT_STREAM
+            out.emitted.append((s, out._check(s, args[0]), None))
+            return
         s, values = self._split("emit", args, stream)
         self._out.emit(values, anchors=self.current, stream=s)
 
