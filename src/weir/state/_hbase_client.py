@@ -297,7 +297,7 @@ class HBaseClient:
         stop: bytes,
         columns: list[bytes] | None = None,
         *,
-        batch: int = 1000,
+        batch: int = 5000,
         filter_string: bytes | None = None,
         limit: int | None = None,
     ) -> list[Any]:

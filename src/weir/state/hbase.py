@@ -8,6 +8,8 @@ separator byte, so ``ns`` may not contain it):
 row key                     column                  content
 ==========================  ======================  ================================================
 ``ns \\0 d <key>``           ``cf:v``                committed value of one serialized key
+``ns \\0 h <sha256(key)>``    ``cf:v``, ``cf:k``      the same for a key longer than :data:`LONG_KEY`
+                                                    bytes (HBase row keys stop at 32 KiB)
 ``ns \\0 m``                 ``cf:m``                the txid record (JSON): committed txid, prepared
                                                     ``[txid, token]``, epoch, the commit being
                                                     applied ``[token, txid, ts]``, last timestamp
@@ -46,6 +48,7 @@ Example
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -68,6 +71,8 @@ _PUT = b"="
 _TOMBSTONE = b"-"
 _SEP = b"\x00"
 _CAS_ATTEMPTS = 1_000
+#: keys longer than this get a hashed row key (the key itself goes to column ``k``)
+LONG_KEY = 16_000
 
 
 def _now_ms() -> int:
@@ -89,8 +94,10 @@ class HBaseBackend(Backend):
         self.hb = HBaseClient(settings)
         self._value_col = self.hb.column(b"v")
         self._meta_col = self.hb.column(b"m")
+        self._key_col = self.hb.column(b"k")
         self._family_col = self.hb.family  # a family without ":" means the whole family
         self._staged_cache: dict[bytes, dict[bytes, bytes | None]] = {}
+        self._last_meta: dict[str, tuple[bytes | None, dict[str, Any]]] = {}
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -118,6 +125,8 @@ class HBaseBackend(Backend):
         return self._prefix(namespace) + b"m"
 
     def _key_row(self, prefix: bytes, key: bytes) -> bytes:
+        if len(key) > LONG_KEY:
+            return prefix + b"h" + hashlib.sha256(key).digest()
         return prefix + b"d" + key
 
     def _staged_row(self, namespace: str, token: str) -> bytes:
@@ -149,6 +158,7 @@ class HBaseBackend(Backend):
         ok = self.hb.call("checkAndPut", self.hb.table, row, self._meta_col, old, self.hb.put(self._meta_col, raw), {})
         # a retried call may have succeeded the first time: then the record is exactly ours
         if ok or self._read_meta(namespace)[0] == raw:
+            self._remember(namespace, (raw, new))
             return raw
         return None
 
@@ -230,10 +240,15 @@ class HBaseBackend(Backend):
         prefix = self._prefix(namespace)
         hb = self.hb
         col = self._value_col
-        batch = [
-            (self._key_row(prefix, k), [hb.put(col, v) if v is not None else hb.delete(col)])
-            for k, v in changes.items()
-        ]
+        kcol = self._key_col
+        batch = []
+        for k, v in changes.items():
+            row = self._key_row(prefix, k)
+            if len(k) > LONG_KEY:
+                muts = [hb.put(col, v), hb.put(kcol, k)] if v is not None else [hb.delete(col), hb.delete(kcol)]
+            else:
+                muts = [hb.put(col, v) if v is not None else hb.delete(col)]
+            batch.append((row, muts))
         for i in range(0, len(batch), APPLY_CHUNK):
             hb.mutate_rows(batch[i : i + APPLY_CHUNK], ts)
 
@@ -256,17 +271,35 @@ class HBaseBackend(Backend):
 
     # ---- reads ---------------------------------------------------------------------------------
     def _consistent(self, namespace: str, read: Callable[[dict[bytes, bytes | None]], Any]) -> Any:
-        """``read(overlay)`` between two equal reads of the txid record (repeated until they are)."""
+        """``read(overlay)`` between two equal reads of the txid record (repeated until they are).
+
+        The leading read may be the trailing read of the previous call (or the record this process
+        wrote last): it was taken before this call's rows are read, which is all the check needs,
+        so a steady reader pays two round trips, not three. Every record carries a fresh nonce, so
+        equal bytes mean that nothing was written in between.
+        """
+        with self._lock:
+            last = self._last_meta.get(namespace)
         for _ in range(_CAS_ATTEMPTS):
-            raw, meta = self._read_meta(namespace)
+            if last is None:
+                last = self._read_meta(namespace)
+            raw, meta = last
             overlay: dict[bytes, bytes | None] = {}
             if meta.get("a"):
                 overlay = self._load_staged(namespace, meta["a"][0]) or {}
             out = read(overlay)
-            if self._read_meta(namespace)[0] == raw:
+            last = self._read_meta(namespace)
+            if last[0] == raw:
+                self._remember(namespace, last)
                 return out
         msg = f"namespace {namespace!r}: no stable read of {self.describe()}: the txid record keeps changing"
         raise StateError(msg)
+
+    def _remember(self, namespace: str, meta: tuple[bytes | None, dict[str, Any]]) -> None:
+        with self._lock:
+            if len(self._last_meta) > 10_000:
+                self._last_meta.clear()
+            self._last_meta[namespace] = meta
 
     def get(self, namespace: str, key: bytes) -> bytes | None:
         """Committed value of ``key``."""
@@ -307,7 +340,11 @@ class HBaseBackend(Backend):
                 [self._value_col],
                 filter_string=b"KeyOnlyFilter()" if keys_only else None,
             )
-            out = {r.row[n:]: r.columns[self._value_col].value for r in rows if self._value_col in r.columns}
+            vcol, kcol = self._value_col, self._key_col
+            out = {r.row[n:]: r.columns[vcol].value for r in rows if vcol in r.columns}
+            for r in self.hb.scan(prefix + b"h", prefix + b"i", [vcol, kcol]):
+                if vcol in r.columns and kcol in r.columns:
+                    out[r.columns[kcol].value] = r.columns[vcol].value
             for k, v in overlay.items():
                 if v is None:
                     out.pop(k, None)
