@@ -18,8 +18,16 @@ from weir.state.serializers import IntSerializer, StrSerializer
 Cap = pytest.CaptureFixture[str]
 
 
-@pytest.fixture
-def url(tmp_path: Path) -> str:
+@pytest.fixture(params=["sqlite", pytest.param("hbase", marks=pytest.mark.services)])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty store: a SQLite file, or HBase's emptied ``state`` table."""
+    if request.param == "hbase":
+        from weir.state.factory import close_backends
+
+        close_backends()
+        hbase = request.getfixturevalue("hbase_server")
+        hbase.truncate("state")
+        return str(hbase.url())
     return f"sqlite:///{tmp_path / 'state.db'}"
 
 

@@ -64,10 +64,14 @@ def corpus(tmp_path: Path) -> tuple[Path, Counter[str]]:
     return d, expected
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "redis", "hbase"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'state.db'}"
+    if request.param == "hbase":
+        hbase = request.getfixturevalue("hbase_server")
+        hbase.truncate("state")
+        return str(hbase.url("state"))
     server = request.getfixturevalue("redis_server")
     server.flushall()
     return str(server.url)

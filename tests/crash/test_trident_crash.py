@@ -93,6 +93,8 @@ def _store(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> tuple[s
         return ("sqlite", f"sqlite:///{tmp_path / 'trident.db'}", table)
     if kind == "redis":
         return ("redis", request.getfixturevalue("redis_server").url, table)
+    if kind == "hbase":
+        return ("hbase", request.getfixturevalue("hbase_server").url("trident"), table)
     return ("postgres", request.getfixturevalue("postgres_url"), table)
 
 
@@ -143,7 +145,9 @@ def test_sigkill_before_during_and_after_a_batch_gives_exact_counts(
     assert {w: c for w, c in got.items() if c is not None} == dict(expected)
 
 
-@pytest.mark.parametrize(("kind", "state_type"), [("redis", "opaque"), ("postgres", "transactional")])
+@pytest.mark.parametrize(
+    ("kind", "state_type"), [("redis", "opaque"), ("postgres", "transactional"), ("hbase", "opaque")]
+)
 def test_sigkill_inside_a_state_partition_on_server_stores(
     request: pytest.FixtureRequest, tmp_path: Path, kind: str, state_type: str
 ) -> None:

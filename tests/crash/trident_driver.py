@@ -2,7 +2,7 @@
 
 Usage: python trident_driver.py STATE_DIR INPUT_DIR STORE_KIND STORE_URL TABLE STATE_TYPE SPOUT_KIND [NAME]
 
-STORE_KIND is sqlite, redis or postgres; STATE_TYPE opaque or transactional; SPOUT_KIND
+STORE_KIND is sqlite, redis, postgres or hbase; STATE_TYPE opaque or transactional; SPOUT_KIND
 transactional (a FileSpout) or opaque (the same files, declared OPAQUE: the test rewrites a file
 between a crash and the restart).
 """
@@ -15,7 +15,7 @@ from typing import Any
 import weir
 from weir.sources import FileSpout, Guarantee
 from weir.trident import Count, Function, TridentTopology
-from weir.trident.backing import PostgresMapState, RedisMapState, SqliteMapState
+from weir.trident.backing import HBaseMapState, PostgresMapState, RedisMapState, SqliteMapState
 
 
 class Split(Function):
@@ -37,6 +37,8 @@ def factory(kind: str, url: str, table: str, state_type: str) -> Any:
         return SqliteMapState.factory(state_type, url, table=table)
     if kind == "redis":
         return RedisMapState.factory(state_type, url, key_prefix=f"{table}:")
+    if kind == "hbase":
+        return HBaseMapState.factory(state_type, url, key_prefix=f"{table}:")
     return PostgresMapState.factory(state_type, url, table=table, key_columns={"word": "TEXT"}, value_type="BIGINT")
 
 
