@@ -52,6 +52,7 @@ from weir.cli._table import format_table, human_duration, human_rate  # noqa: E4
 from weir.state import StateFactory  # noqa: E402
 from weir.state.factory import close_backends  # noqa: E402
 
+
 @contextlib.contextmanager
 def hbase_server() -> Iterator[str]:
     """HBase standalone + Thrift gateway (``tests.servers.HBaseServer``); yields its ``hbase://`` URL."""

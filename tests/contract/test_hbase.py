@@ -44,6 +44,15 @@ def storm_conf(hbase: HBaseServer, table: str = "state", family: str = "cf") -> 
 
 
 def test_storm_provider_config_is_accepted_unchanged(hbase: HBaseServer) -> None:
+    seed = {
+        "hbase.conf": {"hbase.rootdir": "file:///tmp/hbase"},
+        "topology.state.provider": STORM_CLASS,
+        "topology.state.provider.config": (
+            '{"hbaseConfigKey": "hbase.conf", "tableName": "state", "columnFamily": "cf"}'
+        ),
+    }
+    # seed 003's configuration, as is: the gateway on its default port
+    assert parse_provider_config(seed).url == "hbase://localhost:9090/state?family=cf&timeout=60000"
     conf = storm_conf(hbase)
     cfg = parse_provider_config(conf)
     assert cfg.provider == "hbase"

@@ -112,8 +112,9 @@ class Store:
                 client.close()
             return out
         if self.kind == "hbase":
-            import happybase
             from urllib.parse import urlsplit
+
+            import happybase
 
             parts = urlsplit(self.url)
             conn = happybase.Connection(parts.hostname, parts.port, timeout=60_000)

@@ -123,9 +123,7 @@ class HBaseSettings:
         return f"create '{self.table}', '{self.family}'"
 
 
-def hbase_settings_from_storm(
-    options: Mapping[str, Any], conf: Mapping[str, Any], where: str
-) -> HBaseSettings:
+def hbase_settings_from_storm(options: Mapping[str, Any], conf: Mapping[str, Any], where: str) -> HBaseSettings:
     """Settings from Storm's provider config: ``hbaseConfigKey`` names a map in the topology config.
 
     That map is HBase's own configuration (``hbase.rootdir``, ``hbase.zookeeper.quorum``, ...); the

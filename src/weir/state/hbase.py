@@ -1,19 +1,19 @@
-"""The ``hbase`` provider: seed 003's HBase layout — a row per key, a prepare row, a txid row.
+r"""The ``hbase`` provider: seed 003's HBase layout — a row per key, a prepare row, a txid row.
 
 State lives in a **pre-created** table and column family (Storm's ``tableName`` and
-``columnFamily``; weir never creates or alters them). Rows of a namespace ``ns`` (``\\0`` is a
+``columnFamily``; weir never creates or alters them). Rows of a namespace ``ns`` (``\0`` is a
 separator byte, so ``ns`` may not contain it):
 
 ==========================  ======================  ================================================
 row key                     column                  content
 ==========================  ======================  ================================================
-``ns \\0 d <key>``           ``cf:v``                committed value of one serialized key
-``ns \\0 h <sha256(key)>``    ``cf:v``, ``cf:k``      the same for a key longer than :data:`LONG_KEY`
+``ns \0 d <key>``           ``cf:v``                committed value of one serialized key
+``ns \0 h <sha256(key)>``   ``cf:v``, ``cf:k``      the same for a key longer than :data:`LONG_KEY`
                                                     bytes (HBase row keys stop at 32 KiB)
-``ns \\0 m``                 ``cf:m``                the txid record (JSON): committed txid, prepared
+``ns \0 m``                 ``cf:m``                the txid record (JSON): committed txid, prepared
                                                     ``[txid, token]``, epoch, the commit being
                                                     applied ``[token, txid, ts]``, last timestamp
-``ns \\0 s <token>``         ``cf:<key>``            one staged change set: ``=`` + value, or ``-``
+``ns \0 s <token>``         ``cf:<key>``            one staged change set: ``=`` + value, or ``-``
 ==========================  ======================  ================================================
 
 Every change of the txid record is **one check-and-put** of its single cell (HBase's atomic
@@ -398,7 +398,8 @@ class HBaseBackend(Backend):
         start = b""
         hb = self.hb
         while True:
-            rows = hb.scan(start, b"", [self._family_col], filter_string=b"FirstKeyOnlyFilter() AND KeyOnlyFilter()", limit=1)
+            first_key = b"FirstKeyOnlyFilter() AND KeyOnlyFilter()"
+            rows = hb.scan(start, b"", [self._family_col], filter_string=first_key, limit=1)
             if not rows:
                 break
             row = rows[0].row
@@ -414,7 +415,9 @@ class HBaseBackend(Backend):
                 continue
             prefix = ns_bytes + _SEP
             has_meta = bool(hb.get_rows([prefix + b"m"], [self._meta_col]))
-            if has_meta or hb.scan(prefix + b"d", prefix + b"e", [self._value_col], filter_string=b"KeyOnlyFilter()", limit=1):
+            if has_meta or hb.scan(
+                prefix + b"d", prefix + b"e", [self._value_col], filter_string=b"KeyOnlyFilter()", limit=1
+            ):
                 out.append(ns)
         return sorted(out)
 
@@ -510,7 +513,8 @@ class HBaseBackend(Backend):
         try:
             _, meta = self._read_meta(namespace)
             ts = max(int(meta.get("s", 0)), _now_ms()) + 1
-            rows = self.hb.scan(prefix, prefix[:-1] + b"\x01", [self._family_col], filter_string=b"KeyOnlyFilter()")
+            end = prefix[:-1] + b"\x01"
+            rows = self.hb.scan(prefix, end, [self._family_col], filter_string=b"KeyOnlyFilter()")
             batch = [(r.row, [self.hb.delete(self._family_col)]) for r in rows]
             for i in range(0, len(batch), APPLY_CHUNK):
                 self.hb.mutate_rows(batch[i : i + APPLY_CHUNK], ts)

@@ -131,12 +131,11 @@ class HBaseBackingMap(BackingMap[Any]):
         try:
             got = client.get_rows(list(dict.fromkeys(rows)), [col])
         except StateError as exc:
-            raise self._fail("multi_get", len(rows), exc) from exc
+            op = "multi_get"
+            raise self._fail(op, len(rows), exc) from exc
         where = self.store.describe()
         st = self.state_type
-        return [
-            decode_cell(got.get(r, {}).get(col), st, k, where=where) for r, k in zip(rows, ks, strict=True)
-        ]
+        return [decode_cell(got.get(r, {}).get(col), st, k, where=where) for r, k in zip(rows, ks, strict=True)]
 
     def multi_put(self, keys: Sequence[Key], vals: Sequence[Any]) -> None:
         """Store every cell: one batched put (``mutateRows``)."""
@@ -155,7 +154,8 @@ class HBaseBackingMap(BackingMap[Any]):
         try:
             client.mutate_rows(batch)
         except StateError as exc:
-            raise self._fail("multi_put", len(batch), exc) from exc
+            op = "multi_put"
+            raise self._fail(op, len(batch), exc) from exc
 
     def __getstate__(self) -> dict[str, Any]:
         return {"store": self.store, "state_type": self.state_type}
