@@ -802,13 +802,21 @@ class HBaseServer:
         wait_until(create, timeout=240, what=f"HBase table {name!r} to be created", interval=0.5)
 
     def truncate(self, name: str = "state") -> None:
-        """Delete every row of ``name`` (and wait 2 ms, past the delete markers' timestamp)."""
+        """Delete every row of ``name`` (and wait 2 ms, past the delete markers' timestamp).
+
+        After many deletes a major compaction is requested, so later scans do not wade through
+        delete markers.
+        """
         conn = self.connection()
+        n = 0
         try:
             table = conn.table(name)
             with table.batch(batch_size=5000) as b:
-                for key, _ in table.scan(filter=b"KeyOnlyFilter()"):
+                for key, _ in table.scan(filter=b"KeyOnlyFilter()", batch_size=5000):
                     b.delete(key)
+                    n += 1
+            if n > 5000:
+                conn.compact_table(name, major=True)
         finally:
             conn.close()
         time.sleep(0.002)
