@@ -77,6 +77,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(server.url)
 
 
+@pytest.mark.timeout(1800)  # nine Spark driver starts; HBase's adds a JVM round trip per state read
 def test_sigkill_at_every_protocol_step_then_restart_gives_exact_counts(
     corpus: tuple[Path, Counter[str]], store_url: str, tmp_path: Path
 ) -> None:
