@@ -1,10 +1,11 @@
 """Parsing of Storm's state configuration keys into a frozen, validated :class:`ProviderConfig`.
 
 Keys (Storm's spelling): ``topology.state.provider`` — a short name (``memory``, ``sqlite``,
-``redis``, ``postgres``), a Storm class name (``org.apache.storm.redis.state.RedisKeyValueStateProvider``)
+``redis``, ``postgres``, ``hbase``), a Storm class name (``org.apache.storm.redis.state.RedisKeyValueStateProvider``)
 or a dotted Python path to a :class:`~weir.state.base.StateProvider`; ``topology.state.provider.config``
 — a JSON string or a dict with ``keyClass``, ``valueClass``, ``keySerializerClass``,
-``valueSerializerClass``, ``jedisPoolConfig`` / ``jedisClusterConfig`` (Redis), ``url`` and a few
+``valueSerializerClass``, ``jedisPoolConfig`` / ``jedisClusterConfig`` (Redis), ``hbaseConfigKey`` /
+``tableName`` / ``columnFamily`` (HBase), ``url`` and a few
 provider options. Everything is checked here, at submit time.
 """
 
