@@ -21,6 +21,7 @@ import pytest
 from hypothesis import settings
 
 from tests.servers import (
+    HBaseServer,
     Memcached,
     NatsServer,
     PostgresDatabase,
@@ -80,6 +81,14 @@ def postgres_url(postgres_database: PostgresDatabase) -> str:
     return postgres_database.url
 
 
+@pytest.fixture(scope="session")
+def hbase_server() -> Iterator[HBaseServer]:
+    """HBase standalone + its Thrift gateway (one pair of JVMs per run), with table ``state``/``cf``."""
+    with HBaseServer(tables=("state", "trident")) as server:
+        yield server
+        _close_backends()
+
+
 # ---- state -----------------------------------------------------------------------------------
 @pytest.fixture
 def tmp_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -101,7 +110,8 @@ def provider_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     """The URL of an empty store of the requested kind (``indirect`` parameter, see PROVIDERS).
 
     ``memory`` gets a store name of its own, ``sqlite`` a new file, Redis and the Redis Cluster are
-    flushed, and the PostgreSQL test database has every table truncated. Backends cached by
+    flushed, the PostgreSQL test database has every table truncated and HBase's ``state`` table is
+    emptied. Backends cached by
     :func:`weir.state.factory.open_backend` are closed before and after the test.
     """
     kind = getattr(request, "param", None)
@@ -124,6 +134,10 @@ def provider_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         db: PostgresDatabase = request.getfixturevalue("postgres_database")
         db.truncate_all()
         url = db.url
+    elif kind == "hbase":
+        hbase: HBaseServer = request.getfixturevalue("hbase_server")
+        hbase.truncate("state")
+        url = hbase.url("state")
     else:
         pytest.fail(f"unknown provider set-up {kind!r}")
     try:

@@ -34,9 +34,11 @@ import pytest
 
 __all__ = [
     "DURABLE_PROVIDERS",
+    "HBASE_VERSION",
     "PROVIDERS",
     "KafkaBroker",
     "KafkaCluster",
+    "HBaseServer",
     "Memcached",
     "NatsServer",
     "PostgresDatabase",
@@ -45,6 +47,7 @@ __all__ = [
     "RedisServer",
     "ServerProcess",
     "free_port",
+    "hbase_lib_dir",
     "fresh_postgres_database",
     "redis_command",
     "require_binary",
@@ -53,10 +56,10 @@ __all__ = [
     "wait_until",
 ]
 
-PROVIDERS = ("memory", "sqlite", "redis", "redis-cluster", "postgres")
+PROVIDERS = ("memory", "sqlite", "redis", "redis-cluster", "postgres", "hbase")
 """Store set-ups the ``provider_url`` fixture (tests/conftest.py) knows; parametrise it ``indirect``."""
 
-DURABLE_PROVIDERS = ("sqlite", "redis", "redis-cluster", "postgres")
+DURABLE_PROVIDERS = ("sqlite", "redis", "redis-cluster", "postgres", "hbase")
 """The set-ups whose data outlives the writing process (``memory`` is process-local by design)."""
 
 POSTGRES_ADMIN_DSN = os.environ.get("WEIR_TEST_POSTGRES_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -869,6 +872,238 @@ class KafkaCluster:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> KafkaCluster:
+# ---- HBase -----------------------------------------------------------------------------------
+HBASE_VERSION = os.environ.get("WEIR_HBASE_VERSION", "2.6.1")
+"""The HBase release whose Maven Central jars ``.ci/setup.d/30-hbase.sh`` puts in the cache."""
+
+_JAVA17_OPENS = [
+    "-XX:+IgnoreUnrecognizedVMOptions",
+    "--add-modules", "jdk.unsupported",
+    "--add-opens", "java.base/java.nio=ALL-UNNAMED",
+    "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang.reflect=ALL-UNNAMED",
+    "--add-opens", "java.base/java.util=ALL-UNNAMED",
+    "--add-opens", "java.base/java.util.concurrent=ALL-UNNAMED",
+    "--add-exports", "java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-exports", "java.security.jgss/sun.security.krb5=ALL-UNNAMED",
+    "-Dorg.apache.hbase.thirdparty.io.netty.tryReflectionSetAccessible=true",
+]  # fmt: skip
+"""What HBase's own ``bin/hbase`` adds on Java 17 (HBase reflects into the JDK's internals)."""
+
+
+def hbase_lib_dir(*, fetch: bool = True) -> Path | None:
+    """The cached HBase jars; fetched with ``.ci/setup.d/30-hbase.sh`` when missing and ``fetch``."""
+    lib = Path(os.environ.get("WEIR_CACHE", Path.home() / ".cache" / "weir")) / f"hbase-{HBASE_VERSION}" / "lib"
+    if not (lib / ".complete").exists() and fetch and shutil.which("mvn"):
+        script = Path(__file__).resolve().parents[1] / ".ci" / "setup.d" / "30-hbase.sh"
+        subprocess.run(["bash", str(script)], check=False, timeout=1200, capture_output=True)
+    return lib if (lib / ".complete").exists() else None
+
+
+class _HBaseJvm(ServerProcess):
+    """One JVM of the HBase set-up (classpath: the conf dir and the cached jars)."""
+
+    main_class = ""
+    heap = "256m"
+    startup_timeout = 240.0
+
+    def __init__(self, server: HBaseServer, name: str) -> None:
+        self.name = name
+        super().__init__(server.workdir)
+        self.server = server
+
+    def command(self) -> list[str]:
+        """``java -Xmx… <Java 17 flags> -cp conf:lib/* <main class> start``."""
+        s = self.server
+        return [
+            s.java, f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-XX:ActiveProcessorCount=2",
+            *_JAVA17_OPENS,
+            f"-Djava.io.tmpdir={s.workdir / 'tmp'}",
+            f"-Dlog4j.configuration=file:{s.workdir / 'conf' / 'log4j.properties'}",
+            "-cp", f"{s.workdir / 'conf'}:{s.lib}/*",
+            self.main_class, "start",
+        ]  # fmt: skip
+
+
+class _HBaseMaster(_HBaseJvm):
+    main_class = "org.apache.hadoop.hbase.master.HMaster"
+    heap = "512m"
+
+    def ready(self) -> bool:
+        """The region server's RPC port is open (the master and ZooKeeper came first)."""
+        with socket.create_connection(("127.0.0.1", self.server.regionserver_port), timeout=1):
+            return True
+
+
+class _HBaseThrift(_HBaseJvm):
+    main_class = "org.apache.hadoop.hbase.thrift.ThriftServer"
+
+    def ready(self) -> bool:
+        """The gateway answers ``getTableNames`` (HBase behind it is up)."""
+        return self.server.tables() is not None
+
+
+class HBaseServer:
+    """HBase in standalone mode (HMaster with its region server and ZooKeeper in one JVM) plus the
+    Thrift gateway, from the jars in ``$WEIR_CACHE/hbase-<version>/lib``, on free loopback ports,
+    with its root directory in a temporary directory.
+
+    ``tables`` are created (column family ``cf``) once it is up. :meth:`kill_and_restart` SIGKILLs
+    both JVMs and starts them again on the same ports and directory (data written before survives:
+    the write-ahead log is flushed to the local file system on every write).
+    """
+
+    def __init__(
+        self, workdir: str | os.PathLike[str] | None = None, *, tables: Sequence[str] = ("state",)
+    ) -> None:
+        self._own_dir = workdir is None
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="weir-hbase-"))
+        self.java = require_binary("java")
+        lib = hbase_lib_dir()
+        require_service(
+            lib is not None,
+            f"the HBase {HBASE_VERSION} jars are not in the cache (run: bash .ci/setup.d/30-hbase.sh)",
+        )
+        assert lib is not None
+        self.lib = lib
+        self.tables_to_create = list(tables)
+        self.zk_port, self.master_port, self.regionserver_port, self.thrift_port = (free_port() for _ in range(4))
+        self.master = _HBaseMaster(self, "hbase-master")
+        self.thrift = _HBaseThrift(self, "hbase-thrift")
+        self._write_conf()
+
+    def _write_conf(self) -> None:
+        conf = self.workdir / "conf"
+        conf.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "tmp").mkdir(exist_ok=True)
+        props = {
+            "hbase.cluster.distributed": "false",
+            "hbase.rootdir": (self.workdir / "root").as_uri(),
+            "hbase.tmp.dir": str(self.workdir / "tmp"),
+            "hbase.zookeeper.property.dataDir": str(self.workdir / "zk"),
+            "hbase.zookeeper.quorum": "127.0.0.1",
+            "hbase.zookeeper.property.clientPort": str(self.zk_port),
+            "hbase.master.hostname": "127.0.0.1",
+            "hbase.regionserver.hostname": "127.0.0.1",
+            "hbase.master.port": str(self.master_port),
+            "hbase.regionserver.port": str(self.regionserver_port),
+            "hbase.master.info.port": "-1",
+            "hbase.regionserver.info.port": "-1",
+            "hbase.regionserver.thrift.port": str(self.thrift_port),
+            "hbase.regionserver.thrift.ipaddress": "127.0.0.1",
+            "hbase.thrift.info.port": "-1",
+            "hbase.unsafe.stream.capability.enforce": "false",
+            "hbase.regionserver.handler.count": "8",
+            "hbase.master.handler.count": "8",
+            "zookeeper.session.timeout": "20000",
+            "hbase.client.retries.number": "10",
+        }
+        body = "".join(f"<property><name>{k}</name><value>{v}</value></property>\n" for k, v in props.items())
+        (conf / "hbase-site.xml").write_text(f"<configuration>\n{body}</configuration>\n")
+        (conf / "log4j.properties").write_text(
+            "log4j.rootLogger=WARN,console\n"
+            "log4j.appender.console=org.apache.log4j.ConsoleAppender\n"
+            "log4j.appender.console.layout=org.apache.log4j.PatternLayout\n"
+            "log4j.appender.console.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{2}: %m%n\n"
+        )
+
+    # ---- a tiny admin client (happybase; fixtures never use weir's own HBase code) ---------------
+    def connection(self) -> Any:
+        """A new happybase connection to the gateway."""
+        import happybase
+
+        return happybase.Connection("127.0.0.1", self.thrift_port, timeout=60_000)
+
+    def tables(self) -> list[str] | None:
+        """Table names, or None while the gateway or HBase is not up."""
+        try:
+            conn = self.connection()
+        except Exception:  # noqa: BLE001 - not listening yet
+            return None
+        try:
+            return [t.decode() for t in conn.tables()]
+        except Exception:  # noqa: BLE001 - HBase behind the gateway is still starting
+            return None
+        finally:
+            conn.close()
+
+    def create_table(self, name: str, families: Sequence[str] = ("cf",)) -> None:
+        """Create ``name`` with ``families`` (retried while the master initialises)."""
+
+        def create() -> bool:
+            conn = self.connection()
+            try:
+                if name.encode() not in conn.tables():
+                    conn.create_table(name, {f: {} for f in families})
+                conn.table(name).row(b"\x00probe")  # the region is online
+                return True
+            except Exception:  # noqa: BLE001 - PleaseHoldException while the master starts
+                return False
+            finally:
+                conn.close()
+
+        wait_until(create, timeout=240, what=f"HBase table {name!r} to be created", interval=0.5)
+
+    def truncate(self, name: str = "state") -> None:
+        """Delete every row of ``name`` (and wait 2 ms, past the delete markers' timestamp).
+
+        After many deletes a major compaction is requested, so later scans do not wade through
+        delete markers.
+        """
+        conn = self.connection()
+        n = 0
+        try:
+            table = conn.table(name)
+            with table.batch(batch_size=5000) as b:
+                for key, _ in table.scan(filter=b"KeyOnlyFilter()", batch_size=5000):
+                    b.delete(key)
+                    n += 1
+            if n > 5000:
+                conn.compact_table(name, major=True)
+        finally:
+            conn.close()
+        time.sleep(0.002)
+
+    def url(self, table: str = "state", family: str = "cf") -> str:
+        """``hbase://127.0.0.1:PORT/TABLE?family=cf``."""
+        return f"hbase://127.0.0.1:{self.thrift_port}/{table}?family={family}"
+
+    def start(self) -> HBaseServer:
+        """Start both JVMs, wait for the gateway and create the tables."""
+        try:
+            self.master.start()
+            self.thrift.start()
+            for t in self.tables_to_create:
+                self.create_table(t)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop the gateway and the master by pid."""
+        self.thrift.stop(timeout=10)
+        self.master.stop(timeout=20)
+
+    def kill(self) -> None:
+        """SIGKILL both JVMs (a crash)."""
+        self.thrift.kill()
+        self.master.kill()
+
+    def kill_and_restart(self) -> None:
+        """SIGKILL both JVMs, start them again on the same ports and root directory, wait for the tables."""
+        self.kill()
+        self.start()
+
+    def close(self) -> None:
+        """Stop and remove the directory if we created it."""
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> HBaseServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli._support import Result, backend, commit_rows, run, run_subprocess, table
-from tests.servers import PostgresDatabase, RedisCluster, RedisServer
+from tests.servers import HBaseServer, PostgresDatabase, RedisCluster, RedisServer
 from weir.cli.state_migrate import checksum
 from weir.state.kv import TransactionalKeyValueState
 from weir.state.serializers import BytesSerializer
@@ -101,6 +101,15 @@ def cluster_url(redis_cluster: RedisCluster) -> str:
 
 
 @pytest.fixture
+def hbase_url(hbase_server: HBaseServer) -> str:
+    from weir.state.factory import close_backends
+
+    close_backends()
+    hbase_server.truncate("state")
+    return hbase_server.url()
+
+
+@pytest.fixture
 def pg_url(postgres_database: PostgresDatabase) -> Iterator[str]:
     postgres_database.truncate_all()
     yield postgres_database.url
@@ -137,6 +146,20 @@ def test_round_trip_sqlite_redis_postgres_sqlite(
         assert b.txids("wc-count-0").committed == 12
     finally:
         b.close()
+
+
+@pytest.mark.services
+@pytest.mark.slow
+def test_round_trip_sqlite_hbase_redis(capsys: Cap, tmp_path: Path, redis_url: str, hbase_url: str) -> None:
+    first = f"sqlite:///{tmp_path / 'first.db'}"
+    expected = fill(first)
+    before = dumps(capsys, first)
+    assert_verified(migrate(capsys, first, hbase_url, "--chunk-size", "2500"), list(expected))
+    assert records(hbase_url) == expected
+    assert dumps(capsys, hbase_url) == before
+    assert_verified(migrate(capsys, hbase_url, redis_url), list(expected))
+    assert records(redis_url) == expected
+    assert dumps(capsys, redis_url) == before
 
 
 @pytest.mark.services

@@ -18,8 +18,16 @@ from weir.state.serializers import IntSerializer, StrSerializer
 Cap = pytest.CaptureFixture[str]
 
 
-@pytest.fixture
-def url(tmp_path: Path) -> str:
+@pytest.fixture(params=["sqlite", pytest.param("hbase", marks=pytest.mark.services)])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty store: a SQLite file, or HBase's emptied ``state`` table."""
+    if request.param == "hbase":
+        from weir.state.factory import close_backends
+
+        close_backends()
+        hbase = request.getfixturevalue("hbase_server")
+        hbase.truncate("state")
+        return str(hbase.url())
     return f"sqlite:///{tmp_path / 'state.db'}"
 
 
@@ -71,7 +79,7 @@ def test_ls_of_an_empty_store(capsys: Cap, url: str) -> None:
     backend(url).close()  # creates the (empty) database
     r = run(capsys, "state", "ls", "--url", url)
     assert r.code == 0
-    assert r.out.startswith("no namespaces in sqlite:")
+    assert r.out.startswith(f"no namespaces in {url.split(':')[0]}:")
 
 
 def test_get(capsys: Cap, store: Backend, url: str) -> None:
@@ -119,7 +127,7 @@ def test_get_with_typed_serializers(capsys: Cap, store: Backend, url: str) -> No
     conf = json.dumps({"url": url, "keyClass": "java.lang.String", "valueClass": "java.lang.Long"})
     r = run(
         capsys,
-        "state", "get", "--conf", "topology.state.provider=sqlite", "--conf",
+        "state", "get", "--conf", f"topology.state.provider={url.split(':')[0]}", "--conf",
         f"topology.state.provider.config={conf}", "typed-bolt-0", "x",
     )  # fmt: skip
     assert (r.code, r.out) == (0, "10\n"), r.err
@@ -315,7 +323,7 @@ def test_default_store_in_the_working_directory(tmp_path: Path) -> None:
 def test_conf_file(capsys: Cap, store: Backend, url: str, tmp_path: Path) -> None:
     conf = tmp_path / "conf.json"
     conf.write_text(
-        json.dumps({"topology.state.provider": "sqlite", "topology.state.provider.config": {"url": url}})
+        json.dumps({"topology.state.provider": url.split(":")[0], "topology.state.provider.config": {"url": url}})
     )
     r = run(capsys, "state", "get", "--conf-file", str(conf), "wc-count-0", "spark")
     assert (r.code, r.out) == (0, "5\n"), r.err
@@ -326,7 +334,8 @@ def test_conf_file(capsys: Cap, store: Backend, url: str, tmp_path: Path) -> Non
     [
         (["--url", "nosuch://x"], "unknown scheme 'nosuch'"),
         (["--conf", "topology.state.provider"], "expected KEY=VALUE"),
-        (["--conf", "topology.state.provider=hbase"], "unknown provider 'hbase'"),
+        (["--conf", "topology.state.provider=cassandra"], "unknown provider 'cassandra'"),
+        (["--conf", "topology.state.provider=hbase"], "the HBase provider needs tableName"),
         (["--conf", "topology.state.provider.config={bad json"], "is not valid JSON"),
         (["--conf-file", "/nonexistent/conf.json"], "cannot be read"),
         (

@@ -19,7 +19,7 @@ from tests.servers import DURABLE_PROVIDERS, PROVIDERS
 from weir.state import KeyValueStateProvider, StateFactory, TransactionalKeyValueState, TxidRecord
 from weir.state.factory import open_backend
 
-_NEEDS_SERVER = {"redis", "redis-cluster", "postgres"}
+_NEEDS_SERVER = {"redis", "redis-cluster", "postgres", "hbase"}
 
 
 def provider_params(kinds: Sequence[str] = PROVIDERS) -> list[Any]:

@@ -76,7 +76,7 @@ def corpus(tmp_path: Path) -> tuple[Path, Counter[str]]:
 
 # standalone Redis shares weir.state.redis with the cluster and is crash-tested by the sources and
 # Trident chains; the cluster (slots, hash tags, MOVED) is the harder case for this chain
-@pytest.fixture(params=["sqlite", "redis-cluster"])
+@pytest.fixture(params=["sqlite", "redis-cluster", "hbase"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'state.db'}"
@@ -84,11 +84,16 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         cluster = request.getfixturevalue("redis_cluster")
         cluster.flushall()
         return str(cluster.url)
+    if request.param == "hbase":
+        hbase = request.getfixturevalue("hbase_server")
+        hbase.truncate("state")
+        return str(hbase.url("state"))
     server = request.getfixturevalue("redis_server")
     server.flushall()
     return str(server.url)
 
 
+@pytest.mark.timeout(1800)  # nine Spark driver starts; HBase's adds a JVM round trip per state read
 def test_sigkill_at_every_protocol_step_then_restart_gives_exact_counts(
     corpus: tuple[Path, Counter[str]], store_url: str, tmp_path: Path
 ) -> None:

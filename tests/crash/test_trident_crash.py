@@ -95,6 +95,8 @@ def _store(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> tuple[s
         return ("redis", request.getfixturevalue("redis_server").url, table)
     if kind == "memcached":
         return ("memcached", request.getfixturevalue("memcached_server").url, table)
+    if kind == "hbase":
+        return ("hbase", request.getfixturevalue("hbase_server").url("trident"), table)
     return ("postgres", request.getfixturevalue("postgres_url"), table)
 
 
@@ -146,7 +148,8 @@ def test_sigkill_before_during_and_after_a_batch_gives_exact_counts(
 
 
 @pytest.mark.parametrize(
-    ("kind", "state_type"), [("redis", "opaque"), ("postgres", "transactional"), ("memcached", "opaque")]
+    ("kind", "state_type"),
+    [("redis", "opaque"), ("postgres", "transactional"), ("memcached", "opaque"), ("hbase", "opaque")],
 )
 def test_sigkill_inside_a_state_partition_on_server_stores(
     request: pytest.FixtureRequest, tmp_path: Path, kind: str, state_type: str

@@ -2,8 +2,8 @@
 
 Usage: python trident_driver.py STATE_DIR INPUT_DIR STORE_KIND STORE_URL TABLE STATE_TYPE SPOUT_KIND [NAME]
 
-STORE_KIND is sqlite, redis, postgres or memcached (behind a ``CachedMap`` of 64 keys, so the cache
-takes part in the crash too); STATE_TYPE opaque or transactional; SPOUT_KIND
+STORE_KIND is sqlite, redis, postgres, hbase or memcached (behind a ``CachedMap`` of 64 keys, so the
+cache takes part in the crash too); STATE_TYPE opaque or transactional; SPOUT_KIND
 transactional (a FileSpout) or opaque (the same files, declared OPAQUE: the test rewrites a file
 between a crash and the restart).
 """
@@ -16,7 +16,7 @@ from typing import Any
 import weir
 from weir.sources import FileSpout, Guarantee
 from weir.trident import Count, Function, TridentTopology
-from weir.trident.backing import MemcachedMapState, PostgresMapState, RedisMapState, SqliteMapState
+from weir.trident.backing import HBaseMapState, MemcachedMapState, PostgresMapState, RedisMapState, SqliteMapState
 
 
 class Split(Function):
@@ -40,6 +40,8 @@ def factory(kind: str, url: str, table: str, state_type: str) -> Any:
         return RedisMapState.factory(state_type, url, key_prefix=f"{table}:")
     if kind == "memcached":
         return MemcachedMapState.factory(state_type, url, key_prefix=f"{table}:", cache_size=64)
+    if kind == "hbase":
+        return HBaseMapState.factory(state_type, url, key_prefix=f"{table}:")
     return PostgresMapState.factory(state_type, url, table=table, key_columns={"word": "TEXT"}, value_type="BIGINT")
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from weir.sources import FileSpout, Guarantee
 from weir.trident import Function, QueryFunction, State, StateFactory, StateUpdater
-from weir.trident.backing import PostgresMapState, RedisMapState, SqliteMapState
+from weir.trident.backing import HBaseMapState, PostgresMapState, RedisMapState, SqliteMapState
 
 
 class Split(Function):
@@ -83,6 +83,8 @@ class Store:
             return SqliteMapState.factory(state_type, self.url, table=table)
         if self.kind == "redis":
             return RedisMapState.factory(state_type, self.url, key_prefix=f"{table}:")
+        if self.kind == "hbase":
+            return HBaseMapState.factory(state_type, self.url, key_prefix=f"{table}:")
         return PostgresMapState.factory(
             state_type, self.url, table=table, key_columns={k: "TEXT" for k in keys}, value_type=value
         )
@@ -111,6 +113,21 @@ class Store:
                     out[tuple(k)] = _current(json.loads(raw))
             finally:
                 client.close()
+            return out
+        if self.kind == "hbase":
+            from urllib.parse import urlsplit
+
+            import happybase
+
+            parts = urlsplit(self.url)
+            conn = happybase.Connection(parts.hostname, parts.port, timeout=60_000)
+            try:
+                prefix = f"{table}:".encode()
+                for row, cols in conn.table(parts.path.strip("/")).scan(row_prefix=prefix):
+                    k = json.loads(row[len(prefix) :].decode())
+                    out[tuple(k)] = _current(json.loads(cols[b"cf:c"]))
+            finally:
+                conn.close()
             return out
         import psycopg
 

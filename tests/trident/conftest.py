@@ -10,7 +10,7 @@ import pytest
 
 from tests.trident._support import Store
 
-STORES = ["sqlite", "redis", "postgres"]
+STORES = ["sqlite", "redis", "postgres", "hbase"]
 
 
 def make_store(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> Store:
@@ -22,6 +22,8 @@ def make_store(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> Sto
         return Store("redis", request.getfixturevalue("redis_server").url, tag)
     if kind == "postgres":
         return Store("postgres", request.getfixturevalue("postgres_url"), tag)
+    if kind == "hbase":
+        return Store("hbase", request.getfixturevalue("hbase_server").url("trident"), tag)
     pytest.fail(f"unknown store {kind!r}")
 
 
@@ -33,7 +35,7 @@ def sqlite_store(tmp_path: Path, request: pytest.FixtureRequest) -> Store:
 
 @pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    """Every durable store the Trident tests run against (SQLite, Redis, PostgreSQL)."""
+    """Every durable store the Trident tests run against (SQLite, Redis, PostgreSQL, HBase)."""
     yield make_store(request, request.param, tmp_path)
     from weir.trident.backing import close_connections
 

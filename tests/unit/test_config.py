@@ -70,10 +70,16 @@ def test_default_state_dir_without_anything(monkeypatch: pytest.MonkeyPatch) -> 
         ("org.apache.storm.state.InMemoryKeyValueStateProvider", "memory"),
         ("org.apache.storm.redis.state.RedisKeyValueStateProvider", "redis"),
         ("org.apache.storm.redis.state.RedisClusterKeyValueStateProvider", "redis"),
+        ("hbase", "hbase"),
+        ("org.apache.storm.hbase.state.HBaseKeyValueStateProvider", "hbase"),
     ],
 )
 def test_short_names_and_storm_class_names(name: str, provider: str) -> None:
-    config = {"url": "postgresql://u@h/db"} if provider == "postgres" else None
+    config: dict[str, str] | None = None
+    if provider == "postgres":
+        config = {"url": "postgresql://u@h/db"}
+    elif provider == "hbase":
+        config = {"tableName": "state", "columnFamily": "cf"}
     assert _parse(name, config).provider == provider
 
 
@@ -88,6 +94,7 @@ def test_short_names_and_storm_class_names(name: str, provider: str) -> None:
         ("redis+cluster://a:1,b:2", "redis"),
         ("postgres://u@h/db", "postgres"),
         ("postgresql://u:p@h:5432/db", "postgres"),
+        ("hbase://h:9090/state?family=cf", "hbase"),
         ("REDIS://h:1", "redis"),
     ],
 )
@@ -195,7 +202,7 @@ PROVIDER_INSTANCE = CustomProvider()
 
 
 # ---- every ConfigError path ------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["hbase", "cassandra", "rocksdb", "Redis"])
+@pytest.mark.parametrize("name", ["mongodb", "cassandra", "rocksdb", "Redis"])
 def test_unknown_provider(name: str) -> None:
     msg = _error(name)
     assert PROVIDER_KEY in msg and repr(name) in msg and "sqlite" in msg
@@ -265,7 +272,7 @@ def test_url_provider_mismatch(provider: str, url: str) -> None:
     assert "does not match provider" in msg and url in msg and provider in msg
 
 
-@pytest.mark.parametrize("url", ["mysql://h/db", "file:///x", "no-scheme", "hbase://h:9090"])
+@pytest.mark.parametrize("url", ["mysql://h/db", "file:///x", "no-scheme", "cassandra://h:9042"])
 def test_url_with_an_unknown_scheme(url: str) -> None:
     msg = _error(None, {"url": url})
     assert "unknown scheme" in msg and url in msg

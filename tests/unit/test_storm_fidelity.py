@@ -261,7 +261,7 @@ def test_storm_names_are_importable_aliases() -> None:
 # every provider class name the seeds mention
 SEED_PROVIDERS = {
     "org.apache.storm.redis.state.RedisKeyValueStateProvider": "redis",
-    "org.apache.storm.hbase.state.HBaseKeyValueStateProvider": None,
+    "org.apache.storm.hbase.state.HBaseKeyValueStateProvider": "hbase",
     "org.apache.storm.state.InMemoryKeyValueStateProvider": "memory",  # Storm's default
 }
 

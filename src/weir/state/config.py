@@ -1,10 +1,11 @@
 """Parsing of Storm's state configuration keys into a frozen, validated :class:`ProviderConfig`.
 
 Keys (Storm's spelling): ``topology.state.provider`` — a short name (``memory``, ``sqlite``,
-``redis``, ``postgres``), a Storm class name (``org.apache.storm.redis.state.RedisKeyValueStateProvider``)
+``redis``, ``postgres``, ``hbase``), a Storm class name (``org.apache.storm.redis.state.RedisKeyValueStateProvider``)
 or a dotted Python path to a :class:`~weir.state.base.StateProvider`; ``topology.state.provider.config``
 — a JSON string or a dict with ``keyClass``, ``valueClass``, ``keySerializerClass``,
-``valueSerializerClass``, ``jedisPoolConfig`` / ``jedisClusterConfig`` (Redis), ``url`` and a few
+``valueSerializerClass``, ``jedisPoolConfig`` / ``jedisClusterConfig`` (Redis), ``hbaseConfigKey`` /
+``tableName`` / ``columnFamily`` (HBase), ``url`` and a few
 provider options. Everything is checked here, at submit time.
 """
 
@@ -34,17 +35,16 @@ PROVIDER_KEY = "topology.state.provider"
 PROVIDER_CONFIG_KEY = "topology.state.provider.config"
 STATE_DIR_KEY = "weir.state.dir"
 
-SHORT_NAMES = ("memory", "sqlite", "redis", "postgres")
+SHORT_NAMES = ("memory", "sqlite", "redis", "postgres", "hbase")
 #: Storm's provider class names that weir serves with its own providers
 _STORM_PROVIDERS = {
     "org.apache.storm.state.InMemoryKeyValueStateProvider": "memory",
     "org.apache.storm.redis.state.RedisKeyValueStateProvider": "redis",
     "org.apache.storm.redis.state.RedisClusterKeyValueStateProvider": "redis",
+    "org.apache.storm.hbase.state.HBaseKeyValueStateProvider": "hbase",
 }
 #: Storm's provider class names weir has no equivalent for (a clear error instead of an import failure)
-_STORM_UNAVAILABLE = {
-    "org.apache.storm.hbase.state.HBaseKeyValueStateProvider": "Storm's HBase key-value state provider",
-}
+_STORM_UNAVAILABLE: dict[str, str] = {}
 _JAVA_PREFIXES = ("org.apache.", "org.", "com.", "java.", "javax.", "io.")
 _ALIASES = {
     **_STORM_PROVIDERS,
@@ -60,6 +60,7 @@ _SCHEMES = {
     "redis+cluster": "redis",
     "postgres": "postgres",
     "postgresql": "postgres",
+    "hbase": "hbase",
 }
 
 _COMMON_KEYS = {"keyClass", "valueClass", "keySerializerClass", "valueSerializerClass", "url"}
@@ -68,6 +69,7 @@ _PROVIDER_KEYS: dict[str, set[str]] = {
     "sqlite": {"path", "timeout", "synchronous"},
     "redis": {"jedisPoolConfig", "jedisClusterConfig", "tls"},
     "postgres": {"schema", "tablePrefix", "connectTimeout", "statementTimeout", "socketTimeout"},
+    "hbase": {"hbaseConfigKey", "tableName", "columnFamily"},
 }
 _POOL_KEYS = {"host": str, "port": int, "timeout": int, "database": int, "password": (str, type(None))}
 _CLUSTER_KEYS = {"nodes": list, "timeout": int, "maxRedirections": int, "password": (str, type(None))}
@@ -140,7 +142,8 @@ def provider_from_url(url: str) -> str:
     if scheme not in _SCHEMES:
         msg = (
             f"state URL {redact_url(url)!r} has an unknown scheme {scheme!r}; expected one of "
-            "sqlite:///PATH, redis://HOST:PORT/DB, redis+cluster://H1:P1,H2:P2, postgresql://..., memory://NAME"
+            "sqlite:///PATH, redis://HOST:PORT/DB, redis+cluster://H1:P1,H2:P2, postgresql://..., "
+            "hbase://HOST:PORT/TABLE?family=CF, memory://NAME"
         )
         raise ConfigError(msg)
     return _SCHEMES[scheme]
@@ -202,6 +205,8 @@ def parse_provider_config(conf: Mapping[str, Any]) -> ProviderConfig:
             provider = provider_from_url(str(options["url"]))
         elif "jedisPoolConfig" in options or "jedisClusterConfig" in options:
             provider = "redis"
+        elif "tableName" in options or "hbaseConfigKey" in options:
+            provider = "hbase"
         else:
             provider = "sqlite"
     elif not isinstance(raw_provider, str):
@@ -222,7 +227,7 @@ def parse_provider_config(conf: Mapping[str, Any]) -> ProviderConfig:
         if "." not in provider and ":" not in provider:
             msg = (
                 f"{PROVIDER_KEY}: unknown provider {raw_provider!r}; use one of {', '.join(SHORT_NAMES)} "
-                "or a dotted path to a weir.state.StateProvider subclass (HBase is not available in weir)"
+                "or a dotted path to a weir.state.StateProvider subclass"
             )
             raise ConfigError(msg)
         return ProviderConfig("custom", options, custom_class=provider)
@@ -258,6 +263,24 @@ def parse_provider_config(conf: Mapping[str, Any]) -> ProviderConfig:
             raise ConfigError(msg)
     if provider == "sqlite" and "url" not in options and "path" not in options:
         options["url"] = "sqlite:///" + os.path.abspath(os.path.join(default_state_dir(conf), "state.db"))
+    if provider == "hbase":
+        from weir.state._hbase_client import HBaseSettings, hbase_settings_from_storm
+
+        storm_keys = {"hbaseConfigKey", "tableName", "columnFamily"} & set(options)
+        if "url" in options:
+            if storm_keys:
+                msg = (
+                    f"{PROVIDER_CONFIG_KEY}: give the hbase provider either a url or Storm's "
+                    f"hbaseConfigKey/tableName/columnFamily, not both (got url and {', '.join(sorted(storm_keys))})"
+                )
+                raise ConfigError(msg)
+            HBaseSettings.from_url(options["url"])  # validate now
+        else:
+            # Storm's keys resolve (with the hbaseConfigKey map of ``conf``) into one url, so the
+            # parsed config is self-contained when it travels to executors
+            options["url"] = hbase_settings_from_storm(options, conf, PROVIDER_CONFIG_KEY).url
+            for k in storm_keys:
+                del options[k]
     if provider == "postgres" and "url" not in options:
         msg = f"{PROVIDER_CONFIG_KEY}: the postgres provider needs a 'url' (postgresql://user@host:port/db)"
         raise ConfigError(msg)

@@ -21,6 +21,7 @@ _OPENERS = {
     "sqlite": "weir.state.sqlite:open_backend",
     "redis": "weir.state.redis:open_backend",
     "postgres": "weir.state.postgres:open_backend",
+    "hbase": "weir.state.hbase:open_backend",
 }
 _BACKENDS: dict[str, Backend] = {}
 _LOCK = threading.Lock()

@@ -34,6 +34,9 @@ from weir.trident.state import (
 
 EXPORTED = {
     "DEFAULT_GLOBAL_KEY",
+    "HBaseBackingMap",
+    "HBaseMapState",
+    "HBaseMapStore",
     "MapStateFactory",
     "MapStateFamily",
     "MapStore",

@@ -20,6 +20,8 @@ store                       layout
                             not memcached-safe); ``get_many`` / ``set_many``
 :class:`PostgresMapState`   a typed table people query with SQL:
                             ``word TEXT PRIMARY KEY, value BIGINT, txid BIGINT, prev BIGINT``
+:class:`HBaseMapState`      a pre-created HBase table: row ``<prefix><JSON key>``, JSON cell in
+                            column ``<family>:c``; one multi-get / one batched put per batch
 =========================== ================================================================
 
 Examples
@@ -46,6 +48,7 @@ from weir.trident.backing._factory import (
     SnapshottableOpaqueMap,
     SnapshottableTransactionalMap,
 )
+from weir.trident.backing.hbase import HBaseBackingMap, HBaseMapState, HBaseMapStore
 from weir.trident.backing.memcached import MemcachedBackingMap, MemcachedMapState, MemcachedMapStore
 from weir.trident.backing.postgres import PostgresBackingMap, PostgresMapState, PostgresMapStore
 from weir.trident.backing.redis import RedisBackingMap, RedisMapState, RedisMapStore
@@ -53,6 +56,9 @@ from weir.trident.backing.sqlite import SqliteBackingMap, SqliteMapState, Sqlite
 
 __all__ = [
     "DEFAULT_GLOBAL_KEY",
+    "HBaseBackingMap",
+    "HBaseMapState",
+    "HBaseMapStore",
     "MapStateFactory",
     "MapStateFamily",
     "MapStore",

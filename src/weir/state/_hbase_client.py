@@ -1,0 +1,339 @@
+"""Connections to HBase through its Thrift gateway: settings, table checks, retries, error text.
+
+:class:`HBaseSettings` is parsed once from ``topology.state.provider.config`` — Storm's
+``hbaseConfigKey`` / ``tableName`` / ``columnFamily`` or an ``hbase://HOST:PORT/TABLE?family=CF`` url —
+and is what travels to executors. :class:`HBaseClient` wraps one happybase connection (HBase's
+Thrift 1 gateway, ``org.apache.hadoop.hbase.thrift.ThriftServer``) per process and thread, retries a
+call after the gateway or the region server went away (idempotent calls only; compare-and-set calls
+are re-checked by their callers), and turns failures into errors that name the store.
+
+Used by the ``hbase`` state provider and by Trident's ``HBaseMapState``.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from weir.errors import ConfigError, StateError
+from weir.state._connections import ProcessConnections
+
+__all__ = [
+    "DEFAULT_THRIFT_PORT",
+    "HBaseClient",
+    "HBaseSettings",
+    "hbase_settings_from_storm",
+    "thrift_types",
+]
+
+DEFAULT_THRIFT_PORT = 9090
+"""HBase's default Thrift gateway port (``hbase.regionserver.thrift.port``)."""
+
+_DEFAULT_TIMEOUT_MS = 60_000
+#: how long a call keeps retrying while the gateway or HBase restarts
+_RETRY_FOR_S = 120.0
+T = TypeVar("T")
+
+
+def thrift_types() -> Any:
+    """The Thrift 1 module of happybase (``Mutation``, ``BatchMutation``, ``TScan``, ``IOError``)."""
+    try:
+        import happybase  # noqa: F401 - loads the Hbase_thrift module
+        import Hbase_thrift
+    except ImportError as exc:  # pragma: no cover - the hbase extra is missing
+        msg = "the hbase provider needs happybase: pip install 'weir[hbase]'"
+        raise ConfigError(msg) from exc
+    return Hbase_thrift
+
+
+@dataclass(frozen=True)
+class HBaseSettings:
+    """Where the Thrift gateway is and which table / column family hold the state (picklable).
+
+    Attributes
+    ----------
+    host, port:
+        The Thrift gateway (default ``localhost:9090``).
+    table:
+        The pre-created table (Storm's ``tableName``).
+    family:
+        The pre-created column family (Storm's ``columnFamily``).
+    timeout_ms:
+        Socket timeout of one call, in milliseconds (default 60000).
+    """
+
+    host: str = "localhost"
+    port: int = DEFAULT_THRIFT_PORT
+    table: str = "state"
+    family: str = "cf"
+    timeout_ms: int = _DEFAULT_TIMEOUT_MS
+
+    def __post_init__(self) -> None:
+        if not self.host or not 0 < self.port < 65536:
+            msg = f"hbase provider: bad Thrift gateway address {self.host}:{self.port}"
+            raise ConfigError(msg)
+        if not self.table or ":" in self.family or not self.family:
+            msg = f"hbase provider: bad table {self.table!r} / column family {self.family!r}"
+            raise ConfigError(msg)
+        if self.timeout_ms <= 0:
+            msg = f"hbase provider: timeout must be a positive number of milliseconds, got {self.timeout_ms}"
+            raise ConfigError(msg)
+
+    @classmethod
+    def from_url(cls, url: str) -> HBaseSettings:
+        """Parse ``hbase://HOST[:PORT]/TABLE[?family=CF&timeout=MS]`` (table ``state``, family ``cf``)."""
+        parts = urlsplit(url)
+        if parts.scheme.lower() != "hbase":
+            msg = f"not an hbase:// url: {url!r}"
+            raise ConfigError(msg)
+        try:
+            port = parts.port or DEFAULT_THRIFT_PORT
+        except ValueError as exc:
+            msg = f"hbase url {url!r}: bad port"
+            raise ConfigError(msg) from exc
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        unknown = set(query) - {"family", "timeout"}
+        if unknown:
+            msg = f"hbase url {url!r}: unknown parameter(s) {', '.join(sorted(unknown))}; use family, timeout"
+            raise ConfigError(msg)
+        table = unquote(parts.path.strip("/")) or "state"
+        try:
+            timeout = int(query.get("timeout", _DEFAULT_TIMEOUT_MS))
+        except ValueError as exc:
+            msg = f"hbase url {url!r}: timeout must be milliseconds"
+            raise ConfigError(msg) from exc
+        return cls(parts.hostname or "localhost", port, table, query.get("family", "cf"), timeout)
+
+    @property
+    def url(self) -> str:
+        """The ``hbase://`` url of these settings."""
+        return f"hbase://{self.host}:{self.port}/{self.table}?family={self.family}&timeout={self.timeout_ms}"
+
+    def describe(self) -> str:
+        """``hbase://host:port/table (family cf)``, for messages."""
+        return f"hbase://{self.host}:{self.port}/{self.table} (column family {self.family!r})"
+
+    @property
+    def create_command(self) -> str:
+        """The HBase shell command that creates the table."""
+        return f"create '{self.table}', '{self.family}'"
+
+
+def hbase_settings_from_storm(options: Mapping[str, Any], conf: Mapping[str, Any], where: str) -> HBaseSettings:
+    """Settings from Storm's provider config: ``hbaseConfigKey`` names a map in the topology config.
+
+    That map is HBase's own configuration (``hbase.rootdir``, ``hbase.zookeeper.quorum``, ...); the
+    Thrift gateway is found by HBase's keys ``hbase.regionserver.thrift.ipaddress`` /
+    ``hbase.thrift.host`` (default ``localhost``) and ``hbase.regionserver.thrift.port`` (default
+    9090). Other HBase keys are accepted and not used (the gateway knows the cluster).
+    """
+    hb: Mapping[str, Any] = {}
+    key = options.get("hbaseConfigKey")
+    if key is not None:
+        if not isinstance(key, str):
+            msg = f"{where}.hbaseConfigKey must be a string, got {type(key).__name__}"
+            raise ConfigError(msg)
+        found = conf.get(key)
+        if found is None:
+            msg = f"{where}.hbaseConfigKey is {key!r}, but the topology configuration has no {key!r} map"
+            raise ConfigError(msg)
+        if not isinstance(found, Mapping):
+            msg = f"topology configuration key {key!r} (hbaseConfigKey) must be a map, got {type(found).__name__}"
+            raise ConfigError(msg)
+        hb = found
+    for name in ("tableName", "columnFamily"):
+        if name not in options:
+            msg = (
+                f"{where}: the HBase provider needs {name} (a pre-created table and column family, "
+                "e.g. in the hbase shell: create 'state', 'cf')"
+            )
+            raise ConfigError(msg)
+        if not isinstance(options[name], str):
+            msg = f"{where}.{name} must be a string, got {type(options[name]).__name__}"
+            raise ConfigError(msg)
+    host = hb.get("hbase.thrift.host") or hb.get("hbase.regionserver.thrift.ipaddress") or "localhost"
+    if host in ("0.0.0.0", "::"):  # noqa: S104 - a bind-all address; the client connects locally
+        host = "localhost"
+    try:
+        port = int(hb.get("hbase.regionserver.thrift.port", DEFAULT_THRIFT_PORT))
+        timeout = int(hb.get("hbase.client.operation.timeout", _DEFAULT_TIMEOUT_MS))
+    except (TypeError, ValueError) as exc:
+        msg = f"hbase configuration {key!r}: hbase.regionserver.thrift.port / timeout must be integers"
+        raise ConfigError(msg) from exc
+    return HBaseSettings(str(host), port, options["tableName"], options["columnFamily"], timeout)
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    from thriftpy2.transport import TTransportException
+
+    return (TTransportException, OSError, socket.timeout, EOFError, BrokenPipeError)
+
+
+class HBaseClient:
+    """Thrift 1 calls on one happybase connection per process and thread, with retries.
+
+    Parameters
+    ----------
+    settings:
+        Where the gateway is.
+    """
+
+    def __init__(self, settings: HBaseSettings) -> None:
+        self.settings = settings
+        self.table = settings.table.encode()
+        self.family = settings.family.encode()
+        self.types = thrift_types()
+        self._transport = _transport_errors()
+        self._conns: ProcessConnections[Any] = ProcessConnections(self._connect, lambda c: c.close())
+
+    def _connect(self) -> Any:
+        import happybase
+
+        conn = happybase.Connection(
+            self.settings.host, self.settings.port, timeout=self.settings.timeout_ms, autoconnect=False
+        )
+        conn.open()
+        return conn
+
+    def close(self) -> None:
+        """Close this process's connections."""
+        self._conns.close()
+
+    def call(self, method: str, *args: Any, retry: bool = True) -> Any:
+        """``client.<method>(*args)``, reconnecting and retrying while HBase is away (``retry``)."""
+        deadline = time.monotonic() + _RETRY_FOR_S
+        delay = 0.05
+        while True:
+            try:
+                conn = self._conns.get()
+                return getattr(conn.client, method)(*args)
+            except self._transport as exc:
+                self._conns.close()
+                if not retry or time.monotonic() > deadline:
+                    msg = f"HBase at {self.settings.describe()} is not reachable ({type(exc).__name__}: {exc})"
+                    raise StateError(msg) from exc
+            except self.types.IOError as exc:
+                # region moving / server starting: HBase's own retries gave up; try again a while
+                if not retry or time.monotonic() > deadline:
+                    msg = f"HBase at {self.settings.describe()} failed: {exc.message}"
+                    raise StateError(msg) from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    def check_table(self) -> None:
+        """Connect now and check that the table and the column family exist.
+
+        Raises
+        ------
+        ConfigError
+            When the gateway is unreachable, or the table or family is missing (naming the HBase
+            shell command that creates it).
+        """
+        s = self.settings
+        try:
+            tables = self.call("getTableNames", retry=False)
+        except StateError as exc:
+            msg = (
+                f"hbase provider: cannot reach the HBase Thrift gateway at {s.host}:{s.port} ({exc.__cause__}); "
+                "start it with `hbase thrift start` (or set hbase.regionserver.thrift.port)"
+            )
+            raise ConfigError(msg) from exc
+        if self.table not in tables:
+            msg = (
+                f"hbase provider: table {s.table!r} does not exist at {s.host}:{s.port}; weir does not create "
+                f"it: create it in the hbase shell with: {s.create_command}"
+            )
+            raise ConfigError(msg)
+        families = self.call("getColumnDescriptors", self.table)
+        names = {bytes(k).rstrip(b":") for k in families}
+        if self.family not in names:
+            have = ", ".join(sorted(n.decode(errors="replace") for n in names))
+            msg = (
+                f"hbase provider: table {s.table!r} has no column family {s.family!r} (it has: {have}); "
+                f"add it in the hbase shell with: alter '{s.table}', '{s.family}' "
+                f"(or create a table for weir: {s.create_command})"
+            )
+            raise ConfigError(msg)
+
+    # ---- small helpers on the configured table -------------------------------------------------
+    def column(self, qualifier: bytes) -> bytes:
+        """``family:qualifier``."""
+        return self.family + b":" + qualifier
+
+    def get_rows(self, rows: list[bytes], columns: list[bytes]) -> dict[bytes, dict[bytes, bytes]]:
+        """``{row: {column: value}}`` of the rows that exist (one multi-get)."""
+        if not rows:
+            return {}
+        got = self.call("getRowsWithColumns", self.table, rows, columns, {})
+        return {r.row: {c: cell.value for c, cell in r.columns.items()} for r in got}
+
+    def mutate_rows(self, batch: list[tuple[bytes, list[Any]]], ts: int | None = None) -> None:
+        """Apply ``[(row, [Mutation, ...])]`` (idempotent; at timestamp ``ts`` when given)."""
+        if not batch:
+            return
+        bm = [self.types.BatchMutation(row=r, mutations=m) for r, m in batch]
+        if ts is None:
+            self.call("mutateRows", self.table, bm, {})
+        else:
+            self.call("mutateRowsTs", self.table, bm, ts, {})
+
+    def put(self, column: bytes, value: bytes) -> Any:
+        """A put ``Mutation``."""
+        return self.types.Mutation(isDelete=False, column=column, value=value)
+
+    def delete(self, column: bytes) -> Any:
+        """A delete ``Mutation`` (a family when ``column`` is ``family:``)."""
+        return self.types.Mutation(isDelete=True, column=column)
+
+    def scan(
+        self,
+        start: bytes,
+        stop: bytes,
+        columns: list[bytes] | None = None,
+        *,
+        batch: int = 5000,
+        filter_string: bytes | None = None,
+        limit: int | None = None,
+    ) -> list[Any]:
+        """Every ``TRowResult`` with ``start <= row < stop`` (a whole scan, retried from the start)."""
+
+        def run() -> list[Any]:
+            scan = self.types.TScan(
+                startRow=start, stopRow=stop, columns=columns, caching=batch, filterString=filter_string
+            )
+            sid = self.call("scannerOpenWithScan", self.table, scan, {}, retry=False)
+            out: list[Any] = []
+            try:
+                while True:
+                    want = batch if limit is None else min(batch, limit - len(out))
+                    if want <= 0:
+                        break
+                    rows = self.call("scannerGetList", sid, want, retry=False)
+                    if not rows:
+                        break
+                    out.extend(rows)
+            finally:
+                try:
+                    self.call("scannerClose", sid, retry=False)
+                except Exception:  # noqa: BLE001, S110 - a scanner of a dead connection is gone anyway
+                    pass
+            return out
+
+        return self.retrying(run)
+
+    def retrying(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` (made of ``retry=False`` calls), again from the start while HBase is away."""
+        deadline = time.monotonic() + _RETRY_FOR_S
+        delay = 0.05
+        while True:
+            try:
+                return fn()
+            except StateError:
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
