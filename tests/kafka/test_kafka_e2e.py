@@ -8,6 +8,7 @@ topic read ``read_committed`` holds every event exactly once."""
 from __future__ import annotations
 
 import os
+import queue
 import random
 import signal
 import subprocess
@@ -57,6 +58,21 @@ class Producer(threading.Thread):
             p.poll(0)
             time.sleep(self.pause)
         assert p.flush(300) == 0
+
+
+class KafkaDriver(Driver):
+    """The shared crash-test driver harness, running ``kafka_driver.py``."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(DRIVER), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, start_new_session=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.out: list[str] = []
+        self.err: list[str] = []
+        threading.Thread(target=self._pump, args=(self.proc.stdout, self.out, True), daemon=True).start()
+        threading.Thread(target=self._pump, args=(self.proc.stderr, self.err, False), daemon=True).start()
 
 
 #: Spark's own start-up failure on an overloaded machine (its 10 s accept timeout for a new Python
@@ -120,7 +136,7 @@ def test_exactly_once_through_kafka_with_driver_and_leader_crashes(
             assert res.returncode == -signal.SIGKILL, f"{crash}: should have crashed itself\n{res.stderr[-4000:]}"
 
         # 3. SIGKILL at a seeded random moment while the input partition's leader is SIGKILLed and restarted
-        d = Driver(["run", *args], env)
+        d = KafkaDriver(["run", *args], env)
         first = d.wait_for("BATCH", 300)
         assert first is not None, f"the driver made no progress\n{d.stderr_tail()}"
         leader = cluster.broker(cluster.leader_of(topic, 0))
