@@ -872,6 +872,12 @@ class KafkaCluster:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> KafkaCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 # ---- HBase -----------------------------------------------------------------------------------
 HBASE_VERSION = os.environ.get("WEIR_HBASE_VERSION", "2.6.1")
 """The HBase release whose Maven Central jars ``.ci/setup.d/30-hbase.sh`` puts in the cache."""
