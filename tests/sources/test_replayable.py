@@ -251,7 +251,7 @@ def test_exported_names() -> None:
     import weir.sources
 
     assert set(weir.sources.__all__) == {
-        "DataFrameSpout", "FileSpout", "Guarantee", "NatsSpout", "RateSpout", "ReadLimit",
+        "DataFrameSpout", "FileSpout", "Guarantee", "KafkaSpout", "NatsSpout", "RateSpout", "ReadLimit",
         "RedisStreamSpout", "ReplayableSpout",
     }
     for name in weir.sources.__all__:

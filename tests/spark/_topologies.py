@@ -165,3 +165,4 @@ class KvOps(StatefulBolt):
             elif op == "?":
                 seen = sorted(k for k, _ in self.state if not k.startswith("$"))
                 self.state.put(f"$iter-{tup.get_string(0)}", seen)
+        self.collector.ack(tup)

@@ -38,6 +38,8 @@ TRIDENT = {
     "Snapshottable", "SnapshottableMap", "State", "StateFactory", "StateType", "StateUpdater", "Stream",
     "Sum", "TransactionalMap", "TransactionalValue", "TridentCollector", "TridentState", "TridentTopology",
     "TridentTuple",
+    # Storm's names for the same classes (issue 14)
+    "BaseAggregator", "BaseFilter", "BaseFunction", "BaseQueryFunction", "BaseStateUpdater", "IBackingMap",
 }  # fmt: skip
 
 

@@ -169,8 +169,19 @@ def make_coordinator(
         shape=shape,
     )
     coord.start()
-    check_store_against_spark(coord, rc.checkpoint_location, accept=rc.accept_state_loss)
+    # Storm's in-memory provider is a run-scoped store: losing its state on a restart is its
+    # contract (warned about at submit), not a loss to stop for
+    run_scoped = conf.get("topology.state.provider") is not None and _configured_provider(conf) == "memory"
+    check_store_against_spark(coord, rc.checkpoint_location, accept=rc.accept_state_loss or run_scoped)
     return coord
+
+
+def _configured_provider(conf: Mapping[str, Any]) -> str | None:
+    """The short name of the provider ``conf`` names (None for a custom ``StateProvider``)."""
+    try:
+        return parse_provider_config(conf).provider
+    except ConfigError:
+        return None
 
 
 def resolve_provider(name: str, conf: Mapping[str, Any], master: str) -> StateProvider:
