@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 from pathlib import Path
 from typing import Any
@@ -302,3 +303,24 @@ def test_sum_and_count_describe_their_sql() -> None:
     assert Sum().value_type([DoubleType()]) == DoubleType()
     assert Sum().value_type([StringType()]) is None and Sum().value_type([None]) is None
     assert Sum().combine(None, 2) == 2 and Sum().combine(1, 2) == 3
+
+
+def test_the_plan_is_stored_as_a_graph_for_weir_ui(tmp_path: Path) -> None:
+    """``trident_shape``: every operation a component, state operations stateful, edges to parents."""
+    from weir.trident.runner import trident_shape
+
+    topo, lines = _lines(tmp_path)
+    words = lines.each(["line"], Split(), ["word"])
+    counts = words.group_by("word").persistent_aggregate(MemoryMapState.Factory(), Count(), "count")
+    words.state_query(counts, ["word"], MapGet(), ["count"])
+    shape = trident_shape(topo.nodes)
+    comps = {c["id"]: c for c in shape["components"]}
+    assert shape["dialect"] == "trident"
+    assert comps["lines"]["kind"] == "spout" and not comps["lines"]["stateful"]
+    stateful = {c["class"] for c in comps.values() if c["stateful"]}
+    assert stateful == {"persist_agg", "state_query"}
+    for c in comps.values():  # every edge names a component of the graph
+        assert all(i["source"] in comps for i in c["inputs"])
+    persist = next(c for c in comps.values() if c["class"] == "persist_agg")
+    assert persist["inputs"] and persist["inputs"][0]["grouping"] == "partition"
+    json.dumps(shape)  # stored as JSON beside the coordinator record

@@ -192,6 +192,35 @@ def _short(text: str) -> str:
     return text[:500]
 
 
+#: plan nodes that read or write a Trident state
+_STATE_KINDS = frozenset({"persist_agg", "partition_persist", "state_query"})
+
+
+def trident_shape(nodes: list[Any]) -> dict[str, Any]:
+    """The plan as the JSON-ready graph ``weir ui`` draws (the shape a Storm topology stores).
+
+    Each plan node is a component (spouts as spouts, state operations marked stateful); an edge is
+    ``partition`` where the node repartitions its input and ``local`` where it runs in the same stage.
+    """
+    comps = []
+    for n in nodes:
+        grouping = "partition" if n.kind in ("partition", "agg", "persist_agg") else "local"
+        comps.append(
+            {
+                "id": n.name,
+                "kind": "spout" if n.kind == "spout" else "bolt",
+                "class": n.kind,
+                "parallelism": n.parallelism or 1,
+                "stateful": n.kind in _STATE_KINDS,
+                "inputs": [
+                    {"source": p.name, "stream": "default", "grouping": grouping, "fields": []} for p in n.parents
+                ],
+                "outputs": {"default": list(n.names)},
+            }
+        )
+    return {"dialect": "trident", "components": comps, "namespaces": []}
+
+
 def _memory_states(name: str, topology: TridentTopology, master: str) -> dict[str, Any]:
     """``MemoryMapState.Factory()`` states on Spark local mode: SQLite factories in a run-scoped store.
 
@@ -258,7 +287,9 @@ def submit_trident(name: str, conf: Mapping[str, Any], topology: TridentTopology
     factories = _memory_states(name, topology, master)
     provider = resolve_provider(name, conf, master)  # before Spark starts: a typo fails in about a second
     spark_session, master = spark_for(rc, spark)
-    coordinator = make_coordinator(name, conf, provider, TridentParticipants(), {}, rc, master)
+    coordinator = make_coordinator(
+        name, conf, provider, TridentParticipants(), {}, rc, master, shape=trident_shape(nodes)
+    )
     journal = _journal_states(topology)
     if journal and not isinstance(provider, KeyValueStateProvider):
         log.warning(

@@ -149,7 +149,7 @@ def graph_svg(shape: dict[str, Any] | None) -> str:
     """Components as boxes (stateful ones shaded, with their parallelism), edges labelled by grouping."""
     comps = [c for c in (shape or {}).get("components", []) if isinstance(c, dict) and "id" in c]
     if not comps:
-        return "<p class='muted'>No topology shape stored (a Trident topology, or written by an older weir).</p>"
+        return "<p class='muted'>No topology shape stored (written by an older weir).</p>"
     layer = _layers(comps)
     rows: dict[int, list[str]] = {}
     for c in comps:
