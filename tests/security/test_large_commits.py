@@ -1,6 +1,6 @@
 """Large state: a large change set prepares and commits on SQLite, Redis and PostgreSQL with bounded memory.
 
-``WEIR_LARGE_COMMIT_KEYS`` sets the size (default 300,000; the benchmark runs 1,000,000).
+``WEIR_LARGE_COMMIT_KEYS`` sets the size (default 100,000; the benchmark runs 1,000,000).
 
 Memory is the growth of the process's peak resident set (``VmHWM``, reset through
 ``/proc/self/clear_refs``) during ``write_prepared`` + ``commit_prepared`` only (the change set
@@ -26,7 +26,7 @@ from weir.state.sqlite import SqliteBackend, SqliteOptions
 
 #: 1M in CI-sized runs would take minutes on 2 shared cores; ``bench/state_providers.py --large``
 #: commits 1M keys on each store and reports the same memory growth
-N = int(os.environ.get("WEIR_LARGE_COMMIT_KEYS", "300000"))
+N = int(os.environ.get("WEIR_LARGE_COMMIT_KEYS", "100000"))
 PEAK_LIMIT = 48 * 1024 * 1024
 
 pytestmark = pytest.mark.slow

@@ -55,6 +55,9 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresBackend", "PostgresOptions", "open_backend", "redact_url"]
 
+#: a prepared change set at least this large gets fresh planner statistics before it commits
+LARGE_CHANGE_SET = 10_000
+
 T = TypeVar("T")
 
 _SCHEMA_LOCK_ID = 0x7765_6972_5F73_6368  # pg_advisory_xact_lock key guarding table creation ("weir_sch")
@@ -214,6 +217,9 @@ class _Statements:
             "WHERE r.ns = %s AND p.ns = r.ns AND p.kh = r.kh AND p.v IS NULL"
         )
         self.drop = tuple(f"DELETE FROM {t} WHERE ns = %s" for t in (kv, prep, txid))
+        # fresh statistics after a large COPY, so the commit's joins plan for the rows really there
+        # (stale ones from a small table can pick a nested loop that is quadratic in the set's size)
+        self.analyze_prepare = f"ANALYZE {prep}"
 
 
 def _kh(key: bytes) -> bytes:
@@ -543,6 +549,8 @@ class PostgresBackend(Backend):
                     copy.set_types(["text", "bytea", "bytea"])
                     for k, v in changes.items():
                         copy.write_row((namespace, k, v))
+                if len(changes) >= LARGE_CHANGE_SET:
+                    conn.execute(self._sql.analyze_prepare)
             conn.execute(self._sql.set_txid, (rec.committed, txid, rec.epoch, namespace))
 
         self._write(namespace, body, what=f"prepare txid {txid} ({len(changes)} changes)")
