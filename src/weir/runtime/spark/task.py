@@ -73,6 +73,25 @@ def _report(spec: TaskSpec, task: int, txid: int, **kw: Any) -> tuple[str, dict[
     return ("R", rep)
 
 
+def _failure_report(
+    spec: TaskSpec, task: int, txid: int, exc: BaseException, stage: str, current: Any, n_in: int, n_out: int
+) -> tuple[str, dict[str, Any]]:
+    """The report of a task that failed at ``stage`` (on tuple ``current``, if any); call it in ``except``."""
+    where = stage + (f" of tuple {list(current.values)!r:.200}" if current is not None else "")
+    return _report(
+        spec,
+        task,
+        txid,
+        ok=False,
+        n_in=n_in,
+        n_out=n_out,
+        error=f"{type(exc).__name__} in {where}: {exc}",
+        error_type=type(exc).__name__,
+        traceback=traceback.format_exc(),
+        fenced=isinstance(exc, FencedError),
+    )
+
+
 def _dead_letter(
     spec: TaskSpec, task: int, txid: int, tup: Tuple | None, values: Any, error: str
 ) -> tuple[str, dict[str, Any]]:
@@ -270,19 +289,7 @@ def run_task(
         stage = "cleanup"
         comp.cleanup()
     except Exception as exc:
-        where = f"{stage}" + (f" of tuple {list(current.values)!r:.200}" if current is not None else "")
-        yield _report(
-            spec,
-            task,
-            txid,
-            ok=False,
-            n_in=n_in,
-            n_out=n_out,
-            error=f"{type(exc).__name__} in {where}: {exc}",
-            error_type=type(exc).__name__,
-            traceback=traceback.format_exc(),
-            fenced=isinstance(exc, FencedError),
-        )
+        yield _failure_report(spec, task, txid, exc, stage, current, n_in, n_out)
         return
     yield _report(
         spec,

@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import os
 import time
-import traceback
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from weir.checkpoint.faults import crash_point
-from weir.errors import FencedError
-from weir.runtime.spark.task import TaskSpec, _check_emitted, _dead_letter, _report
+from weir.runtime.spark.task import TaskSpec, _check_emitted, _dead_letter, _failure_report, _report
 from weir.state.kv import TransactionalKeyValueState
 from weir.state.serializers import JsonSerializer
 from weir.topology.collector import FailedTuple, OutputCollector
@@ -130,19 +128,7 @@ def run_windowed_task(
         stage = "cleanup"
         comp.cleanup()
     except Exception as exc:
-        where_ = f"{stage}" + (f" of tuple {list(current.values)!r:.200}" if current is not None else "")
-        yield _report(
-            spec,
-            task,
-            txid,
-            ok=False,
-            n_in=n_in,
-            n_out=n_out,
-            error=f"{type(exc).__name__} in {where_}: {exc}",
-            error_type=type(exc).__name__,
-            traceback=traceback.format_exc(),
-            fenced=isinstance(exc, FencedError),
-        )
+        yield _failure_report(spec, task, txid, exc, stage, current, n_in, n_out)
         return
     yield _report(
         spec,
