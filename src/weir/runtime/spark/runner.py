@@ -44,6 +44,8 @@ _CONCURRENT_CHECKPOINT = (
     "Multiple streaming queries are concurrently using",
     "Concurrent update to the log",
     "is already active",
+    # both drivers creating a new checkpoint: the second rename of its `metadata` file fails
+    "FileAlreadyExistsException: Rename destination",
 )
 #: times the newest driver starts its query again while an older one still writes the checkpoint
 _CONFLICT_RESTARTS = 5

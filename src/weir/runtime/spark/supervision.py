@@ -163,7 +163,7 @@ class Supervisor:
         self._stopping.clear()
         self.error = None
         self.consecutive = 0
-        self._launch(False)
+        self._launch_classified()
         self._thread = threading.Thread(target=self._watch, name=f"weir-supervisor-{self.topology}", daemon=True)
         self._thread.start()
 
@@ -210,7 +210,7 @@ class Supervisor:
                 log.warning("topology %s: %s; starting the query again", self.topology, verdict)
                 if self._stopping.wait(1.0):
                     return
-                self._launch(False)
+                self._launch_classified()
                 continue
             reason = transient_reason(failure)
             if reason is None:
@@ -248,6 +248,28 @@ class Supervisor:
                     if reason is None:
                         self.error = exc
                         return
+
+    def _launch_classified(self) -> None:
+        """Start the query; a start refused because another driver holds the checkpoint is retried.
+
+        Two drivers started together race for Spark's checkpoint files (``metadata``, the offset
+        log) before either runs a batch, so ``start()`` itself can fail the way a running query
+        does: ``classify`` decides (retry while this driver holds the newest epoch, or stop with
+        its error), anything else is raised as is.
+        """
+        while True:
+            try:
+                self._launch(False)
+                return
+            except Exception as exc:
+                verdict = self._classify(exc) if self._classify is not None else None
+                if isinstance(verdict, BaseException):
+                    raise verdict from exc
+                if not isinstance(verdict, str):
+                    raise
+                log.warning("topology %s: %s; starting the query again", self.topology, verdict)
+                if self._stopping.wait(1.0):
+                    raise
 
     def _await_query(self) -> BaseException | None:
         """Wait for the current query to end: None when it ended normally, else the error."""

@@ -1,0 +1,62 @@
+"""The supervisor's first start goes through the same classification as a failed query.
+
+Two drivers started together race for Spark's new checkpoint (its ``metadata`` file) inside
+``DataStreamWriter.start()``; the driver holding the newest epoch must start again, the older one
+must stop with its :class:`FencedError`, and any other start failure is raised unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from weir.errors import FencedError
+from weir.runtime.spark.supervision import RestartPolicy, Supervisor
+
+CONFLICT = "FileAlreadyExistsException: Rename destination file:/x/metadata already exists."
+
+
+class _Query:
+    def awaitTermination(self) -> None:  # noqa: N802 - PySpark's name
+        return None
+
+
+def _supervisor(failures: list[BaseException], verdict: Any) -> tuple[Supervisor, list[bool]]:
+    calls: list[bool] = []
+
+    def launch(restart: bool) -> None:
+        calls.append(restart)
+        if failures:
+            raise failures.pop(0)
+
+    def classify(exc: BaseException) -> Any:
+        return verdict if CONFLICT in str(exc) else None
+
+    sup = Supervisor("twins", RestartPolicy(3, 10), launch, _Query, lambda: None, lambda _r: None, classify=classify)
+    return sup, calls
+
+
+def test_a_start_lost_to_another_driver_is_tried_again_while_this_driver_is_newest() -> None:
+    sup, calls = _supervisor([RuntimeError(CONFLICT), RuntimeError(CONFLICT)], "another driver still writes")
+    sup.start()
+    assert sup.wait(30)
+    assert sup.error is None
+    assert calls == [False, False, False]
+
+
+def test_a_start_lost_by_the_older_driver_stops_with_its_fenced_error() -> None:
+    fenced = FencedError("topology 'twins': another driver is running this topology")
+    sup, calls = _supervisor([RuntimeError(CONFLICT)], fenced)
+    with pytest.raises(FencedError, match="another driver") as info:
+        sup.start()
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert calls == [False]
+
+
+def test_any_other_start_failure_is_raised_unchanged() -> None:
+    boom = ValueError("bad option")
+    sup, calls = _supervisor([boom], "never used")
+    with pytest.raises(ValueError, match="bad option"):
+        sup.start()
+    assert calls == [False]
