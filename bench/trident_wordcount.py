@@ -1,0 +1,352 @@
+"""Benchmark: Trident ``persistent_aggregate(Count)`` versus Spark's own streaming count, side by side.
+
+One process, one SparkSession (``local[2]``, UI off, 2 shuffle partitions), one generated corpus
+(``bench/wordcount_corpus.py``), every variant reading the same files, the same number of files per
+micro-batch, under ``Trigger.AvailableNow``. Rounds are interleaved (every variant once per round,
+in order) and the table shows the median of the rounds:
+
+=======  ===================================================================================
+native   Spark ``readStream.text`` → ``explode(split(value))`` in SQL → ``groupBy(word).count()``
+pysplit  the same count with the split as a Python function (``mapInArrow``): what a Spark user
+         with Python logic writes — the fair reference for Trident's Python ``Split``
+nostate  the stateless limit: read + Python split + a per-batch count, nothing kept or written
+to-*     weir Trident, opaque map state (``OpaqueMap``), Python ``Split`` → ``group_by`` →
+         ``persistent_aggregate(Count)`` with parallelism 2, on sqlite / redis / postgres
+tt-*     the same with a transactional map state
+=======  ===================================================================================
+
+Every variant is verified against the generator's exact counts: Spark's by collecting each batch's
+updated counts, weir's by reading the map state back (``multi_get`` over every word).
+
+Usage::
+
+    .venv/bin/python bench/trident_wordcount.py                      # 2M words, 20k keys, all variants
+    .venv/bin/python bench/trident_wordcount.py --keys 200000 --words 8000000
+    .venv/bin/python bench/trident_wordcount.py --words 200000 --variants native,pysplit,to-sqlite --repeat 1
+
+Prints a table with ratios against ``native`` and ``pysplit`` and writes
+``bench/results/trident_wordcount.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _common import local_spark, machine, postgres_database, redis_server, write_results  # noqa: E402
+from storm_wordcount import ProgressLog, _cpu_delta, tree_cpu_seconds, verify  # noqa: E402
+from wordcount_corpus import generate_corpus  # noqa: E402
+
+VARIANTS = {
+    "native": "spark count, split in SQL",
+    "pysplit": "spark count, split in Python (mapInArrow)",
+    "nostate": "stateless limit (Python split, nothing kept)",
+    "to-sqlite": "trident opaque, sqlite",
+    "tt-sqlite": "trident transactional, sqlite",
+    "to-redis": "trident opaque, redis",
+    "tt-redis": "trident transactional, redis",
+    "to-postgres": "trident opaque, postgres",
+    "tt-postgres": "trident transactional, postgres",
+}
+#: issue 15's targets, as ratios of words/s in one run
+TARGETS = {("to-sqlite", "pysplit"): 1.0, ("to-sqlite", "native"): 0.8}
+
+
+@dataclass
+class Result:
+    """The runs of one variant (seconds per round) and what they measured."""
+
+    variant: str
+    label: str
+    words: int
+    runs_s: list[float] = field(default_factory=list)
+    runs_cpu_s: list[float | None] = field(default_factory=list)
+    batches: int = 0
+    verified: bool = True
+    detail: str = ""
+    median_s: float = 0.0
+    words_per_s: float = 0.0
+    vs_native: float | None = None
+    vs_pysplit: float | None = None
+    breakdown: dict[str, Any] = field(default_factory=dict)
+
+
+# ---- Spark variants --------------------------------------------------------------------------
+def _split_in_python(batches: Iterator[Any]) -> Iterator[Any]:
+    """``mapInArrow`` body: one output row per whitespace-separated word (Python ``str.split``)."""
+    import pyarrow as pa
+
+    for rb in batches:
+        words: list[str] = []
+        for line in rb.column(0).to_pylist():
+            if line:
+                words.extend(line.split())
+        yield pa.RecordBatch.from_arrays([pa.array(words, pa.string())], names=["word"])
+
+
+def _words(spark: Any, input_dir: Path, fpb: int, python_split: bool) -> Any:
+    from pyspark.sql import functions as F  # noqa: N812
+
+    lines = spark.readStream.format("text").option("maxFilesPerTrigger", fpb).load(str(input_dir))
+    if python_split:
+        return lines.mapInArrow(_split_in_python, "word STRING")
+    words = lines.select(F.explode(F.split(F.col("value"), " ")).alias("word"))
+    return words.where(F.col("word") != "")
+
+
+def run_spark(spark: Any, progress: ProgressLog, kind: str, input_dir: Path, ckpt: Path, fpb: int) -> Any:
+    """Run ``native``, ``pysplit`` or ``nostate`` to the end of the input; seconds, counts, breakdown."""
+    counts: dict[str, int] = {}
+
+    def keep_latest(batch_df: Any, batch_id: int) -> None:
+        for row in batch_df.collect():
+            counts[row[0]] = int(row[1])
+
+    def add_batch(batch_df: Any, batch_id: int) -> None:
+        for row in batch_df.groupBy("word").count().collect():
+            counts[row[0]] = counts.get(row[0], 0) + int(row[1])
+
+    cpu0 = tree_cpu_seconds()
+    t0 = time.perf_counter()
+    words = _words(spark, input_dir, fpb, python_split=kind != "native")
+    if kind == "nostate":
+        writer = words.writeStream.foreachBatch(add_batch)
+    else:
+        writer = words.groupBy("word").count().writeStream.outputMode("update").foreachBatch(keep_latest)
+    query = writer.option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start()
+    query.awaitTermination()
+    seconds = time.perf_counter() - t0
+    cpu = _cpu_delta(cpu0)
+    q = progress.summary(str(query.id))
+    return seconds, counts, {"cpu_s": cpu, "batches": q["batches"], "spark_ms": q["spark_ms"]}
+
+
+# ---- Trident variants ------------------------------------------------------------------------
+def _factory(kind: str, store: str, url: str, table: str) -> Any:
+    from weir.trident.backing import PostgresMapState, RedisMapState, SqliteMapState
+
+    if store == "sqlite":
+        family, args, kwargs = SqliteMapState, (url,), {"table": table}
+    elif store == "redis":
+        family, args, kwargs = RedisMapState, (url,), {"key_prefix": f"{table}:"}
+    else:
+        family, args, kwargs = PostgresMapState, (url,), {"table": table, "key_columns": {"word": "TEXT"}}
+    make = family.opaque if kind == "opaque" else family.transactional
+    return make(*args, **kwargs)
+
+
+def trident_topology(input_dir: Path, fpb: int, factory: Any) -> Any:
+    """FileSpout → Python ``Split`` → ``group_by(word)`` → ``persistent_aggregate(Count)``, 2 partitions."""
+    from weir.sources import FileSpout
+    from weir.trident import Count, Function, TridentTopology
+
+    class Split(Function):
+        def execute(self, tup: Any, collector: Any) -> None:
+            for word in tup.get_string(0).split():
+                collector.emit([word])
+
+    t = TridentTopology()
+    (
+        t.new_stream("lines", FileSpout(str(input_dir), files_per_batch=fpb))
+        .each(["line"], Split(), ["word:str"])
+        .group_by(["word"])
+        .persistent_aggregate(factory, Count(), "count")
+        .parallelism_hint(2)
+    )
+    return t
+
+
+def run_trident(
+    spark: Any,
+    progress: ProgressLog,
+    variant: str,
+    input_dir: Path,
+    work: Path,
+    fpb: int,
+    urls: Mapping[str, str],
+    expected_keys: list[str],
+) -> Any:
+    """Run one Trident variant; seconds, the counts read back from its map state, breakdown."""
+    import weir
+
+    kind = "opaque" if variant.startswith("to-") else "transactional"
+    store = variant.split("-", 1)[1]
+    table = f"wc_{uuid.uuid4().hex[:10]}"
+    url = str(work / "trident.db") if store == "sqlite" else urls[store]
+    factory = _factory(kind, store, url, table)
+    name = f"twc-{table}"
+    conf = {"weir.state.dir": str(work), "weir.spark.master": "local[2]"}
+    cpu0 = tree_cpu_seconds()
+    t0 = time.perf_counter()
+    run = weir.submit(name, conf, trident_topology(input_dir, fpb, factory), spark=spark)
+    status = run.process_available()
+    seconds = time.perf_counter() - t0
+    cpu = _cpu_delta(cpu0)
+    if status.error:
+        raise RuntimeError(f"weir run {name} failed: {status.error}")
+    state = factory.make_state({}, 0, 1)
+    counts: dict[str, int] = {}
+    chunk = 5000
+    for i in range(0, len(expected_keys), chunk):
+        keys = expected_keys[i : i + chunk]
+        for word, value in zip(keys, state.multi_get([[w] for w in keys]), strict=True):
+            if value is not None:
+                counts[word] = int(value)
+    q = progress.summary(str(run.query.id))
+    return seconds, counts, {"cpu_s": cpu, "batches": q["batches"], "spark_ms": q["spark_ms"]}
+
+
+# ---- driver ----------------------------------------------------------------------------------
+def format_table(rows: list[Result]) -> str:
+    """A plain-text table: median seconds, every round, words/s and the ratios."""
+    head = ["variant", "words", "median s", "runs (s)", "words/s", "vs native", "vs pysplit", "batches", "verified"]
+    body = [
+        [
+            f"{r.variant}: {r.label}",
+            f"{r.words:,}",
+            f"{r.median_s:.1f}",
+            "/".join(f"{x:.1f}" for x in r.runs_s),
+            f"{r.words_per_s:,.0f}",
+            "-" if r.vs_native is None else f"{r.vs_native:.2f}x",
+            "-" if r.vs_pysplit is None else f"{r.vs_pysplit:.2f}x",
+            str(r.batches),
+            "yes" if r.verified else "NO",
+        ]
+        for r in rows
+    ]
+    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+
+    return "\n".join([line(head), "  ".join("-" * w for w in widths), *(line(b) for b in body)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; exit status 1 if any variant's counts were wrong."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--words", type=int, default=2_000_000, help="total words (2M default; 8M for the long run)")
+    p.add_argument("--keys", type=int, default=20_000, help="distinct words (20k default; 200k, 2M)")
+    p.add_argument("--files", type=int, default=20, help="input files (default 20)")
+    p.add_argument("--files-per-batch", type=int, default=2, help="files per micro-batch (default 2)")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated subset of {', '.join(VARIANTS)}")
+    p.add_argument("--repeat", type=int, default=3, help="interleaved rounds; the table shows the median (default 3)")
+    p.add_argument("--no-warmup", action="store_true", help="skip the small warm-up run of each variant")
+    p.add_argument("--out", help="JSON output path (default bench/results/trident_wordcount.json)")
+    args = p.parse_args(argv)
+    chosen = [v.strip() for v in args.variants.split(",") if v.strip()]
+    bad = [v for v in chosen if v not in VARIANTS]
+    if bad:
+        p.error(f"unknown variant(s) {bad}; choose from {', '.join(VARIANTS)}")
+    if args.repeat < 1 or args.words < args.keys:
+        p.error("--repeat must be >= 1 and --words >= --keys")
+
+    work = Path(tempfile.mkdtemp(prefix="weir-bench-twc-"))
+    stack = contextlib.ExitStack()
+    results: dict[str, Result] = {v: Result(v, VARIANTS[v], args.words) for v in chosen}
+    try:
+        t = time.perf_counter()
+        expected = generate_corpus(work / "input", args.words, args.keys, args.files, args.seed)
+        warm_expected = generate_corpus(work / "warm", 20_000, 2_000, 2, args.seed + 1)
+        n_words = sum(expected.values())
+        keys = sorted(expected)
+        print(
+            f"corpus: {n_words:,} words, {len(expected):,} distinct, {args.files} files, "
+            f"{args.files_per_batch} per batch ({time.perf_counter() - t:.1f} s)",
+            flush=True,
+        )
+        spark = local_spark("weir-bench-trident-wordcount", {"spark.sql.streaming.forceDeleteTempCheckpointLocation": "true"})
+        progress = ProgressLog(spark)
+        urls: dict[str, str] = {}
+        if any(v.endswith("-redis") for v in chosen):
+            urls["redis"] = stack.enter_context(redis_server())
+        if any(v.endswith("-postgres") for v in chosen):
+            urls["postgres"] = stack.enter_context(postgres_database())
+
+        def run(v: str, input_dir: Path, fpb: int, tag: str, want: list[str]) -> Any:
+            d = work / f"{tag}-{v}"
+            d.mkdir(parents=True, exist_ok=True)
+            if v in ("native", "pysplit", "nostate"):
+                return run_spark(spark, progress, v, input_dir, d / "checkpoint", fpb)
+            return run_trident(spark, progress, v, input_dir, d, fpb, urls, want)
+
+        if not args.no_warmup:
+            for v in chosen:
+                secs, got, _ = run(v, work / "warm", 1, "warm", sorted(warm_expected))
+                ok, _detail = verify(got, warm_expected)
+                print(f"  warm-up {v:<12} {secs:6.1f} s  verified={'yes' if ok else 'NO'}", flush=True)
+
+        for rnd in range(args.repeat):
+            for v in chosen:
+                secs, got, breakdown = run(v, work / "input", args.files_per_batch, f"r{rnd}", keys)
+                ok, detail = verify(got, expected)
+                r = results[v]
+                r.runs_s.append(round(secs, 2))
+                r.runs_cpu_s.append(breakdown.get("cpu_s"))
+                r.batches = breakdown.get("batches", 0)
+                r.breakdown[f"round{rnd + 1}"] = breakdown
+                if not ok:
+                    r.verified, r.detail = False, detail
+                print(
+                    f"  round {rnd + 1} {v:<12} {secs:7.1f} s  {n_words / secs:>10,.0f} words/s  "
+                    f"cpu {breakdown.get('cpu_s')} s  verified={'yes' if ok else 'NO: ' + detail}",
+                    flush=True,
+                )
+    finally:
+        stack.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+    for r in results.values():
+        r.median_s = round(statistics.median(r.runs_s), 2)
+        r.words_per_s = r.words / r.median_s if r.median_s else 0.0
+    for r in results.values():
+        for ref, attr in (("native", "vs_native"), ("pysplit", "vs_pysplit")):
+            if ref in results and results[ref].words_per_s:
+                setattr(r, attr, r.words_per_s / results[ref].words_per_s)
+    rows = list(results.values())
+    print()
+    print(format_table(rows))
+    verdicts = []
+    for (v, ref), need in TARGETS.items():
+        if v in results and ref in results and results[ref].words_per_s:
+            got = results[v].words_per_s / results[ref].words_per_s
+            verdicts.append(f"target {v} >= {need}x {ref}: {got:.2f}x -> {'met' if got >= need else 'NOT met'}")
+    for line in verdicts:
+        print(line)
+
+    import pyspark
+
+    payload = {
+        "benchmark": "trident_wordcount",
+        "machine": {**machine(), "pyspark": pyspark.__version__},
+        "params": {k: getattr(args, k) for k in ("words", "keys", "files", "files_per_batch", "seed", "repeat")},
+        "targets": verdicts,
+        "results": [asdict(r) for r in rows],
+    }
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    else:
+        out = write_results("trident_wordcount", json.loads(json.dumps(payload, default=str)))
+    print(f"\nwrote {out}")
+    return 0 if all(r.verified for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

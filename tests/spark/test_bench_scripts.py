@@ -1,0 +1,80 @@
+"""The performance benchmarks run as their docs say, on a tiny input, and verify their counts.
+
+Performance is never asserted here (that is what ``bench/`` is for); these tests prove that the
+commands in docs/performance.md work: every variant runs on this session's Spark, the counts each
+variant produces are checked exactly by the benchmark itself (exit status 0), and the JSON it
+writes holds one result per variant.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from pathlib import Path
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+pytestmark = [pytest.mark.spark]
+
+
+@contextlib.contextmanager
+def _yield(value: str) -> Iterator[str]:
+    yield value
+
+
+@pytest.fixture
+def bench_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bench/`` importable here, and its modules pickled by value for the Python workers.
+
+    Run as scripts, the benchmarks' functions live in ``__main__`` and travel by value anyway.
+    """
+    import importlib
+
+    from pyspark import cloudpickle
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    for name in ("storm_wordcount", "trident_wordcount", "latency"):
+        cloudpickle.register_pickle_by_value(importlib.import_module(name))
+
+
+def test_trident_wordcount_benchmark_runs_and_verifies_every_variant(
+    spark: Any, bench_path: None, tmp_path: Path, postgres_url: str, redis_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import _common
+    import trident_wordcount
+
+    # the benchmark's own servers are replaced by this session's (no second redis-server, no new database)
+    monkeypatch.setattr(trident_wordcount, "redis_server", lambda: _yield(redis_server.url))
+    monkeypatch.setattr(trident_wordcount, "postgres_database", lambda: _yield(postgres_url))
+    assert _common.PG_ADMIN_DSN
+
+    out = tmp_path / "twc.json"
+    variants = "native,pysplit,nostate,to-sqlite,tt-redis,to-postgres"
+    argv = ["--words", "3000", "--keys", "200", "--files", "2", "--files-per-batch", "1", "--repeat", "1",
+            "--no-warmup", "--variants", variants, "--out", str(out)]  # fmt: skip
+    assert trident_wordcount.main(argv) == 0
+    data = json.loads(out.read_text())
+    got = {r["variant"]: r for r in data["results"]}
+    assert sorted(got) == sorted(variants.split(","))
+    assert all(r["verified"] and r["batches"] == 2 and r["words"] == 3000 for r in got.values())
+    assert got["native"]["vs_native"] == pytest.approx(1.0)
+    assert any(v.startswith("target to-sqlite") for v in data["targets"])
+
+
+def test_latency_benchmark_reports_percentiles_per_variant(spark: Any, bench_path: None, tmp_path: Path) -> None:
+    import latency
+
+    out = tmp_path / "lat.json"
+    assert latency.main(["--sizes", "5", "--batches", "3", "--no-warmup", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["results"]
+    assert [r["variant"] for r in rows] == ["native", "storm", "trident"]
+    for r in rows:
+        assert r["batches"] == 3 and r["verified"]
+        assert 0 < r["p50_ms"] <= r["p95_ms"]
+    assert rows[0]["overhead_p50_ms"] == 0.0
+    assert sys.modules["latency"].TARGET_OVERHEAD_MS == 50.0
