@@ -496,11 +496,52 @@ class TopologyRun:
             self._run({"processingTime": f"{ms} milliseconds"} if ms > 0 else {"processingTime": "0 seconds"})
         return self
 
-    def process_available(self, timeout: float | None = None) -> RunStatus:
-        """Process everything the sources have now (``Trigger.AvailableNow``), then stop."""
+    def process_available(self, timeout: float | None = None, *, final: bool = False) -> RunStatus:
+        """Process everything the sources have now (``Trigger.AvailableNow``), then stop.
+
+        With ``final`` the run is the end of a finite input: once Spark's batches are done, one more
+        transaction sends a final mark from every spout (IBM Streams' final punctuation), which every
+        operator receives and forwards (a window operator flushes its open window). The topology must
+        have Streams operators or punctuating spouts.
+        """
         self._run({"availableNow": True})
-        self.await_termination(timeout)
+        done = self.await_termination(timeout)
+        if final and done:
+            self._final_transaction()
         return self.status()
+
+    def _final_transaction(self) -> None:
+        """Run the final mark as a transaction after Spark's last batch (see :meth:`process_available`)."""
+        from weir.runtime.spark.batch import BatchJob
+        from weir.runtime.spark.statecheck import read_spark_log
+
+        runner = self.runner
+        if not isinstance(runner, BatchJob) or not runner.punctuation:
+            msg = (
+                f"topology {self.name!r}: process_available(final=True) sends a final mark, which only IBM Streams "
+                "operators (weir.streams.Operator) or punctuating spouts receive; this topology has none"
+            )
+            raise ConfigError(msg)
+        rdd = self.spark.sparkContext.parallelize([], 1)
+        spout_id = getattr(self, "_spout_id", self.spouts[0][0] if len(self.spouts) == 1 else None)
+
+        def job(txid: int, epoch: int | None, attempt: int) -> JobOutcome:
+            return runner.run(rdd, spout_id, txid, epoch, final=True)
+
+        if self.coordinator is None:
+            txid = (self._status.last_txid or 0) + 1
+            outcome = job(txid, None, 0)
+            if not outcome.ok:
+                first = outcome.failures[0]
+                msg = f"topology {self.name!r}: the final mark failed in {first.component!r} task {first.task}: {first.error}"
+                raise TopologyError(msg, topology=self.name, component=first.component, task=first.task, txid=txid)
+            self._record(BatchReport(txid=txid, stats=outcome.stats))
+            return
+        spark_log = read_spark_log(self.rc.checkpoint_location)
+        last = spark_log.last_commit if spark_log is not None else None
+        qid = self._qid or (spark_log.query_id if spark_log is not None else None) or "final"
+        report = self.coordinator.run_batch(qid, (last if last is not None else -1) + 1, job, rebase=1)
+        self._record(report)
 
     def _run(self, trigger: dict[str, Any]) -> None:
         if self.query is not None and self.query.isActive:
