@@ -504,6 +504,14 @@ class TopologyRun:
         operator receives and forwards (a window operator flushes its open window). The topology must
         have Streams operators or punctuating spouts.
         """
+        from weir.runtime.spark.batch import BatchJob
+
+        if final and not (isinstance(self.runner, BatchJob) and self.runner.punctuation):
+            msg = (
+                f"topology {self.name!r}: process_available(final=True) sends a final mark, which only IBM Streams "
+                "operators (weir.streams.Operator) or punctuating spouts receive; this topology has none"
+            )
+            raise ConfigError(msg, topology=self.name)
         self._run({"availableNow": True})
         done = self.await_termination(timeout)
         if final and done:
@@ -516,12 +524,7 @@ class TopologyRun:
         from weir.runtime.spark.statecheck import read_spark_log
 
         runner = self.runner
-        if not isinstance(runner, BatchJob) or not runner.punctuation:
-            msg = (
-                f"topology {self.name!r}: process_available(final=True) sends a final mark, which only IBM Streams "
-                "operators (weir.streams.Operator) or punctuating spouts receive; this topology has none"
-            )
-            raise ConfigError(msg)
+        assert isinstance(runner, BatchJob)
         rdd = self.spark.sparkContext.parallelize([], 1)
         spout_id = getattr(self, "_spout_id", self.spouts[0][0] if len(self.spouts) == 1 else None)
 
