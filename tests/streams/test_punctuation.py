@@ -16,8 +16,7 @@ import pytest
 
 from tests.streams._ops import CALLS, calls
 from weir.errors import TopologyError
-from weir.streams import Checkpoint, InputPort, Operator, OperatorContext, Punctuation, StateHandler
-from weir.streams import TumblingWindowSort
+from weir.streams import Checkpoint, InputPort, Operator, OperatorContext, Punctuation, StateHandler, TumblingWindowSort
 from weir.streams.testing import OperatorTester
 from weir.topology import Fields, OutputCollector, Tuple
 

@@ -226,13 +226,16 @@ class OperatorTester:
         if marks:  # a mark in the list reaches every task after the tuples before it
             tagged: list[list[tuple[Any, ...]]] = [[] for _ in range(self.parallelism)]
             done = 0
-            for i, v in enumerate(tuples):
+            for v in tuples:
                 if isinstance(v, Punctuation):
                     for task in range(self.parallelism):
                         tagged[task].append(("src", "default", MarkRecord(v, 1), 0))
                     continue
                 part = self._partition([v])
-                task = next(t for t, p in enumerate(part) if p) if self.group_idx is not None else done % self.parallelism
+                if self.group_idx is None:
+                    task = done % self.parallelism
+                else:
+                    task = next(t for t, p in enumerate(part) if p)
                 done += 1
                 tagged[task].append(("src", "default", tuple(v), 0))
             parts_records: list[list[tuple[Any, ...]]] | None = tagged

@@ -536,7 +536,10 @@ class TopologyRun:
             outcome = job(txid, None, 0)
             if not outcome.ok:
                 first = outcome.failures[0]
-                msg = f"topology {self.name!r}: the final mark failed in {first.component!r} task {first.task}: {first.error}"
+                msg = (
+                    f"topology {self.name!r}: the final mark failed in {first.component!r} task {first.task}: "
+                    f"{first.error}"
+                )
                 raise TopologyError(msg, topology=self.name, component=first.component, task=first.task, txid=txid)
             self._record(BatchReport(txid=txid, stats=outcome.stats))
             return
