@@ -376,11 +376,7 @@ class _OperatorTask:
         self.stage = "process"
         if spec.punctuation:
             if sorting:  # control / autonomous records (marks too) keep their place in their phase
-                data = []
-                for rec in records:
-                    kind = placement.port_kind(rec[0], rec[1])
-                    (data if kind == "data" else self.held[kind]).append(rec)
-                records = data
+                records = self._data_ports(records)
                 sorting = False
             records = self._aligned(live, records)
         for rec in records:
@@ -409,6 +405,16 @@ class _OperatorTask:
                 out.fail(tup, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
             yield from self._flush(out)
         self.current = None
+
+    def _data_ports(self, records: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+        """The records of data ports; those of control and autonomous ports go to :attr:`held`."""
+        placement = self.placement
+        for rec in records:
+            kind = placement.port_kind(rec[0], rec[1])
+            if kind == "data":
+                yield rec
+            else:
+                self.held[kind].append(rec)
 
     def _aligned(self, live: _Live, records: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
         """Input records with marks aligned per port; a delivered mark's outputs as ``(None, None, rec, None)``."""
