@@ -79,3 +79,21 @@ def test_window_marks_flush_windows_and_the_final_mark_flushes_the_rest(
     n1 = sum(1 for k in expected if k.startswith(f"{t1}:"))
     expected[f"{t1}:{n1}"] = [["k1", 100001]]  # closed by the mark; k2 stays open (no final mark)
     assert dict(StateFactory.from_url(url).new_state("punct-sink-0")) == expected
+
+
+def test_a_final_mark_needs_a_finite_run_and_a_topology_that_receives_marks(spark: Any, tmp_path: Path) -> None:
+    from weir.errors import ConfigError
+    from weir.sources import FileSpout
+    from weir.topology import TopologyBuilder
+
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(str(tmp_path / "in")))
+    b.set_bolt("parse", _punct.Parse(), 1).shuffle_grouping("lines")
+    conf = {"weir.state.dir": str(tmp_path / "state")}
+    run = weir.submit("nomarks", conf, b.create_topology(), spark=spark)
+    with pytest.raises(ConfigError, match="topology 'nomarks': a final mark .* only by IBM Streams operators"):
+        run.process_available(final=True)
+    assert run.query is None  # refused before any query started
+    marked = weir.submit("marks", conf, _punct.build(str(tmp_path / "in")), spark=spark)
+    with pytest.raises(ConfigError, match="start\\(available_now=True, final=True\\)"):
+        marked.start(final=True)

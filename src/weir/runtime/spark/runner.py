@@ -245,6 +245,7 @@ class TopologyRun:
         self._lock = threading.Lock()
         self._in_batch = False
         self._stop_requested = False
+        self._final_after = False  # start(final=True): await_termination sends the final mark
         self._checkpoint_existed = os.path.isdir(os.path.join(rc.checkpoint_location, "offsets"))
         self._claim_checkpoint()
         self._supervisor = Supervisor(
@@ -483,13 +484,17 @@ class TopologyRun:
                     agg[k] += c.get(k, 0)
 
     # ---- control -------------------------------------------------------------------------
-    def start(self, *, available_now: bool = False) -> TopologyRun:
+    def start(self, *, available_now: bool = False, final: bool = False) -> TopologyRun:
         """Run continuously, one micro-batch per checkpoint interval, supervised (see :meth:`status`).
 
         With ``available_now`` process what the sources have now and then stop, in the background
-        (:meth:`process_available` does the same and waits).
+        (:meth:`process_available` does the same and waits); with ``final`` too, the run ends with a
+        final mark, sent by :meth:`await_termination` (see :meth:`process_available`).
         """
         ms = self.rc.interval_ms
+        if final:
+            self._check_final(available_now)
+        self._final_after = final
         if available_now:
             self._run({"availableNow": True})
         else:
@@ -504,19 +509,22 @@ class TopologyRun:
         operator receives and forwards (a window operator flushes its open window). The topology must
         have Streams operators or punctuating spouts.
         """
+        self.start(available_now=True, final=final)
+        self.await_termination(timeout)
+        return self.status()
+
+    def _check_final(self, available_now: bool) -> None:
         from weir.runtime.spark.batch import BatchJob
 
-        if final and not (isinstance(self.runner, BatchJob) and self.runner.punctuation):
+        if not available_now:
+            msg = f"topology {self.name!r}: a final mark ends a finite run: start(available_now=True, final=True)"
+            raise ConfigError(msg, topology=self.name)
+        if not (isinstance(self.runner, BatchJob) and self.runner.punctuation):
             msg = (
-                f"topology {self.name!r}: process_available(final=True) sends a final mark, which only IBM Streams "
-                "operators (weir.streams.Operator) or punctuating spouts receive; this topology has none"
+                f"topology {self.name!r}: a final mark (final=True, --final) is received only by IBM Streams "
+                "operators (weir.streams.Operator) or punctuating spouts; this topology has none"
             )
             raise ConfigError(msg, topology=self.name)
-        self._run({"availableNow": True})
-        done = self.await_termination(timeout)
-        if final and done:
-            self._final_transaction()
-        return self.status()
 
     def _final_transaction(self) -> None:
         """Run the final mark as a transaction after Spark's last batch (see :meth:`process_available`)."""
@@ -626,6 +634,9 @@ class TopologyRun:
             if err is not None:
                 self._status.error = str(err).splitlines()[0] if str(err) else type(err).__name__
                 raise self._final_error(err)
+            if self._final_after and not self._stop_requested:
+                self._final_after = False
+                self._final_transaction()
         return done
 
     def _final_error(self, err: BaseException) -> BaseException:
