@@ -518,13 +518,13 @@ class TopologyRun:
 
         if not available_now:
             msg = f"topology {self.name!r}: a final mark ends a finite run: start(available_now=True, final=True)"
-            raise ConfigError(msg, topology=self.name)
+            raise ConfigError(msg)
         if not (isinstance(self.runner, BatchJob) and self.runner.punctuation):
             msg = (
                 f"topology {self.name!r}: a final mark (final=True, --final) is received only by IBM Streams "
                 "operators (weir.streams.Operator) or punctuating spouts; this topology has none"
             )
-            raise ConfigError(msg, topology=self.name)
+            raise ConfigError(msg)
 
     def _final_transaction(self) -> None:
         """Run the final mark as a transaction after Spark's last batch (see :meth:`process_available`)."""
