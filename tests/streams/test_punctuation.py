@@ -251,3 +251,58 @@ def test_storm_bolts_forward_aligned_marks(parallelism: int) -> None:
         assert out == [("T", (2,)), ("T", (6,)), ("P", W), ("T", (4,))]
     else:  # one upstream task: every copy is a mark of its own
         assert out == [("T", (2,)), ("P", W), ("T", (4,)), ("T", (6,)), ("P", W)]
+
+
+class _Die(BaseException):
+    """The driver dies (escapes the coordinator like a SIGKILL would stop it)."""
+
+
+class _Participants:
+    def __init__(self) -> None:
+        self.die_in_commit = False
+        self.log: list[tuple[str, int]] = []
+
+    def commit_all(self, txid: int, epoch: int, after_first: Any = None) -> None:
+        if self.die_in_commit:
+            raise _Die
+        self.log.append(("commit", txid))
+
+    def rollback_all(self, epoch: int, after_first: Any = None) -> None:
+        self.log.append(("rollback", -1))
+
+
+@pytest.mark.parametrize("dies", ["in_job", "in_commit"])
+def test_the_final_transaction_moves_the_txid_base_only_with_its_commit(dies: str) -> None:
+    """The final mark's transaction takes Spark's next batch id; its COMMITTING record moves
+    ``txid_base`` on, so after a crash Spark's next batch gets the txid after it (rolled forward) or
+    the same txid again (rolled back) — never a skip, never a gap."""
+    from weir.checkpoint.coordinator import CheckpointStore, Coordinator, JobOutcome
+    from weir.state import StateFactory
+
+    backend = StateFactory.from_url("memory://final-rebase").backend
+    parts = _Participants()
+
+    def coordinator() -> Coordinator:
+        c = Coordinator("fin", CheckpointStore(backend, "fin"), parts, {}, max_retries=0)  # type: ignore[arg-type]
+        c.start()
+        return c
+
+    def ok(txid: int, epoch: int, attempt: int) -> JobOutcome:
+        return JobOutcome()
+
+    def die(txid: int, epoch: int, attempt: int) -> JobOutcome:
+        raise _Die
+
+    c = coordinator()
+    assert [c.run_batch("q", b, ok).txid for b in (0, 1)] == [1, 2]
+    parts.die_in_commit = dies == "in_commit"
+    with pytest.raises(_Die):
+        c.run_batch("q", 2, die if dies == "in_job" else ok, rebase=1)  # the final mark: txid 3
+    parts.die_in_commit = False
+    c = coordinator()
+    after = c.run_batch("q", 2, ok)  # Spark's next batch (id 2) after the restart
+    assert not after.skipped
+    if dies == "in_commit":  # COMMITTING(3) is rolled forward; batch 2 is txid 4
+        assert parts.log[-2:] == [("commit", 3), ("commit", 4)] and after.txid == 4
+    else:  # PREPARING(3) is rolled back; batch 2 takes txid 3
+        assert parts.log[-2:] == [("rollback", -1), ("commit", 3)] and after.txid == 3
