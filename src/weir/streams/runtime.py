@@ -332,7 +332,7 @@ class _OperatorTask:
 
             consumed = spec.consumed_streams
             for stream_id, vals, direct in out.emitted:
-                if vals.__class__ is Punctuation:  # a mark, in its place among the tuples
+                if _is_punctuation(vals):  # a mark, in its place among the tuples
                     if stream_id in consumed:
                         yield ("P", stream_id, vals, self.task, None)
                     continue
@@ -352,7 +352,7 @@ class _OperatorTask:
         if mark is Punctuation.FINAL_MARKER and not self.final_sent:
             if set(self.spec.input_fields) <= self.aligner.final_ports():
                 self.final_sent = True
-                sent = {s for s, v, _d in out.emitted if v is Punctuation.FINAL_MARKER}
+                sent = {s for s, v, _d in out.emitted if _is_punctuation(v, Punctuation.FINAL_MARKER)}
                 for stream in self.spec.outputs:
                     if stream not in sent:
                         out.emitted.append((stream, Punctuation.FINAL_MARKER, None))  # type: ignore[arg-type]
@@ -580,6 +580,11 @@ class _OperatorTask:
             ms=(time.perf_counter() - t0) * 1000,
             **self.stats,
         )
+
+
+def _is_punctuation(values: Any, mark: Punctuation | None = None) -> bool:
+    """Whether an emitted entry's values are a mark (``submit_punctuation``), ``mark`` if given."""
+    return values.__class__ is Punctuation and (mark is None or values is mark)
 
 
 def _strip(text: str, where: str) -> str:
