@@ -306,3 +306,37 @@ def test_the_final_transaction_moves_the_txid_base_only_with_its_commit(dies: st
         assert parts.log[-2:] == [("commit", 3), ("commit", 4)] and after.txid == 4
     else:  # PREPARING(3) is rolled back; batch 2 takes txid 3
         assert parts.log[-2:] == [("rollback", -1), ("commit", 3)] and after.txid == 3
+
+
+def test_spouts_punctuate_by_row_at_the_end_of_each_batch_and_at_the_end_of_a_finite_run() -> None:
+    from weir.runtime.spark.batch import topology_punctuates
+    from weir.runtime.spark.task import TaskSpec, run_spout_task
+    from weir.topology import TopologyBuilder
+
+    class Marked(_Src):
+        window_mark_each_batch = True
+
+        def is_window_mark(self, row: Any) -> bool:
+            return bool(row[0] == "--")
+
+    spec = TaskSpec("t", "src", Marked(), 1, {"default": Fields("v")})
+    out = [r[:3] for r in run_spout_task(spec, 0, 1, [("a",), ("--",), ("b",)], final=True) if r[0] != "R"]
+    assert out == [
+        ("T", "default", ("a",)), ("P", "default", W), ("T", "default", ("b",)),
+        ("P", "default", W),  # window_mark_each_batch
+        ("P", "default", F),  # the final transaction
+    ]  # fmt: skip
+    plain = TaskSpec("t", "src", _Src(), 1, {"default": Fields("v")})
+    assert [r[0] for r in run_spout_task(plain, 0, 1, [("a",)])] == ["T", "R"]
+
+    def topo(spout: Any, bolt: Any) -> Any:
+        b = TopologyBuilder()
+        b.set_spout("src", spout)
+        b.set_bolt("b", bolt, 1).shuffle_grouping("src")
+        return b.create_topology()
+
+    from tests.streams._punct import Parse
+
+    assert not topology_punctuates(topo(_Src(), Parse()))  # plain Storm: no aligner, no overhead
+    assert topology_punctuates(topo(Marked(), Parse()))
+    assert topology_punctuates(topo(_Src(), MarkOp()))
