@@ -1,5 +1,8 @@
 """The Streams crash driver: a windowed operator and stateful bolts in one region (the whole topology).
 
+Every run ends with the final mark (``process_available(final=True)``): one more transaction that
+flushes each window task's open window.
+
 The crash tests run it as a separate process and SIGKILL it (``WEIR_CRASH_AT``).
 
 Usage: python streams_driver.py STATE_DIR INPUT_DIR PROVIDER_URL CALL_LOG LABEL
@@ -32,7 +35,7 @@ def main() -> int:
     }
     topology = _topology.build(input_dir, size=WINDOW, log_path=log, label=label, non_blocking=True)
     run = weir.submit(NAME, conf, topology)
-    st = run.process_available()
+    st = run.process_available(final=True)  # the input is finite: a final mark flushes the open windows
     print(f"DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
     return 0
 

@@ -3,9 +3,10 @@
 The driver (its whole process group: JVM and Python workers) is killed at a chain of points — during
 processing before the first complete checkpoint, inside the background (non-blocking) checkpoint
 write, between the commits of two namespaces, after COMMITTED but before Spark's commit — and
-restarted each time. The committed windows, per-key totals and the window operator's own state must
-equal a failure-free run exactly, and every restart must reset each window task to the right
-checkpoint (or to its initial state before the first one).
+restarted each time; on SQLite also inside the final mark's transaction (every run ends with one,
+flushing the open windows), which the next run replays. The committed windows, per-key totals and
+the window operator's own state must equal a failure-free run exactly, and every restart must reset
+each window task to the right checkpoint (or to its initial state before the first one).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ SQLITE_CHAIN = [
     ("during_checkpoint@2@0", "PREPARING", 2, 1),  # inside window task 0's background checkpoint
     ("between_commits@3", "COMMITTING", 3, 3),  # rolled forward by recovery
     ("after_committed@4", "COMMITTED", 4, 4),  # Spark replays batch 4, which is skipped
+    # the final mark's transaction (txid 7, after Spark's 6 batches): window task 0 flushed its open
+    # window and dies writing that checkpoint; the next run replays the final mark (reset to 6)
+    ("during_checkpoint@7@0", "PREPARING", 7, 6),
 ]
 REDIS_CHAIN = [
     ("during_checkpoint@1@1", "PREPARING", 1, None),  # window task 1's first checkpoint write
@@ -104,10 +108,14 @@ def test_sigkill_chain_then_restart_commits_exactly_the_failure_free_result(
         assert (rec["phase"], rec["txid"]) == (phase, txid), f"after the crash at {crash}: {rec}"
     final = _run([*args, "final"], None)
     assert final.returncode == 0, final.stderr[-4000:]
-    assert f"DONE txid={N_FILES}" in final.stdout
+    last = N_FILES + 1  # Spark's batches, then the final mark's transaction
+    assert f"DONE txid={last}" in final.stdout
 
-    # exactly what a failure-free run commits: every window, every total, the open windows
-    assert committed(url, NAME) == model(batches, WINDOW)
+    # exactly what a failure-free run commits: every window, every total, the open windows flushed
+    # once by the final mark
+    expected = model(batches, WINDOW, final=True)
+    assert all(not open_ for _n, open_ in expected["open"].values())
+    assert committed(url, NAME) == expected
 
     # the first run initialised its tasks without any reset
     first = _task_calls(log, "run0")
@@ -130,11 +138,11 @@ def test_sigkill_chain_then_restart_commits_exactly_the_failure_free_result(
     for task in range(2):
         ns = f"{NAME}-window-{task}"
         rec = backend.txids(ns)
-        assert rec.prepared is None and rec.committed == N_FILES, (ns, rec)
+        assert rec.prepared is None and rec.committed == last, (ns, rec)
         head = TaskCheckpoints(backend, ns, f"window task {task}").head()
-        assert head is not None and [m.id for m in head.retained] == [N_FILES - 1, N_FILES]
+        assert head is not None and [m.id for m in head.retained] == [N_FILES, last]
         # no chunk of a failed attempt or a retired checkpoint is left behind
         chunks = {k for k, _ in backend.scan(ns) if k.startswith(b"c/")}
         assert chunks == {k for m in head.retained for k in m.keys()}
     final_rec = _record(url)
-    assert (final_rec["phase"], final_rec["txid"]) == ("COMMITTED", N_FILES)
+    assert (final_rec["phase"], final_rec["txid"]) == ("COMMITTED", last)

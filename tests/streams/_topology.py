@@ -278,8 +278,11 @@ def build(
     return b.create_topology()
 
 
-def model(batches: list[list[tuple[str, int]]], size: int) -> dict[str, Any]:
-    """What a failure-free run commits: sink windows, totals per key, each window task's open window."""
+def model(batches: list[list[tuple[str, int]]], size: int, *, final: bool = False) -> dict[str, Any]:
+    """What a failure-free run commits: sink windows, totals per key, each window task's open window.
+
+    ``final``: the run ended with a final mark, which flushed every non-empty open window.
+    """
     windows: dict[int, list[tuple[str, int]]] = {t: [] for t in range(WINDOW_TASKS)}
     number = dict.fromkeys(range(WINDOW_TASKS), 0)
     sink: dict[str, list[list[Any]]] = {}
@@ -296,6 +299,15 @@ def model(batches: list[list[tuple[str, int]]], size: int) -> dict[str, Any]:
                     totals[k] = [n + 1, s + v]
                 windows[task] = []
                 number[task] += 1
+    for task in windows if final else ():
+        if windows[task]:
+            ordered = sorted(windows[task], key=lambda kv: kv[1])
+            sink[f"{task}:{number[task]}"] = [[k, v] for k, v in ordered]
+            for k, v in ordered:
+                n, s = totals.get(k, [0, 0])
+                totals[k] = [n + 1, s + v]
+            windows[task] = []
+            number[task] += 1
     open_windows = {t: (number[t], sorted(windows[t], key=lambda kv: kv[1])) for t in windows}
     return {"sink": sink, "totals": totals, "open": open_windows}
 

@@ -345,9 +345,14 @@ class Coordinator:
 
     # ---- one batch -----------------------------------------------------------------------
     def run_batch(
-        self, query_id: str, batch_id: int, job: Callable[[int, int, int], JobOutcome]
+        self, query_id: str, batch_id: int, job: Callable[[int, int, int], JobOutcome], *, rebase: int = 0
     ) -> BatchReport:
-        """Run Spark batch ``batch_id`` as a transaction. ``job(txid, epoch, attempt)`` runs the tasks."""
+        """Run Spark batch ``batch_id`` as a transaction. ``job(txid, epoch, attempt)`` runs the tasks.
+
+        ``rebase``: a transaction of the driver's own that Spark does not know of (the final mark of a
+        finite run, batch id = Spark's next one): the record that makes it COMMITTING also moves
+        ``txid_base`` on by ``rebase``, so Spark's next batch gets the txid after it.
+        """
         if not self._recovered:
             self.recover()
         txid = self.txid_for(query_id, batch_id)
@@ -379,6 +384,8 @@ class Coordinator:
                 t1 = time.perf_counter()
                 if entry is not None:
                     entry.mark("COMMITTING", "committing")
+                if rebase and rec.txid_base is not None:
+                    rec = replace(rec, txid_base=rec.txid_base + rebase)
                 self._save(replace(rec, txid=txid, phase=Phase.COMMITTING), entry)
                 crash_point("after_committing", txid)
                 self.participants.commit_all(txid, self.epoch, lambda: crash_point("between_commits", txid))

@@ -177,7 +177,7 @@ def _run_topology(args: argparse.Namespace) -> int:
     print(f"weir: running topology {name!r} (Ctrl-C stops it after the batch in flight)", file=sys.stderr)
     interrupted = _StopOnInterrupt(run)
     with interrupted, Progress(run, interval=args.interval):
-        run.start(available_now=args.available_now)
+        run.start(available_now=args.available_now, final=args.final)
         try:
             run.await_termination(args.timeout)
         finally:
@@ -241,6 +241,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--name", help="topology name (default: NAME in the module, else its file name)")
     p.add_argument(
         "--available-now", action="store_true", help="process what the sources have now, then stop"
+    )
+    p.add_argument(
+        "--final",
+        action="store_true",
+        help="with --available-now: the input is finite; end the run with a final mark (IBM Streams punctuation)",
     )
     p.add_argument(
         "--accept-state-loss",

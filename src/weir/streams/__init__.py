@@ -11,17 +11,20 @@ from weir.streams.checkpoint import Checkpoint
 from weir.streams.context import ConsistentRegionContext, OperatorContext
 from weir.streams.handler import StateHandler
 from weir.streams.handlers import DelegateStateHandler, OrderedStateHandlers
-from weir.streams.operator import Operator
+from weir.streams.operator import InputPort, Operator
 from weir.streams.store import load_checkpoint
 from weir.streams.windows import SortedTupleWindow, StatefulWindowListener, TumblingWindowSort, WindowEvent
+from weir.topology.punctuation import Punctuation
 
 __all__ = [
     "Checkpoint",
     "ConsistentRegionContext",
     "DelegateStateHandler",
+    "InputPort",
     "Operator",
     "OperatorContext",
     "OrderedStateHandlers",
+    "Punctuation",
     "SortedTupleWindow",
     "StateHandler",
     "StatefulWindowListener",

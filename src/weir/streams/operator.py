@@ -10,9 +10,11 @@ worker ran the task meanwhile, a batch failed, the driver restarted) the instanc
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from weir.errors import TopologyError
 from weir.topology.components import Component
+from weir.topology.punctuation import Punctuation
 from weir.topology.tuple import DEFAULT_STREAM
 
 if TYPE_CHECKING:
@@ -20,7 +22,18 @@ if TYPE_CHECKING:
     from weir.topology.collector import OutputCollector
     from weir.topology.tuple import Tuple
 
-__all__ = ["Operator"]
+__all__ = ["InputPort", "Operator"]
+
+
+class InputPort(NamedTuple):
+    """An operator's input port: one subscription ``(component, stream)`` and its kind.
+
+    ``kind`` is ``"data"``, ``"control"`` or ``"autonomous"`` (see :attr:`Operator.control_ports`).
+    """
+
+    component: str
+    stream: str
+    kind: str = "data"
 
 
 class Operator(Component):
@@ -72,6 +85,38 @@ class Operator(Component):
     def submit(self, values: Sequence[Any], stream: str = DEFAULT_STREAM) -> None:
         """Submit a tuple on ``stream`` (Streams' spelling of ``collector.emit``)."""
         self.collector.emit(values, stream=stream)
+
+    def process_punctuation(self, port: InputPort, mark: Punctuation) -> None:
+        """A mark arrived on ``port`` (IBM Streams' ``processPunctuation``).
+
+        Called in the mark's place among the port's tuples, once per port: a window mark once every
+        upstream task of the port has sent it, a final mark once every upstream task has ended its
+        stream. The default forwards a window mark to every output stream; a final mark is
+        forwarded by the runtime itself once every input port has received one, so an override
+        need not (and a window operator flushes its open window here).
+        """
+        if mark is Punctuation.WINDOW_MARKER:
+            self.submit_punctuation(mark)
+
+    def submit_punctuation(
+        self, mark: Punctuation = Punctuation.WINDOW_MARKER, stream: str | None = None
+    ) -> None:
+        """Submit ``mark`` on ``stream`` (default: every output stream), in order with submitted tuples.
+
+        Every task of every consumer receives it (IBM Streams' ``StreamingOutput.punctuate``).
+        """
+        if not isinstance(mark, Punctuation):
+            msg = f"submit_punctuation expects a weir.streams.Punctuation, got {mark!r:.80}"
+            raise TopologyError(msg, component=self.context.component_id, task=self.context.task_index)
+        streams = list(self.collector._arity) if stream is None else [stream]
+        for s in streams:
+            if s not in self.collector._arity:
+                msg = (
+                    f"{self.context.where}: submit_punctuation on undeclared stream {s!r} "
+                    f"(declared: {', '.join(sorted(self.collector._arity)) or 'none'})"
+                )
+                raise TopologyError(msg, component=self.context.component_id, task=self.context.task_index)
+            self.collector.emitted.append((s, mark, None))  # type: ignore[arg-type]
 
     def cleanup(self) -> None:  # noqa: B027
         """Called when the instance is discarded (driver-side hook instances, ``clear_live_instances``)."""

@@ -56,11 +56,12 @@ from weir.state.factory import KeyValueStateProvider
 from weir.streams.checkpoint import Checkpoint
 from weir.streams.context import ConsistentRegionContext, OperatorContext
 from weir.streams.handler import StateHandler
-from weir.streams.operator import Operator
+from weir.streams.operator import InputPort, Operator
 from weir.streams.regions import SPEC_ATTR, Placement, placements
 from weir.streams.store import CheckpointMeta, Head, TaskCheckpoints
 from weir.topology.builder import Topology
 from weir.topology.collector import FailedTuple, OutputCollector
+from weir.topology.punctuation import Aligner, Punctuation
 from weir.topology.tuple import Tuple
 
 __all__ = ["StreamsParticipants", "clear_live_instances", "live_instance", "run_operator_task"]
@@ -196,6 +197,9 @@ class _OperatorTask:
         self.store: TaskCheckpoints | None = None
         #: tuples of control and autonomous input ports, kept for their place in the cut
         self.held: dict[str, list[tuple[Any, ...]]] = {"control": [], "autonomous": []}
+        #: merges the marks of every upstream task per input port (punctuation)
+        self.aligner = Aligner()
+        self.final_sent = False
 
     # ---- restore -----------------------------------------------------------------------------
     def restore(self, store: TaskCheckpoints) -> tuple[_Live, Head | None]:
@@ -328,11 +332,32 @@ class _OperatorTask:
 
             consumed = spec.consumed_streams
             for stream_id, vals, direct in out.emitted:
+                if _is_punctuation(vals):  # a mark, in its place among the tuples
+                    if stream_id in consumed:
+                        yield ("P", stream_id, vals, self.task, None)
+                    continue
                 self.stats["n_out"] += 1
                 if stream_id in consumed:
                     _check_emitted(spec, self.task, vals)
                     yield ("T", stream_id, vals, self.task, direct)
             out.emitted.clear()
+
+    def _punctuation(self, live: _Live, port: tuple[str, str], mark: Punctuation) -> Iterator[tuple[Any, ...]]:
+        """Deliver ``mark`` on ``port`` (``process_punctuation``); forward a final mark once every port has one."""
+        op, out = live.operator, live.collector
+        self.stage = f"process_punctuation({mark.name})"
+        kind = self.placement.port_kind(*port)
+        op.process_punctuation(InputPort(port[0], port[1], kind), mark)
+        self.stats["marks_in"] = self.stats.get("marks_in", 0) + 1
+        if mark is Punctuation.FINAL_MARKER and not self.final_sent:
+            if set(self.spec.input_fields) <= self.aligner.final_ports():
+                self.final_sent = True
+                sent = {s for s, v, _d in out.emitted if _is_punctuation(v, Punctuation.FINAL_MARKER)}
+                for stream in self.spec.outputs:
+                    if stream not in sent:
+                        out.emitted.append((stream, Punctuation.FINAL_MARKER, None))  # type: ignore[arg-type]
+        yield from self._flush(out)
+        self.stage = "process"
 
     def _process(
         self, live: _Live, records: Iterable[tuple[Any, ...]], *, hold: bool = False
@@ -349,8 +374,16 @@ class _OperatorTask:
         placement = self.placement
         sorting = hold and bool(placement.control or placement.autonomous)
         self.stage = "process"
+        if spec.punctuation:
+            if sorting:  # control / autonomous records (marks too) keep their place in their phase
+                records = self._data_ports(records)
+                sorting = False
+            records = self._aligned(live, records)
         for rec in records:
             source, stream, values, source_task = rec
+            if source is None:  # records of a mark delivered by the aligner
+                yield values
+                continue
             if sorting:
                 kind = placement.port_kind(source, stream)
                 if kind != "data":
@@ -372,6 +405,28 @@ class _OperatorTask:
                 out.fail(tup, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
             yield from self._flush(out)
         self.current = None
+
+    def _data_ports(self, records: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+        """The records of data ports; those of control and autonomous ports go to :attr:`held`."""
+        placement = self.placement
+        for rec in records:
+            kind = placement.port_kind(rec[0], rec[1])
+            if kind == "data":
+                yield rec
+            else:
+                self.held[kind].append(rec)
+
+    def _aligned(self, live: _Live, records: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+        """Input records with marks aligned per port; a delivered mark's outputs as ``(None, None, rec, None)``."""
+        aligner = self.aligner
+        for phase in (aligner.feed(records), aligner.end()):
+            for item in phase:
+                if item[0] == "T":
+                    yield item[1]
+                    continue
+                self.current = None
+                for rec in self._punctuation(live, item[1], item[2]):
+                    yield (None, None, rec, None)
 
     def run(self, records: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
         t0 = time.perf_counter()
@@ -525,6 +580,11 @@ class _OperatorTask:
             ms=(time.perf_counter() - t0) * 1000,
             **self.stats,
         )
+
+
+def _is_punctuation(values: Any, mark: Punctuation | None = None) -> bool:
+    """Whether an emitted entry's values are a mark (``submit_punctuation``), ``mark`` if given."""
+    return values.__class__ is Punctuation and (mark is None or values is mark)
 
 
 def _strip(text: str, where: str) -> str:

@@ -34,6 +34,7 @@ from weir.streams.runtime import StreamsParticipants, clear_live_instances, run_
 from weir.streams.store import Head, TaskCheckpoints, load_checkpoint
 from weir.topology.builder import Topology, TopologyBuilder
 from weir.topology.components import OutputFieldsDeclarer, Spout
+from weir.topology.punctuation import MarkRecord, Punctuation
 from weir.topology.tuple import Fields
 
 __all__ = ["BatchResult", "OperatorTester"]
@@ -72,8 +73,12 @@ class BatchResult:
     commit_ms: float = 0.0
 
     def values(self, stream: str = "default") -> list[list[Any]]:
-        """Emitted values on ``stream``, task by task in order."""
-        return [v for _, s, v in self.outputs if s == stream]
+        """Emitted values on ``stream``, task by task in order (marks left out)."""
+        return [v for _, s, v in self.outputs if s == stream and not isinstance(v, Punctuation)]
+
+    def sequence(self, stream: str = "default", task: int | None = None) -> list[Any]:
+        """Emitted values and marks (:class:`Punctuation`) on ``stream`` in order (of ``task``, or all)."""
+        return [v for t, s, v in self.outputs if s == stream and (task is None or t == task)]
 
 
 class OperatorTester:
@@ -155,6 +160,7 @@ class OperatorTester:
             deadletter=deadletter,
             stateful=c.is_stateful,
             consumed_streams=frozenset(c.outputs),
+            punctuation=True,
         )
         self.participants = StreamsParticipants([self.spec], self.provider, self.rc, self.topology)
         self.query_id = f"tester-{uuid.uuid4().hex[:8]}"
@@ -198,8 +204,14 @@ class OperatorTester:
         fail: bool = False,
         crash: bool = False,
         ports: Mapping[str, Iterable[Sequence[Any]]] | None = None,
+        records: Mapping[int, Sequence[tuple[Any, ...]]] | None = None,
     ) -> BatchResult:
         """Run the next micro-batch over ``tuples``.
+
+        A :class:`Punctuation` in the ``tuples`` list is a mark of ``src`` that reaches every task
+        after the tuples before it. ``records`` replaces the input altogether: the exact input
+        records of each task, ``(source, "default", values, source_task)``, marks made with
+        :meth:`mark` (several upstream tasks, interleavings).
 
         ``ports`` gives tuples of the other ``inputs`` by component id; they arrive at each task
         *before* the tuples of ``src`` (round-robin over tasks).
@@ -208,7 +220,27 @@ class OperatorTester:
         batch is rolled back and the same batch (same txid) runs again on the next call. ``crash``
         stops right after the job, as if the driver died before committing; call :meth:`crash` next.
         """
-        parts = self._partition(tuples)
+        marks = [i for i, v in enumerate(tuples) if isinstance(v, Punctuation)] if isinstance(tuples, list) else []
+        plain = [v for v in tuples if not isinstance(v, Punctuation)] if marks else tuples
+        parts = self._partition(plain)
+        if marks:  # a mark in the list reaches every task after the tuples before it
+            tagged: list[list[tuple[Any, ...]]] = [[] for _ in range(self.parallelism)]
+            done = 0
+            for v in tuples:
+                if isinstance(v, Punctuation):
+                    for task in range(self.parallelism):
+                        tagged[task].append(("src", "default", MarkRecord(v, 1), 0))
+                    continue
+                part = self._partition([v])
+                if self.group_idx is None:
+                    task = done % self.parallelism
+                else:
+                    task = next(t for t, p in enumerate(part) if p)
+                done += 1
+                tagged[task].append(("src", "default", tuple(v), 0))
+            parts_records: list[list[tuple[Any, ...]]] | None = tagged
+        else:
+            parts_records = None
         extra: list[list[tuple[Any, ...]]] = [[] for _ in range(self.parallelism)]
         for source, port_tuples in (ports or {}).items():
             if source not in self.inputs:
@@ -222,10 +254,17 @@ class OperatorTester:
             result.txid = txid
             failures = []
             for task in range(self.parallelism):
-                recs = [*extra[task], *(("src", "default", vals, 0) for vals in parts[task])]
+                if records is not None:
+                    recs = list(records.get(task, ()))
+                elif parts_records is not None:
+                    recs = [*extra[task], *parts_records[task]]
+                else:
+                    recs = [*extra[task], *(("src", "default", vals, 0) for vals in parts[task])]
                 for rec in run_operator_task(self.spec, task, txid, epoch, recs):
                     if rec[0] == "T":
                         result.outputs.append((task, rec[1], list(rec[2])))
+                    elif rec[0] == "P":
+                        result.outputs.append((task, rec[1], rec[2]))
                     elif rec[0] == "R":
                         result.reports.append(rec[1])
                         if not rec[1].get("ok"):
@@ -256,6 +295,13 @@ class OperatorTester:
         result.job_ms, result.commit_ms = report.job_ms, report.commit_ms
         self.batch_id += 1
         return result
+
+    @staticmethod
+    def mark(
+        mark: Punctuation, source: str = "src", source_task: int = 0, producers: int = 1
+    ) -> tuple[Any, ...]:
+        """An input record carrying ``mark`` from ``source_task`` of ``source`` (of ``producers`` tasks)."""
+        return (source, "default", MarkRecord(mark, producers), source_task)
 
     def crash(self) -> None:
         """Simulate losing the driver and every worker.

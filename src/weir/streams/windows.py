@@ -1,9 +1,11 @@
 """Windowed state handlers: ``SortedTupleWindow`` and the ``TumblingWindowSort`` operator.
 
 ``TumblingWindowSort(size, fields)`` collects ``size`` tuples per task (a count-based tumbling
-window), then submits them sorted, each with the window's number, and starts a new window. Its state
-— the open window's tuples and the window number — is checkpointed at every cut and restored on
-reset, so a window that spans micro-batches survives failures and restarts exactly.
+window), then submits them sorted, each with the window's number, and starts a new window;
+``TumblingWindowSort(None, fields)`` is punctuation-based (SPL's ``tumbling, punct()``): each window
+mark closes the window. Either way a final mark flushes the open window. Its state — the open
+window's tuples and the window number — is checkpointed at every cut and restored on reset, so a
+window that spans micro-batches survives failures and restarts exactly.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from weir.errors import CheckpointError, TopologyError
 from weir.streams.checkpoint import Checkpoint
 from weir.streams.handler import StateHandler
-from weir.streams.operator import Operator
+from weir.streams.operator import InputPort, Operator
+from weir.topology.punctuation import Punctuation
 from weir.topology.tuple import Fields
 
 if TYPE_CHECKING:
@@ -207,7 +210,8 @@ class TumblingWindowSort(Operator, StateHandler):
 
     Parameters
     ----------
-    size : tuples per window (count-based eviction)
+    size : tuples per window (count-based eviction), or None: a window closes at each window mark
+        (punctuation-based, IBM Streams' ``punct()`` eviction); a final mark closes it in both modes
     fields : the input fields kept, in order; the output fields are these plus ``window_field``
     sort_by : fields to sort on (default: all of ``fields``)
     reverse : descending order
@@ -218,6 +222,9 @@ class TumblingWindowSort(Operator, StateHandler):
 
     Checkpoint layout: ``write_object({"window": next window number})`` by the operator, then the
     open window's tuples by its :class:`SortedTupleWindow`, then each listener's states.
+
+    Punctuation: a window mark is forwarded after the window it closed (punctuation-based) or as it
+    came (count-based); a final mark first submits the open window, if any.
     """
 
     def __init__(
@@ -231,8 +238,8 @@ class TumblingWindowSort(Operator, StateHandler):
         non_blocking: bool = False,
         listeners: Sequence[StatefulWindowListener[Any]] = (),
     ) -> None:
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            msg = f"TumblingWindowSort: size must be a positive int, got {size!r}"
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            msg = f"TumblingWindowSort: size must be a positive int (or None: punctuation-based), got {size!r}"
             raise TopologyError(msg)
         self.size = size
         self.fields = Fields(list(fields))
@@ -279,13 +286,26 @@ class TumblingWindowSort(Operator, StateHandler):
         self.window.insert(values)
         for listener in self.listeners:
             listener.on_event(WindowEvent.INSERTION, [tuple(values)])
-        if len(self.window) >= self.size:
-            tuples = self.window.evict()
-            for listener in self.listeners:
-                listener.on_event(WindowEvent.TRIGGER, tuples)
-            self.on_window(tuples)
-            for listener in self.listeners:
-                listener.on_event(WindowEvent.EVICTION, tuples)
+        if self.size is not None and len(self.window) >= self.size:
+            self._trigger()
+
+    def _trigger(self) -> None:
+        tuples = self.window.evict()
+        for listener in self.listeners:
+            listener.on_event(WindowEvent.TRIGGER, tuples)
+        self.on_window(tuples)
+        for listener in self.listeners:
+            listener.on_event(WindowEvent.EVICTION, tuples)
+
+    def process_punctuation(self, port: InputPort, mark: Punctuation) -> None:
+        """A window mark closes a punctuation-based window; a final mark flushes the open window."""
+        if mark is Punctuation.FINAL_MARKER:
+            if len(self.window):
+                self._trigger()
+            return
+        if self.size is None and len(self.window):
+            self._trigger()
+        self.submit_punctuation(mark)
 
     def on_window(self, tuples: list[tuple[Any, ...]]) -> None:
         """Submit a full window (override to aggregate instead)."""

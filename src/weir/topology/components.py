@@ -95,9 +95,20 @@ class Spout(Component):
     def create_stream(self, spark: SparkSession, context: TopologyContext) -> DataFrame:
         """A streaming DataFrame whose columns are the output fields, in order."""
 
+    #: punctuation (IBM Streams): every spout task ends its part of each micro-batch with a window mark
+    window_mark_each_batch: bool = False
+
     def to_values(self, row: Any) -> tuple[Any, ...]:
         """Turn one row of the stream into the tuple's values (override to parse records)."""
         return tuple(row)
+
+    def is_window_mark(self, row: Any) -> bool:
+        """Whether ``row`` is a window mark rather than a tuple (override to punctuate; called only then).
+
+        A row for which this returns True becomes a window mark in its place in the stream; every
+        task of every consumer receives it (see :mod:`weir.topology.punctuation`).
+        """
+        return False
 
     def validate(self) -> None:  # noqa: B027 - optional hook
         """Submit-time checks (brokers reachable, topics exist): raise to refuse the topology."""

@@ -26,17 +26,20 @@ from weir._util import stable_hash
 from weir.checkpoint.coordinator import JobOutcome, TaskFailure
 from weir.runtime.spark.task import TaskSpec, run_spout_task, run_task
 from weir.topology.builder import GroupingKind, Subscription, Topology
+from weir.topology.punctuation import MarkRecord
 
 __all__ = ["BatchJob", "ListAccumulatorParam", "key_for_grouping"]
 
 
 def key_for_grouping(
-    sub: Subscription, field_idx: list[int], n: int
+    sub: Subscription, field_idx: list[int], n: int, producers: int = 1
 ) -> Callable[[int, Iterator[tuple[Any, ...]]], Iterator[tuple[int, list[tuple[Any, ...]]]]]:
     """A ``mapPartitionsWithIndex`` function routing a producer's tuples to consumer tasks (parallelism ``n``).
 
     It yields ``(task, chunk)`` pairs, a chunk being a list of up to ``_SHUFFLE_CHUNK`` payloads in
     their order: PySpark's shuffle then handles a few large values instead of one pair per tuple.
+    A mark (``("P", ...)`` record) goes to every consumer task, in its place among the tuples, as a
+    :class:`~weir.topology.punctuation.MarkRecord` saying that ``producers`` tasks send it.
     """
     kind = sub.grouping.kind
     source, stream = sub.source, sub.stream
@@ -48,6 +51,13 @@ def key_for_grouping(
         chunks: list[list[tuple[Any, ...]]] = [[] for _ in range(n)]
         for r in recs:
             if r[0] != "T" or r[1] != stream:
+                if r[0] == "P" and r[1] == stream:  # punctuation: to every consumer task, in order
+                    mark = (source, stream, MarkRecord(r[2], producers), r[3])
+                    for t in range(n):
+                        chunks[t].append(mark)
+                        if len(chunks[t]) >= limit:
+                            yield t, chunks[t]
+                            chunks[t] = []
                 continue
             payload = (source, stream, r[2], r[3])
             if kind is GroupingKind.FIELDS:
@@ -105,10 +115,10 @@ class ListAccumulatorParam(AccumulatorParam):  # type: ignore[type-arg]
 
 
 def _meta_to(acc: Any, gen: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
-    """Pass emitted tuples on; send reports and dead letters to the accumulator."""
+    """Pass emitted tuples (and marks) on; send reports and dead letters to the accumulator."""
     meta = []
     for rec in gen:
-        if rec[0] == "T":
+        if rec[0] == "T" or rec[0] == "P":
             yield rec
         else:
             meta.append(rec)
@@ -128,8 +138,19 @@ class BatchJob:
     on_dead_letters: Callable[[int, list[dict[str, Any]]], None] | None = None
     last_stats: dict[str, Any] = field(default_factory=dict)
 
-    def run(self, batch_rdd: RDD[Any], spout_id: str | None, txid: int, epoch: int | None) -> JobOutcome:
-        """Run every component over ``batch_rdd`` (rows of the spout stream); collect reports."""
+    def __post_init__(self) -> None:
+        #: marks may flow (IBM Streams operators or punctuating spouts): tasks align their input
+        self.punctuation = topology_punctuates(self.topology)
+        for spec in self.specs.values():
+            spec.punctuation = self.punctuation
+
+    def run(
+        self, batch_rdd: RDD[Any], spout_id: str | None, txid: int, epoch: int | None, *, final: bool = False
+    ) -> JobOutcome:
+        """Run every component over ``batch_rdd`` (rows of the spout stream); collect reports.
+
+        ``final``: every spout task ends its part with a final mark (the end of a finite run).
+        """
         t0 = time.perf_counter()
         sc = batch_rdd.context
         acc = sc.accumulator([], ListAccumulatorParam())
@@ -140,7 +161,7 @@ class BatchJob:
             spec = self.specs[cid]
             comp = topo.components[cid]
             if comp.is_spout:
-                rdd = self._spout_rdd(batch_rdd, spout_id, cid, spec, txid, acc)
+                rdd = self._spout_rdd(batch_rdd, spout_id, cid, spec, txid, acc, final=final)
             else:
                 rdd = self._bolt_rdd(comp, spec, outs, txid, epoch, acc)
             if len(topo.consumers(cid)) > 1:
@@ -200,14 +221,15 @@ class BatchJob:
             if src.getNumPartitions() == n:
                 stream, source = sub.stream, sub.source
                 narrow = src.filter(lambda r, _s=stream: r[1] == _s).map(
-                    lambda r, _c=source: (_c, r[1], r[2], r[3])
+                    lambda r, _c=source: (_c, r[1], r[2] if r[0] == "T" else MarkRecord(r[2], 1), r[3])
                 )
                 return narrow.mapPartitionsWithIndex(run_part)
         parts = []
         for sub in comp.inputs:
             src_fields = topo.components[sub.source].outputs[sub.stream]
             idx = [src_fields.field_index(f) for f in sub.grouping.fields]
-            parts.append(outs[sub.source].mapPartitionsWithIndex(key_for_grouping(sub, idx, n)))
+            producers = outs[sub.source].getNumPartitions()
+            parts.append(outs[sub.source].mapPartitionsWithIndex(key_for_grouping(sub, idx, n, producers)))
         merged = parts[0] if len(parts) == 1 else parts[0].context.union(parts)
         grouped = merged.partitionBy(n, lambda k: k).flatMap(lambda kv: kv[1])
         return grouped.mapPartitionsWithIndex(run_part)
@@ -222,19 +244,27 @@ class BatchJob:
         return out
 
     def _spout_rdd(
-        self, batch_rdd: RDD[Any], spout_id: str | None, cid: str, spec: TaskSpec, txid: int, acc: Any
+        self,
+        batch_rdd: RDD[Any],
+        spout_id: str | None,
+        cid: str,
+        spec: TaskSpec,
+        txid: int,
+        acc: Any,
+        *,
+        final: bool = False,
     ) -> RDD[Any]:
         if spout_id is None:  # several spouts share the batch: rows are (spout id, json values)
             import json
 
             def pick(pidx: int, it: Iterator[Any], _c: str = cid, _s: TaskSpec = spec) -> Iterator[Any]:
                 rows = (list(json.loads(r[1]).values()) for r in it if r[0] == _c)
-                return _meta_to(acc, run_spout_task(_s, pidx, txid, rows))
+                return _meta_to(acc, run_spout_task(_s, pidx, txid, rows, final=final))
 
             return batch_rdd.mapPartitionsWithIndex(pick)
 
         def conv(pidx: int, it: Iterator[Any], _s: TaskSpec = spec) -> Iterator[Any]:
-            return _meta_to(acc, run_spout_task(_s, pidx, txid, it))
+            return _meta_to(acc, run_spout_task(_s, pidx, txid, it, final=final))
 
         return batch_rdd.mapPartitionsWithIndex(conv)
 
@@ -258,6 +288,22 @@ class BatchJob:
             "job_ms": ms,
             "keys_written": keys,
         }
+
+
+def topology_punctuates(topology: Topology) -> bool:
+    """Whether marks may flow in ``topology``: it has IBM Streams operators or punctuating spouts."""
+    from weir.streams.operator import Operator
+    from weir.topology.components import Spout
+
+    for c in topology.components.values():
+        obj = c.obj
+        if isinstance(obj, Operator):
+            return True
+        if isinstance(obj, Spout) and (
+            obj.window_mark_each_batch or type(obj).is_window_mark is not Spout.is_window_mark
+        ):
+            return True
+    return False
 
 
 def _dedupe(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -245,6 +245,7 @@ class TopologyRun:
         self._lock = threading.Lock()
         self._in_batch = False
         self._stop_requested = False
+        self._final_after = False  # start(final=True): await_termination sends the final mark
         self._checkpoint_existed = os.path.isdir(os.path.join(rc.checkpoint_location, "offsets"))
         self._claim_checkpoint()
         self._supervisor = Supervisor(
@@ -483,24 +484,78 @@ class TopologyRun:
                     agg[k] += c.get(k, 0)
 
     # ---- control -------------------------------------------------------------------------
-    def start(self, *, available_now: bool = False) -> TopologyRun:
+    def start(self, *, available_now: bool = False, final: bool = False) -> TopologyRun:
         """Run continuously, one micro-batch per checkpoint interval, supervised (see :meth:`status`).
 
         With ``available_now`` process what the sources have now and then stop, in the background
-        (:meth:`process_available` does the same and waits).
+        (:meth:`process_available` does the same and waits); with ``final`` too, the run ends with a
+        final mark, sent by :meth:`await_termination` (see :meth:`process_available`).
         """
         ms = self.rc.interval_ms
+        if final:
+            self._check_final(available_now)
+        self._final_after = final
         if available_now:
             self._run({"availableNow": True})
         else:
             self._run({"processingTime": f"{ms} milliseconds"} if ms > 0 else {"processingTime": "0 seconds"})
         return self
 
-    def process_available(self, timeout: float | None = None) -> RunStatus:
-        """Process everything the sources have now (``Trigger.AvailableNow``), then stop."""
-        self._run({"availableNow": True})
+    def process_available(self, timeout: float | None = None, *, final: bool = False) -> RunStatus:
+        """Process everything the sources have now (``Trigger.AvailableNow``), then stop.
+
+        With ``final`` the run is the end of a finite input: once Spark's batches are done, one more
+        transaction sends a final mark from every spout (IBM Streams' final punctuation), which every
+        operator receives and forwards (a window operator flushes its open window). The topology must
+        have Streams operators or punctuating spouts.
+        """
+        self.start(available_now=True, final=final)
         self.await_termination(timeout)
         return self.status()
+
+    def _check_final(self, available_now: bool) -> None:
+        from weir.runtime.spark.batch import BatchJob
+
+        if not available_now:
+            msg = f"topology {self.name!r}: a final mark ends a finite run: start(available_now=True, final=True)"
+            raise ConfigError(msg)
+        if not (isinstance(self.runner, BatchJob) and self.runner.punctuation):
+            msg = (
+                f"topology {self.name!r}: a final mark (final=True, --final) is received only by IBM Streams "
+                "operators (weir.streams.Operator) or punctuating spouts; this topology has none"
+            )
+            raise ConfigError(msg)
+
+    def _final_transaction(self) -> None:
+        """Run the final mark as a transaction after Spark's last batch (see :meth:`process_available`)."""
+        from weir.runtime.spark.batch import BatchJob
+        from weir.runtime.spark.statecheck import read_spark_log
+
+        runner = self.runner
+        assert isinstance(runner, BatchJob)
+        rdd = self.spark.sparkContext.parallelize([], 1)
+        spout_id = getattr(self, "_spout_id", self.spouts[0][0] if len(self.spouts) == 1 else None)
+
+        def job(txid: int, epoch: int | None, attempt: int) -> JobOutcome:
+            return runner.run(rdd, spout_id, txid, epoch, final=True)
+
+        if self.coordinator is None:
+            txid = (self._status.last_txid or 0) + 1
+            outcome = job(txid, None, 0)
+            if not outcome.ok:
+                first = outcome.failures[0]
+                msg = (
+                    f"topology {self.name!r}: the final mark failed in {first.component!r} task {first.task}: "
+                    f"{first.error}"
+                )
+                raise TopologyError(msg, topology=self.name, component=first.component, task=first.task, txid=txid)
+            self._record(BatchReport(txid=txid, stats=outcome.stats))
+            return
+        spark_log = read_spark_log(self.rc.checkpoint_location)
+        last = spark_log.last_commit if spark_log is not None else None
+        qid = self._qid or (spark_log.query_id if spark_log is not None else None) or "final"
+        report = self.coordinator.run_batch(qid, (last if last is not None else -1) + 1, job, rebase=1)
+        self._record(report)
 
     def _run(self, trigger: dict[str, Any]) -> None:
         if self.query is not None and self.query.isActive:
@@ -579,6 +634,9 @@ class TopologyRun:
             if err is not None:
                 self._status.error = str(err).splitlines()[0] if str(err) else type(err).__name__
                 raise self._final_error(err)
+            if self._final_after and not self._stop_requested:
+                self._final_after = False
+                self._final_transaction()
         return done
 
     def _final_error(self, err: BaseException) -> BaseException:

@@ -27,6 +27,7 @@ from weir.state.kv import TransactionalKeyValueState
 from weir.topology.collector import BasicOutputCollector, FailedTuple, OutputCollector
 from weir.topology.components import BasicBolt, Spout, StatefulBolt, execute_shape
 from weir.topology.context import TopologyContext
+from weir.topology.punctuation import Aligner, Punctuation
 from weir.topology.tuple import Fields, Tuple
 
 __all__ = ["TaskSpec", "run_spout_task", "run_task"]
@@ -53,6 +54,8 @@ class TaskSpec:
     consumed_streams: frozenset[str] = frozenset()
     #: Storm's acking: every input of a rich bolt must be acked or failed (``topology.acker.executors`` ≠ 0)
     acking: bool = True
+    #: marks (window / final punctuation) may reach this task: its input goes through an Aligner
+    punctuation: bool = False
 
     def context(self, task: int) -> TopologyContext:
         """The task's context."""
@@ -153,13 +156,24 @@ def unacked_error(spec: TaskSpec, task: int, txid: int, unacked: list[Tuple]) ->
     return TopologyError(msg, topology=spec.topology, component=spec.component_id, task=task, txid=txid)
 
 
-def run_spout_task(spec: TaskSpec, task: int, txid: int, rows: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
-    """Turn a partition of the batch's DataFrame into tuples of the spout's default stream."""
+def run_spout_task(
+    spec: TaskSpec, task: int, txid: int, rows: Iterable[Any], *, final: bool = False
+) -> Iterator[tuple[Any, ...]]:
+    """Turn a partition of the batch's DataFrame into tuples of the spout's default stream.
+
+    Punctuation: a row the spout's ``is_window_mark`` accepts becomes a window mark, a spout with
+    ``window_mark_each_batch`` ends its part with one, and ``final`` (the end of a finite run) ends
+    it with a final mark.
+    """
     spout: Spout = spec.component
     t0 = time.perf_counter()
     n = 0
     failed = 0
+    marker = spout.is_window_mark if type(spout).is_window_mark is not Spout.is_window_mark else None
     for row in rows:
+        if marker is not None and marker(row):
+            yield ("P", "default", Punctuation.WINDOW_MARKER, task, None)
+            continue
         try:
             values = spout.to_values(row)
         except Exception as exc:
@@ -180,7 +194,38 @@ def run_spout_task(spec: TaskSpec, task: int, txid: int, rows: Iterable[Any]) ->
             return
         n += 1
         yield ("T", "default", values, task, None)
+    if spout.window_mark_each_batch:
+        yield ("P", "default", Punctuation.WINDOW_MARKER, task, None)
+    if final:
+        yield ("P", "default", Punctuation.FINAL_MARKER, task, None)
     yield _report(spec, task, txid, n_in=n, n_out=n, failed=failed, ms=(time.perf_counter() - t0) * 1000)
+
+
+def _forwarding_marks(
+    spec: TaskSpec, task: int, records: Iterable[tuple[Any, ...]]
+) -> Iterator[tuple[Any, ...]]:
+    """Input tuples of a Storm bolt, with each aligned mark as ``(None, None, ("P", ...), None)`` records.
+
+    A window mark is forwarded on every consumed output stream once its port has it from every
+    upstream task; a final mark once every input port has one.
+    """
+    aligner = Aligner()
+    ports = set(spec.input_fields)
+    outs = [s for s in spec.outputs if s in spec.consumed_streams]
+    final_sent = False
+    it = aligner.feed(records)
+    for phase in (it, aligner.end()):
+        for item in phase:
+            if item[0] == "T":
+                yield item[1]
+                continue
+            mark = item[2]
+            if mark is Punctuation.FINAL_MARKER:
+                if final_sent or not ports <= aligner.final_ports():
+                    continue
+                final_sent = True
+            for s in outs:
+                yield (None, None, ("P", s, mark, task, None), None)
 
 
 def run_task(
@@ -230,7 +275,12 @@ def run_task(
             comp.init_state(state)
         stage = "execute"
         fields_of = spec.input_fields
+        if spec.punctuation:
+            records = _forwarding_marks(spec, task, records)
         for source, stream, values, source_task in records:
+            if source is None:  # a mark this bolt forwards (Storm bolts know no punctuation)
+                yield values
+                continue
             current = Tuple(values, fields_of[(source, stream)], source, stream, source_task, txid)
             current.owner = out.token
             if basic is None and out.acking:

@@ -101,7 +101,14 @@ def run_windowed_task(
         wstate.fence(epoch)
         mgr = WindowManager(cfg, wstate, make_tuple, sorted(fields_of), where=where)
         stage = "execute"
+        if spec.punctuation:  # marks pass through (Storm's windows ignore punctuation)
+            from weir.runtime.spark.task import _forwarding_marks
+
+            records = _forwarding_marks(spec, task, records)
         for source, stream, values, source_task in records:
+            if source is None:
+                yield values
+                continue
             current = Tuple(values, fields_of[(source, stream)], source, stream, source_task, txid)
             current.owner = out.token
             n_in += 1
