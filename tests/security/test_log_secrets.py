@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
-TOPOLOGY = '''
+TOPOLOGY = """
 import logging
 import os
 
@@ -51,7 +51,7 @@ def topology(conf):
     builder.set_spout("words", NatsSpout(conf["nats.url"], "WORDS", fields=["word"], connect_timeout_s=20))
     builder.set_bolt("count", WordCountBolt(), 2).fields_grouping("words", Fields("word"))
     return builder
-'''
+"""
 
 
 class PasswordNats(NatsServer):
@@ -88,16 +88,7 @@ def _publish(url: str, words: list[str]) -> None:
     asyncio.run(go())
 
 
-def _weir(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    import time
-    t0 = time.monotonic()
-    try:
-        return _weir2(*args, cwd=cwd, timeout=timeout)
-    finally:
-        print("TIMING", args[:3], time.monotonic() - t0)
-
-
-def _weir2(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def _weir(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.pop("WEIR_VERBOSE", None)
@@ -157,12 +148,17 @@ def test_no_secret_in_any_log_of_a_run_and_of_the_cli(
     outputs.append(("weir state ls", listed))
     assert listed.returncode == 0 and "secretscan-count" in listed.stdout, listed.stderr
     ns = next(w for w in listed.stdout.split() if w.startswith("secretscan-count"))
-    outputs.append(("weir state inspect", _weir("--debug", "state", "inspect", "--conf-file", str(state_conf), ns, cwd=work)))
+    outputs.append(
+        ("weir state inspect", _weir("--debug", "state", "inspect", "--conf-file", str(state_conf), ns, cwd=work))
+    )
 
     pg_url = postgres_database.url.replace("postgresql://postgres@", f"postgresql://postgres:{SECRET}@")
     pg_conf = secret_files / "pg.json"
     pg_conf.write_text(json.dumps({"topology.state.provider.config": {"url": pg_url}}))
-    for argv in (("state", "put", "--conf-file", str(pg_conf), "pg-ns", '"k"', "1"), ("state", "ls", "--conf-file", str(pg_conf))):
+    for argv in (
+        ("state", "put", "--conf-file", str(pg_conf), "pg-ns", '"k"', "1"),
+        ("state", "ls", "--conf-file", str(pg_conf)),
+    ):
         res = _weir("--debug", *argv, cwd=work)
         outputs.append((" ".join(argv[:2]), res))
         assert res.returncode == 0, res.stderr
@@ -181,9 +177,8 @@ def test_no_secret_in_any_log_of_a_run_and_of_the_cli(
     bad_nats.write_text(json.dumps({**conf, "nats.url": nats_url.replace(NATS_SECRET, NATS_SECRET + "x")}))
     res = _weir("--debug", "run", "topo.py", "--available-now", "--conf-file", str(bad_nats), cwd=work)
     outputs.append(("weir run (wrong NATS password)", res))
-    Path("/tmp/i18_badnats.txt").write_text(res.stdout + res.stderr)
-    Path("/tmp/i18_run.txt").write_text(ran.stdout + ran.stderr)
-    assert res.returncode != 0 and "cannot connect" in res.stderr, res.stderr[-2000:]
+    refused = "refused the credentials (the url's user information)"
+    assert res.returncode != 0 and refused in res.stderr, res.stderr[-2000:]
 
     leaks = [f"{what}: {leak}" for what, r in outputs for leak in _leaks(r.stdout + "\n" + r.stderr, secrets)]
     assert not leaks, "\n".join(leaks[:20])

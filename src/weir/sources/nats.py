@@ -242,6 +242,8 @@ class NatsSpout(ReplayableSpout):
             parts.append(f"user {self.user!r} with a password" if self.password is not None else f"user {self.user!r}")
         if self.token is not None:
             parts.append("a token")
+        if any("@" in u.split("://", 1)[-1].split("/", 1)[0] for u in self.servers):
+            parts.append("the url's user information")
         return ", ".join(parts)
 
     def __repr__(self) -> str:
@@ -332,9 +334,9 @@ class NatsSpout(ReplayableSpout):
                 if refused or time.monotonic() + delay > deadline:
                     if refused or creds:
                         hint = (
-                            f"the server refused the credentials ({creds or 'none given'}): check that the "
-                            "user JWT is signed by an account the server trusts and matches the seed, or "
-                            "give the user's credentials"
+                            f"the server refused the credentials ({creds or 'none given'}): check them (a "
+                            "creds file's user JWT must be signed by an account the server trusts and match "
+                            "its seed)"
                             if refused
                             else f"start the server or fix the url or the credentials ({creds})"
                         )
