@@ -88,7 +88,8 @@ def test_a_file_of_the_previous_layout_opens_with_its_rows_and_prepared_set(tmp_
     with sqlite3.connect(path) as c:  # what weir with schema version 1 wrote
         c.executescript(
             "PRAGMA journal_mode = WAL;"
-            "CREATE TABLE weir_kv (ns TEXT NOT NULL, k BLOB NOT NULL, v BLOB NOT NULL, PRIMARY KEY (ns, k)) WITHOUT ROWID;"
+            "CREATE TABLE weir_kv (ns TEXT NOT NULL, k BLOB NOT NULL, v BLOB NOT NULL, "
+            "PRIMARY KEY (ns, k)) WITHOUT ROWID;"
             "CREATE TABLE weir_prepare (ns TEXT NOT NULL, k BLOB NOT NULL, v BLOB, PRIMARY KEY (ns, k)) WITHOUT ROWID;"
             "CREATE TABLE weir_txid (ns TEXT NOT NULL PRIMARY KEY, committed INTEGER, prepared INTEGER, "
             "epoch INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;"
