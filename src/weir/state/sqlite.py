@@ -139,6 +139,15 @@ _MERGE_DELETES = (
     "DELETE FROM weir_kv WHERE ns = ? AND k IN (SELECT k FROM weir_delta WHERE ns = ? AND v IS NULL)"
 )
 _MERGE_CLEAR = "DELETE FROM weir_delta WHERE ns = ?"
+# a change set as large as a merge goes straight into the main table (after the delta, if any)
+_PREPARED_AT_LEAST = "SELECT count(*) FROM (SELECT 1 FROM weir_prepare WHERE ns = ? LIMIT ?)"
+_MOVE_UPSERTS = (
+    "INSERT INTO weir_kv (ns, k, v) SELECT ns, k, v FROM weir_prepare WHERE ns = ? AND v IS NOT NULL "
+    "ON CONFLICT (ns, k) DO UPDATE SET v = excluded.v"
+)
+_MOVE_DELETES = (
+    "DELETE FROM weir_kv WHERE ns = ? AND k IN (SELECT k FROM weir_prepare WHERE ns = ? AND v IS NULL)"
+)
 _MERGE_DONE = "UPDATE weir_txid SET delta = 0 WHERE ns = ?"
 
 _GET_MANY_CHUNK = 500  # bound parameters per IN (...) query
@@ -519,10 +528,13 @@ class SqliteBackend(Backend):
 
         1. In one transaction (the commit point): check the epoch and the prepared txid, move the
            prepared rows into the delta (``INSERT ... SELECT``), clear the prepared set, record
-           ``txid`` as committed and add the moved rows to the delta's count.
-        2. If the delta now holds :data:`MERGE_ROWS` rows or more, :meth:`merge` it into the main
+           ``txid`` as committed and add the moved rows to the delta's count. A prepared set of
+           ``merge_rows`` rows or more would be merged at once: it goes straight into the main
+           table instead (after the delta, if any), in the same transaction.
+        2. If the delta now holds ``merge_rows`` rows or more, :meth:`merge` it into the main
            table (a separate transaction; nothing a reader sees changes).
         """
+        limit = self.merge_rows
 
         def body(conn: sqlite3.Connection) -> int:
             rec = self._fence(conn, namespace, epoch)
@@ -532,9 +544,15 @@ class SqliteBackend(Backend):
                     f"{rec.prepared} and the committed txid is {rec.committed}; commit only what was prepared"
                 )
                 raise StateError(msg)
-            before = conn.total_changes
-            conn.execute(_MOVE_TO_DELTA, (namespace,))
-            moved = conn.total_changes - before  # rows inserted or replaced: an upper bound of new ones
+            if conn.execute(_PREPARED_AT_LEAST, (namespace, limit)).fetchone()[0] >= limit:
+                self._merge_delta(conn, namespace)
+                conn.execute(_MOVE_UPSERTS, (namespace,))
+                conn.execute(_MOVE_DELETES, (namespace, namespace))
+                moved = 0
+            else:
+                before = conn.total_changes
+                conn.execute(_MOVE_TO_DELTA, (namespace,))
+                moved = conn.total_changes - before  # rows inserted or replaced: an upper bound of new ones
             conn.execute(_PREPARE_CLEAR, (namespace,))
             conn.execute(_TXID_SET, (txid, None, rec.epoch, namespace))
             return int(conn.execute(_DELTA_ADD, (moved, namespace)).fetchone()[0])
@@ -552,16 +570,17 @@ class SqliteBackend(Backend):
         same visible state. ``weir state`` and tests may call it; commits call it when the delta
         reaches :data:`MERGE_ROWS` rows.
         """
+        self._write(namespace, lambda conn: self._merge_delta(conn, namespace, txid))
 
-        def body(conn: sqlite3.Connection) -> None:
-            conn.execute(_MERGE_UPSERTS, (namespace,))
-            if txid is not None:
-                crash_point("sqlite_during_merge", txid)
-            conn.execute(_MERGE_DELETES, (namespace, namespace))
-            conn.execute(_MERGE_CLEAR, (namespace,))
-            conn.execute(_MERGE_DONE, (namespace,))
-
-        self._write(namespace, body)
+    @staticmethod
+    def _merge_delta(conn: sqlite3.Connection, namespace: str, txid: int | None = None) -> None:
+        """Inside a write transaction: the delta into the main table, then cleared."""
+        conn.execute(_MERGE_UPSERTS, (namespace,))
+        if txid is not None:
+            crash_point("sqlite_during_merge", txid)
+        conn.execute(_MERGE_DELETES, (namespace, namespace))
+        conn.execute(_MERGE_CLEAR, (namespace,))
+        conn.execute(_MERGE_DONE, (namespace,))
 
     def discard_prepared(self, namespace: str, epoch: int | None) -> None:
         """Delete the prepared change set (no-op when there is none)."""
