@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.servers import NatsServer, RedisReplyError, RedisServer, free_port, redis_command, require_binary
 
-__all__ = ["Certs", "PasswordRedis", "TlsNats", "TlsRedis", "make_certs"]
+__all__ = ["Certs", "OperatorNats", "PasswordRedis", "TlsNats", "TlsRedis", "make_certs"]
 
 
 @dataclass(frozen=True)
@@ -160,3 +160,25 @@ class TlsNats(NatsServer):
 def json_str(path: object) -> str:
     """A double-quoted string for the nats-server config file."""
     return '"' + str(path).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class OperatorNats(NatsServer):
+    """nats-server with JetStream in operator mode (decentralized JWT auth, memory resolver).
+
+    ``conf`` is the whole config file (see :meth:`tests.security._nats_jwt.OperatorSetup.server_conf`).
+    """
+
+    def __init__(self, workdir: Path, make_conf: object) -> None:
+        super().__init__(workdir)
+        self.conf_file = Path(workdir) / "nats.conf"
+        self.conf_file.write_text(make_conf(self.port, self.store_dir))  # type: ignore[operator]
+
+    def command(self) -> list[str]:
+        """nats-server -c CONF."""
+        return [self.binary, "-c", str(self.conf_file)]
+
+    def ready(self) -> bool:
+        """The server greets with an ``INFO`` line asking for auth, JetStream on."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+            greeting = s.recv(4096)
+        return greeting.startswith(b"INFO ") and b'"auth_required":true' in greeting

@@ -147,3 +147,61 @@ def test_redis_chunked_commit_interrupted_between_chunks_is_finished_by_a_new_co
     with pytest.raises(StateError, match="epoch"):
         backend.commit_prepared(ns, 4, epoch=2)
     backend.drop(ns)
+
+
+# ---- Trident's PostgreSQL map state: the same bounds --------------------------------------------
+def test_frozen_postgres_fails_a_trident_map_state_within_socket_timeout(
+    frozen_pg: tuple[PausableProxy, str],
+) -> None:
+    from weir.trident.backing import close_connections
+    from weir.trident.backing.postgres import PostgresMapState
+    from weir.trident.state import OpaqueValue, StateType
+
+    proxy, url = frozen_pg
+    store = PostgresMapState.store(
+        url, "frozen_counts", {"word": "TEXT"}, "BIGINT", connect_timeout=2, statement_timeout=1.0, socket_timeout=1.5
+    )
+    bmap = store.backing_map(StateType.OPAQUE)
+    try:
+        bmap.multi_put([("a",)], [OpaqueValue(1, 5, None)])
+        proxy.pause()
+        started = time.monotonic()
+        with pytest.raises(StateError) as info:
+            bmap.multi_put([("a",)], [OpaqueValue(2, 6, 5)])
+        waited = time.monotonic() - started
+        text = str(info.value)
+        assert "socket_timeout=1.5" in text and "multi_put of 1 keys" in text, text
+        assert "frozen_counts" in text
+        assert "Sup3rSecretPw" not in text and "***" in text
+        assert waited < 30, waited  # bounded (generous: the machine may be loaded)
+        with pytest.raises(StateError, match="multi_get of 1 keys"):
+            bmap.multi_get([("a",)])
+        proxy.resume()
+        # the server answers again: a new connection; the frozen write never applied
+        assert bmap.multi_get([("a",)]) == [OpaqueValue(1, 5, None)]
+        bmap.multi_put([("a",)], [OpaqueValue(2, 6, 5)])
+        assert bmap.multi_get([("a",)]) == [OpaqueValue(2, 6, 5)]
+    finally:
+        proxy.resume()
+        store.run(lambda c: c.execute("DROP TABLE IF EXISTS frozen_counts"), what="drop", in_transaction=False)
+        close_connections()
+
+
+def test_statement_timeout_of_a_trident_map_state_is_a_named_state_error(
+    postgres_database: PostgresDatabase,
+) -> None:
+    from weir.trident.backing import close_connections
+    from weir.trident.backing.postgres import PostgresMapState
+
+    store = PostgresMapState.store(postgres_database.url, "slow_counts", {"word": "TEXT"}, statement_timeout=0.3)
+    try:
+        with pytest.raises(StateError) as info:
+            store.run(lambda c: c.execute("SELECT pg_sleep(3)").fetchone(), what="sleep", in_transaction=False)
+        text = str(info.value)
+        assert "statement_timeout=0.3" in text and "sleep" in text and "canceling statement" in text
+        with pytest.raises(ConfigError, match="socket_timeout"):
+            PostgresMapState.store(postgres_database.url, "t", {"word": "TEXT"}, socket_timeout=-1)
+        store10 = PostgresMapState.store(postgres_database.url, "t", {"w": "TEXT"}, statement_timeout=10)
+        assert store10.socket_timeout == 70
+    finally:
+        close_connections()

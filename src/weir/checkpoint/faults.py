@@ -24,6 +24,8 @@ POINTS = (
     "during_checkpoint",  # Streams: an operator task is writing its checkpoint (executor side)
     "trident_after_multi_update",  # Trident: a state partition updated, not committed (executor side)
     "trident_after_partition_commit",  # Trident: a state partition committed, the job not done (executor)
+    "sqlite_before_merge",  # SQLite: a commit moved its rows into the delta, its merge not begun
+    "sqlite_during_merge",  # SQLite: inside the merge transaction, the delta half moved
 )
 
 

@@ -22,6 +22,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -33,7 +34,27 @@ from weir.sources._schema import Column, converter, parse_columns
 from weir.sources.replayable import Offset, ReadLimit, ReplayableSpout
 from weir.topology.components import Guarantee
 
+# what a creds or seed file holds, never shown in an error: NKey seeds and JWTs
+_NKEY_SEED_RE = re.compile(r"\bS[OAUNC][A-Z2-7]{50,}\b")
+_JWT_RE = re.compile(r"\beyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")
+
 __all__ = ["NatsSpout"]
+
+
+def _check_creds_file(path: str) -> None:
+    """Refuse a ``creds_file`` that is not a NATS ``.creds`` file (its content is never shown)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read(1 << 20)
+    except OSError as exc:
+        msg = f"NatsSpout: creds_file {path!r} cannot be read ({exc.strerror})"
+        raise ConfigError(msg) from None
+    if not (_JWT_RE.search(text) and _NKEY_SEED_RE.search(text) and "NATS USER JWT" in text):
+        msg = (
+            f"NatsSpout: creds_file {path!r} is not a NATS .creds file (a '-----BEGIN NATS USER JWT-----' "
+            "block with the user JWT, then the user's NKey seed block), as `nsc generate creds` writes"
+        )
+        raise ConfigError(msg)
 
 log = logging.getLogger("weir.sources")
 
@@ -136,6 +157,8 @@ class NatsSpout(ReplayableSpout):
         if creds_file and nkey_seed_file:
             msg = "NatsSpout: give creds_file or nkey_seed_file, not both"
             raise ConfigError(msg)
+        if creds_file:
+            _check_creds_file(creds_file)
         for what, v in (("user", user), ("password", password), ("token", token), ("tls_hostname", tls_hostname)):
             if v is not None and not isinstance(v, str):
                 msg = f"NatsSpout: {what} must be a string, got {type(v).__name__}"
@@ -205,8 +228,23 @@ class NatsSpout(ReplayableSpout):
         return ",".join(redact_url(u) for u in self.servers)
 
     def scrub(self, text: str) -> str:
-        """``text`` without this spout's secrets (url userinfo, password, token)."""
-        return redact_text(text, self._secrets)
+        """``text`` without this spout's secrets (url userinfo, password, token, NKey seeds, JWTs)."""
+        return redact_text(_NKEY_SEED_RE.sub("***", _JWT_RE.sub("***", text)), self._secrets)
+
+    def _credentials(self) -> str:
+        """The credentials in use, for an error (file paths and user name; never a secret)."""
+        parts = [
+            f"{what} {path!r}"
+            for what, path in (("creds_file", self.creds_file), ("nkey_seed_file", self.nkey_seed_file))
+            if path
+        ]
+        if self.user is not None:
+            parts.append(f"user {self.user!r} with a password" if self.password is not None else f"user {self.user!r}")
+        if self.token is not None:
+            parts.append("a token")
+        if any("@" in u.split("://", 1)[-1].split("/", 1)[0] for u in self.servers):
+            parts.append("the url's user information")
+        return ", ".join(parts)
 
     def __repr__(self) -> str:
         return self.describe()
@@ -290,13 +328,22 @@ class NatsSpout(ReplayableSpout):
                     timeout=max(1.0, min(10.0, self.connect_timeout_s)),
                 )
             except Exception as exc:
-                if time.monotonic() + delay > deadline:
-                    msg = (
-                        f"{self.describe()}: {what}: cannot connect to NATS "
-                        f"({self.scrub(f'{type(exc).__name__}: {exc}')}); "
-                        "start the server or fix the url"
-                    )
-                    raise SourceError(msg) from exc
+                text = self.scrub(f"{type(exc).__name__}: {exc}")
+                creds = self._credentials()
+                refused = "authorization" in text.lower() or "auth" in type(exc).__name__.lower()
+                if refused or time.monotonic() + delay > deadline:
+                    if refused or creds:
+                        hint = (
+                            f"the server refused the credentials ({creds or 'none given'}): check them (a "
+                            "creds file's user JWT must be signed by an account the server trusts and match "
+                            "its seed)"
+                            if refused
+                            else f"start the server or fix the url or the credentials ({creds})"
+                        )
+                    else:
+                        hint = "start the server or fix the url"
+                    msg = f"{self.describe()}: {what}: cannot connect to NATS ({text}); {hint}"
+                    raise SourceError(msg) from None
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
 

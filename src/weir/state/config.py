@@ -66,7 +66,7 @@ _SCHEMES = {
 _COMMON_KEYS = {"keyClass", "valueClass", "keySerializerClass", "valueSerializerClass", "url"}
 _PROVIDER_KEYS: dict[str, set[str]] = {
     "memory": {"name"},
-    "sqlite": {"path", "timeout", "synchronous"},
+    "sqlite": {"path", "timeout", "synchronous", "mergeRows"},
     "redis": {"jedisPoolConfig", "jedisClusterConfig", "tls"},
     "postgres": {"schema", "tablePrefix", "connectTimeout", "statementTimeout", "socketTimeout"},
     "hbase": {"hbaseConfigKey", "tableName", "columnFamily"},

@@ -20,9 +20,14 @@ argument that the script decodes with Redis's built-in ``cmsgpack``. One larger 
 set — is still a single script. A commit of up to :data:`COMMIT_CHUNK` entries is one script; a
 larger prepared set is applied in scripts of :data:`COMMIT_CHUNK` entries (a few tens of
 milliseconds each), so no script outlives the client's socket timeout and other clients are never
-blocked for long; readers may see such a large commit half applied while it runs (a crash in the
-middle is finished by recovery's roll-forward). A script the client re-sends after a lost reply is
-recognised as already applied.
+blocked for long. The first of them is the commit point: it sets the field ``committing`` of the
+txid record to the prepared txid, and each script moves its entries out of the prepared set into
+the rows, so an entry is always either still prepared or already applied. While ``committing``
+equals ``prepare``, weir's readers (``get``, ``get_many``, ``count``, ``scan``) overlay the prepared
+entries over the rows in the same script that reads them, so they see the whole commit or none of
+it, never half; a crash in the middle leaves the marker set and recovery's roll-forward finishes the
+commit. (A plain ``HGET`` from another client reads the rows only, and may see such a commit half
+applied.) A script the client re-sends after a lost reply is recognised as already applied.
 
 Every failure is a :class:`~weir.errors.StateError` naming the store (without password), the
 namespace and the operation.
@@ -139,6 +144,7 @@ end
 """
 # ARGV: epoch, txid, packed change set
 _PREPARE_INLINE = """
+redis.call('HDEL', KEYS[3], 'committing', 'ccursor')
 redis.call('DEL', KEYS[2])
 hset_all(KEYS[2], cmsgpack.unpack(ARGV[3]))
 redis.call('HSET', KEYS[3], 'prepare', ARGV[2])
@@ -152,6 +158,7 @@ if redis.call('EXISTS', KEYS[4]) == 0 and redis.call('HGET', KEYS[3], 'prepare')
 end
 local err = staged(ARGV[3])
 if err then return err end
+redis.call('HDEL', KEYS[3], 'committing', 'ccursor')
 redis.call('RENAME', KEYS[4], KEYS[2])
 redis.call('PERSIST', KEYS[2])
 redis.call('HSET', KEYS[3], 'prepare', ARGV[2])
@@ -200,7 +207,7 @@ return 1
 # ARGV: epoch
 _DISCARD = """
 redis.call('DEL', KEYS[2])
-redis.call('HDEL', KEYS[3], 'prepare')
+redis.call('HDEL', KEYS[3], 'prepare', 'committing', 'ccursor')
 return 1
 """
 # ARGV: epoch, packed change set
@@ -222,6 +229,64 @@ _STAGE = """
 hset_all(KEYS[1], cmsgpack.unpack(ARGV[1]))
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 return 1
+"""
+# reads through the commit point: while a chunked commit runs ('committing' = 'prepare'), the
+# entries still prepared overlay the rows (an entry is either still prepared or already applied)
+_OVERLAY = """
+local function overlay_on()
+  local t = redis.call('HMGET', KEYS[3], 'committing', 'prepare')
+  return t[1] and t[1] == t[2]
+end
+local function untag(p)
+  if string.byte(p, 1) == 61 then return string.sub(p, 2) end
+  return false
+end
+"""
+# ARGV: key
+_READ_ONE = _OVERLAY + """
+if overlay_on() then
+  local p = redis.call('HGET', KEYS[2], ARGV[1])
+  if p then return untag(p) end
+end
+return redis.call('HGET', KEYS[1], ARGV[1])
+"""
+# ARGV: keys (at most _READ_CHUNK)
+_READ_MANY = _OVERLAY + """
+local vals = redis.call('HMGET', KEYS[1], unpack(ARGV))
+if overlay_on() then
+  local ps = redis.call('HMGET', KEYS[2], unpack(ARGV))
+  for i = 1, #ARGV do
+    if ps[i] then vals[i] = untag(ps[i]) end
+  end
+end
+return vals
+"""
+# the committed row count, counting the entries still prepared by a chunked commit
+_READ_COUNT = _OVERLAY + """
+local n = redis.call('HLEN', KEYS[1])
+if overlay_on() then
+  local cursor = '0'
+  repeat
+    local r = redis.call('HSCAN', KEYS[2], cursor, 'COUNT', 1000)
+    cursor = r[1]
+    local arr = r[2]
+    for i = 1, #arr, 2 do
+      local there = redis.call('HEXISTS', KEYS[1], arr[i]) == 1
+      if string.byte(arr[i + 1], 1) == 61 then
+        if not there then n = n + 1 end
+      elseif there then
+        n = n - 1
+      end
+    end
+  until cursor == '0'
+end
+return n
+"""
+# a small namespace whole: {rows, prepared entries to overlay (empty unless a commit is running)}
+_READ_ALL = _OVERLAY + """
+local ps = {}
+if overlay_on() then ps = redis.call('HGETALL', KEYS[2]) end
+return {redis.call('HGETALL', KEYS[1]), ps}
 """
 _LOAD_PREPARED = "return {redis.call('HGET', KEYS[3], 'prepare'), redis.call('HGETALL', KEYS[2])}"
 _DROP = "return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])"
@@ -264,6 +329,10 @@ _S_DIRECT_INLINE = _Script(_DIRECT_INLINE)
 _S_DIRECT_STAGED = _Script(_DIRECT_STAGED)
 _S_LOAD_PREPARED = _Script(_LOAD_PREPARED, fenced=False)
 _S_DROP = _Script(_DROP, fenced=False)
+_S_READ_ONE = _Script(_READ_ONE, fenced=False)
+_S_READ_MANY = _Script(_READ_MANY, fenced=False)
+_S_READ_COUNT = _Script(_READ_COUNT, fenced=False)
+_S_READ_ALL = _Script(_READ_ALL, fenced=False)
 _S_STAGE = _Script(_STAGE, fenced=False)
 
 
@@ -382,47 +451,79 @@ class RedisBackend(Backend):
 
     # ---- reads -----------------------------------------------------------------------------
     def get(self, namespace: str, key: bytes) -> bytes | None:
-        """Committed value of ``key`` (HGET)."""
+        """Committed value of ``key`` (HGET, through a running chunked commit's prepared entries)."""
         try:
-            got: bytes | None = self.client.hget(self.keys(namespace)[0], key)
+            got: bytes | None = _S_READ_ONE(self.client, self.keys(namespace), (key,))
         except _ERRORS as exc:
             raise self._error(exc, namespace, "read a key") from exc
         return got
 
     def get_many(self, namespace: str, keys: list[bytes]) -> list[bytes | None]:
-        """Committed values of ``keys`` (HMGET in chunks, one pipelined round trip)."""
+        """Committed values of ``keys`` (HMGET in scripts of 5,000 keys, one pipelined round trip).
+
+        Each script reads through a running chunked commit (see the module docstring), so the keys
+        of one script see a commit whole or not at all.
+        """
         if not keys:
             return []
-        rows = self.keys(namespace)[0]
+        names = self.keys(namespace)
         try:
             if len(keys) <= _READ_CHUNK:
-                return list(self.client.hmget(rows, keys))
+                return list(_S_READ_MANY(self.client, names, keys))
             pipe = self.client.pipeline(transaction=False)
             for i in range(0, len(keys), _READ_CHUNK):
-                pipe.hmget(rows, keys[i : i + _READ_CHUNK])
+                chunk = keys[i : i + _READ_CHUNK]
+                pipe.execute_command("EVAL", _S_READ_MANY.source, len(names), *names, *chunk)
             return [v for part in pipe.execute() for v in part]
         except _ERRORS as exc:
             raise self._error(exc, namespace, f"read {len(keys)} keys") from exc
 
     def scan(self, namespace: str) -> Iterator[tuple[bytes, bytes]]:
-        """Every committed row, once (HGETALL for small hashes, else HSCAN de-duplicated)."""
-        rows = self.keys(namespace)[0]
+        """Every committed row, once (one script for small hashes, else HSCAN de-duplicated).
+
+        A small namespace (up to 10,000 rows) is read whole in one script, through a running
+        chunked commit. A larger one is paged with HSCAN, which is not a snapshot: each page's
+        values are read through a running commit, but rows a concurrent commit adds or deletes may
+        or may not be seen.
+        """
+        names = self.keys(namespace)
+        rows = names[0]
         try:
             if self.client.hlen(rows) <= _SCAN_ALL_LIMIT:
-                yield from self.client.hgetall(rows).items()
+                flat, staged = _S_READ_ALL(self.client, names, ())
+                it = iter(flat)
+                found = dict(zip(it, it, strict=True))
+                it = iter(staged)
+                for k, p in zip(it, it, strict=True):
+                    if p[:1] == _PUT:
+                        found[k] = p[1:]
+                    else:
+                        found.pop(k, None)
+                yield from found.items()
                 return
             seen: set[bytes] = set()
-            for k, v in self.client.hscan_iter(rows, count=1000):
+            page: list[bytes] = []
+            for k, _ in self.client.hscan_iter(rows, count=1000):
                 if k not in seen:
                     seen.add(k)
-                    yield k, v
+                    page.append(k)
+                    if len(page) >= 1000:
+                        yield from self._overlaid(names, page)
+                        page = []
+            yield from self._overlaid(names, page)
         except _ERRORS as exc:
             raise self._error(exc, namespace, "scan the committed rows") from exc
 
+    def _overlaid(self, names: Sequence[bytes], page: list[bytes]) -> Iterator[tuple[bytes, bytes]]:
+        if page:
+            for k, v in zip(page, _S_READ_MANY(self.client, names, page), strict=True):
+                if v is not None:
+                    yield k, v
+
     def count(self, namespace: str) -> int:
-        """Number of committed rows (HLEN)."""
+        """Number of committed rows (HLEN; through a running chunked commit's prepared entries)."""
         try:
-            return int(self.client.hlen(self.keys(namespace)[0]))
+            return int(_S_READ_COUNT(self.client, self.keys(namespace), ()))
         except _ERRORS as exc:
             raise self._error(exc, namespace, "count the committed rows") from exc
 

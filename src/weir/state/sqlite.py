@@ -1,10 +1,23 @@
 """The ``sqlite`` provider: weir's embedded, durable default store (one database file, WAL mode).
 
-Layout (three tables, clustered on their primary keys)::
+Layout (four tables, clustered on their primary keys)::
 
-    weir_kv      (ns TEXT, k BLOB, v BLOB NOT NULL, PRIMARY KEY (ns, k))  committed rows
+    weir_kv      (ns TEXT, k BLOB, v BLOB NOT NULL, PRIMARY KEY (ns, k))  committed rows (main)
+    weir_delta   (ns TEXT, k BLOB, v BLOB,          PRIMARY KEY (ns, k))  committed, not yet merged (NULL = deleted)
     weir_prepare (ns TEXT, k BLOB, v BLOB,          PRIMARY KEY (ns, k))  prepared sets (NULL = delete)
-    weir_txid    (ns TEXT PRIMARY KEY, committed, prepared, epoch)        txid record per namespace
+    weir_txid    (ns TEXT PRIMARY KEY, committed, prepared, epoch, delta) txid record per namespace
+
+A commit does not write into the (possibly large) main table: it moves the prepared rows into the
+small ``weir_delta`` table, so its cost depends on the size of the change set and of the delta, not
+on the size of the state (rewriting 10,000 random rows of a 1M-row B-tree rewrites thousands of its
+leaf pages; the delta's pages are few and hot). Readers overlay the delta over the main table in one
+SQL statement (a delta row wins; a NULL one is a deleted key). When a namespace's delta reaches
+:data:`MERGE_ROWS` rows, the commit is followed by a merge — a second transaction that moves the
+delta into the main table in key order, touching each leaf page once for the whole delta rather than
+once per commit — whose cost is thus shared by the commits since the last one. The merge changes
+nothing a reader sees, so a crash before or during it (SQLite rolls the transaction back) leaves
+the delta for the next commit's merge. Files of the previous layout (schema version 1, no delta)
+are migrated on open by adding the empty table and column, in one transaction.
 
 Every write method is one SQL transaction opened with ``BEGIN IMMEDIATE`` (the write lock is taken
 first, so two writers never deadlock on a lock upgrade), and the namespace's epoch is checked inside
@@ -22,6 +35,7 @@ Configuration (``topology.state.provider.config``)::
     {"timeout": 30}                            # seconds a writer waits for the write lock
     {"synchronous": "NORMAL"}                  # NORMAL (default: survives a process crash) or FULL
                                                # (also survives a power loss, slower commits)
+    {"mergeRows": 100000}                      # delta rows that trigger a merge into the main table
 """
 
 from __future__ import annotations
@@ -34,29 +48,53 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, TypeVar
 
+from weir.checkpoint.faults import crash_point
 from weir.errors import ConfigError, StateError
 from weir.state._connections import ProcessConnections
 from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
 from weir.state.config import ProviderConfig
 
-__all__ = ["SqliteBackend", "SqliteOptions", "open_backend", "path_from_url"]
+__all__ = ["MERGE_ROWS", "SqliteBackend", "SqliteOptions", "open_backend", "path_from_url"]
 
 T = TypeVar("T")
 
-_SCHEMA_VERSION = 1
+_SCHEMA_VERSION = 2
+#: a namespace's delta is merged into its main table once it holds this many rows
+MERGE_ROWS = 100_000
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS weir_kv (ns TEXT NOT NULL, k BLOB NOT NULL, v BLOB NOT NULL, "
     "PRIMARY KEY (ns, k)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS weir_prepare (ns TEXT NOT NULL, k BLOB NOT NULL, v BLOB, "
     "PRIMARY KEY (ns, k)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS weir_txid (ns TEXT NOT NULL PRIMARY KEY, committed INTEGER, "
-    "prepared INTEGER, epoch INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID",
+    "prepared INTEGER, epoch INTEGER NOT NULL DEFAULT 0, delta INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS weir_delta (ns TEXT NOT NULL, k BLOB NOT NULL, v BLOB, "
+    "PRIMARY KEY (ns, k)) WITHOUT ROWID",
 )
+# schema version 1 → 2: the delta table (above, IF NOT EXISTS) and the txid record's delta count
+_MIGRATE_1_TO_2 = ("ALTER TABLE weir_txid ADD COLUMN delta INTEGER NOT NULL DEFAULT 0",)
 
-_GET = "SELECT v FROM weir_kv WHERE ns = ? AND k = ?"
-_COUNT = "SELECT count(*) FROM weir_kv WHERE ns = ?"
-_SCAN_FIRST = "SELECT k, v FROM weir_kv WHERE ns = ? ORDER BY k LIMIT ?"
-_SCAN_NEXT = "SELECT k, v FROM weir_kv WHERE ns = ? AND k > ? ORDER BY k LIMIT ?"
+# reads overlay the delta over the main table, each in one statement (one consistent snapshot)
+_NO_DELTA = "NOT EXISTS (SELECT 1 FROM weir_delta d WHERE d.ns = m.ns AND d.k = m.k)"
+_GET = (
+    "SELECT v FROM weir_delta WHERE ns = ?1 AND k = ?2 "
+    f"UNION ALL SELECT v FROM weir_kv m WHERE ns = ?1 AND k = ?2 AND {_NO_DELTA}"
+)
+_GET_MANY = (
+    "SELECT k, v FROM weir_delta WHERE ns = ?1 AND k IN ({keys}) "
+    f"UNION ALL SELECT k, v FROM weir_kv m WHERE ns = ?1 AND k IN ({{keys}}) AND {_NO_DELTA}"
+)
+_COUNT = (
+    "SELECT (SELECT count(*) FROM weir_kv WHERE ns = ?1)"
+    " + (SELECT count(*) FROM weir_delta WHERE ns = ?1 AND v IS NOT NULL)"
+    " - (SELECT count(*) FROM weir_delta d JOIN weir_kv m ON m.ns = d.ns AND m.k = d.k WHERE d.ns = ?1)"
+)
+_SCAN = (
+    f"SELECT k, v FROM weir_kv m WHERE ns = ?1 AND k {{op}} ?2 AND {_NO_DELTA} "
+    "UNION ALL SELECT k, v FROM weir_delta WHERE ns = ?1 AND k {op} ?2 AND v IS NOT NULL ORDER BY k LIMIT ?3"
+)
+_SCAN_FIRST = _SCAN.format(op=">=")
+_SCAN_NEXT = _SCAN.format(op=">")
 _TXIDS = "SELECT committed, prepared, epoch FROM weir_txid WHERE ns = ?"
 _LOAD_PREPARED = (
     "SELECT t.prepared, p.k, p.v FROM weir_txid t LEFT JOIN weir_prepare p ON p.ns = t.ns WHERE t.ns = ?"
@@ -71,15 +109,38 @@ _NAMESPACES = (
     + _NS_STEP.format(n="a", t="weir_kv")
     + ", "
     + _NS_STEP.format(n="b", t="weir_prepare")
+    + ", "
+    + _NS_STEP.format(n="c", t="weir_delta")
     + " SELECT ns FROM weir_txid UNION SELECT ns FROM a WHERE ns IS NOT NULL"
-    " UNION SELECT ns FROM b WHERE ns IS NOT NULL"
+    " UNION SELECT ns FROM b WHERE ns IS NOT NULL UNION SELECT ns FROM c WHERE ns IS NOT NULL"
 )
 _TXID_ENSURE = "INSERT OR IGNORE INTO weir_txid (ns) VALUES (?)"
 _TXID_SET = "UPDATE weir_txid SET committed = ?, prepared = ?, epoch = ? WHERE ns = ?"
 _UPSERT = "INSERT INTO weir_kv (ns, k, v) VALUES (?, ?, ?) ON CONFLICT (ns, k) DO UPDATE SET v = excluded.v"
-_DELETE = "DELETE FROM weir_kv WHERE ns = ? AND k = ?"
+_DELTA_ROW = (
+    "INSERT INTO weir_delta (ns, k, v) VALUES (?, ?, ?) ON CONFLICT (ns, k) DO UPDATE SET v = excluded.v"
+)
+_DELTA_DROP_KEY = "DELETE FROM weir_delta WHERE ns = ? AND k = ?"
+_DELTA_ANY = "SELECT 1 FROM weir_delta WHERE ns = ? LIMIT 1"
+_DELTA_ADD = "UPDATE weir_txid SET delta = delta + ? WHERE ns = ? RETURNING delta"
 _PREPARE_CLEAR = "DELETE FROM weir_prepare WHERE ns = ?"
 _PREPARE_ROW = "INSERT INTO weir_prepare (ns, k, v) VALUES (?, ?, ?)"
+# the commit: prepared rows into the delta (deletes included, as NULL)
+_MOVE_TO_DELTA = (
+    "INSERT INTO weir_delta (ns, k, v) SELECT ns, k, v FROM weir_prepare WHERE ns = ? "
+    "ON CONFLICT (ns, k) DO UPDATE SET v = excluded.v"
+)
+# the merge: the delta into the main table, in key order
+_MERGE_UPSERTS = (
+    "INSERT INTO weir_kv (ns, k, v) SELECT ns, k, v FROM weir_delta WHERE ns = ? AND v IS NOT NULL "
+    "ORDER BY k ON CONFLICT (ns, k) DO UPDATE SET v = excluded.v"
+)
+_MERGE_DELETES = (
+    "DELETE FROM weir_kv WHERE ns = ? AND k IN (SELECT k FROM weir_delta WHERE ns = ? AND v IS NULL)"
+)
+_MERGE_CLEAR = "DELETE FROM weir_delta WHERE ns = ?"
+# a change set as large as a merge goes straight into the main table (after the delta, if any)
+_PREPARED_AT_LEAST = "SELECT count(*) FROM (SELECT 1 FROM weir_prepare WHERE ns = ? LIMIT ?)"
 _MOVE_UPSERTS = (
     "INSERT INTO weir_kv (ns, k, v) SELECT ns, k, v FROM weir_prepare WHERE ns = ? AND v IS NOT NULL "
     "ON CONFLICT (ns, k) DO UPDATE SET v = excluded.v"
@@ -87,6 +148,7 @@ _MOVE_UPSERTS = (
 _MOVE_DELETES = (
     "DELETE FROM weir_kv WHERE ns = ? AND k IN (SELECT k FROM weir_prepare WHERE ns = ? AND v IS NULL)"
 )
+_MERGE_DONE = "UPDATE weir_txid SET delta = 0 WHERE ns = ?"
 
 _GET_MANY_CHUNK = 500  # bound parameters per IN (...) query
 _SCAN_CHUNK = 2000  # rows per scan page
@@ -113,11 +175,15 @@ class SqliteOptions:
     synchronous:
         ``"NORMAL"`` (default; a commit survives a crash of the process) or ``"FULL"`` (a commit
         also survives an OS crash or power loss, at the cost of an fsync per commit).
+    merge_rows:
+        A namespace's delta is merged into its main table once it holds this many rows (default
+        :data:`MERGE_ROWS`; smaller: cheaper merges, more often; larger: fewer, larger merges).
     """
 
     path: str
     timeout: float = 30.0
     synchronous: str = "NORMAL"
+    merge_rows: int = MERGE_ROWS
 
     def __post_init__(self) -> None:
         if not isinstance(self.path, str) or not self.path:
@@ -134,6 +200,10 @@ class SqliteOptions:
             raise ConfigError(msg)
         if not isinstance(self.synchronous, str) or self.synchronous.upper() not in ("NORMAL", "FULL"):
             msg = f"sqlite provider: 'synchronous' must be 'NORMAL' or 'FULL', got {self.synchronous!r}"
+            raise ConfigError(msg)
+        m = self.merge_rows
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+            msg = f"sqlite provider: 'mergeRows' must be a positive int, got {m!r}"
             raise ConfigError(msg)
         object.__setattr__(self, "path", os.path.abspath(self.path))
         object.__setattr__(self, "timeout", float(self.timeout))
@@ -155,6 +225,8 @@ class SqliteOptions:
             kwargs["timeout"] = opts["timeout"]
         if "synchronous" in opts:
             kwargs["synchronous"] = opts["synchronous"]
+        if "mergeRows" in opts:
+            kwargs["merge_rows"] = opts["mergeRows"]
         return cls(**kwargs)
 
 
@@ -190,6 +262,7 @@ class SqliteBackend(Backend):
 
     def __init__(self, options: SqliteOptions) -> None:
         self.options = options
+        self.merge_rows = options.merge_rows
         self.path = options.path
         self._conns: ProcessConnections[sqlite3.Connection] = ProcessConnections(self._new_connection, _close)
 
@@ -274,8 +347,15 @@ class SqliteBackend(Backend):
                     f"weir ({_SCHEMA_VERSION}); upgrade weir"
                 )
                 raise ConfigError(msg)
+            old_txid = c.execute("SELECT 1 FROM sqlite_master WHERE name = 'weir_txid'").fetchone()
+            has_delta = old_txid is not None and any(
+                r[1] == "delta" for r in c.execute("PRAGMA table_info(weir_txid)").fetchall()
+            )
             for stmt in _SCHEMA:
                 c.execute(stmt)
+            if old_txid is not None and not has_delta:  # a file of schema version 1: migrate
+                for stmt in _MIGRATE_1_TO_2:
+                    c.execute(stmt)
             if version < _SCHEMA_VERSION:
                 c.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
 
@@ -383,9 +463,9 @@ class SqliteBackend(Backend):
             found: dict[bytes, bytes] = {}
             for i in range(0, len(keys), _GET_MANY_CHUNK):
                 chunk = keys[i : i + _GET_MANY_CHUNK]
-                sql = "SELECT k, v FROM weir_kv WHERE ns = ? AND k IN (" + ",".join("?" * len(chunk)) + ")"
+                sql = _GET_MANY.format(keys=",".join(f"?{j + 2}" for j in range(len(chunk))))
                 found.update(conn.execute(sql, (namespace, *chunk)).fetchall())
-            return [found.get(k) for k in keys]
+            return [found.get(k) for k in keys]  # a deleted key's delta row holds None
 
         if not keys:
             return []
@@ -397,7 +477,7 @@ class SqliteBackend(Backend):
         def page(last: bytes | None) -> list[tuple[bytes, bytes]]:
             if last is None:
                 return self._read(
-                    namespace, lambda c: c.execute(_SCAN_FIRST, (namespace, _SCAN_CHUNK)).fetchall()
+                    namespace, lambda c: c.execute(_SCAN_FIRST, (namespace, b"", _SCAN_CHUNK)).fetchall()
                 )
             return self._read(
                 namespace, lambda c: c.execute(_SCAN_NEXT, (namespace, last, _SCAN_CHUNK)).fetchall()
@@ -411,7 +491,7 @@ class SqliteBackend(Backend):
             rows = page(rows[-1][0])
 
     def count(self, namespace: str) -> int:
-        """Number of committed rows."""
+        """Number of committed rows (main rows, plus the delta's new keys, minus its deleted ones)."""
         return int(self._read(namespace, lambda c: c.execute(_COUNT, (namespace,)).fetchone()[0]))
 
     def txids(self, namespace: str) -> TxidRecord:
@@ -444,9 +524,19 @@ class SqliteBackend(Backend):
         self._write(namespace, body)
 
     def commit_prepared(self, namespace: str, txid: int, epoch: int | None) -> None:
-        """Move the prepared set ``txid`` into the committed rows, in SQL, in one transaction."""
+        """Commit the prepared set ``txid``: one transaction, then maybe a merge (a second one).
 
-        def body(conn: sqlite3.Connection) -> None:
+        1. In one transaction (the commit point): check the epoch and the prepared txid, move the
+           prepared rows into the delta (``INSERT ... SELECT``), clear the prepared set, record
+           ``txid`` as committed and add the moved rows to the delta's count. A prepared set of
+           ``merge_rows`` rows or more would be merged at once: it goes straight into the main
+           table instead (after the delta, if any), in the same transaction.
+        2. If the delta now holds ``merge_rows`` rows or more, :meth:`merge` it into the main
+           table (a separate transaction; nothing a reader sees changes).
+        """
+        limit = self.merge_rows
+
+        def body(conn: sqlite3.Connection) -> int:
             rec = self._fence(conn, namespace, epoch)
             if rec.prepared != txid:
                 msg = (
@@ -454,12 +544,43 @@ class SqliteBackend(Backend):
                     f"{rec.prepared} and the committed txid is {rec.committed}; commit only what was prepared"
                 )
                 raise StateError(msg)
-            conn.execute(_MOVE_UPSERTS, (namespace,))
-            conn.execute(_MOVE_DELETES, (namespace, namespace))
+            if conn.execute(_PREPARED_AT_LEAST, (namespace, limit)).fetchone()[0] >= limit:
+                self._merge_delta(conn, namespace)
+                conn.execute(_MOVE_UPSERTS, (namespace,))
+                conn.execute(_MOVE_DELETES, (namespace, namespace))
+                moved = 0
+            else:
+                before = conn.total_changes
+                conn.execute(_MOVE_TO_DELTA, (namespace,))
+                moved = conn.total_changes - before  # rows inserted or replaced: an upper bound of new ones
             conn.execute(_PREPARE_CLEAR, (namespace,))
             conn.execute(_TXID_SET, (txid, None, rec.epoch, namespace))
+            return int(conn.execute(_DELTA_ADD, (moved, namespace)).fetchone()[0])
 
-        self._write(namespace, body)
+        delta = self._write(namespace, body)
+        if delta >= self.merge_rows:
+            crash_point("sqlite_before_merge", txid)
+            self.merge(namespace, txid=txid)
+
+    def merge(self, namespace: str, *, txid: int | None = None) -> None:
+        """Move ``namespace``'s delta into its main table (one transaction; readers see no change).
+
+        Upserts of the delta's rows in key order, deletes of its NULL rows, then the delta and its
+        count cleared. Not fenced: it moves committed rows only, so whoever runs it leaves the
+        same visible state. ``weir state`` and tests may call it; commits call it when the delta
+        reaches :data:`MERGE_ROWS` rows.
+        """
+        self._write(namespace, lambda conn: self._merge_delta(conn, namespace, txid))
+
+    @staticmethod
+    def _merge_delta(conn: sqlite3.Connection, namespace: str, txid: int | None = None) -> None:
+        """Inside a write transaction: the delta into the main table, then cleared."""
+        conn.execute(_MERGE_UPSERTS, (namespace,))
+        if txid is not None:
+            crash_point("sqlite_during_merge", txid)
+        conn.execute(_MERGE_DELETES, (namespace, namespace))
+        conn.execute(_MERGE_CLEAR, (namespace,))
+        conn.execute(_MERGE_DONE, (namespace,))
 
     def discard_prepared(self, namespace: str, epoch: int | None) -> None:
         """Delete the prepared change set (no-op when there is none)."""
@@ -472,16 +593,13 @@ class SqliteBackend(Backend):
         self._write(namespace, body)
 
     def write_direct(self, namespace: str, changes: Changes, epoch: int | None) -> None:
-        """Apply ``changes`` to the committed rows (one transaction), txids untouched."""
-        ups, dels = self.split(changes)
+        """Apply ``changes`` to the committed rows (one transaction, into the delta), txids untouched."""
 
         def body(conn: sqlite3.Connection) -> None:
             rec = self._fence(conn, namespace, epoch)
-            if ups:
-                conn.executemany(_UPSERT, ((namespace, k, v) for k, v in ups))
-            if dels:
-                conn.executemany(_DELETE, ((namespace, k) for k in dels))
+            conn.executemany(_DELTA_ROW, ((namespace, k, v) for k, v in changes.items()))
             conn.execute(_TXID_SET, (rec.committed, rec.prepared, rec.epoch, namespace))
+            conn.execute(_DELTA_ADD, (len(changes), namespace)).fetchone()
 
         self._write(namespace, body)
 
@@ -491,8 +609,11 @@ class SqliteBackend(Backend):
 
         def body(conn: sqlite3.Connection) -> None:
             self._fence(conn, namespace, None)
+            shadowed = conn.execute(_DELTA_ANY, (namespace,)).fetchone() is not None
             while chunk := list(islice(it, _PUT_MANY_CHUNK)):
                 conn.executemany(_UPSERT, ((namespace, k, v) for k, v in chunk))
+                if shadowed:  # a delta row of the key would hide the loaded value
+                    conn.executemany(_DELTA_DROP_KEY, ((namespace, k) for k, _ in chunk))
 
         self._write(namespace, body, rerun=False)
 
@@ -512,7 +633,7 @@ class SqliteBackend(Backend):
         """Delete the rows, the prepared set and the txid record of ``namespace``."""
 
         def body(conn: sqlite3.Connection) -> None:
-            for table in ("weir_kv", "weir_prepare", "weir_txid"):
+            for table in ("weir_kv", "weir_delta", "weir_prepare", "weir_txid"):
                 conn.execute(f"DELETE FROM {table} WHERE ns = ?", (namespace,))
 
         self._write(namespace, body)

@@ -31,6 +31,12 @@ Identifiers are validated (:func:`weir._util.validate_identifier`) and quoted, s
 case: prefer lower-case names, which plain SQL reaches without quotes. The table is created if
 missing (under an advisory lock); an existing table must have the key columns as its primary key
 and exactly the value columns of the state's type.
+
+Bounded waits, as for the Storm ``postgres`` provider: ``statement_timeout`` (seconds, default 300)
+is the session's ``statement_timeout``, and ``socket_timeout`` (default ``statement_timeout + 60``)
+bounds every read or write on the client side, so a frozen server (stopped process, paused VM) fails
+the batch with a :class:`~weir.errors.StateError` naming the table and the operation instead of
+stalling the topology; the connection is replaced on the next call.
 """
 
 from __future__ import annotations
@@ -42,8 +48,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, ClassVar, TypeVar
 
+from weir._redact import collect_secrets, redact_text
 from weir._util import validate_identifier
 from weir.errors import ConfigError, SerializationError, StateError
+from weir.state._watchdog import WATCHDOG
 from weir.state.postgres import redact_url
 from weir.trident.backing._clients import discard_client, get_client
 from weir.trident.backing._codec import decode_json, encode_json, to_cell, to_stored
@@ -162,6 +170,12 @@ class PostgresMapStore(MapStore):
         Schema of the table (default ``public``; must exist).
     connect_timeout : float
         Seconds to wait for a connection.
+    statement_timeout : float
+        Seconds the server lets one statement run or wait for a lock (the session's
+        ``statement_timeout``; default 300, 0 = no limit).
+    socket_timeout : float or None
+        Seconds the client waits for one read or write before it shuts the connection down (default
+        ``statement_timeout + 60``, or 360; 0 = no limit): what ends the wait on a frozen server.
     """
 
     kind: ClassVar[str] = "postgres"
@@ -172,10 +186,13 @@ class PostgresMapStore(MapStore):
     value_type: str = "BIGINT"
     schema: str = "public"
     connect_timeout: float = 5.0
+    statement_timeout: float = 300.0
+    socket_timeout: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.url, str) or not self.url.lower().startswith(("postgresql://", "postgres://")):
-            msg = f"PostgresMapState url {self.url!r} must look like postgresql://user@host:port/database"
+            shown = repr(redact_url(self.url)) if isinstance(self.url, str) else type(self.url).__name__
+            msg = f"PostgresMapState url {shown} must look like postgresql://user@host:port/database"
             raise ConfigError(msg)
         validate_identifier(self.table, what="PostgresMapState table")
         validate_identifier(self.schema, what="PostgresMapState schema")
@@ -185,6 +202,15 @@ class PostgresMapStore(MapStore):
         if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
             msg = f"PostgresMapState connect_timeout must be a positive number of seconds, got {t!r}"
             raise ConfigError(msg)
+        for name, v in (("statement_timeout", self.statement_timeout), ("socket_timeout", self.socket_timeout)):
+            if v is None and name == "socket_timeout":
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                msg = f"PostgresMapState {name} must be a number of seconds ≥ 0 (0 = no limit), got {v!r}"
+                raise ConfigError(msg)
+        if self.socket_timeout is None:
+            sock = self.statement_timeout + 60.0 if self.statement_timeout else 360.0
+            object.__setattr__(self, "socket_timeout", float(sock))
 
     # ---- names and SQL -------------------------------------------------------------------------
     @property
@@ -216,12 +242,18 @@ class PostgresMapStore(MapStore):
             autocommit=True,
             connect_timeout=max(2, round(self.connect_timeout)),
             application_name="weir-trident",
+            options=f"-c statement_timeout={round(self.statement_timeout * 1000)}",
         )
         set_json_loads(_json_loads, conn)
         return conn
 
-    def _spec(self) -> tuple[str, str, float]:
-        return ("postgres", self.url, self.connect_timeout)
+    def _spec(self) -> tuple[str, str, float, float]:
+        return ("postgres", self.url, self.connect_timeout, self.statement_timeout)
+
+    def _scrub(self, exc: BaseException) -> str:
+        """The error's text on one line, without the url's password."""
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        return redact_text(text, collect_secrets(self.url))
 
     def connection(self) -> Any:
         """The connection of this process and thread, opened on first use.
@@ -235,7 +267,7 @@ class PostgresMapStore(MapStore):
         try:
             return get_client(self._spec(), self._open, _close, per_thread=True)
         except psycopg.Error as exc:
-            text = " ".join(str(exc).split()) or type(exc).__name__
+            text = self._scrub(exc)
             msg = (
                 f"cannot use PostgreSQL for PostgresMapState {self.describe()}: {text}; check the url "
                 "(host, port, database, user, password) and that the server accepts connections"
@@ -245,18 +277,33 @@ class PostgresMapStore(MapStore):
     def run(self, body: Callable[[Any], T], *, what: str, in_transaction: bool) -> T:
         """Run ``body(conn)`` (in one transaction if asked); reconnect and rerun once if the connection broke.
 
-        Only idempotent bodies are run through here: a read, or a write of absolute cells.
+        Only idempotent bodies are run through here: a read, or a write of absolute cells. The call
+        is bounded: the server cancels a statement after ``statement_timeout``, and a server that
+        does not answer at all (frozen) has the connection shut down after ``socket_timeout`` —
+        either way a :class:`~weir.errors.StateError` naming the table and the operation.
         """
         psycopg = _import_psycopg()
         for attempt in (1, 2):
-            conn = self.connection()
             try:
-                if not in_transaction:
-                    return body(conn)
-                with conn.transaction():
-                    return body(conn)
+                conn = self.connection()
+            except ConfigError as exc:  # the server went away mid-run: a failed batch, not bad config
+                msg = f"{what}: {exc}"
+                raise StateError(msg) from exc
+            guard = None
+            try:
+                with WATCHDOG.guard(conn.pgconn.socket, self.socket_timeout) as guard:
+                    if not in_transaction:
+                        return body(conn)
+                    with conn.transaction():
+                        return body(conn)
+            except psycopg.errors.QueryCanceled as exc:
+                msg = (
+                    f"PostgresMapState {self.describe()}: {what} failed: {self._scrub(exc)} "
+                    f"(statement_timeout={self.statement_timeout:g} s); the batch fails and is retried"
+                )
+                raise StateError(msg) from exc
             except (psycopg.DataError, psycopg.errors.IntegrityError) as exc:
-                text = " ".join(str(exc).split())
+                text = self._scrub(exc)
                 msg = (
                     f"PostgresMapState {self.describe()}: {what}: a key or value does not fit the "
                     f"columns {self.key_columns} / value {self.value_type} ({text}); store values of "
@@ -264,13 +311,20 @@ class PostgresMapStore(MapStore):
                 )
                 raise SerializationError(msg) from exc
             except psycopg.Error as exc:
-                lost = conn.closed or conn.broken
+                fired = guard is not None and guard.fired
+                lost = conn.closed or conn.broken or fired
                 if lost:
                     discard_client(self._spec(), conn)
-                    if attempt == 1:
+                    if attempt == 1 and not fired:
                         continue
-                text = " ".join(str(exc).split()) or type(exc).__name__
-                msg = f"PostgresMapState {self.describe()}: {what} failed: {text}"
+                if fired:
+                    msg = (
+                        f"PostgresMapState {self.describe()}: {what} failed: no answer within "
+                        f"socket_timeout={self.socket_timeout:g} s (the server is frozen or unreachable); "
+                        "the connection was closed and the batch fails and is retried once the server answers"
+                    )
+                else:
+                    msg = f"PostgresMapState {self.describe()}: {what} failed: {self._scrub(exc)}"
                 raise StateError(msg) from exc
         msg = f"PostgresMapState {self.describe()}: {what} failed twice"  # pragma: no cover
         raise StateError(msg)  # pragma: no cover
@@ -541,6 +595,8 @@ class PostgresMapState(MapStateFamily):
         *,
         schema: str = "public",
         connect_timeout: float = 5.0,
+        statement_timeout: float = 300.0,
+        socket_timeout: float | None = None,
     ) -> PostgresMapStore:
         """The typed table ``schema.table`` at ``url``.
 
@@ -558,5 +614,19 @@ class PostgresMapState(MapStateFamily):
             Schema of the table (must exist).
         connect_timeout : float
             Seconds to wait for a connection.
+        statement_timeout : float
+            Seconds the server lets one statement run (default 300; 0 = no limit).
+        socket_timeout : float, optional
+            Seconds the client waits for the server before it closes the connection (default
+            ``statement_timeout + 60``; 0 = no limit).
         """
-        return PostgresMapStore(url, table, _key_columns(key_columns), value_type, schema, connect_timeout)
+        return PostgresMapStore(
+            url,
+            table,
+            _key_columns(key_columns),
+            value_type,
+            schema,
+            connect_timeout,
+            statement_timeout,
+            socket_timeout,
+        )
