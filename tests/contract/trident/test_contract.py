@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests.unit.trident_backing._support import dump_factory, run_child
-from tests.unit.trident_backing.conftest import KINDS, StoreKit, Sum
+from tests.contract.trident._support import dump_factory, run_child
+from tests.contract.trident.conftest import KINDS, StoreKit, Sum
 from weir.errors import SerializationError
 from weir.trident.backing import (
     MapStateFactory,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.trident_backing._support import dump_factory, spawn_child
-from tests.unit.trident_backing.conftest import Sum
+from tests.contract.trident._support import dump_factory, spawn_child
+from tests.contract.trident.conftest import Sum
 from weir.errors import ConfigError, StateError
 from weir.trident.backing import SqliteBackingMap, SqliteMapState, close_connections
 from weir.trident.state import CombinerValueUpdater, OpaqueValue, StateType

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from tests.servers import PostgresDatabase, free_port
-from tests.unit.trident_backing.conftest import Sum
+from tests.contract.trident.conftest import Sum
 from weir.errors import ConfigError, SerializationError, StateError
 from weir.trident.backing import PostgresMapState, close_connections
 from weir.trident.backing import postgres as pg_module

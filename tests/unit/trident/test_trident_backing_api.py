@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import weir.trident.backing as backing_pkg
-from tests.unit.trident_backing.conftest import Sum
+from tests.unit.trident.conftest import Sum
 from weir.errors import ConfigError, SerializationError, StateError
 from weir.trident.backing import (
     DEFAULT_GLOBAL_KEY,
