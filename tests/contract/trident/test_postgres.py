@@ -11,8 +11,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.servers import PostgresDatabase, free_port
 from tests.contract.trident.conftest import Sum
+from tests.servers import PostgresDatabase, free_port
 from weir.errors import ConfigError, SerializationError, StateError
 from weir.trident.backing import PostgresMapState, close_connections
 from weir.trident.backing import postgres as pg_module
