@@ -1,4 +1,4 @@
-"""The SPI helpers of weir.trident.state and its updaters (exports: tests/unit/test_exports.py; examples: tests/docs/test_doctests.py)."""
+"""The SPI helpers of weir.trident.state and its updaters (exports and examples: test_exports, test_doctests)."""
 
 from __future__ import annotations
 
