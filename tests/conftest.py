@@ -35,6 +35,35 @@ settings.register_profile("weir", deadline=None, database=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "weir"))
 
 
+# ---- xdist ---------------------------------------------------------------------------------------
+def xdist_group(nodeid: str) -> str:
+    """The work unit of a test under ``-n 2 --dist loadgroup``: ``hbase``, ``kafka`` or the test itself.
+
+    Session fixtures are per worker: grouping keeps HBase (master and Thrift gateway) and the Kafka
+    broker to one worker each instead of starting them on both. Everything else is spread freely:
+    servers bind free ports, tests write under their own tmp dirs, PostgreSQL gets a database per
+    worker. (By the test id: pytest 9 ignores the ``@group`` suffix pytest-xdist 3.8 gives marked tests.)
+    """
+    if "hbase" in nodeid.lower():
+        return "hbase"
+    if nodeid.startswith("tests/kafka/"):
+        return "kafka"
+    return nodeid
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` with the groups of :func:`xdist_group`."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ServerGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group(nodeid)
+
+    return ServerGroups(config, log)
+
+
 # ---- servers ---------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:

@@ -187,13 +187,3 @@ def test_missing_topic_unreachable_brokers_and_compacted_topics_fail_at_submit(k
 def test_bad_configuration_is_refused_when_built(kwargs: dict[str, Any], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         KafkaSpout("127.0.0.1:9", **kwargs)
-
-
-def test_exported_names() -> None:
-    import weir.sinks
-    import weir.sources
-
-    assert "KafkaSpout" in weir.sources.__all__
-    assert set(weir.sinks.__all__) == {
-        "KafkaBolt", "KafkaState", "KafkaStateFactory", "KafkaStateUpdater", "TransactionalPublisher",
-    }

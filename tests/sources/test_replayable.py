@@ -245,14 +245,3 @@ def test_guarantee_is_declared_per_class_and_instance() -> None:
 
     assert Numbers(1).guarantee is Guarantee.TRANSACTIONAL
     assert Opaque(1).guarantee is Guarantee.OPAQUE
-
-
-def test_exported_names() -> None:
-    import weir.sources
-
-    assert set(weir.sources.__all__) == {
-        "DataFrameSpout", "FileSpout", "Guarantee", "KafkaSpout", "NatsSpout", "RateSpout", "ReadLimit",
-        "RedisStreamSpout", "ReplayableSpout",
-    }
-    for name in weir.sources.__all__:
-        assert getattr(weir.sources, name).__module__.startswith("weir.")

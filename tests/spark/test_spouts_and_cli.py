@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import weir
+from tests.servers import wait_until
 from weir.demo import read_counts
 from weir.sources import DataFrameSpout, RateSpout
 from weir.topology import Fields, StatefulBolt, TopologyBuilder
@@ -32,7 +33,7 @@ class ModCount(StatefulBolt):
         self.collector.ack(tup)
 
 
-def test_rate_spout_batches_are_deterministic(spark: Any, tmp_path: Path) -> None:
+def test_rate_spout_rows_are_counted_once(spark: Any, tmp_path: Path) -> None:
     conf = {"weir.state.dir": str(tmp_path / "state")}
     b = TopologyBuilder()
     b.set_spout("rate", RateSpout(rows_per_batch=50, partitions=2))
@@ -53,6 +54,43 @@ def test_rate_spout_batches_are_deterministic(spark: Any, tmp_path: Path) -> Non
     got = read_counts(conf, "rate", "mod", 2)
     # rows 0 .. 50*txid-1, each counted once, by value % 5
     assert got == Counter({k: total // 5 for k in range(5)})
+
+
+def _rate_batches(spark: Any, spout: RateSpout, checkpoint: Path, at_least: int) -> dict[int, list[tuple[int, int]]]:
+    """Run the spout's stream with a checkpoint until ``at_least`` batches completed; their rows by batch id."""
+    seen: dict[int, list[tuple[int, int]]] = {}
+
+    def record(df: Any, batch_id: int) -> None:
+        seen[batch_id] = sorted((int(r["timestamp"]), int(r["value"])) for r in df.collect())
+
+    query = (
+        spout.create_stream(spark, None).writeStream.foreachBatch(record)
+        .option("checkpointLocation", str(checkpoint)).start()
+    )  # fmt: skip
+    try:
+        wait_until(lambda: len(seen) >= at_least, timeout=180, what=f"{at_least} rate batches", interval=0.2)
+    finally:
+        query.stop()
+    return dict(seen)
+
+
+def test_rate_spout_batches_are_deterministic(spark: Any, tmp_path: Path) -> None:
+    """A batch replayed from the checkpoint (its commit removed, as after a crash) has the same rows."""
+    spout = RateSpout(rows_per_batch=40, partitions=2, start_timestamp=5_000)  # ms; a batch advances 1 s
+    ckpt = tmp_path / "ckpt"
+    first = _rate_batches(spark, spout, ckpt, 3)
+    last = max(first)
+    for batch_id, rows in first.items():
+        assert rows == [(5 + batch_id, v) for v in range(40 * batch_id, 40 * (batch_id + 1))]
+    # forget the last batch's commit and any later plan: Spark must run batch `last` again from its offsets
+    for log in ("commits", "offsets"):
+        for f in (ckpt / log).iterdir():
+            n = f.name.lstrip(".").removesuffix(".crc")
+            if n.isdigit() and (int(n) > last or (log == "commits" and int(n) == last)):
+                f.unlink()
+    again = _rate_batches(spark, spout, ckpt, 1)
+    assert min(again) == last, f"the restart ran batches {sorted(again)}, not a replay of batch {last}"
+    assert again[last] == first[last]
 
 
 def test_dataframe_spout_over_a_streaming_dataframe(spark: Any, tmp_path: Path) -> None:

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
@@ -105,7 +104,6 @@ def test_wordcount_on_two_workers_with_redis_state(
     url = redis_server.url  # type: ignore[attr-defined]
     env = dict(os.environ, WEIR_TEST_MASTER=master, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
     env.pop("WEIR_CRASH_AT", None)
-    t0 = time.time()
     res = subprocess.run(
         [sys.executable, str(DRIVER), str(tmp_path / "state"), str(corpus), url, "clusterwc"],
         env=env,
@@ -120,7 +118,6 @@ def test_wordcount_on_two_workers_with_redis_state(
     for i in range(2):
         got.update(dict(provider.new_state(f"clusterwc-count-{i}")))
     assert got == expected
-    assert time.time() - t0 < 400
     # an executor ran on each worker (its own JVM, its own Python workers)
     for i in range(2):
         assert list((workdir / f"work{i}").glob("app-*/*/stderr")), f"no executor ran on worker {i}"

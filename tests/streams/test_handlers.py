@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-import weir.streams
 from tests.streams._ops import Recorded, calls
 from weir.errors import TopologyError
 from weir.streams import (
@@ -178,15 +177,3 @@ def test_tumbling_window_sort_non_blocking_and_its_output_fields() -> None:
         TumblingWindowSort(0, ["k"])
     with pytest.raises(TopologyError, match=r"sort_by fields \['x'\] are not among fields \['k'\]"):
         TumblingWindowSort(2, ["k"], sort_by=["x"])
-
-
-def test_weir_streams_exports() -> None:
-    assert sorted(weir.streams.__all__) == [
-        "Checkpoint", "ConsistentRegionContext", "DelegateStateHandler", "InputPort", "Operator", "OperatorContext",
-        "OrderedStateHandlers", "Punctuation", "SortedTupleWindow", "StateHandler", "StatefulWindowListener",
-        "TumblingWindowSort", "WindowEvent", "load_checkpoint",
-    ]  # fmt: skip
-    for name in weir.streams.__all__:
-        # Punctuation travels with the tuples, so it lives beside them (the runtime needs no weir.streams)
-        home = "weir.topology.punctuation" if name == "Punctuation" else "weir.streams"
-        assert getattr(weir.streams, name).__module__.startswith(home)

@@ -32,26 +32,6 @@ from weir.trident.guarantee import TABLE
 from weir.trident.state_tasks import spark_int_hash, spark_routing_values
 from weir.trident.tuple import make_tuple
 
-TRIDENT = {
-    "Aggregator", "BackingMap", "CachedMap", "CombinerAggregator", "Count", "Filter", "Function",
-    "GroupedStream", "MapGet", "MapState", "MemoryMapState", "NonTransactionalMap", "OpaqueMap",
-    "OpaqueValue", "Operation", "OperationContext", "QueryFunction", "ReducerAggregator", "SnapshotGet",
-    "Snapshottable", "SnapshottableMap", "State", "StateFactory", "StateType", "StateUpdater", "Stream",
-    "Sum", "TransactionalMap", "TransactionalValue", "TridentCollector", "TridentState", "TridentTopology",
-    "TridentTuple",
-    # Storm's names for the same classes (issue 14)
-    "BaseAggregator", "BaseFilter", "BaseFunction", "BaseQueryFunction", "BaseStateUpdater", "IBackingMap",
-}  # fmt: skip
-
-
-def test_exported_names_are_pinned() -> None:
-    exported = list(weir.trident.__all__)
-    assert len(exported) == len(set(exported))
-    assert set(exported) == TRIDENT
-    for name in exported:
-        obj = getattr(weir.trident, name)
-        assert obj.__module__.startswith("weir.trident"), name
-
 
 def _lines(tmp_path: Path, spout_cls: type = FileSpout) -> tuple[TridentTopology, Any]:
     topo = TridentTopology()

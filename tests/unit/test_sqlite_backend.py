@@ -3,13 +3,7 @@
 from __future__ import annotations
 
 import os
-import pickle
-import signal
 import sqlite3
-import subprocess
-import sys
-import textwrap
-import threading
 import time
 from pathlib import Path
 
@@ -17,7 +11,6 @@ import pytest
 
 from weir.errors import ConfigError, FencedError, StateError
 from weir.state.config import parse_provider_config
-from weir.state.factory import StateFactory
 from weir.state.kv import TransactionalKeyValueState
 from weir.state.sqlite import SqliteBackend, SqliteOptions, open_backend, path_from_url
 
@@ -236,127 +229,7 @@ def test_commit_applies_tombstones_and_upserts_in_sql(backend: SqliteBackend) ->
     assert backend.load_prepared("ns") is None
 
 
-# ---- processes, threads, crashes -----------------------------------------------------------------
-def _run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script), *args], capture_output=True, text=True, timeout=120
-    )
-
-
-def test_prepared_set_survives_sigkill(db_path: Path, backend: SqliteBackend) -> None:
-    url = backend.describe()
-    s = TransactionalKeyValueState(backend, "crash")
-    s.put("a", 1)
-    s.prepare_commit(1)
-    s.commit(1)
-    proc = _run(
-        """
-        import os, signal, sys
-        from weir.state.factory import StateFactory
-        s = StateFactory.from_url(sys.argv[1]).new_state("crash")
-        s.put("a", 2); s.put("b", 3); s.delete("zzz")
-        s.prepare_commit(2)
-        os.kill(os.getpid(), signal.SIGKILL)
-        """,
-        url,
-    )
-    assert proc.returncode == -signal.SIGKILL, proc.stderr
-    fresh = SqliteBackend.open(SqliteOptions(str(db_path)))
-    state = TransactionalKeyValueState(fresh, "crash")
-    assert state.get("a") == 1
-    assert state.prepared_txid == 2
-    state.commit(2)  # recovery rolls the prepared transaction forward
-    assert (state.get("a"), state.get("b")) == (2, 3)
-    assert fresh.txids("crash").committed == 2
-    fresh.close()
-
-
-def test_concurrent_processes_on_one_file(backend: SqliteBackend) -> None:
-    script = """
-        import sys
-        from weir.state.factory import StateFactory
-        url, ns, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-        s = StateFactory.from_url(url, timeout=60).new_state(ns)
-        for t in range(1, n + 1):
-            for j in range(50):
-                s.put(f"k{j}", s.get(f"k{j}", 0) + 1)
-            s.prepare_commit(t)
-            s.commit(t)
-        """
-    n = 40
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", textwrap.dedent(script), backend.describe(), f"w{i}", str(n)],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(4)
-    ]
-    for p in procs:
-        _, err = p.communicate(timeout=180)
-        assert p.returncode == 0, err
-    for i in range(4):
-        st = TransactionalKeyValueState(backend, f"w{i}")
-        assert st.committed_txid == n
-        assert dict(st) == {f"k{j}": n for j in range(50)}
-
-
-def test_threads_share_one_backend(backend: SqliteBackend) -> None:
-    errors: list[BaseException] = []
-
-    def work(ns: str) -> None:
-        try:
-            s = TransactionalKeyValueState(backend, ns)
-            for t in range(1, 21):
-                s.put("n", t)
-                s.prepare_commit(t)
-                s.commit(t)
-                assert s.get("n") == t
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(f"th{i}",)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
-    assert [backend.get(f"th{i}", b'"n"') for i in range(4)] == [b"20"] * 4
-
-
-def test_fork_uses_a_new_connection(backend: SqliteBackend) -> None:
-    backend.write_direct("f", {b"parent": b"1"}, None)
-    assert backend.get("f", b"parent") == b"1"  # parent connection is open
-    pid = os.fork()
-    if pid == 0:  # child: reuse the inherited backend object
-        code = 1
-        try:
-            if backend.get("f", b"parent") == b"1":
-                backend.write_prepared("f", 1, {b"child": b"2"}, None)
-                backend.commit_prepared("f", 1, None)
-                code = 0
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    assert backend.get("f", b"child") == b"2"
-    backend.write_direct("f", {b"after": b"3"}, None)  # parent connection still fine
-    assert backend.count("f") == 3
-
-
-def test_pickle_round_trip(backend: SqliteBackend) -> None:
-    backend.write_direct("p", {b"a": b"1"}, None)
-    copy = pickle.loads(pickle.dumps(backend))
-    assert copy.get("p", b"a") == b"1"
-    assert copy.describe() == backend.describe()
-    copy.close()
-    provider = StateFactory.from_url(backend.describe())
-    state = provider.new_state("p2")
-    state.put("word", 7)
-    state.commit()
-    assert pickle.loads(pickle.dumps(provider)).new_state("p2").get("word") == 7
-
-
+# ---- connections and locks (processes, threads, fork, SIGKILL: tests/contract/test_processes.py) ---
 def test_close_then_reuse(backend: SqliteBackend) -> None:
     backend.write_direct("c", {b"a": b"1"}, None)
     backend.close()
@@ -378,34 +251,3 @@ def test_busy_writer_times_out_with_state_error(db_path: Path, backend: SqliteBa
         short.close()
     backend.write_direct("busy", {b"a": b"1"}, None)
     assert backend.get("busy", b"a") == b"1"
-
-
-# ---- timings (printed, not asserted) -------------------------------------------------------------
-def test_print_latencies(backend: SqliteBackend, capsys: pytest.CaptureFixture[str]) -> None:
-    lines = []
-    for n in (1_000, 10_000, 100_000):
-        ns = f"perf{n}"
-        changes = {f"key-{i}".encode(): f"value-{i}".encode() for i in range(n)}
-        best_prep = best_commit = float("inf")
-        for txid in (1, 2, 3):
-            t0 = time.perf_counter()
-            backend.write_prepared(ns, txid, changes, 1)
-            t1 = time.perf_counter()
-            backend.commit_prepared(ns, txid, 1)
-            t2 = time.perf_counter()
-            best_prep, best_commit = min(best_prep, t1 - t0), min(best_commit, t2 - t1)
-        lines.append(
-            f"sqlite n={n:>7}: write_prepared {best_prep * 1e3:7.1f} ms, commit {best_commit * 1e3:6.1f} ms"
-        )
-    keys = [f"key-{i}".encode() for i in range(20_000)]
-    backend.get("perf100000", keys[0])
-    t0 = time.perf_counter()
-    for k in keys:
-        backend.get("perf100000", k)
-    per_get = (time.perf_counter() - t0) / len(keys)
-    t0 = time.perf_counter()
-    backend.get_many("perf100000", keys)
-    per_many = (time.perf_counter() - t0) / len(keys)
-    lines.append(f"sqlite get {per_get * 1e6:.1f} us/key, get_many {per_many * 1e6:.2f} us/key")
-    with capsys.disabled():
-        print("\n" + "\n".join(lines))

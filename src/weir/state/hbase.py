@@ -41,9 +41,10 @@ Configuration: Storm's ``{"hbaseConfigKey": "hbase.conf", "tableName": "state", 
 
 Example
 -------
+>>> import os
 >>> from weir.state import StateFactory
->>> provider = StateFactory.from_url("hbase://localhost:9090/state?family=cf")  # doctest: +SKIP
->>> state = provider.new_state("wordcount-count-0")  # doctest: +SKIP
+>>> provider = StateFactory.from_url(os.environ.get("HBASE_URL", "hbase://localhost:9090/state?family=cf"))
+>>> state = provider.new_state("wordcount-count-0")
 """
 
 from __future__ import annotations

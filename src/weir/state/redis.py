@@ -40,9 +40,10 @@ maxRedirections, password}``, or ``url``: ``redis://[[user]:password@]host[:port
 
 Example
 -------
+>>> import os
 >>> from weir.state import StateFactory
->>> provider = StateFactory.from_url("redis://localhost:6379/0")  # doctest: +SKIP
->>> state = provider.new_state("wordcount-count-0")  # doctest: +SKIP
+>>> provider = StateFactory.from_url(os.environ.get("REDIS_URL", "redis://localhost:6379/0"))
+>>> state = provider.new_state("wordcount-count-0")
 """
 
 from __future__ import annotations

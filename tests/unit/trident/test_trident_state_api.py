@@ -1,15 +1,12 @@
-"""Public surface of weir.trident.state, the SPI helpers, updaters and the doc examples."""
+"""The SPI helpers of weir.trident.state and its updaters (exports and examples: test_exports, test_doctests)."""
 
 from __future__ import annotations
 
-import doctest
-import importlib
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
-import weir.trident.state as ts
 from weir.errors import ConfigError
 from weir.trident.state import (
     CombinerValueUpdater,
@@ -21,51 +18,6 @@ from weir.trident.state import (
     ValueUpdater,
     is_exactly_once,
 )
-
-EXPORTED = {
-    "BackingMap",
-    "CachedMap",
-    "CombinerValueUpdater",
-    "Key",
-    "MapState",
-    "MemoryBackingMap",
-    "MemoryMapState",
-    "NonTransactionalMap",
-    "OpaqueMap",
-    "OpaqueValue",
-    "ReadOnlyMapState",
-    "ReducerValueUpdater",
-    "RemovableMapState",
-    "ReplaceUpdater",
-    "Snapshottable",
-    "SnapshottableMap",
-    "State",
-    "StateFactory",
-    "StateType",
-    "SupportsCombine",
-    "SupportsReduce",
-    "TransactionalMap",
-    "TransactionalValue",
-    "ValueUpdater",
-    "as_key",
-    "as_keys",
-    "is_exactly_once",
-}
-
-MODULES = ["", ".base", ".cached", ".map_state", ".maps", ".memory", ".snapshottable", ".updaters", ".values"]
-
-
-def test_exported_names_are_pinned() -> None:
-    assert set(ts.__all__) == EXPORTED
-    for name in ts.__all__:
-        assert getattr(ts, name) is not None
-
-
-@pytest.mark.parametrize("suffix", MODULES)
-def test_doc_examples_run(suffix: str) -> None:
-    module = importlib.import_module("weir.trident.state" + suffix)
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0
 
 
 def test_state_and_factory_are_abstract() -> None:

@@ -196,7 +196,9 @@ class HBaseMapState(MapStateFamily):
 
     Examples
     --------
-    >>> factory = HBaseMapState.opaque("hbase://127.0.0.1:9090/trident?family=cf", key_prefix="wc:")  # doctest: +SKIP
+    >>> import os
+    >>> factory = HBaseMapState.opaque(
+    ...     os.environ.get("HBASE_URL", "hbase://127.0.0.1:9090/trident?family=cf"), key_prefix="wc:")
     """
 
     @classmethod

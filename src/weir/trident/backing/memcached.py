@@ -303,7 +303,9 @@ class MemcachedMapState(MapStateFamily):
 
     Examples
     --------
-    >>> factory = MemcachedMapState.opaque("memcached://127.0.0.1:11211", key_prefix="wc:")  # doctest: +SKIP
+    >>> import os
+    >>> factory = MemcachedMapState.opaque(
+    ...     os.environ.get("MEMCACHED_URL", "memcached://127.0.0.1:11211"), key_prefix="wc:")
     """
 
     @classmethod

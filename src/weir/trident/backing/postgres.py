@@ -580,8 +580,9 @@ class PostgresMapState(MapStateFamily):
 
     Examples
     --------
-    >>> factory = PostgresMapState.opaque(                                   # doctest: +SKIP
-    ...     "postgresql://postgres@127.0.0.1:5432/app", table="word_counts",
+    >>> import os
+    >>> factory = PostgresMapState.opaque(
+    ...     os.environ.get("PG_URL", "postgresql://postgres@127.0.0.1:5432/app"), table="word_counts",
     ...     key_columns={"word": "TEXT"}, value_type="BIGINT")
     """
 

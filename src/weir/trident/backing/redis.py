@@ -229,9 +229,10 @@ class RedisMapState(MapStateFamily):
 
     Examples
     --------
-    >>> factory = RedisMapState.opaque("redis://127.0.0.1:6379/0", key_prefix="wc:")  # doctest: +SKIP
-    >>> factory = RedisMapState.opaque(                                               # doctest: +SKIP
-    ...     "redis+cluster://10.0.0.1:7000,10.0.0.2:7000", key_prefix="{wc}:")
+    >>> import os
+    >>> factory = RedisMapState.opaque(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), key_prefix="wc:")
+    >>> factory = RedisMapState.opaque(
+    ...     os.environ.get("REDIS_CLUSTER_URL", "redis+cluster://10.0.0.1:7000,10.0.0.2:7000"), key_prefix="{wc}:")
     """
 
     @classmethod

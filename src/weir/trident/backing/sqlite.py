@@ -14,8 +14,10 @@ of map owns each table, so an opaque and a non-transactional state cannot share 
 
 Examples
 --------
->>> factory = SqliteMapState.opaque("sqlite:///state/words.db", table="word_counts")  # doctest: +SKIP
->>> counts = factory.make_state({}, 0, 1)                                           # doctest: +SKIP
+>>> factory = SqliteMapState.opaque("sqlite:///state/words.db", table="word_counts")
+>>> counts = factory.make_state({}, 0, 1)
+>>> counts.multi_get([["cow"]])
+[None]
 """
 
 from __future__ import annotations

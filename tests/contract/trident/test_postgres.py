@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import uuid
 from collections.abc import Iterator
 from decimal import Decimal
@@ -11,8 +10,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.contract.trident.conftest import Sum
 from tests.servers import PostgresDatabase, free_port
-from tests.unit.trident_backing.conftest import Sum
 from weir.errors import ConfigError, SerializationError, StateError
 from weir.trident.backing import PostgresMapState, close_connections
 from weir.trident.backing import postgres as pg_module
@@ -180,33 +179,6 @@ def test_reconnects_after_the_server_dropped_the_connection(
     postgres_database.terminate_connections()
     backing.multi_put([("a",)], [OpaqueValue(2, 5, 1)])
     assert backing.multi_get([("a",)]) == [OpaqueValue(2, 5, 1)]
-
-
-def _forked_batch(factory: Any, queue: Any) -> None:
-    state = factory.make_state({}, 1, 2)
-    state.begin_commit(2)
-    queue.put(state.multi_update([["child"]], [CombinerValueUpdater(Sum(), 5)]))
-    state.commit(2)
-
-
-def test_forked_child_does_not_touch_the_parent_session(postgres_url: str) -> None:
-    factory = PostgresMapState.opaque(postgres_url, table=_table(), key_columns={"w": "TEXT"})
-    parent = factory.make_state({}, 0, 2)
-    parent.begin_commit(1)
-    parent.multi_put([["parent"]], [1])
-    parent.commit(1)
-    ctx = multiprocessing.get_context("fork")
-    queue = ctx.Queue()
-    child = ctx.Process(target=_forked_batch, args=(factory, queue))
-    child.start()
-    child.join(60)
-    assert child.exitcode == 0
-    assert queue.get(timeout=5) == [5]
-    parent.begin_commit(3)  # the parent's connection still works
-    parent.multi_put([["parent"]], [2])
-    parent.commit(3)
-    assert factory.make_state({}, 0, 1).multi_get([["parent"], ["child"]]) == [2, 5]
-
 
 def test_a_schema_other_than_public(postgres_url: str) -> None:
     _sql(postgres_url, "CREATE SCHEMA IF NOT EXISTS analytics")

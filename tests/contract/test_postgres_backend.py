@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import os
-import pickle
-import signal
-import subprocess
-import sys
-import textwrap
 import threading
 import time
 import uuid
@@ -17,7 +12,6 @@ import pytest
 
 from weir.errors import ConfigError, FencedError, StateError
 from weir.state.config import parse_provider_config
-from weir.state.factory import StateFactory
 from weir.state.kv import TransactionalKeyValueState
 from weir.state.postgres import PostgresBackend, PostgresOptions, open_backend, redact_url
 
@@ -259,107 +253,7 @@ def test_foreign_table_without_key_hash_refused(pg_url: str) -> None:
         _open(pg_url, tablePrefix="old_")
 
 
-# ---- processes, threads, crashes, connections ----------------------------------------------------
-def test_prepared_set_survives_sigkill(pg_url: str, backend: PostgresBackend) -> None:
-    s = TransactionalKeyValueState(backend, "crash")
-    s.put("a", 1)
-    s.prepare_commit(1)
-    s.commit(1)
-    script = """
-        import os, signal, sys
-        from weir.state.factory import StateFactory
-        s = StateFactory.from_url(sys.argv[1]).new_state("crash")
-        s.put("a", 2); s.put("b", 3)
-        s.prepare_commit(2)
-        os.kill(os.getpid(), signal.SIGKILL)
-        """
-    proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script), pg_url], capture_output=True, text=True, timeout=60
-    )
-    assert proc.returncode == -signal.SIGKILL, proc.stderr
-    state = TransactionalKeyValueState(backend, "crash")
-    assert state.get("a") == 1
-    assert state.prepared_txid == 2
-    state.commit(2)
-    assert (state.get("a"), state.get("b")) == (2, 3)
-
-
-def test_concurrent_processes(pg_url: str, backend: PostgresBackend) -> None:
-    script = """
-        import sys
-        from weir.state.factory import StateFactory
-        url, ns, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-        s = StateFactory.from_url(url).new_state(ns)
-        for t in range(1, n + 1):
-            for j in range(20):
-                s.put(f"k{j}", s.get(f"k{j}", 0) + 1)
-            s.prepare_commit(t)
-            s.commit(t)
-        """
-    n = 15
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", textwrap.dedent(script), pg_url, f"w{i}", str(n)],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(3)
-    ]
-    for p in procs:
-        _, err = p.communicate(timeout=120)
-        assert p.returncode == 0, err
-    for i in range(3):
-        st = TransactionalKeyValueState(backend, f"w{i}")
-        assert st.committed_txid == n
-        assert dict(st) == {f"k{j}": n for j in range(20)}
-
-
-def test_threads_and_fork(backend: PostgresBackend) -> None:
-    errors: list[BaseException] = []
-
-    def work(ns: str) -> None:
-        try:
-            s = TransactionalKeyValueState(backend, ns)
-            for t in range(1, 6):
-                s.put("n", t)
-                s.prepare_commit(t)
-                s.commit(t)
-        except BaseException as exc:  # pragma: no cover
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(f"th{i}",)) for i in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
-    assert [backend.get(f"th{i}", b'"n"') for i in range(3)] == [b"5"] * 3
-
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            backend.write_direct("forked", {b"child": b"1"}, None)
-            code = 0
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    assert backend.get("forked", b"child") == b"1"  # the parent's session survived the child
-
-
-def test_pickle_round_trip(backend: PostgresBackend) -> None:
-    backend.write_direct("p", {b"a": b"1"}, None)
-    copy = pickle.loads(pickle.dumps(backend))
-    assert copy.get("p", b"a") == b"1"
-    copy.close()
-    provider = StateFactory.from_url(backend.options.url)
-    st = pickle.loads(pickle.dumps(provider)).new_state("p")
-    st.put("w", 1)
-    st.commit()
-    assert backend.get("p", b'"w"') == b"1"
-
-
+# ---- connections (processes, threads, fork, SIGKILL: tests/contract/test_processes.py) ----------------
 def test_reads_reconnect_after_connection_loss(pg_url: str, backend: PostgresBackend) -> None:
     backend.write_direct("r", {b"a": b"1"}, None)
     pid = backend._conn().info.backend_pid
@@ -395,34 +289,3 @@ def test_options_from_config() -> None:
     o = PostgresOptions.from_config(cfg)
     assert (o.schema, o.table_prefix, o.connect_timeout) == ("s", "p_", 5.0)
     assert o.table("kv") == '"s"."p_kv"'
-
-
-# ---- timings (printed, not asserted) -------------------------------------------------------------
-def test_print_latencies(backend: PostgresBackend, capsys: pytest.CaptureFixture[str]) -> None:
-    lines = []
-    for n in (1_000, 10_000, 100_000):
-        ns = f"perf{n}"
-        changes = {f"key-{i}".encode(): f"value-{i}".encode() for i in range(n)}
-        best_prep = best_commit = float("inf")
-        for txid in (1, 2):
-            t0 = time.perf_counter()
-            backend.write_prepared(ns, txid, changes, 1)
-            t1 = time.perf_counter()
-            backend.commit_prepared(ns, txid, 1)
-            t2 = time.perf_counter()
-            best_prep, best_commit = min(best_prep, t1 - t0), min(best_commit, t2 - t1)
-        lines.append(
-            f"postgres n={n:>7}: write_prepared {best_prep * 1e3:7.1f} ms, commit {best_commit * 1e3:6.1f} ms"
-        )
-    keys = [f"key-{i}".encode() for i in range(3_000)]
-    backend.get("perf100000", keys[0])
-    t0 = time.perf_counter()
-    for k in keys:
-        backend.get("perf100000", k)
-    per_get = (time.perf_counter() - t0) / len(keys)
-    t0 = time.perf_counter()
-    backend.get_many("perf100000", keys)
-    per_many = (time.perf_counter() - t0) / len(keys)
-    lines.append(f"postgres get {per_get * 1e6:.1f} us/key, get_many {per_many * 1e6:.2f} us/key")
-    with capsys.disabled():
-        print("\n" + "\n".join(lines))

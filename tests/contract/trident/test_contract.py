@@ -1,21 +1,34 @@
-"""One contract, every store: round trips, seed 004's replay sequences, snapshots, cache, pickling."""
+"""The Trident store contract, one suite for every map-state store (sqlite, redis, redis-cluster,
+memcached, postgres, hbase): multi-get / multi-put round trips of opaque, transactional and plain
+cells, seed 004's replay sequences, snapshots, the cache, pickling into a fresh process, large
+batches, processes and a forked child writing at once, and fencing of a stale driver.
+
+The Storm store contract is the ``tests/contract/test_*.py`` beside this folder."""
 
 from __future__ import annotations
 
+import json
+import multiprocessing
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
+from pyspark.sql.types import IntegerType, LongType, StringType
 
-from tests.unit.trident_backing._support import dump_factory, run_child
-from tests.unit.trident_backing.conftest import KINDS, StoreKit, Sum
-from weir.errors import SerializationError
+from tests.contract.trident._support import dump_factory, run_child, spawn_child
+from tests.contract.trident.conftest import KINDS, StoreKit, Sum
+from weir.errors import FencedError, SerializationError
+from weir.state import StateFactory as KVStateFactory
+from weir.state.factory import close_backends
+from weir.trident import Count
 from weir.trident.backing import (
     MapStateFactory,
     SnapshottableNonTransactionalMap,
     SnapshottableOpaqueMap,
     SnapshottableTransactionalMap,
 )
+from weir.trident.fields import FieldSpec
 from weir.trident.state import (
     BackingMap,
     CachedMap,
@@ -29,6 +42,7 @@ from weir.trident.state import (
     TransactionalMap,
     TransactionalValue,
 )
+from weir.trident.state_tasks import JournalSpec, PersistAggStage
 
 pytestmark = [pytest.mark.services, pytest.mark.parametrize("kit", KINDS, indirect=True)]
 
@@ -230,3 +244,135 @@ def test_factory_survives_pickling_into_a_fresh_process(kit: StoreKit, tmp_path:
     assert state.multi_update([("a", 0)], [CombinerValueUpdater(Sum(), 10)]) == [12]
     state.commit(2)
     assert factory.backing_map().multi_get([("a", 0)]) == [OpaqueValue(2, 12, 2)]
+
+
+# ---- large batches -------------------------------------------------------------------------------
+LARGE = 12_000
+"""Keys in one multi_get / multi_put: past SQLite's variable limit, PostgreSQL's and HBase's chunks,
+Redis' pipelines and Memcached's get_multi batches."""
+
+
+@pytest.mark.parametrize("state_type", [StateType.OPAQUE, StateType.TRANSACTIONAL])
+def test_large_batches_round_trip_and_update_exactly(kit: StoreKit, state_type: StateType, summer: Sum) -> None:
+    factory = kit.make(state_type)
+    keys = [(f"w{i}", i % 7) for i in range(LARGE)]
+    adds = dict.fromkeys(keys, 1)
+    assert _batch(factory, 1, adds, summer) == [1] * LARGE
+    some = {k: 2 for k in keys[::12]}
+    assert _batch(factory, 2, some, summer, commit=False) == [3] * len(some)  # an attempt that fails
+    assert _batch(factory, 2, some, summer) == [3] * len(some)  # its replay is applied once
+    cells = factory.backing_map().multi_get(list(reversed(keys)))
+    if state_type is StateType.OPAQUE:
+        got = [(c.curr_txid, c.curr, c.prev) for c in cells]
+        expected = [(2, 3, 1) if i % 12 == 0 else (1, 1, None) for i in reversed(range(LARGE))]
+    else:
+        got = [(c.txid, c.val) for c in cells]
+        expected = [(2, 3) if i % 12 == 0 else (1, 1) for i in reversed(range(LARGE))]
+    mismatches = [i for i, (a, b) in enumerate(zip(got, expected, strict=True)) if a != b]
+    assert not mismatches, f"{len(mismatches)} cells differ, first: {got[mismatches[0]]} != {expected[mismatches[0]]}"
+
+
+# ---- processes, fork, fencing --------------------------------------------------------------------
+def test_processes_write_different_partitions_at_once(kit: StoreKit, tmp_path: Path) -> None:
+    factory = kit.make(StateType.OPAQUE, **({"timeout": 60} if kit.kind == "sqlite" else {}))
+    path = dump_factory(factory, tmp_path / "f.pickle")
+    partitions, batches = 3, 15
+    procs = []
+    for p in range(partitions):
+        script = [[txid, [[f"w{p}-{i}", p, 1] for i in range(40)]] for txid in range(1, batches + 1)]
+        procs.append(spawn_child(path, p, partitions, script))
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        assert json.loads(out)[-1] == [batches] * 40
+    state = factory.make_state({}, 0, 1)
+    keys = [[f"w{p}-{i}", p] for p in range(partitions) for i in range(40)]
+    assert state.multi_get(keys) == [batches] * len(keys)
+
+
+def _forked_batch(factory: MapStateFactory, queue: Any) -> None:
+    state = factory.make_state({}, 1, 2)
+    state.begin_commit(2)
+    queue.put(state.multi_update([["child", 0]], [CombinerValueUpdater(Sum(), 5)]))
+    state.commit(2)
+
+
+def test_a_forked_child_uses_its_own_connection(kit: StoreKit) -> None:
+    factory = kit.make(StateType.OPAQUE)
+    parent = factory.make_state({}, 0, 2)
+    parent.begin_commit(1)
+    parent.multi_put([["parent", 0]], [1])  # the parent's connection is open now
+    parent.commit(1)
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_forked_batch, args=(factory, queue))
+    child.start()
+    child.join(120)
+    assert child.exitcode == 0
+    assert queue.get(timeout=5) == [5]
+    parent.begin_commit(3)  # the parent's connection still works
+    parent.multi_put([["parent", 0]], [2])
+    parent.commit(3)
+    assert factory.make_state({}, 0, 1).multi_get([["parent", 0], ["child", 0]]) == [2, 5]
+
+
+_IN = [
+    FieldSpec("word", StringType()),
+    FieldSpec("n", LongType()),
+    FieldSpec("_weir_v", LongType()),
+    FieldSpec("_weir_p", IntegerType()),
+]
+_OUT = [FieldSpec("word", StringType()), FieldSpec("n", LongType()), FieldSpec("count", LongType())]
+
+
+def _persist(factory: MapStateFactory, txid: int, adds: dict[tuple[str, int], int], journal: JournalSpec) -> None:
+    """The executor's per-partition step of an opaque persistent_aggregate (journal, then the map)."""
+    from weir.trident._arrow import arrow_schema, build_array
+
+    schema = arrow_schema(_IN)
+    rows = [(w, n, v, 0) for (w, n), v in adds.items()]
+    cols = list(zip(*rows, strict=True))
+    batch = pa.RecordBatch.from_arrays(
+        [build_array(list(c), f, schema.field(i).type, "test") for i, (f, c) in enumerate(zip(_IN, cols, strict=True))],
+        schema=schema,
+    )
+    stage = PersistAggStage(
+        topology="contract", component="counts", txid=txid, conf={}, in_fields=_IN, out_fields=_OUT,
+        factory=factory, n=1, state_id="counts", p_idx=3, mode="combiner", agg=Count(), key_idx=[0, 1],
+        value_idx=2, journal=journal,
+    )  # fmt: skip
+    list(stage(iter([batch])))
+
+
+def _fenced(exc: BaseException | None) -> bool:
+    while exc is not None:
+        if isinstance(exc, FencedError):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def test_a_fenced_driver_changes_no_cell(kit: StoreKit) -> None:
+    """A driver whose epoch is older than the stored one is refused at its journal write, before
+    the map is touched; the newer driver's batch then applies on the cells as they were."""
+    factory = kit.make(StateType.OPAQUE)
+    coordinator = KVStateFactory.from_url(kit.journal_url)
+    ns = f"$checkpointspout-{kit.name}"
+    try:
+        old = coordinator.backend.acquire_epoch(ns)
+        _persist(factory, 1, {("cat", 0): 2, ("dog", 1): 1}, JournalSpec(coordinator, ns, "counts", old))
+        new = coordinator.backend.acquire_epoch(ns)
+        assert new > old
+        with pytest.raises(Exception) as info:  # noqa: PT011 - the stage wraps the FencedError
+            _persist(factory, 2, {("cat", 0): 5, ("emu", 2): 1}, JournalSpec(coordinator, ns, "counts", old))
+        assert _fenced(info.value), info.value
+        backing = factory.backing_map()
+        assert backing.multi_get([("cat", 0), ("dog", 1), ("emu", 2)]) == [
+            OpaqueValue(1, 2, None),
+            OpaqueValue(1, 1, None),
+            None,
+        ]
+        _persist(factory, 2, {("cat", 0): 1}, JournalSpec(coordinator, ns, "counts", new))
+        assert backing.multi_get([("cat", 0), ("emu", 2)]) == [OpaqueValue(2, 3, 2), None]
+    finally:
+        close_backends()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import multiprocessing
 import sqlite3
 import threading
 import time
@@ -11,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.trident_backing._support import dump_factory, spawn_child
-from tests.unit.trident_backing.conftest import Sum
+from tests.contract.trident.conftest import Sum
 from weir.errors import ConfigError, StateError
 from weir.trident.backing import SqliteBackingMap, SqliteMapState, close_connections
 from weir.trident.state import CombinerValueUpdater, OpaqueValue, StateType
@@ -61,50 +58,6 @@ def test_multi_get_spans_chunks(tmp_path: Path) -> None:
     keys = [(f"k{i}", i) for i in range(1234)]
     backing.multi_put(keys, list(range(1234)))
     assert backing.multi_get(list(reversed(keys))) == list(reversed(range(1234)))
-
-
-def test_processes_write_different_partitions_at_once(tmp_path: Path) -> None:
-    factory = SqliteMapState.opaque(tmp_path / "shared.db", table="counts", timeout=60)
-    path = dump_factory(factory, tmp_path / "f.pickle")
-    partitions, batches = 3, 25
-    procs = []
-    for p in range(partitions):
-        script = [[txid, [[f"w{p}-{i}", p, 1] for i in range(40)]] for txid in range(1, batches + 1)]
-        procs.append(spawn_child(path, p, partitions, script))
-    for proc in procs:
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err
-        assert json.loads(out)[-1] == [batches] * 40
-    state = factory.make_state({}, 0, 1)
-    keys = [[f"w{p}-{i}", p] for p in range(partitions) for i in range(40)]
-    assert state.multi_get(keys) == [batches] * len(keys)
-
-
-def _forked_batch(factory: object, queue: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
-    state = factory.make_state({}, 1, 2)  # type: ignore[attr-defined]
-    state.begin_commit(2)
-    queue.put(state.multi_update([["child", 0]], [CombinerValueUpdater(Sum(), 5)]))
-    state.commit(2)
-
-
-def test_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
-    factory = SqliteMapState.opaque(tmp_path / "t.db", table="forked")
-    parent = factory.make_state({}, 0, 2)
-    parent.begin_commit(1)
-    parent.multi_put([["parent", 0]], [1])  # the parent's connection is open now
-    parent.commit(1)
-    ctx = multiprocessing.get_context("fork")
-    queue = ctx.Queue()
-    child = ctx.Process(target=_forked_batch, args=(factory, queue))
-    child.start()
-    child.join(60)
-    assert child.exitcode == 0
-    assert queue.get(timeout=5) == [5]
-    parent.begin_commit(3)
-    parent.multi_put([["parent", 0]], [2])
-    parent.commit(3)
-    assert factory.make_state({}, 0, 1).multi_get([["parent", 0], ["child", 0]]) == [2, 5]
-
 
 def test_writer_waits_for_the_lock_then_gives_up_after_timeout(tmp_path: Path) -> None:
     db = tmp_path / "t.db"

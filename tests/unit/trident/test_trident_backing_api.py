@@ -10,8 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import weir.trident.backing as backing_pkg
-from tests.unit.trident_backing.conftest import Sum
+from tests.unit.trident.conftest import Sum
 from weir.errors import ConfigError, SerializationError, StateError
 from weir.trident.backing import (
     DEFAULT_GLOBAL_KEY,
@@ -32,47 +31,12 @@ from weir.trident.state import (
     TransactionalValue,
 )
 
-EXPORTED = {
-    "DEFAULT_GLOBAL_KEY",
-    "HBaseBackingMap",
-    "HBaseMapState",
-    "HBaseMapStore",
-    "MapStateFactory",
-    "MapStateFamily",
-    "MapStore",
-    "MemcachedBackingMap",
-    "MemcachedMapState",
-    "MemcachedMapStore",
-    "PostgresBackingMap",
-    "PostgresMapState",
-    "PostgresMapStore",
-    "RedisBackingMap",
-    "RedisMapState",
-    "RedisMapStore",
-    "SnapshottableNonTransactionalMap",
-    "SnapshottableOpaqueMap",
-    "SnapshottableTransactionalMap",
-    "SqliteBackingMap",
-    "SqliteMapState",
-    "SqliteMapStore",
-    "close_connections",
-}
-
 
 @pytest.fixture(autouse=True)
 def _close() -> Iterator[None]:
     close_connections()
     yield
     close_connections()
-
-
-def test_exported_names() -> None:
-    exported = list(backing_pkg.__all__)
-    assert len(exported) == len(set(exported))
-    assert set(exported) == EXPORTED
-    for name in exported:
-        assert hasattr(backing_pkg, name)
-
 
 # ---- codec -----------------------------------------------------------------------------------
 def test_key_encoding_is_compact_deterministic_json() -> None:

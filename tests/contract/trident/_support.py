@@ -23,7 +23,7 @@ def child_command(factory_path: Path, partition: int, partitions: int, batches: 
         "partitions": partitions,
         "batches": batches,
     }
-    return [sys.executable, "-m", "tests.unit.trident_backing._child", json.dumps(spec)]
+    return [sys.executable, "-m", "tests.contract.trident._child", json.dumps(spec)]
 
 
 def dump_factory(factory: MapStateFactory, path: Path) -> Path:

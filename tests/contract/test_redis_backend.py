@@ -1,148 +1,50 @@
-"""The ``redis`` provider against real servers started here: one standalone server, one with a
-password and a 3-master Redis Cluster, all on free loopback ports."""
+"""The ``redis`` provider against real servers: the session's standalone server and 3-master Redis
+Cluster (tests/conftest.py), one with a password and one that is stopped under a live backend."""
 
 from __future__ import annotations
 
-import os
-import pickle
-import shutil
-import signal
-import socket
 import subprocess
-import sys
-import textwrap
-import time
 import uuid
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.security._servers import PasswordRedis
+from tests.servers import RedisCluster, RedisServer, free_port
 from weir.errors import ConfigError, FencedError, StateError
 from weir.state import StateFactory
 from weir.state.config import parse_provider_config
 from weir.state.kv import TransactionalKeyValueState
-from weir.state.redis import RedisBackend, RedisSettings, open_backend
+from weir.state.redis import COMMIT_CHUNK, INLINE_LIMIT, RedisBackend, RedisSettings, open_backend
 from weir.state.serializers import BytesSerializer, StrSerializer
 
 pytestmark = pytest.mark.services
 PASSWORD = "s3cret-pw"
 
 
-def _need_binaries(*names: str) -> None:
-    missing = [n for n in names if shutil.which(n) is None]
-    if missing:
-        text = f"{', '.join(missing)} not installed"
-        if os.environ.get("WEIR_REQUIRE_SERVICES") == "1":
-            pytest.fail(text)
-        pytest.skip(text)
-
-
-def _free_port(*, bus: bool = False) -> int:
-    """A free loopback port (and port + 10000 free too when ``bus``, for the cluster bus)."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if not bus:
-            return int(port)
-        if port + 10000 < 65536:
-            with socket.socket() as s2:
-                try:
-                    s2.bind(("127.0.0.1", port + 10000))
-                except OSError:
-                    continue
-            return int(port)
-    raise RuntimeError("no free port")
-
-
-def _cli(port: int, *args: str, password: str | None = None) -> str:
-    cmd = ["redis-cli", "-h", "127.0.0.1", "-p", str(port)]
-    if password:
-        cmd += ["--no-auth-warning", "-a", password]
-    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=30).stdout
-
-
-def _start(port: int, tmp: Path, *extra: str, password: str | None = None) -> subprocess.Popen[bytes]:
-    args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    args += ["--dir", str(tmp), *extra]
-    if password:
-        args += ["--requirepass", password]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if "PONG" in _cli(port, "ping", password=password):
-            return proc
-        time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError(f"redis-server on port {port} did not start")
-
-
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for p in procs:
-        p.terminate()
-    for p in procs:
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
 @pytest.fixture(scope="module")
-def standalone_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    _need_binaries("redis-server", "redis-cli")
-    port = _free_port()
-    proc = _start(port, tmp_path_factory.mktemp("redis"))
-    yield f"redis://127.0.0.1:{port}/0"
-    _stop([proc])
+def standalone_url(redis_server: RedisServer) -> str:
+    return redis_server.url
 
 
 @pytest.fixture(scope="module")
 def auth_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    _need_binaries("redis-server", "redis-cli")
-    port = _free_port()
-    proc = _start(port, tmp_path_factory.mktemp("redis-auth"), password=PASSWORD)
-    yield port
-    _stop([proc])
+    with PasswordRedis(tmp_path_factory.mktemp("redis-auth"), extra_args=["--requirepass", PASSWORD]) as server:
+        yield server.port
 
 
 @pytest.fixture(scope="module")
-def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    _need_binaries("redis-server", "redis-cli")
-    tmp = tmp_path_factory.mktemp("redis-cluster")
-    ports: list[int] = []
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        for _ in range(3):
-            port = _free_port(bus=True)
-            ports.append(port)
-            procs.append(
-                _start(
-                    port,
-                    tmp,
-                    "--cluster-enabled", "yes",
-                    "--cluster-config-file", f"nodes-{port}.conf",
-                    "--cluster-node-timeout", "5000",
-                )
-            )  # fmt: skip
-        nodes = [f"127.0.0.1:{p}" for p in ports]
-        out = subprocess.run(
-            ["redis-cli", "--cluster", "create", *nodes, "--cluster-replicas", "0", "--cluster-yes"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert out.returncode == 0, out.stdout + out.stderr
-        deadline = time.monotonic() + 30
-        while not all("cluster_state:ok" in _cli(p, "cluster", "info") for p in ports):
-            assert time.monotonic() < deadline, "cluster did not reach cluster_state:ok"
-            time.sleep(0.1)
-        yield "redis+cluster://" + ",".join(nodes)
-    finally:
-        _stop(procs)
+def cluster_url(redis_cluster: RedisCluster) -> str:
+    return redis_cluster.url
+
+
+def _cli(port: int, *args: str) -> str:
+    """``redis-cli`` output: the layout must be readable by any client."""
+    return subprocess.run(
+        ["redis-cli", "-h", "127.0.0.1", "-p", str(port), *args], capture_output=True, text=True, timeout=30
+    ).stdout
 
 
 @pytest.fixture(params=["standalone", "cluster"])
@@ -260,48 +162,34 @@ def test_write_direct_and_namespaces_and_drop(backend: RedisBackend, ns: str) ->
     assert ns not in backend.namespaces() and backend.count(ns) == 0
 
 
-def _timed_commit(backend: RedisBackend, n: int) -> tuple[str, float, float]:
+N = 3 * max(COMMIT_CHUNK, INLINE_LIMIT) + 1
+
+
+def test_large_change_sets(backend: RedisBackend, url: str) -> None:
+    """Change sets past INLINE_LIMIT and COMMIT_CHUNK: staged, committed in chunks, staging cleaned up.
+
+    (100k keys on every store: test_scale.py; commit timings: bench/state_providers.py.)
+    """
     name = f"big-{uuid.uuid4().hex[:8]}"
     s = _kv(backend, name)
-    for i in range(n):
+    for i in range(N):
         s.put(f"word{i}", i)
-    t0 = time.perf_counter()
     s.prepare_commit(1)
-    t1 = time.perf_counter()
     s.commit(1)
-    t2 = time.perf_counter()
-    return name, 1e3 * (t1 - t0), 1e3 * (t2 - t1)
-
-
-def test_large_change_sets_and_latency(backend: RedisBackend, url: str) -> None:
-    mode = "cluster" if backend.settings.cluster else "standalone"
-    for n, reps in ((1_000, 5), (10_000, 5), (100_000, 1)):
-        runs = []
-        for _ in range(reps):
-            name, prep, commit = _timed_commit(backend, n)
-            runs.append((prep + commit, prep, commit))
-            if reps > 1:
-                backend.drop(name)
-        total, prep, commit = sorted(runs)[len(runs) // 2]
-        print(
-            f"\n[redis {mode}] {n:>7} dirty keys (median of {reps}): prepare {prep:6.1f} ms, "
-            f"commit {commit:6.1f} ms, prepare+commit {total:6.1f} ms (best {min(runs)[0]:.1f} ms)"
-        )
-    # the 100k namespace is still there: check it, then delete half of it through the staged path
-    s = _kv(backend, name)
-    assert backend.count(name) == 100_000
-    keys = [f'"word{i}"'.encode() for i in range(0, 100_000, 13)] + [b"missing"]
+    # check it, then delete half of it through the staged path
+    assert backend.count(name) == N
+    keys = [f'"word{i}"'.encode() for i in range(0, N, 13)] + [b"missing"]
     got = backend.get_many(name, keys)
     assert got[-1] is None and got[:-1] == [k[5:-1] for k in keys[:-1]]
     rows = list(backend.scan(name))
-    assert len(rows) == 100_000 and len({k for k, _ in rows}) == 100_000
-    for i in range(0, 100_000, 2):
+    assert len(rows) == N and len({k for k, _ in rows}) == N
+    for i in range(0, N, 2):
         s.delete(f"word{i}")
     s.prepare_commit(2)
     s.commit(2)
-    assert backend.count(name) == 50_000 and backend.get(name, b'"word1"') == b"1"
+    assert backend.count(name) == N // 2 and backend.get(name, b'"word1"') == b"1"
     backend.put_many(name, ((f"k{i}".encode(), b"1") for i in range(30_000)))
-    assert backend.count(name) == 80_000
+    assert backend.count(name) == N // 2 + 30_000
     backend.drop(name)
     assert not _stage_keys(backend, "*big-*$stage$*")
 
@@ -367,55 +255,6 @@ def test_cluster_keys_share_one_slot(cluster_url: str, ns: str) -> None:
     assert b.namespaces().count(ns) == 1
 
 
-# ---- crash -------------------------------------------------------------------------------------
-_CHILD = textwrap.dedent(
-    """
-    import sys
-    from weir.state.config import parse_provider_config
-    from weir.state.kv import TransactionalKeyValueState
-    from weir.state.redis import open_backend
-    url, ns = sys.argv[1], sys.argv[2]
-    b = open_backend(parse_provider_config({"topology.state.provider.config": {"url": url}}))
-    s = TransactionalKeyValueState(b, ns)
-    s.put("small", 1)
-    s.put("old", None)
-    s.prepare_commit(1)
-    print("prepared", flush=True)
-    big = {f'"k{i}"'.encode(): str(i).encode() for i in range(30000)}
-    while True:
-        b.write_prepared(ns, 2, big, None)
-    """
-)
-
-
-def test_prepared_set_survives_sigkill_and_is_committed_by_parent(url: str, ns: str) -> None:
-    b = _backend(url)
-    s = _kv(b, ns)
-    s.put("old", "x")
-    s.commit()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, url, ns], stdout=subprocess.PIPE, env=env, text=True
-    )
-    try:
-        assert child.stdout is not None and child.stdout.readline().strip() == "prepared"
-        time.sleep(0.4)  # let it overwrite the prepared set with big ones a few times
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-    txid, prepared = b.load_prepared(ns) or (None, {})
-    assert txid in (1, 2)
-    if txid == 1:
-        assert prepared == {b'"small"': b"1", b'"old"': b"null"}
-    else:
-        assert len(prepared) == 30_000 and prepared[b'"k29999"'] == b"29999"
-    recovered = _kv(b, ns)
-    recovered.commit(txid)  # recovery rolls the prepared transaction forward
-    assert b.txids(ns).committed == txid and b.load_prepared(ns) is None
-    expected = 2 if txid == 1 else 30_001
-    assert b.count(ns) == expected
-
-
 # ---- connection and configuration --------------------------------------------------------------
 def test_bad_password_and_missing_password(auth_port: int) -> None:
     for cfg in (
@@ -437,7 +276,7 @@ def test_bad_password_and_missing_password(auth_port: int) -> None:
 
 
 def test_unreachable_server_is_a_config_error() -> None:
-    port = _free_port()
+    port = free_port()
     for url in (f"redis://127.0.0.1:{port}/0", f"redis+cluster://127.0.0.1:{port}"):
         with pytest.raises(ConfigError, match=rf"127.0.0.1:{port}.*start the server") as info:
             _backend(url.replace("://", "://:hunter2@"))
@@ -445,15 +284,10 @@ def test_unreachable_server_is_a_config_error() -> None:
 
 
 def test_server_lost_at_runtime_is_a_state_error(tmp_path: Path, ns: str) -> None:
-    _need_binaries("redis-server", "redis-cli")
-    port = _free_port()
-    proc = _start(port, tmp_path)
-    try:
-        b = _backend(f"redis://127.0.0.1:{port}/0")
+    with RedisServer(tmp_path) as server:
+        where = server.url
+        b = _backend(where)
         b.write_direct(ns, {b"a": b"1"}, None)
-    finally:
-        _stop([proc])
-    where = f"redis://127.0.0.1:{port}/0"
     with pytest.raises(StateError, match=rf"namespace '{ns}': Redis at {where} failed to commit txid 4"):
         b.commit_prepared(ns, 4, 1)  # after the client's retries (a short outage is ridden out)
 
@@ -465,28 +299,6 @@ def test_mode_mismatch_is_a_config_error(standalone_url: str, cluster_url: str) 
     first = cluster_url.removeprefix("redis+cluster://").split(",")[0]
     with pytest.raises(ConfigError, match="Cluster node.*redis\\+cluster://"):
         _backend(f"redis://{first}/0")
-
-
-def test_pickle_and_fork_make_a_new_connection(standalone_url: str, ns: str) -> None:
-    b = _backend(standalone_url)
-    clone = pickle.loads(pickle.dumps(b))
-    assert clone.settings == b.settings and clone._client is None
-    clone.write_direct(ns, {b"from-clone": b"1"}, None)
-    parent_client = b.client
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # child: the inherited backend reconnects
-        code = 1
-        try:
-            b.write_direct(ns, {b"from-child": b"1"}, None)
-            code = 0 if b.client is not parent_client else 2
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    assert b.get_many(ns, [b"from-clone", b"from-child"]) == [b"1", b"1"]
-
 
 def test_settings_parsing() -> None:
     s = RedisSettings.from_url("redis://:p%40ss@example.org:6380/3?timeout=500")

@@ -1,6 +1,6 @@
 """Run batches of a pickled map-state factory in a fresh process (used by the tests).
 
-``python -m tests.unit.trident_backing._child SPEC_JSON`` where the spec is
+``python -m tests.contract.trident._child SPEC_JSON`` where the spec is
 ``{"factory": PICKLE_PATH, "partition": p, "partitions": n, "batches": [[txid, [[*key, n], ...]], ...]}``;
 each batch makes a new state, runs ``begin_commit`` / one ``multi_update`` of sums / ``commit``.
 Prints the JSON list of every batch's ``multi_update`` result.

@@ -1,0 +1,118 @@
+"""Pin the public surface of every public package: its ``__all__``, and that each name imports.
+
+This is the one place the exported names are written down: change them deliberately, here. A new
+top-level package under ``src/weir`` must be listed in :data:`PINS` (public) or :data:`INTERNAL`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import weir
+
+PINS: dict[str, set[str]] = {
+    "weir": {
+        "CheckpointError", "ConfigError", "FencedError", "SerializationError", "SourceError", "StateError",
+        "StateLossError", "TopologyError", "WeirError", "__version__", "submit",
+    },
+    "weir.errors": {
+        "CheckpointError", "ConfigError", "FencedError", "NotDurableWarning", "SerializationError", "SourceError",
+        "StateError", "StateLossError", "TopologyError", "WeirError",
+    },
+    "weir.testing": {"BoltTester"},
+    "weir.demo": {
+        "SENTENCES", "SplitSentence", "WordCount", "generate_corpus", "input_dir_for", "read_counts",
+        "wordcount_topology",
+    },
+    "weir.topology": {
+        "BaseBasicBolt", "BaseRichBolt", "BaseRichSpout", "BaseStatefulBolt", "BaseStatefulWindowedBolt",
+        "BaseWindowedBolt", "BasicBolt", "BasicOutputCollector", "Bolt", "BoltDeclarer", "ComponentSpec", "Count",
+        "DEFAULT_STREAM", "Duration", "FailedException", "FailedTuple", "Fields", "Grouping", "GroupingKind",
+        "Guarantee", "IBasicBolt", "IRichBolt", "IRichSpout", "IStatefulBolt", "IStatefulWindowedBolt",
+        "IWindowedBolt", "OutputCollector", "OutputFieldsDeclarer", "Spout", "StatefulBolt", "StatefulWindowedBolt",
+        "Subscription", "Topology", "TopologyBuilder", "TopologyContext", "Tuple", "TupleWindow", "Values",
+        "WindowedBolt",
+    },
+    "weir.trident": {
+        "Aggregator", "BackingMap", "BaseAggregator", "BaseFilter", "BaseFunction", "BaseQueryFunction",
+        "BaseStateUpdater", "CachedMap", "CombinerAggregator", "Count", "Filter", "Function", "GroupedStream",
+        "IBackingMap", "MapGet", "MapState", "MemoryMapState", "NonTransactionalMap", "OpaqueMap", "OpaqueValue",
+        "Operation", "OperationContext", "QueryFunction", "ReducerAggregator", "SnapshotGet", "Snapshottable",
+        "SnapshottableMap", "State", "StateFactory", "StateType", "StateUpdater", "Stream", "Sum",
+        "TransactionalMap", "TransactionalValue", "TridentCollector", "TridentState", "TridentTopology",
+        "TridentTuple",
+    },
+    "weir.trident.state": {
+        "BackingMap", "CachedMap", "CombinerValueUpdater", "Key", "MapState", "MemoryBackingMap", "MemoryMapState",
+        "NonTransactionalMap", "OpaqueMap", "OpaqueValue", "ReadOnlyMapState", "ReducerValueUpdater",
+        "RemovableMapState", "ReplaceUpdater", "Snapshottable", "SnapshottableMap", "State", "StateFactory",
+        "StateType", "SupportsCombine", "SupportsReduce", "TransactionalMap", "TransactionalValue", "ValueUpdater",
+        "as_key", "as_keys", "is_exactly_once",
+    },
+    "weir.trident.backing": {
+        "DEFAULT_GLOBAL_KEY", "HBaseBackingMap", "HBaseMapState", "HBaseMapStore", "MapStateFactory",
+        "MapStateFamily", "MapStore", "MemcachedBackingMap", "MemcachedMapState", "MemcachedMapStore",
+        "PostgresBackingMap", "PostgresMapState", "PostgresMapStore", "RedisBackingMap", "RedisMapState",
+        "RedisMapStore", "SnapshottableNonTransactionalMap", "SnapshottableOpaqueMap",
+        "SnapshottableTransactionalMap", "SqliteBackingMap", "SqliteMapState", "SqliteMapStore",
+        "close_connections",
+    },
+    "weir.streams": {
+        "Checkpoint", "ConsistentRegionContext", "DelegateStateHandler", "InputPort", "Operator", "OperatorContext",
+        "OrderedStateHandlers", "Punctuation", "SortedTupleWindow", "StateHandler", "StatefulWindowListener",
+        "TumblingWindowSort", "WindowEvent", "load_checkpoint",
+    },
+    "weir.streams.testing": {"BatchResult", "OperatorTester"},
+    "weir.state": {
+        "Backend", "BytesSerializer", "FloatSerializer", "IntSerializer", "JsonSerializer", "KeyValueState",
+        "KeyValueStateProvider", "Phase", "PickleSerializer", "ProviderConfig", "Serializer", "State",
+        "StateFactory", "StateProvider", "StrSerializer", "TransactionalKeyValueState", "TxidRecord",
+        "open_backend", "parse_provider_config",
+    },
+    "weir.sources": {
+        "DataFrameSpout", "FileSpout", "Guarantee", "KafkaSpout", "NatsSpout", "RateSpout", "ReadLimit",
+        "RedisStreamSpout", "ReplayableSpout",
+    },
+    "weir.sinks": {"KafkaBolt", "KafkaState", "KafkaStateFactory", "KafkaStateUpdater", "TransactionalPublisher"},
+    "weir.ui": {"Snapshot", "StoreReader", "UiServer", "create_app"},
+}  # fmt: skip
+"""Every public package (and public module users import from) → the names it exports."""
+
+INTERNAL = {"weir.checkpoint", "weir.cli", "weir.runtime"}
+"""Top-level packages that are weir's machinery, not a user API (no pinned surface)."""
+
+NOT_FROM_WEIR = {"__version__", "DEFAULT_STREAM", "DEFAULT_GLOBAL_KEY", "SENTENCES", "Key"}
+"""Exported values that are plain data or type aliases, not classes or functions defined in weir."""
+
+
+@pytest.mark.parametrize("package", sorted(PINS))
+def test_all_is_pinned_and_every_name_imports(package: str) -> None:
+    module = importlib.import_module(package)
+    exported = list(module.__all__)
+    assert len(exported) == len(set(exported)), f"duplicate names in {package}.__all__"
+    assert set(exported) == PINS[package], (
+        f"{package}.__all__ changed: added {sorted(set(exported) - PINS[package])}, "
+        f"removed {sorted(PINS[package] - set(exported))}"
+    )
+    star: dict[str, object] = {}
+    exec(f"from {package} import *", star)  # noqa: S102 - the star import users may write
+    for name in exported:
+        assert name in star, f"from {package} import * does not give {name!r}"
+        obj = getattr(module, name)
+        if name not in NOT_FROM_WEIR and (isinstance(obj, type) or callable(obj)):
+            assert getattr(obj, "__module__", "").startswith("weir"), f"{package}.{name} comes from {obj.__module__}"
+
+
+def test_every_top_level_package_is_pinned_or_internal() -> None:
+    root = Path(weir.__file__).parent
+    packages = {f"weir.{m.name}" for m in pkgutil.iter_modules([str(root)]) if m.ispkg and not m.name.startswith("_")}
+    unknown = packages - set(PINS) - INTERNAL
+    assert not unknown, f"new public package(s) {sorted(unknown)}: pin their __all__ here (or list them as INTERNAL)"
+
+
+def test_version_is_a_string() -> None:
+    assert isinstance(weir.__version__, str) and weir.__version__.count(".") >= 1
