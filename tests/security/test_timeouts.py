@@ -121,7 +121,7 @@ def test_redis_chunked_commit_interrupted_between_chunks_is_finished_by_a_new_co
     redis_server: RedisServer,
 ) -> None:
     """A driver dying after some chunks of a large commit: the next commit (recovery) completes it."""
-    from weir.state.redis import _S_COMMIT
+    from weir.state.redis.kv import _S_COMMIT
 
     backend = RedisBackend(RedisSettings.from_url(redis_server.url))
     backend.commit_chunk = 100

@@ -1,11 +1,19 @@
-"""Opener of the ``memory`` backend (``memory://NAME``)."""
+"""The ``memory`` store: process-local dicts, for unit tests and driver-local runs.
+
+- :mod:`weir.state.memory.kv` — :class:`MemoryBackend`, the ``memory`` provider of Storm's
+  key-value state (``memory://NAME``), and :func:`open_backend`, its opener.
+
+Nothing here connects, retries or needs a client library. Trident's in-memory map state,
+:class:`~weir.trident.state.MemoryMapState`, stays in :mod:`weir.trident.state` (it is part of the
+Trident API that tests use without any store).
+"""
 
 from __future__ import annotations
 
 from weir.state.config import ProviderConfig
-from weir.state.memory import MemoryBackend
+from weir.state.memory.kv import MemoryBackend
 
-__all__ = ["open_backend"]
+__all__ = ["MemoryBackend", "open_backend"]
 
 
 def open_backend(cfg: ProviderConfig) -> MemoryBackend:

@@ -44,8 +44,10 @@ from typing import Any, ClassVar, TypeVar
 
 from weir._util import validate_identifier
 from weir.errors import ConfigError, SerializationError, StateError
-from weir.state.postgres import redact_url
-from weir.trident.backing._clients import discard_client, get_client
+from weir.state._connections import ProcessConnections, shared_connections
+from weir.state.postgres.connection import close as _close
+from weir.state.postgres.connection import import_psycopg as _import_psycopg
+from weir.state.postgres.connection import redact_url
 from weir.trident.backing._codec import decode_json, encode_json, to_cell, to_stored
 from weir.trident.backing._factory import MapStateFamily, MapStore
 from weir.trident.state import BackingMap, Key, StateType, as_keys
@@ -66,15 +68,6 @@ _RESERVED = {"value", "txid", "prev"}
 _CREATE_LOCK = 0x7765_6972_5F74_6D73  # pg_advisory_xact_lock key guarding CREATE TABLE ("weir_tms")
 _ENSURED: set[tuple[Any, ...]] = set()
 _ENSURED_LOCK = threading.Lock()
-
-
-def _import_psycopg() -> Any:
-    try:
-        import psycopg
-    except ImportError as exc:
-        msg = "PostgresMapState needs psycopg 3: pip install 'weir[postgres]'"
-        raise ConfigError(msg) from exc
-    return psycopg
 
 
 def _sql_type(text: object, *, what: str) -> str:
@@ -128,10 +121,6 @@ def _uniform(values: list[Any]) -> list[Any]:
     if float in kinds:
         return [None if v is None else float(v) for v in values]
     return [None if v is None else Decimal(v) for v in values]
-
-
-def _close(conn: Any) -> None:
-    conn.close()
 
 
 def _already_json(text: str) -> str:
@@ -223,6 +212,9 @@ class PostgresMapStore(MapStore):
     def _spec(self) -> tuple[str, str, float]:
         return ("postgres", self.url, self.connect_timeout)
 
+    def _connections(self) -> ProcessConnections[Any]:
+        return shared_connections(self._spec(), self._open, _close, per_thread=True)
+
     def connection(self) -> Any:
         """The connection of this process and thread, opened on first use.
 
@@ -233,7 +225,7 @@ class PostgresMapStore(MapStore):
         """
         psycopg = _import_psycopg()
         try:
-            return get_client(self._spec(), self._open, _close, per_thread=True)
+            return self._connections().get()
         except psycopg.Error as exc:
             text = " ".join(str(exc).split()) or type(exc).__name__
             msg = (
@@ -266,7 +258,7 @@ class PostgresMapStore(MapStore):
             except psycopg.Error as exc:
                 lost = conn.closed or conn.broken
                 if lost:
-                    discard_client(self._spec(), conn)
+                    self._connections().discard(conn)
                     if attempt == 1:
                         continue
                 text = " ".join(str(exc).split()) or type(exc).__name__

@@ -20,7 +20,7 @@ What is atomic
   every key of the map then lives in one slot — on one master — and ``multi_put`` is one atomic
   ``MSET`` (at the price of one master holding, and serving, the whole map).
 
-Connections are made per process with :func:`weir.state._redis_client.redis_client` (which PINGs,
+Connections are made per process with :func:`weir.state.redis.client.redis_client` (which PINGs,
 checks the server's mode and turns failures into :class:`~weir.errors.ConfigError`).
 """
 
@@ -32,18 +32,14 @@ from typing import Any, ClassVar
 
 from weir._redact import redact_config, redact_url
 from weir.errors import ConfigError, StateError
-from weir.state._redis_client import REDIS_ERRORS, RedisSettings, redis_client
-from weir.trident.backing._clients import get_client
+from weir.state._connections import shared_connections
+from weir.state.redis.client import REDIS_ERRORS, RedisSettings, close_client, redis_client
 from weir.trident.backing._codec import decode_cell, encode_cell, encode_key
 from weir.trident.backing._factory import MapStateFamily, MapStore
 from weir.trident.state import BackingMap, Key, StateType, as_keys
 from weir.trident.state.map_state import check_same_length
 
 __all__ = ["RedisBackingMap", "RedisMapState", "RedisMapStore"]
-
-
-def _close(client: Any) -> None:
-    client.close()
 
 
 @dataclass(frozen=True)
@@ -101,7 +97,7 @@ class RedisMapStore(MapStore):
                 msg = f"RedisMapState (key prefix {self.key_prefix!r}): {exc}"
                 raise ConfigError(msg) from exc
 
-        return get_client(("redis", settings), open_client, _close, per_thread=False)
+        return shared_connections(("redis", settings), open_client, close_client, per_thread=False).get()
 
     def validate(self, state_type: StateType) -> None:
         """Connect now (PING and a mode check)."""
