@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -39,6 +39,7 @@ from weir.state.sqlite.connection import (
     path_from_url,
     write_transaction,
 )
+from weir.trident.backing._catalog import MapCatalog, MapInfo
 from weir.trident.backing._codec import chunked, decode_cell, encode_cell, encode_key
 from weir.trident.backing._factory import MapStateFamily, MapStore
 from weir.trident.state import BackingMap, Key, StateType, as_keys
@@ -321,3 +322,75 @@ class SqliteMapState(MapStateFamily):
             ``"NORMAL"`` or ``"FULL"``.
         """
         return SqliteMapStore(_path_of(url_or_path), table, timeout, synchronous)
+
+
+class SqliteMapCatalog(MapCatalog):
+    """The Trident map states of one SQLite file (the tables ``weir_trident_maps`` lists)."""
+
+    def __init__(self, options: SqliteOptions) -> None:
+        self.options = options
+
+    def describe(self) -> str:
+        """``sqlite:///<path>``."""
+        return f"sqlite:///{self.options.path}"
+
+    def _conn(self) -> sqlite3.Connection:
+        options = self.options
+        return shared_connections(("sqlite", options), lambda: _connect_file(options), _close, per_thread=True).get()
+
+    def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
+        try:
+            return self._conn().execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            msg = f"reading Trident map states of {self.describe()} failed: {exc}"
+            raise StateError(msg) from exc
+
+    def maps(self) -> list[MapInfo]:
+        """Every table ``weir_trident_maps`` lists, with its state type."""
+        known = self._read("SELECT name FROM sqlite_schema WHERE type = 'table' AND name = 'weir_trident_maps'")
+        if not known:
+            return []
+        rows = self._read("SELECT name, state_type FROM weir_trident_maps ORDER BY name")
+        return [MapInfo(name, StateType.parse(kind)) for name, kind in rows]
+
+    def store(self, name: str) -> SqliteMapStore:
+        """The :class:`SqliteMapStore` of the table ``name``."""
+        return SqliteMapStore(self.options.path, name, self.options.timeout, self.options.synchronous)
+
+    def scan(self, name: str) -> Iterator[tuple[str, bytes | str]]:
+        """``(JSON key, JSON cell)`` rows of the table, sorted by key."""
+        table = self.store(name).table
+        yield from self._read(f'SELECT k, v FROM "{table}" ORDER BY k')
+
+    def count(self, name: str) -> int:
+        """Rows of the table."""
+        return int(self._read(f'SELECT count(*) FROM "{self.store(name).table}"')[0][0])
+
+    def delete(self, name: str, keys: list[Key]) -> None:
+        """Delete the rows of ``keys`` in one transaction."""
+        store = self.store(name)
+        where = store.describe()
+        encoded = [(encode_key(k, where=where),) for k in keys]
+        sql = f'DELETE FROM "{store.table}" WHERE k = ?'
+        store.write(lambda conn: conn.executemany(sql, encoded), what=f"delete of {len(encoded)} keys")
+
+    def drop(self, name: str) -> None:
+        """Drop the table and its ``weir_trident_maps`` row (one transaction)."""
+        store = self.store(name)
+
+        def body(conn: sqlite3.Connection) -> None:
+            conn.execute(_META)
+            conn.execute("DELETE FROM weir_trident_maps WHERE name = ?", (store.table,))
+            conn.execute(f'DROP TABLE IF EXISTS "{store.table}"')
+
+        store.write(body, what="dropping the map state")
+        _ENSURED.difference_update({m for m in _ENSURED if m[:2] == (store.path, store.table)})
+
+    def register(self, name: str, state_type: StateType) -> None:
+        """Create the table of ``name`` for ``state_type`` (refused if it holds another type)."""
+        self.store(name).ensure_table(state_type)
+
+
+def catalog_for(backend: Any) -> SqliteMapCatalog:
+    """The catalog of the file of a :class:`~weir.state.sqlite.kv.SqliteBackend`."""
+    return SqliteMapCatalog(backend.options)
