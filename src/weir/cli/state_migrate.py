@@ -386,6 +386,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         if maps:
             assert src_maps is not None and dst_maps is not None  # noqa: S101 - _plan_maps checked
             checks += [verify_map(src_maps, dst_maps, info) for info in maps]
+            checks.sort(key=lambda c: c.namespace)
         print_table(
             ["namespace", "keys", "committed txid", "epoch", "checksum", "status"],
             [c.row() for c in checks],

@@ -191,17 +191,23 @@ class RedisBackingMap(BackingMap[Any]):
         check_same_length(ks, vals, what="values", op="RedisBackingMap.multi_put")
         if not ks:
             return
-        self.store.register(self.state_type)
         where = self.store.describe()
         st = self.state_type
         rkeys = self.redis_keys(ks)
         mapping = {rk: encode_cell(v, st, k, where=where) for rk, k, v in zip(rkeys, ks, vals, strict=True)}
         client = self.store.client()
         try:
-            if self.store.settings.cluster and not self.store.single_slot:
-                client.mset_nonatomic(mapping)
-            else:
-                client.mset(mapping)
+            if self.store.settings.cluster:
+                self.store.register(st)  # the registry lives in another slot: once per process
+                if self.store.single_slot:
+                    client.mset(mapping)
+                else:
+                    client.mset_nonatomic(mapping)
+            else:  # the registry entry rides along in the same round trip
+                pipe = client.pipeline(transaction=False)
+                pipe.hset(REGISTRY_KEY, self.store.key_prefix, st.value)
+                pipe.mset(mapping)
+                pipe.execute()
         except REDIS_ERRORS as exc:
             err = self._fail("multi_put", len(mapping), exc)
             raise err from exc
