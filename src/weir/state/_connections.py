@@ -133,6 +133,9 @@ def shared_connections(
     The first call for ``spec`` makes the cache with ``connect`` / ``close``; later calls return it,
     so every backing map over the same store reuses one connection per process (and thread).
     """
+    conns = _SHARED.get(spec)
+    if conns is not None:
+        return conns
     with _SHARED_LOCK:
         conns = _SHARED.get(spec)
         if conns is None:

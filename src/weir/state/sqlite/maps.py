@@ -20,6 +20,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
@@ -112,7 +113,7 @@ class SqliteMapStore(MapStore):
         object.__setattr__(self, "timeout", timeout)
         object.__setattr__(self, "synchronous", synchronous)
 
-    @property
+    @functools.cached_property
     def options(self) -> SqliteOptions:
         """The file's connection options (shared with the Storm backend's plumbing)."""
         return SqliteOptions(self.path, self.timeout, self.synchronous)

@@ -30,6 +30,7 @@ backend: ``weir/state/sqlite/maps.py``, ``weir/state/redis/maps.py``, … (see :
 Examples
 --------
 >>> import os, tempfile
+>>> from weir.trident.backing import SqliteMapState
 >>> from weir.trident.state import CombinerValueUpdater
 >>> class Sum:
 ...     def combine(self, a, b): return a + b
