@@ -139,3 +139,30 @@ def table(out: str) -> list[dict[str, str]]:
     got = tables(out)
     assert got, f"no table in:\n{out}"
     return got[0]
+
+
+def trident_factories(url: str) -> dict[str, Any]:
+    """Opaque, transactional and non-transactional map-state factories in the store of ``url``.
+
+    SQLite: tables ``wc_opaque`` / ``wc_tx`` / ``plain``; Redis: key prefixes of the same names.
+    """
+    from weir.trident.backing import RedisMapState, SqliteMapState
+
+    family: Any = SqliteMapState if url.startswith("sqlite") else RedisMapState
+    names = {"opaque": "wc_opaque", "transactional": "wc_tx", "non_transactional": "plain"}
+    if family is SqliteMapState:
+        return {kind: getattr(family, kind)(url, table=name) for kind, name in names.items()}
+    return {kind: getattr(family, kind)(url, key_prefix=name) for kind, name in names.items()}
+
+
+def fill_trident(url: str) -> None:
+    """Two batches into each map state of :func:`trident_factories` (txid 1, then 2)."""
+    for kind, factory in trident_factories(url).items():
+        state = factory.make_state({}, 0, 1)
+        state.begin_commit(1)
+        state.multi_put([["man"], ["dog", 2]], [3, 1])
+        state.commit(1)
+        state.begin_commit(2)
+        state.multi_put([["man"]], [5])
+        state.commit(2)
+        assert state.multi_get([["man"], ["dog", 2]]) == [5, 1], kind

@@ -8,7 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli._support import Result, backend, commit_rows, run, run_subprocess, table
+from tests.cli._support import (
+    Result,
+    backend,
+    commit_rows,
+    fill_trident,
+    run,
+    run_subprocess,
+    table,
+    trident_factories,
+)
 from tests.servers import HBaseServer, PostgresDatabase, RedisCluster, RedisServer
 from weir.cli.state_migrate import checksum
 from weir.state.kv import TransactionalKeyValueState
@@ -292,3 +301,56 @@ def test_migrate_as_a_subprocess(tmp_path: Path) -> None:
     assert r.code == 0, r.err
     assert table(r.out)[0]["status"] == "OK"
     assert run_subprocess("state", "dump", "--url", dst).out == '{"ns":"a-bolt-0","key":"k","value":"v"}\n'
+
+
+# ---- Trident map states ----------------------------------------------------------------------
+MAPS = ["trident:plain", "trident:wc_opaque", "trident:wc_tx"]
+
+
+def map_dump(capsys: Cap, url: str) -> list[str]:
+    r = run(capsys, "state", "dump", "--url", url, *MAPS)
+    assert r.code == 0, r.err
+    return r.lines()
+
+
+@pytest.mark.services
+def test_trident_maps_round_trip_sqlite_redis_sqlite(capsys: Cap, tmp_path: Path, redis_url: str) -> None:
+    first, last = f"sqlite:///{tmp_path / 'first.db'}", f"sqlite:///{tmp_path / 'last.db'}"
+    fill_trident(first)
+    b = backend(first)
+    commit_rows(b, "wc-count-0", {"storm": 3}, 4)
+    b.close()
+    before = map_dump(capsys, first)
+    assert len(before) == 6
+    for src, dst in ((first, redis_url), (redis_url, last)):
+        r = migrate(capsys, src, dst, "--chunk-size", "1")
+        assert_verified(r, ["wc-count-0", *MAPS])
+        assert "copied trident:wc_opaque: 2 keys, opaque map state" in r.err
+        assert map_dump(capsys, dst) == before, dst
+    # the copies are working map states: a replay of txid 2 keeps prev, a new batch moves on
+    opaque = trident_factories(last)["opaque"].make_state({}, 0, 1)
+    opaque.begin_commit(3)
+    opaque.multi_put([["man"]], [8])
+    opaque.commit(3)
+    r = run(capsys, "state", "get", "--url", last, "trident:wc_opaque", "man")
+    assert r.json_lines() == [{"txid": 3, "curr": 8, "prev": 5}]
+
+
+def test_trident_maps_refused_when_present_in_the_target_unless_forced(capsys: Cap, tmp_path: Path) -> None:
+    src, dst = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"
+    fill_trident(src)
+    assert_verified(migrate(capsys, src, dst, "--namespace", "trident:wc_tx"), ["trident:wc_tx"])
+    r = migrate(capsys, src, dst, "--namespace", "trident:wc_tx")
+    assert r.code == 2
+    assert "Trident map state 'trident:wc_tx' already exists in the target (transactional, 2 keys)" in r.err
+    # a changed target cell is caught by --verify-only, and --force replaces the map state
+    tx = trident_factories(dst)["transactional"].make_state({}, 0, 1)
+    tx.begin_commit(9)
+    tx.multi_put([["man"]], [1])
+    tx.commit(9)
+    r = migrate(capsys, src, dst, "--namespace", "trident:wc_tx", "--verify-only")
+    assert r.code == 1 and table(r.out)[0]["status"] == "MISMATCH"
+    assert_verified(migrate(capsys, src, dst, "--namespace", "trident:wc_tx", "--force"), ["trident:wc_tx"])
+    assert run(capsys, "state", "get", "--url", dst, "trident:wc_tx", "man").json_lines() == [{"txid": 2, "val": 5}]
+    r = migrate(capsys, src, "memory://elsewhere")
+    assert r.code == 2 and "cannot hold Trident map states" in r.err

@@ -8,7 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli._support import backend, commit_rows, run, run_subprocess, table, tables
+from tests.cli._support import (
+    backend,
+    commit_rows,
+    fill_trident,
+    run,
+    run_subprocess,
+    table,
+    tables,
+    trident_factories,
+)
 from tests.servers import RedisServer, free_port
 from weir.checkpoint.coordinator import RECORD_KEY, CheckPointState, Phase, checkpoint_namespace
 from weir.state.backend import Backend
@@ -393,3 +402,75 @@ def test_read_commands_never_create_a_sqlite_file(capsys: Cap, tmp_path: Path) -
     assert r.err.startswith("weir: error: --from: no SQLite state store")
     assert not (tmp_path / "no").exists()
     assert not (tmp_path / "b.db").exists()
+
+
+# ---- Trident map states ----------------------------------------------------------------------
+@pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.services)])
+def trident_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A store holding a Storm namespace and three Trident map states (see ``fill_trident``)."""
+    if request.param == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        server.flushall()
+        url = server.url
+    else:
+        url = f"sqlite:///{tmp_path / 'trident.db'}"
+    b = backend(url)
+    try:
+        commit_rows(b, "wc-count-0", {"storm": 3}, 4)
+    finally:
+        b.close()
+    fill_trident(url)
+    return url
+
+
+def test_ls_and_inspect_show_trident_map_states(capsys: Cap, trident_url: str) -> None:
+    r = run(capsys, "state", "ls", "--url", trident_url)
+    assert r.code == 0, r.err
+    storm, maps = tables(r.out)
+    assert [row["namespace"] for row in storm] == ["wc-count-0"]
+    assert maps == [
+        {"trident map state": "trident:plain", "type": "non_transactional", "keys": "2"},
+        {"trident map state": "trident:wc_opaque", "type": "opaque", "keys": "2"},
+        {"trident map state": "trident:wc_tx", "type": "transactional", "keys": "2"},
+    ]
+    r = run(capsys, "state", "inspect", "--url", trident_url, "trident:wc_opaque")
+    assert r.code == 0, r.err
+    assert tables(r.out)[0] == [
+        {"trident map state": "trident:wc_opaque", "type": "opaque", "keys": "2", "last txid": "2"}
+    ]
+
+
+def test_get_and_dump_decode_trident_cells(capsys: Cap, trident_url: str) -> None:
+    get = ["state", "get", "--url", trident_url]
+    assert run(capsys, *get, "trident:wc_opaque", '["man"]').json_lines() == [{"txid": 2, "curr": 5, "prev": 3}]
+    assert run(capsys, *get, "trident:wc_opaque", "man").json_lines() == [{"txid": 2, "curr": 5, "prev": 3}]
+    assert run(capsys, *get, "trident:wc_tx", '["dog",2]').json_lines() == [{"txid": 1, "val": 1}]
+    assert run(capsys, *get, "trident:plain", '["man"]').json_lines() == [5]
+    r = run(capsys, *get, "trident:wc_tx", "cat")
+    assert (r.code, r.err.strip()) == (1, "weir: key [\"cat\"] not found in 'trident:wc_tx'")
+    r = run(capsys, "state", "dump", "--url", trident_url, "trident:wc_opaque", "wc-count-0")
+    assert r.json_lines() == [
+        {"ns": "trident:wc_opaque", "key": ["dog", 2], "value": {"txid": 1, "curr": 1, "prev": None}},
+        {"ns": "trident:wc_opaque", "key": ["man"], "value": {"txid": 2, "curr": 5, "prev": 3}},
+        {"ns": "wc-count-0", "key": "storm", "value": 3},
+    ]
+    assert len(run(capsys, "state", "dump", "--url", trident_url).json_lines()) == 1 + 3 * 2
+
+
+def test_writes_refused_on_opaque_and_transactional_maps(capsys: Cap, trident_url: str) -> None:
+    for ns in ("trident:wc_opaque", "trident:wc_tx"):
+        for argv in (["put", ns, "man", "7"], ["delete", ns, "man"]):
+            r = run(capsys, "state", argv[0], "--url", trident_url, *argv[1:])
+            assert r.code == 2, argv
+            assert f"{ns} is a Trident" in r.err and "replay" in r.err
+    opaque = trident_factories(trident_url)["opaque"].make_state({}, 0, 1)
+    assert opaque.multi_get([["man"]]) == [5]  # untouched
+
+
+def test_put_and_delete_on_a_non_transactional_map(capsys: Cap, trident_url: str) -> None:
+    r = run(capsys, "state", "put", "--url", trident_url, "trident:plain", '["cat"]', '{"n": 1}')
+    assert (r.code, r.out) == (0, 'trident:plain: ["cat"] = {"n":1}\n')
+    r = run(capsys, "state", "delete", "--url", trident_url, "trident:plain", '["dog",2]')
+    assert (r.code, r.out) == (0, 'trident:plain: deleted ["dog",2] (was 1)\n')
+    plain = trident_factories(trident_url)["non_transactional"].make_state({}, 0, 1)
+    assert plain.multi_get([["cat"], ["dog", 2], ["man"]]) == [{"n": 1}, None, 5]

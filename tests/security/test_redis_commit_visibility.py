@@ -11,7 +11,8 @@ import threading
 import pytest
 
 from tests.servers import RedisServer
-from weir.state.redis import _S_COMMIT, RedisBackend, RedisSettings
+from weir.state.redis import RedisBackend, RedisSettings
+from weir.state.redis.kv import _S_COMMIT
 
 OLD, NEW = b"old", b"new"
 

@@ -121,7 +121,7 @@ def test_redis_chunked_commit_interrupted_between_chunks_is_finished_by_a_new_co
     redis_server: RedisServer,
 ) -> None:
     """A driver dying after some chunks of a large commit: the next commit (recovery) completes it."""
-    from weir.state.redis import _S_COMMIT
+    from weir.state.redis.kv import _S_COMMIT
 
     backend = RedisBackend(RedisSettings.from_url(redis_server.url))
     backend.commit_chunk = 100
@@ -153,8 +153,7 @@ def test_redis_chunked_commit_interrupted_between_chunks_is_finished_by_a_new_co
 def test_frozen_postgres_fails_a_trident_map_state_within_socket_timeout(
     frozen_pg: tuple[PausableProxy, str],
 ) -> None:
-    from weir.trident.backing import close_connections
-    from weir.trident.backing.postgres import PostgresMapState
+    from weir.trident.backing import PostgresMapState, close_connections
     from weir.trident.state import OpaqueValue, StateType
 
     proxy, url = frozen_pg
@@ -190,8 +189,7 @@ def test_frozen_postgres_fails_a_trident_map_state_within_socket_timeout(
 def test_statement_timeout_of_a_trident_map_state_is_a_named_state_error(
     postgres_database: PostgresDatabase,
 ) -> None:
-    from weir.trident.backing import close_connections
-    from weir.trident.backing.postgres import PostgresMapState
+    from weir.trident.backing import PostgresMapState, close_connections
 
     store = PostgresMapState.store(postgres_database.url, "slow_counts", {"word": "TEXT"}, statement_timeout=0.3)
     try:

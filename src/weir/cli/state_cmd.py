@@ -10,6 +10,12 @@ The store is chosen by ``--url`` (``sqlite:///PATH``, ``redis://HOST:PORT/DB``,
 ``--conf-file conf.json``), or defaults to the embedded SQLite store in ``./weir-state``
 (``weir.state.dir``). Keys and values are read and shown as JSON; ``--key-class`` /
 ``--value-class`` pick other serializers, like Storm's ``keyClass`` / ``valueClass``.
+
+Trident map states in the same store (SQLite tables, Redis key prefixes; see
+:mod:`weir.trident.backing._catalog`) are shown too, as namespaces ``trident:<name>``: keys are the
+JSON arrays of the grouping values, cells are decoded (opaque ``{"txid", "curr", "prev"}``,
+transactional ``{"txid", "val"}``). ``put`` / ``delete`` refuse opaque and transactional map states,
+whose cells carry the txids their replays are checked against.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.cli._table import print_table
 from weir.errors import ConfigError, SerializationError, StateError
@@ -44,6 +50,9 @@ from weir.state.serializers import (
     StrSerializer,
     serializer_for,
 )
+
+if TYPE_CHECKING:
+    from weir.trident.backing._catalog import MapCatalog, MapInfo
 
 __all__ = ["COORDINATOR_PREFIX", "Store", "load_conf", "open_store", "register", "to_jsonable"]
 
@@ -262,6 +271,64 @@ def _undecodable(namespace: str, skey: bytes, exc: Exception) -> SerializationEr
     return SerializationError(msg)
 
 
+# ---- Trident map states ----------------------------------------------------------------------
+def _catalog(store: Store) -> MapCatalog | None:
+    from weir.trident.backing._catalog import catalog_for
+
+    return catalog_for(store.backend)
+
+
+def _trident_maps(store: Store) -> list[MapInfo]:
+    catalog = _catalog(store)
+    return [] if catalog is None else catalog.maps()
+
+
+def _trident(store: Store, namespace: str) -> tuple[MapCatalog, MapInfo] | None:
+    """The catalog and map state a ``trident:<name>`` namespace names, or None."""
+    from weir.trident.backing._catalog import PREFIX
+
+    if not namespace.startswith(PREFIX):
+        return None
+    catalog = _catalog(store)
+    info = None if catalog is None else catalog.find(namespace)
+    return None if catalog is None or info is None else (catalog, info)
+
+
+def _map_key(text: str) -> tuple[Any, ...]:
+    """A Trident key from the command line: a JSON array of the grouping values, or one value."""
+    value = parse_arg(text, JsonSerializer(), "key")
+    return tuple(value) if isinstance(value, list) else (value,)
+
+
+def _dump_map(catalog: MapCatalog, info: MapInfo) -> None:
+    from weir.trident.backing._catalog import cell_to_json
+
+    ns_json = json.dumps(info.namespace, ensure_ascii=_ascii_only())
+    out = sys.stdout
+    for key, cell in catalog.cells(info):
+        out.write(f'{{"ns":{ns_json},"key":{dumps(list(key))},"value":{dumps(cell_to_json(cell))}}}\n')
+
+
+def _maps_table(catalog: MapCatalog, maps: list[MapInfo], *, txids: bool) -> None:
+    """``ls`` / ``inspect``: one row per map state (``inspect`` also reads every cell for the last txid)."""
+    from weir.trident.backing._catalog import last_txid
+
+    rows = []
+    for info in maps:
+        if txids:
+            n, last = 0, None
+            for _, cell in catalog.cells(info):
+                n += 1
+                t = last_txid(cell)
+                if t is not None and (last is None or t > last):
+                    last = t
+            rows.append([info.namespace, info.state_type.value, n, last])
+        else:
+            rows.append([info.namespace, info.state_type.value, catalog.count(info.name)])
+    headers = ["trident map state", "type", "keys"] + (["last txid"] if txids else [])
+    print_table(headers, rows, max_width=None)
+
+
 # ---- commands --------------------------------------------------------------------------------
 def _cmd_ls(args: argparse.Namespace) -> int:
     with open_store(args) as store:
@@ -270,15 +337,38 @@ def _cmd_ls(args: argparse.Namespace) -> int:
         for ns in sorted(b.namespaces()):
             rec = b.txids(ns)
             rows.append([ns, rec.committed, rec.prepared, rec.epoch, b.count(ns)])
-        if not rows:
+        maps = _trident_maps(store)
+        if not rows and not maps:
             print(f"no namespaces in {store.where}")
             return 0
-        print_table(["namespace", "committed txid", "prepared txid", "epoch", "keys"], rows, max_width=None)
+        if rows:
+            print_table(["namespace", "committed txid", "prepared txid", "epoch", "keys"], rows, max_width=None)
+        if maps:
+            if rows:
+                print()
+            catalog = _catalog(store)
+            assert catalog is not None  # noqa: S101 - maps came from it
+            _maps_table(catalog, maps, txids=False)
+    return 0
+
+
+def _cmd_get_map(store: Store, args: argparse.Namespace, catalog: MapCatalog, info: MapInfo) -> int:
+    from weir.trident.backing._catalog import cell_to_json
+
+    key = _map_key(args.key)
+    cell = catalog.store(info.name).backing_map(info.state_type).multi_get([key])[0]
+    if cell is None:
+        print(f"weir: key {dumps(list(key))} not found in {info.namespace!r}", file=sys.stderr)
+        return 1
+    print(dumps(cell_to_json(cell)))
     return 0
 
 
 def _cmd_get(args: argparse.Namespace) -> int:
     with open_store(args) as store:
+        found = _trident(store, args.namespace)
+        if found is not None:
+            return _cmd_get_map(store, args, *found)
         key = parse_arg(args.key, store.key_serializer, "key")
         skey = store.key_serializer.serialize(key)
         data = store.backend.get(args.namespace, skey)
@@ -298,13 +388,19 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         b = store.backend
         known = b.namespaces()
-        names = sorted(set(args.namespaces)) if args.namespaces else sorted(known)
-        missing = [ns for ns in names if ns not in known]
+        maps = {m.namespace: m for m in _trident_maps(store)}
+        names = sorted(set(args.namespaces)) if args.namespaces else sorted(known) + sorted(maps)
+        missing = [ns for ns in names if ns not in known and ns not in maps]
         if missing:
             msg = f"no namespace {', '.join(map(repr, missing))} in {store.where}; see weir state ls"
             raise StateError(msg)
         out = sys.stdout
         for ns in names:
+            if ns not in known:
+                catalog = _catalog(store)
+                assert catalog is not None  # noqa: S101 - maps came from it
+                _dump_map(catalog, maps[ns])
+                continue
             ns_json = json.dumps(ns, ensure_ascii=_ascii_only())
             for skey, sval in sorted(b.scan(ns)):
                 key, value = _decode(store, ns, skey, sval)
@@ -328,6 +424,16 @@ def _admin_write(store: Store, args: argparse.Namespace, changes: dict[bytes, by
 
 def _cmd_put(args: argparse.Namespace) -> int:
     with open_store(args, must_exist=False) as store:
+        found = _trident(store, args.namespace)
+        if found is not None:
+            from weir.trident.backing._catalog import check_writable
+
+            catalog, info = found
+            check_writable(info, "write")
+            key, value = _map_key(args.key), parse_arg(args.value, JsonSerializer(), "value")
+            catalog.store(info.name).backing_map(info.state_type).multi_put([key], [value])
+            print(f"{info.namespace}: {dumps(list(key))} = {dumps(value)}")
+            return 0
         key = parse_arg(args.key, store.key_serializer, "key")
         value = parse_arg(args.value, store.value_serializer, "value")
         skey = store.key_serializer.serialize(key)
@@ -339,6 +445,20 @@ def _cmd_put(args: argparse.Namespace) -> int:
 
 def _cmd_delete(args: argparse.Namespace) -> int:
     with open_store(args) as store:
+        found = _trident(store, args.namespace)
+        if found is not None:
+            from weir.trident.backing._catalog import check_writable
+
+            catalog, info = found
+            check_writable(info, "delete")
+            key = _map_key(args.key)
+            old = catalog.store(info.name).backing_map(info.state_type).multi_get([key])[0]
+            if old is None:
+                print(f"weir: key {dumps(list(key))} not found in {info.namespace!r}", file=sys.stderr)
+                return 1
+            catalog.delete(info.name, [key])
+            print(f"{info.namespace}: deleted {dumps(list(key))} (was {dumps(old)})")
+            return 0
         key = parse_arg(args.key, store.key_serializer, "key")
         skey = store.key_serializer.serialize(key)
         previous = store.backend.get(args.namespace, skey)
@@ -403,12 +523,16 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         b = store.backend
         known = b.namespaces()
-        wanted = set(args.namespaces)
+        maps = {m.namespace: m for m in _trident_maps(store)}
+        wanted_maps = [maps[ns] for ns in sorted(set(args.namespaces) & set(maps))] or (
+            [] if args.namespaces else [maps[ns] for ns in sorted(maps)]
+        )
+        wanted = set(args.namespaces) - set(maps)
         missing = sorted(wanted - set(known))
         if missing:
             msg = f"no namespace {', '.join(map(repr, missing))} in {store.where}; see weir state ls"
             raise StateError(msg)
-        names = sorted(wanted) if wanted else sorted(known)
+        names = sorted(wanted) if wanted else ([] if args.namespaces else sorted(known))
         pending = []
         for ns in names:
             got = b.load_prepared(ns)
@@ -429,6 +553,12 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
             )
         else:
             print(f"no pending prepares ({len(names)} namespaces)")
+        if wanted_maps:
+            catalog = _catalog(store)
+            assert catalog is not None  # noqa: S101 - maps came from it
+            print()
+            print(f"trident map states ({len(wanted_maps)}; cells carry their own txids, nothing is pending)")
+            _maps_table(catalog, wanted_maps, txids=True)
 
         coords = []
         for ns in sorted(known):

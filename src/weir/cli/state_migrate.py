@@ -12,6 +12,11 @@ Per namespace, in order:
    the epoch on both sides. Any mismatch makes the command exit with code 1.
 
 No serializer is involved: what is copied is the stored bytes.
+
+Trident map states (``trident:<name>``, see :mod:`weir.trident.backing._catalog`) are copied too:
+their cells are read decoded and written with the target store's backing map (a SQLite table and a
+Redis key prefix of the same name), then verified by a checksum of the decoded cells. A map state
+that exists in the target is refused unless ``--force`` (then it is dropped first).
 """
 
 from __future__ import annotations
@@ -22,12 +27,15 @@ import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from weir.cli._table import human_duration, print_table
 from weir.errors import ConfigError, StateError
 from weir.state.backend import Backend
 from weir.state.config import PROVIDER_CONFIG_KEY, PROVIDER_KEY, provider_from_url
+
+if TYPE_CHECKING:
+    from weir.trident.backing._catalog import MapCatalog, MapInfo
 
 __all__ = ["NamespaceCheck", "checksum", "copy_namespace", "register", "verify_namespace"]
 
@@ -113,6 +121,90 @@ def verify_namespace(source: Backend, target: Backend, namespace: str) -> Namesp
         t_rec.epoch,
         counts_agree=source.count(namespace) == s_keys and target.count(namespace) == t_keys,
     )
+
+
+def _map_rows(catalog: MapCatalog, info: MapInfo) -> Iterator[tuple[bytes, bytes]]:
+    """The cells of a Trident map state as canonical ``(JSON key, JSON cell)`` bytes (store-independent)."""
+    from weir.trident.backing._catalog import cell_to_json
+    from weir.trident.backing._codec import encode_json
+
+    for key, cell in catalog.cells(info):
+        yield encode_json(list(key), what=info.namespace), encode_json(cell_to_json(cell), what=info.namespace)
+
+
+def verify_map(source: MapCatalog, target: MapCatalog, info: MapInfo) -> NamespaceCheck:
+    """Compare the Trident map state ``info`` in ``source`` and ``target`` (decoded cells, type)."""
+    s_keys, s_sum = checksum(_map_rows(source, info))
+    found = target.find(info.namespace)
+    t_keys, t_sum = checksum(_map_rows(target, info)) if found is not None else (0, 0)
+    same_type = found is not None and found.state_type is info.state_type
+    return NamespaceCheck(info.namespace, s_keys, t_keys, s_sum, t_sum, None, None, 0, 0, counts_agree=same_type)
+
+
+def copy_map(
+    source: MapCatalog,
+    target: MapCatalog,
+    info: MapInfo,
+    *,
+    chunk_size: int = 5000,
+    progress: _Progress | None = None,
+) -> int:
+    """Copy every cell of the Trident map state ``info`` (the target map must be new or dropped)."""
+    target.register(info.name, info.state_type)
+    backing = target.store(info.name).backing_map(info.state_type)
+    total = source.count(info.name)
+    copied = 0
+    keys: list[Any] = []
+    cells: list[Any] = []
+    for key, cell in source.cells(info):
+        keys.append(key)
+        cells.append(cell)
+        if len(keys) >= chunk_size:
+            backing.multi_put(keys, cells)
+            copied += len(keys)
+            keys, cells = [], []
+            if progress:
+                progress.update(f"{info.namespace}: {copied}/{total} keys")
+    if keys:
+        backing.multi_put(keys, cells)
+        copied += len(keys)
+    return copied
+
+
+def _plan_maps(
+    source: MapCatalog | None,
+    target: MapCatalog | None,
+    target_where: str,
+    wanted: Sequence[str],
+    force: bool,
+    verify_only: bool,
+) -> list[MapInfo]:
+    """The Trident map states to migrate; raises before anything is written when one must be refused."""
+    maps = {m.namespace: m for m in source.maps()} if source is not None else {}
+    chosen = [maps[ns] for ns in sorted(set(wanted)) if ns in maps] if wanted else [maps[ns] for ns in sorted(maps)]
+    if not chosen:
+        return []
+    if target is None:
+        msg = (
+            f"--to {target_where} cannot hold Trident map states ({', '.join(m.namespace for m in chosen)}); "
+            "migrate them to a SQLite or Redis store, or leave them out with --namespace"
+        )
+        raise ConfigError(msg)
+    if verify_only:
+        return chosen
+    problems = []
+    for info in chosen:
+        target.store(info.name)  # a name the target cannot hold (a SQLite table name) fails here
+        there = target.find(info.namespace)
+        if there is not None and not force and (there.state_type is not info.state_type or target.count(info.name)):
+            problems.append(
+                f"Trident map state {info.namespace!r} already exists in the target ({there.state_type.value}, "
+                f"{target.count(info.name)} keys); pass --force to replace it"
+            )
+    if problems:
+        msg = "refusing to migrate: " + "; ".join(problems)
+        raise StateError(msg)
+    return chosen
 
 
 def _chunks(rows: Iterator[tuple[bytes, bytes]], size: int) -> Iterator[list[tuple[bytes, bytes]]]:
@@ -249,7 +341,14 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         if source.describe() == target.describe() or args.source == args.target:
             msg = f"--from and --to are the same store ({source.describe()}); migrate between two stores"
             raise ConfigError(msg)
-        names = _plan(source, target, args.namespaces or [], args.force, args.verify_only)
+        from weir.trident.backing._catalog import catalog_for
+
+        wanted = args.namespaces or []
+        src_maps, dst_maps = catalog_for(source), catalog_for(target)
+        map_names = {m.namespace for m in src_maps.maps()} if src_maps is not None else set()
+        storm_wanted = [ns for ns in wanted if ns not in map_names]
+        names = _plan(source, target, storm_wanted, args.force, args.verify_only) if storm_wanted or not wanted else []
+        maps = _plan_maps(src_maps, dst_maps, target.describe(), wanted, args.force, args.verify_only)
         err = sys.stderr
         progress = _Progress(err)
         if not args.verify_only:
@@ -269,12 +368,25 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
                 progress.done(
                     f"copied {ns}: {n} keys, committed txid {'-' if txid is None else txid} ({took})"
                 )
+            for info in maps:
+                assert src_maps is not None and dst_maps is not None  # noqa: S101 - _plan_maps checked
+                t0 = time.perf_counter()
+                if dst_maps.find(info.namespace) is not None:  # empty (checked) or --force
+                    dst_maps.drop(info.name)
+                n = copy_map(src_maps, dst_maps, info, chunk_size=args.chunk_size, progress=progress)
+                total += n
+                took = human_duration(time.perf_counter() - t0)
+                progress.done(f"copied {info.namespace}: {n} keys, {info.state_type.value} map state ({took})")
             print(
-                f"migrated {len(names)} namespaces, {total} keys from {source.describe()} to "
+                f"migrated {len(names) + len(maps)} namespaces, {total} keys from {source.describe()} to "
                 f"{target.describe()} in {human_duration(time.perf_counter() - started)}",
                 file=err,
             )
         checks = [verify_namespace(source, target, ns) for ns in names]
+        if maps:
+            assert src_maps is not None and dst_maps is not None  # noqa: S101 - _plan_maps checked
+            checks += [verify_map(src_maps, dst_maps, info) for info in maps]
+            checks.sort(key=lambda c: c.namespace)
         print_table(
             ["namespace", "keys", "committed txid", "epoch", "checksum", "status"],
             [c.row() for c in checks],
@@ -298,7 +410,8 @@ def register(sub: Any) -> None:
         help="copy namespaces (rows and txids) to another store, verified",
         description=(
             "Copy every namespace's committed rows and txid record (committed txid, epoch) as raw bytes "
-            "from one store to another, then verify key counts and checksums on both sides."
+            "from one store to another, then verify key counts and checksums on both sides. Trident map "
+            "states (trident:<name>) are copied cell by cell (SQLite table <-> Redis key prefix <name>)."
         ),
     )
     p.add_argument("--from", dest="source", required=True, metavar="URL", help="source store URL")

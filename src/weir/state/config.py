@@ -264,7 +264,7 @@ def parse_provider_config(conf: Mapping[str, Any]) -> ProviderConfig:
     if provider == "sqlite" and "url" not in options and "path" not in options:
         options["url"] = "sqlite:///" + os.path.abspath(os.path.join(default_state_dir(conf), "state.db"))
     if provider == "hbase":
-        from weir.state._hbase_client import HBaseSettings, hbase_settings_from_storm
+        from weir.state.hbase.client import HBaseSettings, hbase_settings_from_storm
 
         storm_keys = {"hbaseConfigKey", "tableName", "columnFamily"} & set(options)
         if "url" in options:

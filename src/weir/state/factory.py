@@ -17,7 +17,7 @@ from weir.state.serializers import serializer_for
 __all__ = ["KeyValueStateProvider", "StateFactory", "open_backend"]
 
 _OPENERS = {
-    "memory": "weir.state.memory_provider:open_backend",
+    "memory": "weir.state.memory:open_backend",
     "sqlite": "weir.state.sqlite:open_backend",
     "redis": "weir.state.redis:open_backend",
     "postgres": "weir.state.postgres:open_backend",

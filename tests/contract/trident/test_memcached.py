@@ -12,8 +12,8 @@ from pymemcache.client.base import Client
 
 from tests.servers import Memcached, free_port
 from weir.errors import ConfigError
+from weir.state.memcached.client import memcached_key
 from weir.trident.backing import MemcachedMapState, close_connections
-from weir.trident.backing.memcached import memcached_key
 from weir.trident.state import OpaqueValue
 
 pytestmark = pytest.mark.services

@@ -13,8 +13,8 @@ import pytest
 from tests.contract.trident.conftest import Sum
 from tests.servers import PostgresDatabase, free_port
 from weir.errors import ConfigError, SerializationError, StateError
+from weir.state.postgres import maps as pg_module
 from weir.trident.backing import PostgresMapState, close_connections
-from weir.trident.backing import postgres as pg_module
 from weir.trident.state import CombinerValueUpdater, OpaqueValue, StateType, TransactionalValue
 
 pytestmark = pytest.mark.services

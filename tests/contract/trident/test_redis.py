@@ -10,7 +10,7 @@ import pytest
 
 from tests.servers import RedisCluster, RedisServer, free_port, redis_command
 from weir.errors import ConfigError
-from weir.state._redis_client import RedisSettings
+from weir.state.redis.client import RedisSettings
 from weir.trident.backing import RedisMapState, close_connections
 from weir.trident.state import OpaqueValue, TransactionalValue
 

@@ -24,9 +24,13 @@ store                       layout
                             column ``<family>:c``; one multi-get / one batched put per batch
 =========================== ================================================================
 
+Each store's adapter lives in that store's folder, next to the plumbing it shares with Storm's
+backend: ``weir/state/sqlite/maps.py``, ``weir/state/redis/maps.py``, … (see :mod:`weir.state`).
+
 Examples
 --------
 >>> import os, tempfile
+>>> from weir.trident.backing import SqliteMapState
 >>> from weir.trident.state import CombinerValueUpdater
 >>> class Sum:
 ...     def combine(self, a, b): return a + b
@@ -38,7 +42,9 @@ Examples
 >>> state.commit(1)
 """
 
-from weir.trident.backing._clients import close_connections
+from typing import TYPE_CHECKING, Any
+
+from weir.state._connections import close_connections
 from weir.trident.backing._factory import (
     DEFAULT_GLOBAL_KEY,
     MapStateFactory,
@@ -48,11 +54,34 @@ from weir.trident.backing._factory import (
     SnapshottableOpaqueMap,
     SnapshottableTransactionalMap,
 )
-from weir.trident.backing.hbase import HBaseBackingMap, HBaseMapState, HBaseMapStore
-from weir.trident.backing.memcached import MemcachedBackingMap, MemcachedMapState, MemcachedMapStore
-from weir.trident.backing.postgres import PostgresBackingMap, PostgresMapState, PostgresMapStore
-from weir.trident.backing.redis import RedisBackingMap, RedisMapState, RedisMapStore
-from weir.trident.backing.sqlite import SqliteBackingMap, SqliteMapState, SqliteMapStore
+
+if TYPE_CHECKING:
+    from weir.state.hbase.maps import HBaseBackingMap, HBaseMapState, HBaseMapStore
+    from weir.state.memcached.maps import MemcachedBackingMap, MemcachedMapState, MemcachedMapStore
+    from weir.state.postgres.maps import PostgresBackingMap, PostgresMapState, PostgresMapStore
+    from weir.state.redis.maps import RedisBackingMap, RedisMapState, RedisMapStore
+    from weir.state.sqlite.maps import SqliteBackingMap, SqliteMapState, SqliteMapStore
+
+# The store adapters live in their store's folder (weir/state/<store>/maps.py) next to that store's
+# plumbing; they import this package's _factory, so they are loaded on first use (no import cycle).
+_STORE_OF = {"HBase": "hbase", "Memcached": "memcached", "Postgres": "postgres", "Redis": "redis", "Sqlite": "sqlite"}
+
+
+def __getattr__(name: str) -> Any:
+    for prefix, store in _STORE_OF.items():
+        if name.startswith(prefix) and name.removeprefix(prefix) in ("BackingMap", "MapState", "MapStore"):
+            import importlib
+
+            value = getattr(importlib.import_module(f"weir.state.{store}.maps"), name)
+            globals()[name] = value
+            return value
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "DEFAULT_GLOBAL_KEY",

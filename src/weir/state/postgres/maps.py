@@ -51,9 +51,11 @@ from typing import Any, ClassVar, TypeVar
 from weir._redact import collect_secrets, redact_text
 from weir._util import validate_identifier
 from weir.errors import ConfigError, SerializationError, StateError
+from weir.state._connections import ProcessConnections, shared_connections
 from weir.state._watchdog import WATCHDOG
-from weir.state.postgres import redact_url
-from weir.trident.backing._clients import discard_client, get_client
+from weir.state.postgres.connection import close as _close
+from weir.state.postgres.connection import import_psycopg as _import_psycopg
+from weir.state.postgres.connection import redact_url
 from weir.trident.backing._codec import decode_json, encode_json, to_cell, to_stored
 from weir.trident.backing._factory import MapStateFamily, MapStore
 from weir.trident.state import BackingMap, Key, StateType, as_keys
@@ -74,15 +76,6 @@ _RESERVED = {"value", "txid", "prev"}
 _CREATE_LOCK = 0x7765_6972_5F74_6D73  # pg_advisory_xact_lock key guarding CREATE TABLE ("weir_tms")
 _ENSURED: set[tuple[Any, ...]] = set()
 _ENSURED_LOCK = threading.Lock()
-
-
-def _import_psycopg() -> Any:
-    try:
-        import psycopg
-    except ImportError as exc:
-        msg = "PostgresMapState needs psycopg 3: pip install 'weir[postgres]'"
-        raise ConfigError(msg) from exc
-    return psycopg
 
 
 def _sql_type(text: object, *, what: str) -> str:
@@ -136,10 +129,6 @@ def _uniform(values: list[Any]) -> list[Any]:
     if float in kinds:
         return [None if v is None else float(v) for v in values]
     return [None if v is None else Decimal(v) for v in values]
-
-
-def _close(conn: Any) -> None:
-    conn.close()
 
 
 def _already_json(text: str) -> str:
@@ -255,6 +244,9 @@ class PostgresMapStore(MapStore):
         text = " ".join(str(exc).split()) or type(exc).__name__
         return redact_text(text, collect_secrets(self.url))
 
+    def _connections(self) -> ProcessConnections[Any]:
+        return shared_connections(self._spec(), self._open, _close, per_thread=True)
+
     def connection(self) -> Any:
         """The connection of this process and thread, opened on first use.
 
@@ -265,7 +257,7 @@ class PostgresMapStore(MapStore):
         """
         psycopg = _import_psycopg()
         try:
-            return get_client(self._spec(), self._open, _close, per_thread=True)
+            return self._connections().get()
         except psycopg.Error as exc:
             text = self._scrub(exc)
             msg = (
@@ -314,7 +306,7 @@ class PostgresMapStore(MapStore):
                 fired = guard is not None and guard.fired
                 lost = conn.closed or conn.broken or fired
                 if lost:
-                    discard_client(self._spec(), conn)
+                    self._connections().discard(conn)
                     if attempt == 1 and not fired:
                         continue
                 if fired:

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from weir.errors import ConfigError, StateError
-from weir.state._hbase_client import HBaseClient, HBaseSettings, hbase_settings_from_storm
-from weir.trident.backing._clients import get_client
+from weir.state._connections import shared_connections
+from weir.state.hbase.client import HBaseClient, HBaseSettings, hbase_settings_from_storm
 from weir.trident.backing._codec import decode_cell, encode_cell, encode_key
 from weir.trident.backing._factory import MapStateFamily, MapStore
 from weir.trident.state import BackingMap, Key, StateType, as_keys
@@ -70,7 +70,7 @@ class HBaseMapStore(MapStore):
     def client(self) -> HBaseClient:
         """The gateway client of this process (one connection per thread inside)."""
         settings = self.settings
-        return get_client(("hbase", settings), lambda: HBaseClient(settings), _close, per_thread=False)
+        return shared_connections(("hbase", settings), lambda: HBaseClient(settings), _close, per_thread=False).get()
 
     def validate(self, state_type: StateType) -> None:
         """Connect now and check that the table and the column family exist."""

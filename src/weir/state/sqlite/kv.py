@@ -42,9 +42,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from itertools import islice
 from typing import Any, TypeVar
 
@@ -53,14 +51,22 @@ from weir.errors import ConfigError, StateError
 from weir.state._connections import ProcessConnections
 from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
 from weir.state.config import ProviderConfig
+from weir.state.sqlite.connection import (
+    MERGE_ROWS,
+    SqliteOptions,
+    _close,
+    connect,
+    enable_wal,
+    is_busy,
+    path_from_url,
+    write_transaction,
+)
 
 __all__ = ["MERGE_ROWS", "SqliteBackend", "SqliteOptions", "open_backend", "path_from_url"]
 
 T = TypeVar("T")
 
 _SCHEMA_VERSION = 2
-#: a namespace's delta is merged into its main table once it holds this many rows
-MERGE_ROWS = 100_000
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS weir_kv (ns TEXT NOT NULL, k BLOB NOT NULL, v BLOB NOT NULL, "
     "PRIMARY KEY (ns, k)) WITHOUT ROWID",
@@ -153,104 +159,7 @@ _MERGE_DONE = "UPDATE weir_txid SET delta = 0 WHERE ns = ?"
 _GET_MANY_CHUNK = 500  # bound parameters per IN (...) query
 _SCAN_CHUNK = 2000  # rows per scan page
 _PUT_MANY_CHUNK = 10_000  # rows per executemany of put_many
-_BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-_CACHE_KIB = -65536  # page cache per connection: 64 MiB (negative = KiB, SQLite's convention)
 
-
-
-def _close(conn: sqlite3.Connection) -> None:
-    conn.close()
-
-
-@dataclass(frozen=True)
-class SqliteOptions:
-    """Options of the ``sqlite`` provider.
-
-    Attributes
-    ----------
-    path:
-        Path of the database file (made absolute; parent directories are created).
-    timeout:
-        Seconds a writer waits for the database's write lock before failing (default 30).
-    synchronous:
-        ``"NORMAL"`` (default; a commit survives a crash of the process) or ``"FULL"`` (a commit
-        also survives an OS crash or power loss, at the cost of an fsync per commit).
-    merge_rows:
-        A namespace's delta is merged into its main table once it holds this many rows (default
-        :data:`MERGE_ROWS`; smaller: cheaper merges, more often; larger: fewer, larger merges).
-    """
-
-    path: str
-    timeout: float = 30.0
-    synchronous: str = "NORMAL"
-    merge_rows: int = MERGE_ROWS
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.path, str) or not self.path:
-            msg = "sqlite provider: 'path' must be a non-empty string"
-            raise ConfigError(msg)
-        if self.path == ":memory:" or self.path.startswith("file:"):
-            msg = (
-                f"sqlite provider: {self.path!r} is not a database file path; use the memory provider "
-                "for a store that lives in memory, or sqlite:///PATH for a file"
-            )
-            raise ConfigError(msg)
-        if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)) or self.timeout <= 0:
-            msg = f"sqlite provider: 'timeout' must be a positive number of seconds, got {self.timeout!r}"
-            raise ConfigError(msg)
-        if not isinstance(self.synchronous, str) or self.synchronous.upper() not in ("NORMAL", "FULL"):
-            msg = f"sqlite provider: 'synchronous' must be 'NORMAL' or 'FULL', got {self.synchronous!r}"
-            raise ConfigError(msg)
-        m = self.merge_rows
-        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-            msg = f"sqlite provider: 'mergeRows' must be a positive int, got {m!r}"
-            raise ConfigError(msg)
-        object.__setattr__(self, "path", os.path.abspath(self.path))
-        object.__setattr__(self, "timeout", float(self.timeout))
-        object.__setattr__(self, "synchronous", self.synchronous.upper())
-
-    @classmethod
-    def from_config(cls, cfg: ProviderConfig) -> SqliteOptions:
-        """Options from a parsed provider configuration (``url`` or ``path``)."""
-        opts = cfg.options
-        path = opts.get("path")
-        url = opts.get("url")
-        if path is None and url is None:
-            msg = "sqlite provider: set 'url' (sqlite:///PATH) or 'path' in topology.state.provider.config"
-            raise ConfigError(msg)
-        if path is None:
-            path = path_from_url(str(url))
-        kwargs: dict[str, Any] = {"path": path}
-        if "timeout" in opts:
-            kwargs["timeout"] = opts["timeout"]
-        if "synchronous" in opts:
-            kwargs["synchronous"] = opts["synchronous"]
-        if "mergeRows" in opts:
-            kwargs["merge_rows"] = opts["mergeRows"]
-        return cls(**kwargs)
-
-
-def path_from_url(url: str) -> str:
-    """The file path of ``sqlite:///relative.db`` or ``sqlite:////absolute.db``."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme.lower() != "sqlite":
-        msg = f"sqlite provider: url {url!r} must look like sqlite:///PATH (relative) or sqlite:////PATH"
-        raise ConfigError(msg)
-    if "?" in rest or "#" in rest:
-        msg = f"sqlite provider: url {url!r} may not have a query; set timeout/synchronous as config keys"
-        raise ConfigError(msg)
-    path = rest[1:] if rest.startswith("/") else rest
-    if not path:
-        msg = f"sqlite provider: url {url!r} names no file; use sqlite:///PATH"
-        raise ConfigError(msg)
-    return path
-
-
-def _is_busy(exc: sqlite3.Error) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return (code & 0xFF) in _BUSY_CODES
-    return "locked" in str(exc) or "busy" in str(exc)
 
 
 class SqliteBackend(Backend):
@@ -304,40 +213,14 @@ class SqliteBackend(Backend):
         return self._conns.get()
 
     def _new_connection(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(
-            self.path,
-            timeout=self.options.timeout,
-            isolation_level=None,
-            check_same_thread=False,
-            cached_statements=256,
-        )
-        try:
-            conn.execute(f"PRAGMA synchronous = {self.options.synchronous}")
-            conn.execute("PRAGMA temp_store = MEMORY")
-            # a commit into a large state updates rows spread over many B-tree pages; with SQLite's
-            # default 2 MiB page cache those pages spill and are read again within one transaction,
-            # so the commit's cost grew with the state. 64 MiB (used only as needed) keeps them.
-            conn.execute(f"PRAGMA cache_size = {_CACHE_KIB}")
-        except sqlite3.Error:
-            conn.close()
-            raise
-        return conn
+        return connect(self.options)
 
     def close(self) -> None:
         """Close this process's connections (a later call reconnects)."""
         self._conns.close()
 
     def _init_schema(self) -> None:
-        conn = self._conn()
-        deadline = time.monotonic() + self.options.timeout
-        while True:
-            try:
-                conn.execute("PRAGMA journal_mode = WAL").fetchone()
-                break
-            except sqlite3.OperationalError as exc:
-                if not _is_busy(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.01)
+        enable_wal(self._conn(), self.options.timeout)
 
         def create(c: sqlite3.Connection) -> None:
             (version,) = c.execute("PRAGMA user_version").fetchone()
@@ -390,41 +273,16 @@ class SqliteBackend(Backend):
     # ---- transactions --------------------------------------------------------------------------
     def _write(self, namespace: str, body: Callable[[sqlite3.Connection], T], *, rerun: bool = True) -> T:
         """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction; retry while the file is busy."""
-        conn = self._conn()
-        deadline = time.monotonic() + self.options.timeout
-        delay = 0.002
-        while True:
-            began = False
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                began = True
-                result = body(conn)
-                conn.execute("COMMIT")
-                return result
-            except BaseException as exc:
-                if conn.in_transaction:
-                    try:
-                        conn.execute("ROLLBACK")
-                    except sqlite3.Error:
-                        pass
-                if not isinstance(exc, sqlite3.Error):
-                    raise
-                if (
-                    isinstance(exc, sqlite3.OperationalError)
-                    and _is_busy(exc)
-                    and (rerun or not began)
-                    and time.monotonic() < deadline
-                ):
-                    time.sleep(delay)
-                    delay = min(delay * 2, 0.1)
-                    continue
-                msg = f"namespace {namespace!r}: write to {self.describe()} failed: {exc}" + (
-                    f"; the file stayed locked by another writer for {self.options.timeout:g} s "
-                    "(raise 'timeout' in the provider config)"
-                    if _is_busy(exc)
-                    else ""
-                )
-                raise StateError(msg) from exc
+
+        def failure(exc: sqlite3.Error) -> str:
+            return f"namespace {namespace!r}: write to {self.describe()} failed: {exc}" + (
+                f"; the file stayed locked by another writer for {self.options.timeout:g} s "
+                "(raise 'timeout' in the provider config)"
+                if is_busy(exc)
+                else ""
+            )
+
+        return write_transaction(self._conn(), body, timeout=self.options.timeout, failure=failure, rerun=rerun)
 
     def _read(self, namespace: str, body: Callable[[sqlite3.Connection], T]) -> T:
         try:

@@ -41,14 +41,16 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from weir._redact import collect_secrets, redact_text
-from weir._redact import redact_url as _redact_url
 from weir._util import validate_identifier
 from weir.errors import ConfigError, StateError
 from weir.state._connections import ProcessConnections
 from weir.state._watchdog import WATCHDOG
 from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
 from weir.state.config import ProviderConfig
+from weir.state.postgres.connection import close as _close
+from weir.state.postgres.connection import connect_hint as _connect_hint
+from weir.state.postgres.connection import import_psycopg as _import_psycopg
+from weir.state.postgres.connection import redact_url, scrub
 
 if TYPE_CHECKING:
     import psycopg
@@ -65,15 +67,6 @@ _GET_MANY_CHUNK = 10_000
 _SCAN_CHUNK = 5_000
 _BULK_CHUNK = 50_000
 
-
-
-def _close(conn: Any) -> None:
-    conn.close()
-
-
-def redact_url(url: str) -> str:
-    """``url`` with its password (in the netloc or a ``password=`` query parameter) replaced by ``***``."""
-    return _redact_url(url)
 
 
 @dataclass(frozen=True)
@@ -227,26 +220,6 @@ def _kh(key: bytes) -> bytes:
     return hashlib.sha256(key).digest()
 
 
-def _import_psycopg() -> Any:
-    try:
-        import psycopg
-    except ImportError as exc:
-        msg = "the postgres state provider needs psycopg 3: pip install 'weir[postgres]'"
-        raise ConfigError(msg) from exc
-    return psycopg
-
-
-def _connect_hint(text: str) -> str:
-    low = text.lower()
-    if "database" in low and "does not exist" in low:
-        return "create the database (CREATE DATABASE ...) or fix the database name in the url"
-    if "password" in low or "role" in low or "authentication" in low:
-        return "check the user and password in the url (and pg_hba.conf on the server)"
-    if "timeout" in low or "refused" in low or "could not translate" in low or "no route" in low:
-        return "check that PostgreSQL runs and is reachable at that host and port (or raise connectTimeout)"
-    return "check the url and that the server accepts connections from this machine"
-
-
 class PostgresBackend(Backend):
     """Backend SPI over three PostgreSQL tables (see the module docstring for the layout)."""
 
@@ -318,8 +291,7 @@ class PostgresBackend(Backend):
 
     def _scrub(self, exc: BaseException) -> str:
         """The error's text on one line, without the url's password."""
-        text = " ".join(str(exc).split()) or type(exc).__name__
-        return redact_text(text, collect_secrets(self.options.url))
+        return scrub(exc, self.options.url)
 
     def _failure(
         self, namespace: str, what: str, exc: BaseException, timed_out: bool, extra: str = ""

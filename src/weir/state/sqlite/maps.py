@@ -22,17 +22,27 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from weir._util import validate_identifier
 from weir.errors import ConfigError, StateError
-from weir.state.sqlite import path_from_url
-from weir.trident.backing._clients import get_client
+from weir.state._connections import shared_connections
+from weir.state.sqlite.connection import (
+    SqliteOptions,
+    _close,
+    check_options,
+    connect,
+    enable_wal,
+    is_busy,
+    path_from_url,
+    write_transaction,
+)
+from weir.trident.backing._catalog import MapCatalog, MapInfo
 from weir.trident.backing._codec import chunked, decode_cell, encode_cell, encode_key
 from weir.trident.backing._factory import MapStateFamily, MapStore
 from weir.trident.state import BackingMap, Key, StateType, as_keys
@@ -43,19 +53,10 @@ __all__ = ["SqliteBackingMap", "SqliteMapState", "SqliteMapStore"]
 T = TypeVar("T")
 
 _CHUNK = 500  # bound parameters per IN (...) query
-_BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 _META = (
     "CREATE TABLE IF NOT EXISTS weir_trident_maps "
     "(name TEXT NOT NULL PRIMARY KEY, state_type TEXT NOT NULL) WITHOUT ROWID"
 )
-
-
-def _is_busy(exc: sqlite3.Error) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return (code & 0xFF) in _BUSY
-    text = str(exc)
-    return "locked" in text or "busy" in text
 
 
 def _path_of(url_or_path: str | os.PathLike[str]) -> str:
@@ -64,46 +65,18 @@ def _path_of(url_or_path: str | os.PathLike[str]) -> str:
     if not isinstance(url_or_path, str) or not url_or_path:
         msg = f"SqliteMapState: give a sqlite:///PATH url or a file path, got {url_or_path!r}"
         raise ConfigError(msg)
-    path = path_from_url(url_or_path) if "://" in url_or_path else url_or_path
-    if path == ":memory:" or path.startswith("file:"):
-        msg = (
-            f"SqliteMapState: {path!r} is not a database file; a Trident state must outlive the task, "
-            "so give a file path (or use MemoryMapState for in-memory tests)"
-        )
-        raise ConfigError(msg)
-    return os.path.abspath(path)
+    return path_from_url(url_or_path) if "://" in url_or_path else url_or_path
 
 
-@dataclass(frozen=True)
-class _SqliteFile:
-    """Connection options of one database file (the key of the per-process connection cache)."""
-
-    path: str
-    timeout: float
-    synchronous: str
-
-    def connect(self) -> sqlite3.Connection:
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
-        try:
-            deadline = time.monotonic() + self.timeout
-            while True:
-                try:
-                    conn.execute("PRAGMA journal_mode = WAL").fetchone()
-                    break
-                except sqlite3.OperationalError as exc:
-                    if not _is_busy(exc) or time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.01)
-            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-
-def _close(conn: sqlite3.Connection) -> None:
-    conn.close()
+def _connect_file(options: SqliteOptions) -> sqlite3.Connection:
+    os.makedirs(os.path.dirname(options.path), exist_ok=True)
+    conn = connect(options)
+    try:
+        enable_wal(conn, options.timeout)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 _ENSURED: set[tuple[str, str, str, int]] = set()
@@ -137,19 +110,15 @@ class SqliteMapStore(MapStore):
         if self.table.lower().startswith("sqlite_") or self.table.lower() == "weir_trident_maps":
             msg = f"SqliteMapState table {self.table!r} is reserved; choose another name"
             raise ConfigError(msg)
-        t = self.timeout
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
-            msg = f"SqliteMapState timeout must be a positive number of seconds, got {t!r}"
-            raise ConfigError(msg)
-        if not isinstance(self.synchronous, str) or self.synchronous.upper() not in ("NORMAL", "FULL"):
-            msg = f"SqliteMapState synchronous must be 'NORMAL' or 'FULL', got {self.synchronous!r}"
-            raise ConfigError(msg)
-        object.__setattr__(self, "timeout", float(t))
-        object.__setattr__(self, "synchronous", self.synchronous.upper())
+        path, timeout, synchronous = check_options(self.path, self.timeout, self.synchronous, what="SqliteMapState")
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "timeout", timeout)
+        object.__setattr__(self, "synchronous", synchronous)
 
-    @property
-    def _file(self) -> _SqliteFile:
-        return _SqliteFile(self.path, self.timeout, self.synchronous)
+    @functools.cached_property
+    def options(self) -> SqliteOptions:
+        """The file's connection options (shared with the Storm backend's plumbing)."""
+        return SqliteOptions(self.path, self.timeout, self.synchronous)
 
     def describe(self) -> str:
         """``sqlite:///<path> table <table>``."""
@@ -163,9 +132,10 @@ class SqliteMapStore(MapStore):
         ConfigError
             If the file cannot be opened as a SQLite database.
         """
-        file = self._file
+        options = self.options
         try:
-            return get_client(("sqlite", file), file.connect, _close, per_thread=True)
+            conns = shared_connections(("sqlite", options), lambda: _connect_file(options), _close, per_thread=True)
+            return conns.get()
         except (OSError, sqlite3.Error) as exc:
             msg = (
                 f"cannot open the SQLite map state {self.describe()}: {exc}; check that the directory is "
@@ -175,33 +145,17 @@ class SqliteMapStore(MapStore):
 
     def write(self, body: Callable[[sqlite3.Connection], T], *, what: str) -> T:
         """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction; retry while the file is busy."""
-        conn = self.connection()
-        deadline = time.monotonic() + self.timeout
-        delay = 0.002
-        while True:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    result = body(conn)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-                return result
-            except sqlite3.Error as exc:
-                if _is_busy(exc) and time.monotonic() < deadline:
-                    time.sleep(delay)
-                    delay = min(delay * 2, 0.1)
-                    continue
-                hint = (
-                    f"another process held the write lock for more than timeout={self.timeout}s; "
-                    "raise timeout or write less per batch"
-                    if _is_busy(exc)
-                    else "check the file and the disk"
-                )
-                msg = f"SQLite map state {self.describe()}: {what} failed: {exc}; {hint}"
-                raise StateError(msg) from exc
+
+        def failure(exc: sqlite3.Error) -> str:
+            hint = (
+                f"another process held the write lock for more than timeout={self.timeout}s; "
+                "raise timeout or write less per batch"
+                if is_busy(exc)
+                else "check the file and the disk"
+            )
+            return f"SQLite map state {self.describe()}: {what} failed: {exc}; {hint}"
+
+        return write_transaction(self.connection(), body, timeout=self.timeout, failure=failure)
 
     def ensure_table(self, state_type: StateType) -> None:
         """Create the table (once per process) and check which kind of map owns it.
@@ -371,3 +325,75 @@ class SqliteMapState(MapStateFamily):
             ``"NORMAL"`` or ``"FULL"``.
         """
         return SqliteMapStore(_path_of(url_or_path), table, timeout, synchronous)
+
+
+class SqliteMapCatalog(MapCatalog):
+    """The Trident map states of one SQLite file (the tables ``weir_trident_maps`` lists)."""
+
+    def __init__(self, options: SqliteOptions) -> None:
+        self.options = options
+
+    def describe(self) -> str:
+        """``sqlite:///<path>``."""
+        return f"sqlite:///{self.options.path}"
+
+    def _conn(self) -> sqlite3.Connection:
+        options = self.options
+        return shared_connections(("sqlite", options), lambda: _connect_file(options), _close, per_thread=True).get()
+
+    def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
+        try:
+            return self._conn().execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            msg = f"reading Trident map states of {self.describe()} failed: {exc}"
+            raise StateError(msg) from exc
+
+    def maps(self) -> list[MapInfo]:
+        """Every table ``weir_trident_maps`` lists, with its state type."""
+        known = self._read("SELECT name FROM sqlite_schema WHERE type = 'table' AND name = 'weir_trident_maps'")
+        if not known:
+            return []
+        rows = self._read("SELECT name, state_type FROM weir_trident_maps ORDER BY name")
+        return [MapInfo(name, StateType.parse(kind)) for name, kind in rows]
+
+    def store(self, name: str) -> SqliteMapStore:
+        """The :class:`SqliteMapStore` of the table ``name``."""
+        return SqliteMapStore(self.options.path, name, self.options.timeout, self.options.synchronous)
+
+    def scan(self, name: str) -> Iterator[tuple[str, bytes | str]]:
+        """``(JSON key, JSON cell)`` rows of the table, sorted by key."""
+        table = self.store(name).table
+        yield from self._read(f'SELECT k, v FROM "{table}" ORDER BY k')
+
+    def count(self, name: str) -> int:
+        """Rows of the table."""
+        return int(self._read(f'SELECT count(*) FROM "{self.store(name).table}"')[0][0])
+
+    def delete(self, name: str, keys: list[Key]) -> None:
+        """Delete the rows of ``keys`` in one transaction."""
+        store = self.store(name)
+        where = store.describe()
+        encoded = [(encode_key(k, where=where),) for k in keys]
+        sql = f'DELETE FROM "{store.table}" WHERE k = ?'
+        store.write(lambda conn: conn.executemany(sql, encoded), what=f"delete of {len(encoded)} keys")
+
+    def drop(self, name: str) -> None:
+        """Drop the table and its ``weir_trident_maps`` row (one transaction)."""
+        store = self.store(name)
+
+        def body(conn: sqlite3.Connection) -> None:
+            conn.execute(_META)
+            conn.execute("DELETE FROM weir_trident_maps WHERE name = ?", (store.table,))
+            conn.execute(f'DROP TABLE IF EXISTS "{store.table}"')
+
+        store.write(body, what="dropping the map state")
+        _ENSURED.difference_update({m for m in _ENSURED if m[:2] == (store.path, store.table)})
+
+    def register(self, name: str, state_type: StateType) -> None:
+        """Create the table of ``name`` for ``state_type`` (refused if it holds another type)."""
+        self.store(name).ensure_table(state_type)
+
+
+def catalog_for(backend: Any) -> SqliteMapCatalog:
+    """The catalog of the file of a :class:`~weir.state.sqlite.kv.SqliteBackend`."""
+    return SqliteMapCatalog(backend.options)

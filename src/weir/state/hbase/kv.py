@@ -58,9 +58,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from weir.errors import ConfigError, FencedError, StateError
-from weir.state._hbase_client import HBaseClient, HBaseSettings
 from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
 from weir.state.config import ProviderConfig
+from weir.state.hbase.client import HBaseClient, HBaseSettings
 
 __all__ = ["HBaseBackend", "HBaseSettings", "open_backend"]
 

@@ -16,17 +16,24 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-import redis
-import redis.cluster
-import redis.exceptions as rexc
-from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
-from redis.retry import Retry
-
 from weir._redact import redact_text, redact_url
 from weir.errors import ConfigError
+
+try:
+    import redis
+    import redis.cluster
+    import redis.exceptions as rexc
+    from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
+    from redis.retry import Retry
+except ImportError as _exc:  # pragma: no cover - the redis extra is not installed
+    _msg = (
+        "weir's Redis store (the redis provider, RedisMapState, RedisStreamSpout) needs redis-py: "
+        "pip install 'weir[redis]'"
+    )
+    raise ConfigError(_msg) from _exc
 from weir.state.config import ProviderConfig
 
-__all__ = ["REDIS_ERRORS", "RedisSettings", "redis_client"]
+__all__ = ["REDIS_ERRORS", "RedisSettings", "close_client", "redis_client"]
 
 _DEFAULT_TIMEOUT_MS = 2000
 _RETRIES = 8
@@ -407,3 +414,8 @@ def redis_client(cfg: ProviderConfig | RedisSettings | str) -> Any:
             client.close()
         raise _open_error(settings, exc) from None
     return client
+
+
+def close_client(client: Any) -> None:
+    """Close ``client``'s connection pool (the closer of the per-process connection cache)."""
+    client.close()

@@ -20,98 +20,27 @@ Several servers are spread over with pymemcache's ``HashClient`` (rendezvous has
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from weir.errors import ConfigError, StateError
-from weir.trident.backing._clients import discard_client, get_client
+from weir.state._connections import ProcessConnections, shared_connections
+from weir.state.memcached.client import (
+    _MAX_PREFIX,
+    _import_pymemcache,
+    _safe,
+    _servers,
+    close_client,
+    memcached_key,
+    open_client,
+)
 from weir.trident.backing._codec import decode_cell, encode_cell, encode_key
 from weir.trident.backing._factory import MapStateFamily, MapStore
 from weir.trident.state import BackingMap, Key, StateType, as_keys
 from weir.trident.state.map_state import check_same_length
 
 __all__ = ["MemcachedBackingMap", "MemcachedMapState", "MemcachedMapStore", "memcached_key"]
-
-_MAX_KEY = 250
-_MAX_PREFIX = 200
-
-
-def _safe(text: str) -> bool:
-    return all("!" <= ch <= "~" for ch in text)
-
-
-def memcached_key(prefix: str, json_key: str) -> str:
-    """The memcached key of a map key's JSON form: ``prefix + json_key`` or ``prefix + '#' + sha1``."""
-    full = prefix + json_key
-    if len(full) <= _MAX_KEY and _safe(json_key):
-        return full
-    return prefix + "#" + hashlib.sha1(json_key.encode("utf-8", "surrogatepass")).hexdigest()  # noqa: S324
-
-
-def _import_pymemcache() -> Any:
-    try:
-        import pymemcache
-    except ImportError as exc:
-        msg = "MemcachedMapState needs pymemcache: pip install 'weir[memcached]'"
-        raise ConfigError(msg) from exc
-    return pymemcache
-
-
-def _parse_server(text: str) -> tuple[str, int]:
-    text = text.strip()
-    if text.startswith("["):
-        host, _, rest = text[1:].partition("]")
-        port_text = rest.removeprefix(":")
-    elif ":" in text:
-        host, _, port_text = text.rpartition(":")
-    else:
-        host, port_text = text, "11211"
-    if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        msg = f"MemcachedMapState: server {text!r} is not 'host:port'"
-        raise ConfigError(msg)
-    return host, int(port_text)
-
-
-def _servers(spec: Any) -> tuple[tuple[str, int], ...]:
-    if isinstance(spec, str):
-        scheme, sep, rest = spec.partition("://")
-        if sep:
-            if scheme.lower() != "memcached":
-                msg = f"MemcachedMapState: url {spec!r} must look like memcached://host:port[,host:port...]"
-                raise ConfigError(msg)
-            spec = rest.rstrip("/")
-        parts: list[Any] = [p for p in spec.split(",") if p.strip()]
-    elif isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[1], int):
-        parts = [spec]
-    elif isinstance(spec, (list, tuple)):
-        parts = list(spec)
-    else:
-        parts = []
-    out: list[tuple[str, int]] = []
-    for part in parts:
-        if isinstance(part, str):
-            out.append(_parse_server(part))
-        elif (
-            isinstance(part, (list, tuple))
-            and len(part) == 2
-            and isinstance(part[0], str)
-            and isinstance(part[1], int)
-            and not isinstance(part[1], bool)
-        ):
-            out.append(_parse_server(f"{part[0]}:{part[1]}"))
-        else:
-            parts = []
-            break
-    if not out or not parts:
-        msg = (
-            "MemcachedMapState: give the servers as 'memcached://host:port[,host:port]', 'host:port', "
-            f"or a list of 'host:port' / (host, port); got {spec!r}"
-        )
-        raise ConfigError(msg)
-    return tuple(out)
-
 
 @dataclass(frozen=True)
 class MemcachedMapStore(MapStore):
@@ -157,27 +86,18 @@ class MemcachedMapStore(MapStore):
         return f"memcached://{hosts} key prefix {self.key_prefix!r}"
 
     def _open(self) -> Any:
-        _import_pymemcache()
-        from pymemcache.client.base import Client
-        from pymemcache.client.hash import HashClient
-
-        if len(self.servers) == 1:
-            return Client(
-                self.servers[0], connect_timeout=self.timeout, timeout=self.timeout, no_delay=True,
-                default_noreply=False,
-            )  # fmt: skip
-        return HashClient(
-            list(self.servers), connect_timeout=self.timeout, timeout=self.timeout, no_delay=True,
-            default_noreply=False, retry_attempts=1, dead_timeout=self.timeout,
-        )  # fmt: skip
+        return open_client(self.servers, self.timeout)
 
     def client(self) -> Any:
         """The pymemcache client of this process and thread, opened on first use."""
-        return get_client(("memcached", self.servers, self.timeout), self._open, _close, per_thread=True)
+        return self._connections().get()
+
+    def _connections(self) -> ProcessConnections[Any]:
+        return shared_connections(("memcached", self.servers, self.timeout), self._open, close_client, per_thread=True)
 
     def discard(self, client: Any) -> None:
         """Close and forget a client whose connection failed (the next call reconnects)."""
-        discard_client(("memcached", self.servers, self.timeout), client)
+        self._connections().discard(client)
 
     def validate(self, state_type: StateType) -> None:
         """Ask every server for its version now.
@@ -207,10 +127,6 @@ class MemcachedMapStore(MapStore):
     def backing_map(self, state_type: StateType) -> MemcachedBackingMap:
         """A :class:`MemcachedBackingMap` of ``state_type`` cells under this prefix."""
         return MemcachedBackingMap(self, state_type)
-
-
-def _close(client: Any) -> None:
-    client.close()
 
 
 class MemcachedBackingMap(BackingMap[Any]):

@@ -50,9 +50,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import os
 import struct
-import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -60,10 +58,11 @@ from typing import Any
 import redis.exceptions as rexc
 
 from weir.errors import FencedError, StateError
-from weir.state._redis_client import REDIS_ERRORS as _ERRORS
-from weir.state._redis_client import RedisSettings, redis_client
+from weir.state._connections import ProcessConnections
 from weir.state.backend import Backend, Changes, TxidRecord, fenced_message
 from weir.state.config import ProviderConfig
+from weir.state.redis.client import REDIS_ERRORS as _ERRORS
+from weir.state.redis.client import RedisSettings, close_client, redis_client
 
 __all__ = ["COMMIT_CHUNK", "INLINE_LIMIT", "RedisBackend", "RedisSettings", "open_backend", "redis_client"]
 
@@ -351,9 +350,9 @@ class RedisBackend(Backend):
 
     def __init__(self, settings: RedisSettings) -> None:
         self.settings = settings
-        self._client: Any = None
-        self._pid = -1
-        self._lock = threading.Lock()
+        self._conns: ProcessConnections[Any] = ProcessConnections(
+            lambda: redis_client(self.settings), close_client, per_thread=False
+        )
         self._keys: dict[str, tuple[bytes, bytes, bytes]] = {}
         self.commit_chunk = COMMIT_CHUNK
 
@@ -370,21 +369,11 @@ class RedisBackend(Backend):
     @property
     def client(self) -> Any:
         """The client of this process (made on first use, and anew in a forked child)."""
-        pid = os.getpid()
-        if self._client is None or self._pid != pid:
-            if self._pid != pid:
-                self._lock = threading.Lock()
-            with self._lock:
-                if self._client is None or self._pid != pid:
-                    self._client = redis_client(self.settings)
-                    self._pid = pid
-        return self._client
+        return self._conns.get()
 
     def close(self) -> None:
         """Close this process's connections."""
-        if self._client is not None and self._pid == os.getpid():
-            self._client.close()
-        self._client = None
+        self._conns.close()
 
     def keys(self, namespace: str) -> tuple[bytes, bytes, bytes]:
         """Redis keys ``(rows, prepare, txid)`` of ``namespace``."""

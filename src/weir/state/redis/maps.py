@@ -20,30 +20,34 @@ What is atomic
   every key of the map then lives in one slot — on one master — and ``multi_put`` is one atomic
   ``MSET`` (at the price of one master holding, and serving, the whole map).
 
-Connections are made per process with :func:`weir.state._redis_client.redis_client` (which PINGs,
+Connections are made per process with :func:`weir.state.redis.client.redis_client` (which PINGs,
 checks the server's mode and turns failures into :class:`~weir.errors.ConfigError`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from weir._redact import redact_config, redact_url
 from weir.errors import ConfigError, StateError
-from weir.state._redis_client import REDIS_ERRORS, RedisSettings, redis_client
-from weir.trident.backing._clients import get_client
+from weir.state._connections import shared_connections
+from weir.state.redis.client import REDIS_ERRORS, RedisSettings, close_client, redis_client
+from weir.trident.backing._catalog import MapCatalog, MapInfo
 from weir.trident.backing._codec import decode_cell, encode_cell, encode_key
 from weir.trident.backing._factory import MapStateFamily, MapStore
 from weir.trident.state import BackingMap, Key, StateType, as_keys
 from weir.trident.state.map_state import check_same_length
 
-__all__ = ["RedisBackingMap", "RedisMapState", "RedisMapStore"]
+__all__ = ["REGISTRY_KEY", "RedisBackingMap", "RedisMapCatalog", "RedisMapState", "RedisMapStore"]
 
-
-def _close(client: Any) -> None:
-    client.close()
+#: hash of every map state's key prefix → its state type, so ``weir state`` finds them
+REGISTRY_KEY = "weir:trident:maps"
+_REGISTERED: set[tuple[RedisSettings, str, str, int]] = set()
+_SCAN_COUNT = 1000
+_MGET_CHUNK = 1000
 
 
 @dataclass(frozen=True)
@@ -101,11 +105,24 @@ class RedisMapStore(MapStore):
                 msg = f"RedisMapState (key prefix {self.key_prefix!r}): {exc}"
                 raise ConfigError(msg) from exc
 
-        return get_client(("redis", settings), open_client, _close, per_thread=False)
+        return shared_connections(("redis", settings), open_client, close_client, per_thread=False).get()
 
     def validate(self, state_type: StateType) -> None:
-        """Connect now (PING and a mode check)."""
-        self.client()
+        """Connect now (PING and a mode check) and record the map state in :data:`REGISTRY_KEY`."""
+        self.register(state_type)
+
+    def register(self, state_type: StateType) -> None:
+        """Record this prefix's state type in :data:`REGISTRY_KEY` (once per process)."""
+        mark = (self.settings, self.key_prefix, state_type.value, os.getpid())
+        if mark in _REGISTERED:
+            return
+        try:
+            self.client().hset(REGISTRY_KEY, self.key_prefix, state_type.value)
+        except REDIS_ERRORS as exc:
+            reason = self.settings.scrub(f"{type(exc).__name__}: {exc}")
+            msg = f"RedisMapState {self.describe()}: recording the map state in {REGISTRY_KEY!r} failed ({reason})"
+            raise StateError(msg) from exc
+        _REGISTERED.add(mark)
 
     def backing_map(self, state_type: StateType) -> RedisBackingMap:
         """A :class:`RedisBackingMap` of ``state_type`` cells under this prefix."""
@@ -180,10 +197,17 @@ class RedisBackingMap(BackingMap[Any]):
         mapping = {rk: encode_cell(v, st, k, where=where) for rk, k, v in zip(rkeys, ks, vals, strict=True)}
         client = self.store.client()
         try:
-            if self.store.settings.cluster and not self.store.single_slot:
-                client.mset_nonatomic(mapping)
-            else:
-                client.mset(mapping)
+            if self.store.settings.cluster:
+                self.store.register(st)  # the registry lives in another slot: once per process
+                if self.store.single_slot:
+                    client.mset(mapping)
+                else:
+                    client.mset_nonatomic(mapping)
+            else:  # the registry entry rides along in the same round trip
+                pipe = client.pipeline(transaction=False)
+                pipe.hset(REGISTRY_KEY, self.store.key_prefix, st.value)
+                pipe.mset(mapping)
+                pipe.execute()
         except REDIS_ERRORS as exc:
             err = self._fail("multi_put", len(mapping), exc)
             raise err from exc
@@ -249,3 +273,109 @@ class RedisMapState(MapStateFamily):
             Prefix of this map state's keys; give every map state its own.
         """
         return RedisMapStore(_settings(url), key_prefix)
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else value
+
+
+class RedisMapCatalog(MapCatalog):
+    """The Trident map states of one Redis server or cluster (the prefixes :data:`REGISTRY_KEY` lists)."""
+
+    def __init__(self, settings: RedisSettings) -> None:
+        self.settings = settings
+
+    def describe(self) -> str:
+        """The server's URL, without password."""
+        return self.settings.describe()
+
+    def _client(self) -> Any:
+        return RedisMapStore(self.settings).client()
+
+    def _fail(self, what: str, exc: BaseException) -> StateError:
+        reason = self.settings.scrub(f"{type(exc).__name__}: {exc}")
+        return StateError(f"{what} on {self.describe()} failed ({reason}); check that the server is up")
+
+    def maps(self) -> list[MapInfo]:
+        """Every prefix recorded in :data:`REGISTRY_KEY`, with its state type."""
+        try:
+            found = self._client().hgetall(REGISTRY_KEY)
+        except REDIS_ERRORS as exc:
+            msg = "reading the Trident map states"
+            raise self._fail(msg, exc) from exc
+        return sorted((MapInfo(_text(k), StateType.parse(_text(v))) for k, v in found.items()), key=lambda m: m.name)
+
+    def store(self, name: str) -> RedisMapStore:
+        """The :class:`RedisMapStore` of the key prefix ``name``."""
+        return RedisMapStore(self.settings, name)
+
+    def _keys(self, name: str) -> list[str]:
+        """Every Redis key of the map (``<prefix>[...``), sorted; SCAN on every primary of a cluster."""
+        client = self._client()
+        match = _glob_escape(name) + "\\["
+        try:
+            if self.settings.cluster:
+                conns = [client.get_redis_connection(n) for n in client.get_primaries()]
+            else:
+                conns = [client]
+            keys = {_text(k) for c in conns for k in c.scan_iter(match=match + "*", count=_SCAN_COUNT)}
+        except REDIS_ERRORS as exc:
+            msg = f"listing the keys of map state {name!r}"
+            raise self._fail(msg, exc) from exc
+        return sorted(keys)
+
+    def scan(self, name: str) -> Iterator[tuple[str, bytes | str]]:
+        """``(JSON key, JSON cell)`` of every key, sorted by key (``MGET`` in chunks of 1,000)."""
+        client = self._client()
+        keys = self._keys(name)
+        for i in range(0, len(keys), _MGET_CHUNK):
+            chunk = keys[i : i + _MGET_CHUNK]
+            try:
+                values = client.mget_nonatomic(chunk) if self.settings.cluster else client.mget(chunk)
+            except REDIS_ERRORS as exc:
+                msg = f"reading map state {name!r}"
+                raise self._fail(msg, exc) from exc
+            for key, value in zip(chunk, values, strict=True):
+                if value is not None:  # deleted since the SCAN
+                    yield key[len(name) :], value
+
+    def count(self, name: str) -> int:
+        """Keys of the map (a SCAN)."""
+        return len(self._keys(name))
+
+    def delete(self, name: str, keys: list[Key]) -> None:
+        """Delete the Redis keys of ``keys`` (one ``DEL`` per key)."""
+        rkeys = RedisBackingMap(self.store(name), StateType.NON_TRANSACTIONAL).redis_keys(keys)
+        self._delete(name, rkeys)
+
+    def _delete(self, name: str, rkeys: list[str]) -> None:
+        client = self._client()
+        try:
+            for rk in rkeys:
+                client.delete(rk)
+        except REDIS_ERRORS as exc:
+            msg = f"deleting keys of map state {name!r}"
+            raise self._fail(msg, exc) from exc
+
+    def drop(self, name: str) -> None:
+        """Delete every key of the map and its :data:`REGISTRY_KEY` entry."""
+        self._delete(name, self._keys(name))
+        try:
+            self._client().hdel(REGISTRY_KEY, name)
+        except REDIS_ERRORS as exc:
+            msg = f"forgetting map state {name!r}"
+            raise self._fail(msg, exc) from exc
+        _REGISTERED.difference_update({m for m in _REGISTERED if m[:2] == (self.settings, name)})
+
+    def register(self, name: str, state_type: StateType) -> None:
+        """Record ``name`` as a map state of ``state_type``."""
+        self.store(name).register(state_type)
+
+
+def catalog_for(backend: Any) -> RedisMapCatalog:
+    """The catalog of the server of a :class:`~weir.state.redis.kv.RedisBackend`."""
+    return RedisMapCatalog(backend.settings)
