@@ -26,6 +26,7 @@ spout refuses a compacted topic at submit: declare ``OPAQUE`` for those.
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import re
@@ -47,6 +48,8 @@ __all__ = ["KafkaSpout"]
 log = logging.getLogger("weir.sources")
 
 _FORMATS = ("bytes", "utf-8", "json")
+#: records asked of the client per consume() call
+_CONSUME_BATCH = 50_000
 _META = ("topic", "partition", "offset", "timestamp", "headers")
 #: one consumer per settings and process (executors reuse their Python workers)
 _CONSUMERS: dict[tuple[tuple[str, str], ...], Any] = {}
@@ -407,30 +410,29 @@ class KafkaSpout(ReplayableSpout):
             last_progress = time.monotonic()
             pos = s
             while pos < e:
-                msgs = consumer.consume(min(10_000, max(1, e - pos)), 0.5)
-                # one pass over the messages, every field into its column list
-                keys: list[Any] = []
-                vals: list[Any] = []
-                offs: list[int] = []
-                tss: list[Any] = []
-                hdrs: list[Any] = []
-                for m in msgs:
-                    err = m.error()
-                    if err is not None:
-                        if err.code() == ck.KafkaError._PARTITION_EOF:
-                            continue
-                        msg = f"{self.describe()}: topic {topic!r} partition {part} range {rng}: {err}"
-                        raise SourceError(msg)
-                    off = m.offset()
-                    if off >= e:
-                        pos = e
-                        break
-                    keys.append(m.key())
-                    vals.append(m.value())
-                    offs.append(off)
-                    tss.append(m.timestamp()[1])
-                    hdrs.append(m.headers())
-                    pos = off + 1
+                msgs = consumer.consume(min(_CONSUME_BATCH, max(1, e - pos)), 0.5)
+                if msgs and any(m.error() is not None for m in msgs):
+                    kept = []
+                    for m in msgs:
+                        err = m.error()
+                        if err is None:
+                            kept.append(m)
+                        elif err.code() != ck.KafkaError._PARTITION_EOF:
+                            msg = f"{self.describe()}: topic {topic!r} partition {part} range {rng}: {err}"
+                            raise SourceError(msg)
+                    msgs = kept
+                # column by column (list comprehensions: no per-record Python objects beyond the client's)
+                offs = [m.offset() for m in msgs]
+                if offs and offs[-1] >= e:  # a fetch may return records past the range's end
+                    cut = bisect.bisect_left(offs, e)
+                    msgs, offs = msgs[:cut], offs[:cut]
+                    pos = e
+                elif offs:
+                    pos = offs[-1] + 1
+                keys = [m.key() for m in msgs]
+                vals = [m.value() for m in msgs]
+                tss = [m.timestamp()[1] for m in msgs]
+                hdrs = [m.headers() for m in msgs]
                 if offs:
                     last_progress = time.monotonic()
                     yield self._batch(topic, part, keys, vals, offs, tss, hdrs)
