@@ -37,7 +37,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from weir._kafka import check_settings, client_module, describe_servers, topic_partitions
+from weir._kafka import (
+    check_settings,
+    client_module,
+    describe_servers,
+    error_callback,
+    explain,
+    topic_partitions,
+)
 from weir.errors import ConfigError, SourceError
 from weir.sources._schema import Column, converter, parse_columns
 from weir.sources.replayable import Offset, ReadLimit, ReplayableSpout
@@ -230,7 +237,7 @@ class KafkaSpout(ReplayableSpout):
                                                         request_timeout=self.connect_timeout_s)
             out = {(tp.topic, tp.partition): int(f.result(self.connect_timeout_s).offset) for tp, f in futures.items()}
         except Exception as exc:
-            msg = f"{self.describe()}: listing the {spec} offsets of {len(tps)} partitions failed: {exc}"
+            msg = f"{self.describe()}: listing the {spec} offsets of {len(tps)} partitions failed: {explain(self.settings, exc)}"
             raise SourceError(msg) from exc
         if spec not in ("earliest", "latest"):  # no record at/after the time: start at the end
             ends = self._list_offsets([k for k, v in out.items() if v < 0], "latest")
@@ -273,7 +280,7 @@ class KafkaSpout(ReplayableSpout):
             fut = admin(self.settings).describe_configs([res], request_timeout=self.connect_timeout_s)[res]
             return {k: str(v.value) for k, v in fut.result(self.connect_timeout_s).items()}
         except Exception as exc:
-            msg = f"{self.describe()}: describing topic {topic!r} failed: {exc}"
+            msg = f"{self.describe()}: describing topic {topic!r} failed: {explain(self.settings, exc)}"
             raise SourceError(msg) from exc
 
     def validate(self) -> None:
@@ -358,7 +365,7 @@ class KafkaSpout(ReplayableSpout):
         key = tuple(sorted(settings.items()))
         c = _CONSUMERS.get(key)
         if c is None:
-            c = client_module().Consumer(settings)
+            c = client_module().Consumer({**settings, "error_cb": error_callback(self.settings)})
             _CONSUMERS[key] = c
         return c
 
@@ -384,7 +391,7 @@ class KafkaSpout(ReplayableSpout):
                 break
             except Exception as exc:
                 if time.monotonic() > deadline:
-                    msg = f"{self.describe()}: topic {topic!r} partition {part}: reading the watermarks failed: {exc}"
+                    msg = f"{self.describe()}: topic {topic!r} partition {part}: reading the watermarks failed: {explain(self.settings, exc)}"
                     raise SourceError(msg) from exc
                 time.sleep(0.5)
         if fresh and low > s:
@@ -418,7 +425,7 @@ class KafkaSpout(ReplayableSpout):
                         if err is None:
                             kept.append(m)
                         elif err.code() != ck.KafkaError._PARTITION_EOF:
-                            msg = f"{self.describe()}: topic {topic!r} partition {part} range {rng}: {err}"
+                            msg = f"{self.describe()}: topic {topic!r} partition {part} range {rng}: {explain(self.settings, err)}"
                             raise SourceError(msg)
                     msgs = kept
                 # column by column (list comprehensions: no per-record Python objects beyond the client's)
