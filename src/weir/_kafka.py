@@ -13,7 +13,17 @@ from typing import Any
 from weir._redact import collect_secrets, redact_text
 from weir.errors import ConfigError, SourceError
 
-__all__ = ["admin", "check_settings", "client_module", "describe_servers", "explain", "scrub", "serve_errors", "topic_partitions"]
+__all__ = [
+    "admin",
+    "check_settings",
+    "client_module",
+    "describe_servers",
+    "error_callback",
+    "explain",
+    "scrub",
+    "serve_errors",
+    "topic_partitions",
+]
 
 #: keys weir sets itself on the clients it makes (a user value would break the read or the protocol)
 RESERVED = frozenset(

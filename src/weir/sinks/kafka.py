@@ -235,7 +235,8 @@ class TransactionalPublisher:
             self._reset(ck)
             if isinstance(exc, ConfigError):
                 raise
-            msg = f"{self.describe()}: publishing txid {txid} ({len(records)} records) failed: {explain(self.settings, exc)}"
+            why = explain(self.settings, exc)
+            msg = f"{self.describe()}: publishing txid {txid} ({len(records)} records) failed: {why}"
             raise StateError(msg) from exc
         self._marker = txid
         return len(records)

@@ -237,7 +237,8 @@ class KafkaSpout(ReplayableSpout):
                                                         request_timeout=self.connect_timeout_s)
             out = {(tp.topic, tp.partition): int(f.result(self.connect_timeout_s).offset) for tp, f in futures.items()}
         except Exception as exc:
-            msg = f"{self.describe()}: listing the {spec} offsets of {len(tps)} partitions failed: {explain(self.settings, exc)}"
+            why = explain(self.settings, exc)
+            msg = f"{self.describe()}: listing the {spec} offsets of {len(tps)} partitions failed: {why}"
             raise SourceError(msg) from exc
         if spec not in ("earliest", "latest"):  # no record at/after the time: start at the end
             ends = self._list_offsets([k for k, v in out.items() if v < 0], "latest")
@@ -362,6 +363,7 @@ class KafkaSpout(ReplayableSpout):
             "fetch.wait.max.ms": "50",
         })
         settings.setdefault("queued.max.messages.kbytes", "65536")
+        settings.setdefault("max.partition.fetch.bytes", "8388608")  # fewer fetch round trips per range
         key = tuple(sorted(settings.items()))
         c = _CONSUMERS.get(key)
         if c is None:
@@ -391,7 +393,8 @@ class KafkaSpout(ReplayableSpout):
                 break
             except Exception as exc:
                 if time.monotonic() > deadline:
-                    msg = f"{self.describe()}: topic {topic!r} partition {part}: reading the watermarks failed: {explain(self.settings, exc)}"
+                    why = explain(self.settings, exc)
+                    msg = f"{self.describe()}: topic {topic!r} partition {part}: reading the watermarks failed: {why}"
                     raise SourceError(msg) from exc
                 time.sleep(0.5)
         if fresh and low > s:
@@ -425,7 +428,8 @@ class KafkaSpout(ReplayableSpout):
                         if err is None:
                             kept.append(m)
                         elif err.code() != ck.KafkaError._PARTITION_EOF:
-                            msg = f"{self.describe()}: topic {topic!r} partition {part} range {rng}: {explain(self.settings, err)}"
+                            why = explain(self.settings, err)
+                            msg = f"{self.describe()}: topic {topic!r} partition {part} range {rng}: {why}"
                             raise SourceError(msg)
                     msgs = kept
                 # column by column (list comprehensions: no per-record Python objects beyond the client's)
