@@ -6,6 +6,7 @@ passes through: SASL, TLS, timeouts), cached clients per process and the error t
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -31,6 +32,7 @@ RESERVED = frozenset(
 )
 
 _ADMINS: dict[tuple[tuple[str, str], ...], Any] = {}
+_ADMINS_PID = [os.getpid()]  # clients made before a fork are not used by the child
 #: the last error a client of these settings reported (its error callback): why a request timed out
 _LAST_ERROR: dict[tuple[tuple[str, str], ...], str] = {}
 _LOCK = threading.Lock()
@@ -114,6 +116,9 @@ def admin(settings: Mapping[str, str]) -> Any:
     """A cached ``AdminClient`` for ``settings`` (one per process)."""
     key = tuple(sorted(settings.items()))
     with _LOCK:
+        if _ADMINS_PID[0] != os.getpid():
+            _ADMINS.clear()
+            _ADMINS_PID[0] = os.getpid()
         client = _ADMINS.get(key)
         if client is None:
             client = client_module().admin.AdminClient({**settings, "error_cb": error_callback(settings)})

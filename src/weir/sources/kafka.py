@@ -29,6 +29,7 @@ from __future__ import annotations
 import bisect
 import json
 import logging
+import os
 import re
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -58,8 +59,10 @@ _FORMATS = ("bytes", "utf-8", "json")
 #: records asked of the client per consume() call
 _CONSUME_BATCH = 50_000
 _META = ("topic", "partition", "offset", "timestamp", "headers")
-#: one consumer per settings and process (executors reuse their Python workers)
-_CONSUMERS: dict[tuple[tuple[str, str], ...], Any] = {}
+#: one consumer per settings and process (executors reuse their Python workers), with the pid that
+#: made it: a forked child (a Python worker forked from Spark's daemon) never uses its parent's
+#: client, whose librdkafka threads did not survive the fork
+_CONSUMERS: dict[tuple[tuple[str, str], ...], tuple[int, Any]] = {}
 
 
 class KafkaSpout(ReplayableSpout):
@@ -365,11 +368,12 @@ class KafkaSpout(ReplayableSpout):
         settings.setdefault("queued.max.messages.kbytes", "65536")
         settings.setdefault("max.partition.fetch.bytes", "8388608")  # fewer fetch round trips per range
         key = tuple(sorted(settings.items()))
-        c = _CONSUMERS.get(key)
-        if c is None:
-            c = client_module().Consumer({**settings, "error_cb": error_callback(self.settings)})
-            _CONSUMERS[key] = c
-        return c
+        pid = os.getpid()
+        mine = _CONSUMERS.get(key)
+        if mine is None or mine[0] != pid:
+            mine = (pid, client_module().Consumer({**settings, "error_cb": error_callback(self.settings)}))
+            _CONSUMERS[key] = mine
+        return mine[1]
 
     def read(self, start: Offset, end: Offset) -> Iterable[Any]:
         """The records of every partition in ``[start, end)`` as Arrow record batches."""
