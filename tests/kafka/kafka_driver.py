@@ -83,8 +83,9 @@ def main() -> int:
             if st.last_txid != seen.get(kind):
                 seen[kind] = st.last_txid
                 print(f"BATCH {kind} {st.last_txid} {st.tuples_in}", flush=True)
-            if not run.query.isActive:
-                run.await_termination(1)
+            # a query weir's supervisor is restarting (a transient failure) is inactive for a moment:
+            # only a run that ended is stopped (await_termination re-raises the error that ended it)
+            if not run.query.isActive and run.await_termination(1):
                 print(f"STOPPED {kind}", flush=True)
                 return 1
         time.sleep(0.2)
