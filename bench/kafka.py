@@ -5,6 +5,8 @@ gets N events (key ``k<i mod keys>``) in a topic of ``--partitions`` partitions.
 
 * **plain loop** — a confluent-kafka consumer assigned every partition, counting keys in a dict
   (the ceiling; the best of ``--repeat`` runs);
+* **KafkaSpout.read()** — the spout's read path alone, outside Spark: every partition's range into
+  Arrow record batches (the best of ``--repeat`` runs);
 * **Spark alone** — ``KafkaSpout`` as a Spark source, ``groupBy(key).count()`` per batch added to
   SQLite: Spark's own operators, not exactly once. (Spark's own Kafka source,
   ``spark-sql-kafka-0-10``, has no release for Spark 4.3.0 on Maven Central, so it cannot be measured.)
@@ -84,6 +86,19 @@ def plain_loop(bootstrap: str, topic: str, partitions: int, n: int) -> Counter[s
     finally:
         c.close()
     return counts
+
+
+def spout_read(spout: Any, n: int) -> float:
+    """Seconds ``KafkaSpout.read()`` takes over every partition's range, outside Spark (Arrow batches)."""
+    from weir.sources import ReadLimit
+
+    start = spout.initial_offset()
+    end = spout.latest_offset(start, ReadLimit())
+    t0 = time.perf_counter()
+    rows = sum(b.num_rows for s, e in spout.partitions(start, end) for b in spout.read(s, e))
+    secs = time.perf_counter() - t0
+    assert rows == n, f"KafkaSpout.read(): {rows} records, expected {n}"
+    return secs
 
 
 def retrying(fn: Any, *args: Any) -> Any:
@@ -215,6 +230,10 @@ def main() -> int:  # noqa: PLR0915 - a script
         rows.append({"variant": "plain loop: confluent-kafka consume()", "seconds": min(times),
                      "events_per_s": n / min(times), "batches": None, "runs_s": times})
         print(f"  plain loop: {human_rate(n / min(times))}", flush=True)
+        times = [spout_read(KafkaSpout(bs, topic), n) for _ in range(args.repeat)]
+        rows.append({"variant": "KafkaSpout.read() outside Spark (Arrow batches)", "seconds": min(times),
+                     "events_per_s": n / min(times), "batches": None, "runs_s": times})
+        print(f"  KafkaSpout.read(): {human_rate(n / min(times))}", flush=True)
 
         spark = local_spark("weir-bench-kafka")
         for kind in ("spark", "trident"):

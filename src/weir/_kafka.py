@@ -6,13 +6,25 @@ passes through: SASL, TLS, timeouts), cached clients per process and the error t
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping
 from typing import Any
 
+from weir._redact import collect_secrets, redact_text
 from weir.errors import ConfigError, SourceError
 
-__all__ = ["admin", "check_settings", "client_module", "describe_servers", "topic_partitions"]
+__all__ = [
+    "admin",
+    "check_settings",
+    "client_module",
+    "describe_servers",
+    "error_callback",
+    "explain",
+    "scrub",
+    "serve_errors",
+    "topic_partitions",
+]
 
 #: keys weir sets itself on the clients it makes (a user value would break the read or the protocol)
 RESERVED = frozenset(
@@ -20,6 +32,9 @@ RESERVED = frozenset(
 )
 
 _ADMINS: dict[tuple[tuple[str, str], ...], Any] = {}
+_ADMINS_PID = [os.getpid()]  # clients made before a fork are not used by the child
+#: the last error a client of these settings reported (its error callback): why a request timed out
+_LAST_ERROR: dict[tuple[tuple[str, str], ...], str] = {}
 _LOCK = threading.Lock()
 
 
@@ -59,13 +74,54 @@ def describe_servers(settings: Mapping[str, str]) -> str:
     return settings["bootstrap.servers"]
 
 
+def scrub(settings: Mapping[str, str], text: object) -> str:
+    """``text`` without any secret of ``settings`` (``sasl.password``, ``ssl.key.password``, ...)."""
+    return redact_text(str(text), collect_secrets(dict(settings)))
+
+
+def error_callback(settings: Mapping[str, str]) -> Any:
+    """An ``error_cb`` for a client of ``settings``: keeps its last error for :func:`explain`."""
+    key = tuple(sorted(settings.items()))
+
+    def on_error(err: Any) -> None:
+        _LAST_ERROR[key] = f"{err.name()}: {err.str()}"
+
+    return on_error
+
+
+def serve_errors(client: Any) -> None:
+    """Let ``client`` call its error callback now (confluent-kafka calls it only from ``poll``)."""
+    if client is not None:
+        try:
+            client.poll(0)
+        except Exception:  # noqa: S110 - only for a better message
+            pass
+
+
+def explain(settings: Mapping[str, str], exc: object) -> str:
+    """A failed request's error, with the client's last reported error (why it failed), secrets redacted."""
+    key = tuple(sorted(settings.items()))
+    text = str(exc)
+    last = _LAST_ERROR.get(key)
+    if last and last not in text:
+        text = f"{text}; the client reported {last}"
+    if last and "AUTHENTICATION" in last.upper():
+        text += " (check sasl.mechanism, sasl.username and sasl.password)"
+    elif last and "SSL" in last.upper():
+        text += " (check security.protocol and the ssl.* settings)"
+    return scrub(settings, text)
+
+
 def admin(settings: Mapping[str, str]) -> Any:
     """A cached ``AdminClient`` for ``settings`` (one per process)."""
     key = tuple(sorted(settings.items()))
     with _LOCK:
+        if _ADMINS_PID[0] != os.getpid():
+            _ADMINS.clear()
+            _ADMINS_PID[0] = os.getpid()
         client = _ADMINS.get(key)
         if client is None:
-            client = client_module().admin.AdminClient(dict(settings))
+            client = client_module().admin.AdminClient({**settings, "error_cb": error_callback(settings)})
             _ADMINS[key] = client
     return client
 
@@ -75,11 +131,12 @@ def topic_partitions(settings: Mapping[str, str], timeout: float, where: str) ->
     try:
         md = admin(settings).list_topics(timeout=timeout)
     except Exception as exc:
+        serve_errors(_ADMINS.get(tuple(sorted(settings.items()))))
         with _LOCK:  # a client for unreachable brokers would go on retrying (and logging) forever
             _ADMINS.pop(tuple(sorted(settings.items())), None)
         msg = (
             f"{where}: cannot reach the Kafka brokers at {describe_servers(settings)} within {timeout:.0f}s "
-            f"({exc}); check bootstrap_servers and the security settings"
+            f"({explain(settings, exc)}); check bootstrap_servers and the security settings"
         )
         raise SourceError(msg) from exc
     out: dict[str, int] = {}

@@ -24,15 +24,17 @@ from weir.sources import KafkaSpout  # noqa: E402
 from weir.topology import Fields, TopologyBuilder  # noqa: E402
 
 MAX_RECORDS = 100
+#: the drain reads what is left in larger batches (a batch's range, once planned, replays as it was)
+DRAIN_MAX_RECORDS = 1000
 
 
-def spout(bootstrap: str, topic: str) -> KafkaSpout:
-    return KafkaSpout(bootstrap, topic, max_records_per_batch=MAX_RECORDS, connect_timeout_s=20)
+def spout(bootstrap: str, topic: str, limit: int = MAX_RECORDS) -> KafkaSpout:
+    return KafkaSpout(bootstrap, topic, max_records_per_batch=limit, connect_timeout_s=20)
 
 
-def storm_topology(bootstrap: str, topic: str, out_topic: str) -> Any:
+def storm_topology(bootstrap: str, topic: str, out_topic: str, limit: int) -> Any:
     b = TopologyBuilder()
-    b.set_spout("kafka", spout(bootstrap, topic))
+    b.set_spout("kafka", spout(bootstrap, topic, limit))
     b.set_bolt("count", CountByKey("key"), 2).fields_grouping("kafka", Fields("key"))
     b.set_bolt("out", KafkaBolt(bootstrap, out_topic, value_field="value", key_field="key"), 2).shuffle_grouping(
         "kafka"
@@ -40,13 +42,14 @@ def storm_topology(bootstrap: str, topic: str, out_topic: str) -> Any:
     return b.create_topology()
 
 
-def trident_topology(bootstrap: str, topic: str, pg_url: str, table: str) -> Any:
+def trident_topology(bootstrap: str, topic: str, pg_url: str, table: str, limit: int) -> Any:
     from weir.trident import Count, TridentTopology
     from weir.trident.backing import PostgresMapState
 
     t = TridentTopology()
     factory = PostgresMapState.transactional(pg_url, table=table, key_columns={"key": "TEXT"}, value_type="BIGINT")
-    t.new_stream("kafka", spout(bootstrap, topic)).group_by(["key"]).persistent_aggregate(factory, Count(), "count")
+    stream = t.new_stream("kafka", spout(bootstrap, topic, limit))
+    stream.group_by(["key"]).persistent_aggregate(factory, Count(), "count")
     return t
 
 
@@ -59,9 +62,12 @@ def main() -> int:
         "topology.state.checkpoint.interval.ms": 300,
         "weir.batch.max.retries": 5,
     }
+    limit = DRAIN_MAX_RECORDS if mode == "drain" else MAX_RECORDS
     runs = {
-        "storm": weir.submit(f"{name}_storm", conf, storm_topology(bootstrap, topic, out_topic)),
-        "trident": weir.submit(f"{name}_trident", conf, trident_topology(bootstrap, topic, pg_url, f"{name}_trident")),
+        "storm": weir.submit(f"{name}_storm", conf, storm_topology(bootstrap, topic, out_topic, limit)),
+        "trident": weir.submit(
+            f"{name}_trident", conf, trident_topology(bootstrap, topic, pg_url, f"{name}_trident", limit)
+        ),
     }
     if mode == "drain":
         for kind, run in runs.items():
@@ -77,8 +83,9 @@ def main() -> int:
             if st.last_txid != seen.get(kind):
                 seen[kind] = st.last_txid
                 print(f"BATCH {kind} {st.last_txid} {st.tuples_in}", flush=True)
-            if not run.query.isActive:
-                run.await_termination(1)
+            # a query weir's supervisor is restarting (a transient failure) is inactive for a moment:
+            # only a run that ended is stopped (await_termination re-raises the error that ended it)
+            if not run.query.isActive and run.await_termination(1):
                 print(f"STOPPED {kind}", flush=True)
                 return 1
         time.sleep(0.2)

@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.crash, pytest.mark.slow, pytest.mark.services]
 
 DRIVER = Path(__file__).with_name("kafka_driver.py")
 SEED = int(os.environ.get("WEIR_E2E_SEED", "20240611"))
-N = 900
+N = 600
 KEYS = 12
 
 
@@ -123,7 +123,7 @@ def test_exactly_once_through_kafka_with_driver_and_leader_crashes(
     with KafkaCluster(workdir=tmp_path / "kafka") as cluster:
         topic = create_topic(cluster.bootstrap, 3, 3, name="events")
         out_topic = create_topic(cluster.bootstrap, 2, 3, name="counted")
-        producer = Producer(cluster.bootstrap, topic, seconds=30)
+        producer = Producer(cluster.bootstrap, topic, seconds=12)
         args = [str(tmp_path / "state"), postgres_database.url, cluster.bootstrap, topic, out_topic, name]
         env = {k: v for k, v in os.environ.items() if k not in ("WEIR_CRASH_AT", "WEIR_CRASH_PGID")}
         env["PYSPARK_PYTHON"] = sys.executable
@@ -140,11 +140,11 @@ def test_exactly_once_through_kafka_with_driver_and_leader_crashes(
         first = d.wait_for("BATCH", 300)
         assert first is not None, f"the driver made no progress\n{d.stderr_tail()}"
         leader = cluster.broker(cluster.leader_of(topic, 0))
-        time.sleep(rng.uniform(0.5, 3.0))
+        time.sleep(rng.uniform(0.5, 2.0))
         leader.kill()
-        time.sleep(rng.uniform(2.0, 5.0))
+        time.sleep(rng.uniform(1.5, 3.0))
         leader.start()
-        time.sleep(rng.uniform(2.0, 6.0))
+        time.sleep(rng.uniform(1.0, 3.0))
         ended_by_itself = d.proc.poll() is not None
         d.kill()
         assert ended_by_itself or d.proc.returncode == -signal.SIGKILL

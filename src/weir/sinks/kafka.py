@@ -38,7 +38,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from weir._kafka import admin, check_settings, client_module, describe_servers
+from weir._kafka import admin, check_settings, client_module, describe_servers, error_callback, explain, serve_errors
 from weir.checkpoint.faults import crash_point
 from weir.errors import ConfigError, StateError
 from weir.topology.components import StatefulBolt
@@ -180,15 +180,28 @@ class TransactionalPublisher:
             ck = client_module()
             self.ensure_topics()
             p = ck.Producer({**self.settings, "transactional.id": self.transactional_id, "linger.ms": "5",
-                             "transaction.timeout.ms": "60000"})
+                             "transaction.timeout.ms": "60000", "error_cb": error_callback(self.settings)})
             p.init_transactions(self.timeout_s)  # fences older producers of this id, aborts their transaction
             self._producer = p
             self._marker = self.last_marker()
         return self._producer
 
     def published(self, txid: int) -> bool:
-        """Whether this writer's marker covers ``txid``."""
-        self._open()
+        """Whether this writer's marker covers ``txid``.
+
+        Raises
+        ------
+        StateError
+            The brokers cannot be reached or refuse this writer (secrets redacted).
+        """
+        try:
+            self._open()
+        except Exception as exc:
+            self._reset(client_module())
+            if isinstance(exc, ConfigError):
+                raise
+            msg = f"{self.describe()}: opening the transactional producer failed: {explain(self.settings, exc)}"
+            raise StateError(msg) from exc
         return self._marker is not None and self._marker >= txid
 
     def publish(self, txid: int, records: Sequence[Record], headers: Sequence[tuple[str, bytes]] | None = None) -> int:
@@ -222,7 +235,8 @@ class TransactionalPublisher:
             self._reset(ck)
             if isinstance(exc, ConfigError):
                 raise
-            msg = f"{self.describe()}: publishing txid {txid} ({len(records)} records) failed: {exc}"
+            why = explain(self.settings, exc)
+            msg = f"{self.describe()}: publishing txid {txid} ({len(records)} records) failed: {why}"
             raise StateError(msg) from exc
         self._marker = txid
         return len(records)
@@ -233,6 +247,8 @@ class TransactionalPublisher:
 
     def _reset(self, ck: Any) -> None:
         """Forget the producer (a fresh one aborts what this one left open) and the cached marker."""
+        serve_errors(self._producer)
+        serve_errors(admin(self.settings))
         p, self._producer, self._marker = self._producer, None, None
         if p is not None:
             try:

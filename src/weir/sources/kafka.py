@@ -26,8 +26,10 @@ spout refuses a compacted topic at submit: declare ``OPAQUE`` for those.
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
+import os
 import re
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -36,7 +38,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from weir._kafka import check_settings, client_module, describe_servers, topic_partitions
+from weir._kafka import (
+    check_settings,
+    client_module,
+    describe_servers,
+    error_callback,
+    explain,
+    topic_partitions,
+)
 from weir.errors import ConfigError, SourceError
 from weir.sources._schema import Column, converter, parse_columns
 from weir.sources.replayable import Offset, ReadLimit, ReplayableSpout
@@ -47,9 +56,13 @@ __all__ = ["KafkaSpout"]
 log = logging.getLogger("weir.sources")
 
 _FORMATS = ("bytes", "utf-8", "json")
+#: records asked of the client per consume() call
+_CONSUME_BATCH = 50_000
 _META = ("topic", "partition", "offset", "timestamp", "headers")
-#: one consumer per settings and process (executors reuse their Python workers)
-_CONSUMERS: dict[tuple[tuple[str, str], ...], Any] = {}
+#: one consumer per settings and process (executors reuse their Python workers), with the pid that
+#: made it: a forked child (a Python worker forked from Spark's daemon) never uses its parent's
+#: client, whose librdkafka threads did not survive the fork
+_CONSUMERS: dict[tuple[tuple[str, str], ...], tuple[int, Any]] = {}
 
 
 class KafkaSpout(ReplayableSpout):
@@ -227,7 +240,8 @@ class KafkaSpout(ReplayableSpout):
                                                         request_timeout=self.connect_timeout_s)
             out = {(tp.topic, tp.partition): int(f.result(self.connect_timeout_s).offset) for tp, f in futures.items()}
         except Exception as exc:
-            msg = f"{self.describe()}: listing the {spec} offsets of {len(tps)} partitions failed: {exc}"
+            why = explain(self.settings, exc)
+            msg = f"{self.describe()}: listing the {spec} offsets of {len(tps)} partitions failed: {why}"
             raise SourceError(msg) from exc
         if spec not in ("earliest", "latest"):  # no record at/after the time: start at the end
             ends = self._list_offsets([k for k, v in out.items() if v < 0], "latest")
@@ -270,7 +284,7 @@ class KafkaSpout(ReplayableSpout):
             fut = admin(self.settings).describe_configs([res], request_timeout=self.connect_timeout_s)[res]
             return {k: str(v.value) for k, v in fut.result(self.connect_timeout_s).items()}
         except Exception as exc:
-            msg = f"{self.describe()}: describing topic {topic!r} failed: {exc}"
+            msg = f"{self.describe()}: describing topic {topic!r} failed: {explain(self.settings, exc)}"
             raise SourceError(msg) from exc
 
     def validate(self) -> None:
@@ -352,12 +366,14 @@ class KafkaSpout(ReplayableSpout):
             "fetch.wait.max.ms": "50",
         })
         settings.setdefault("queued.max.messages.kbytes", "65536")
+        settings.setdefault("max.partition.fetch.bytes", "8388608")  # fewer fetch round trips per range
         key = tuple(sorted(settings.items()))
-        c = _CONSUMERS.get(key)
-        if c is None:
-            c = client_module().Consumer(settings)
-            _CONSUMERS[key] = c
-        return c
+        pid = os.getpid()
+        mine = _CONSUMERS.get(key)
+        if mine is None or mine[0] != pid:
+            mine = (pid, client_module().Consumer({**settings, "error_cb": error_callback(self.settings)}))
+            _CONSUMERS[key] = mine
+        return mine[1]
 
     def read(self, start: Offset, end: Offset) -> Iterable[Any]:
         """The records of every partition in ``[start, end)`` as Arrow record batches."""
@@ -381,7 +397,8 @@ class KafkaSpout(ReplayableSpout):
                 break
             except Exception as exc:
                 if time.monotonic() > deadline:
-                    msg = f"{self.describe()}: topic {topic!r} partition {part}: reading the watermarks failed: {exc}"
+                    why = explain(self.settings, exc)
+                    msg = f"{self.describe()}: topic {topic!r} partition {part}: reading the watermarks failed: {why}"
                     raise SourceError(msg) from exc
                 time.sleep(0.5)
         if fresh and low > s:
@@ -407,30 +424,30 @@ class KafkaSpout(ReplayableSpout):
             last_progress = time.monotonic()
             pos = s
             while pos < e:
-                msgs = consumer.consume(min(10_000, max(1, e - pos)), 0.5)
-                # one pass over the messages, every field into its column list
-                keys: list[Any] = []
-                vals: list[Any] = []
-                offs: list[int] = []
-                tss: list[Any] = []
-                hdrs: list[Any] = []
-                for m in msgs:
-                    err = m.error()
-                    if err is not None:
-                        if err.code() == ck.KafkaError._PARTITION_EOF:
-                            continue
-                        msg = f"{self.describe()}: topic {topic!r} partition {part} range {rng}: {err}"
-                        raise SourceError(msg)
-                    off = m.offset()
-                    if off >= e:
-                        pos = e
-                        break
-                    keys.append(m.key())
-                    vals.append(m.value())
-                    offs.append(off)
-                    tss.append(m.timestamp()[1])
-                    hdrs.append(m.headers())
-                    pos = off + 1
+                msgs = consumer.consume(min(_CONSUME_BATCH, max(1, e - pos)), 0.5)
+                if msgs and any(m.error() is not None for m in msgs):
+                    kept = []
+                    for m in msgs:
+                        err = m.error()
+                        if err is None:
+                            kept.append(m)
+                        elif err.code() != ck.KafkaError._PARTITION_EOF:
+                            why = explain(self.settings, err)
+                            msg = f"{self.describe()}: topic {topic!r} partition {part} range {rng}: {why}"
+                            raise SourceError(msg)
+                    msgs = kept
+                # column by column (list comprehensions: no per-record Python objects beyond the client's)
+                offs = [m.offset() for m in msgs]
+                if offs and offs[-1] >= e:  # a fetch may return records past the range's end
+                    cut = bisect.bisect_left(offs, e)
+                    msgs, offs = msgs[:cut], offs[:cut]
+                    pos = e
+                elif offs:
+                    pos = offs[-1] + 1
+                keys = [m.key() for m in msgs]
+                vals = [m.value() for m in msgs]
+                tss = [m.timestamp()[1] for m in msgs]
+                hdrs = [m.headers() for m in msgs]
                 if offs:
                     last_progress = time.monotonic()
                     yield self._batch(topic, part, keys, vals, offs, tss, hdrs)

@@ -495,6 +495,7 @@ class PersistStage(_StateStage):
             up.update_state(state, tuples, coll)
             crash_point("trident_after_multi_update", self.txid, task=p)
             state.commit(self.txid)
+            crash_point("trident_after_partition_commit", self.txid, task=p)
             emitted = coll.take()
             if not emitted or not n_out:
                 continue
