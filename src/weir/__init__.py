@@ -24,7 +24,7 @@ def submit(name: str, conf: Mapping[str, Any], topology: Any, spark: Any = None)
     Everything is validated now; returns a :class:`~weir.runtime.spark.runner.TopologyRun` whose
     ``start()`` runs it continuously and ``process_available()`` processes what is there and stops.
     """
-    from weir.runtime.spark.submit import submit as _submit
+    from weir.runtime.spark import submit as _submit
 
     return _submit(name, conf, topology, spark)
 

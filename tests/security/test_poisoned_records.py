@@ -26,7 +26,7 @@ from weir.streams.checkpoint import MAGIC, MAGIC_V1
 from weir.streams.store import HEAD, CheckpointMeta, Head, TaskCheckpoints, chunk_key
 from weir.trident.backing._codec import decode_cell
 from weir.trident.state import StateType
-from weir.trident.state_tasks import JOURNAL_V1, journal_key, read_touches
+from weir.runtime.spark.trident.state_tasks import JOURNAL_V1, journal_key, read_touches
 
 
 class _Boom:

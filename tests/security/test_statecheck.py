@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from weir.checkpoint.coordinator import CheckPointState, CheckpointStore, Coordinator, Phase
+from weir.checkpoint.coordinator import CheckPointState, CheckpointStore, Coordinator, Participants, Phase
 from weir.errors import StateLossError
 from weir.runtime.spark.statecheck import check_store_against_spark, read_spark_log
 from weir.state.sqlite import SqliteBackend, SqliteOptions
 
 
-class _NoParticipants:
+class _NoParticipants(Participants):
     def commit_all(self, txid: int, epoch: int, after_first: Any = None) -> None:
         pass
 

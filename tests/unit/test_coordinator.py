@@ -32,7 +32,7 @@ from weir.checkpoint import (
     TaskFailure,
     checkpoint_namespace,
 )
-from weir.checkpoint.coordinator import RECORD_KEY
+from weir.checkpoint.coordinator import RECORD_KEY, Participants
 from weir.checkpoint.faults import POINTS
 from weir.errors import CheckpointError, ConfigError, FencedError, StateError, TopologyError
 from weir.state.backend import Backend
@@ -65,7 +65,7 @@ class RecordingStore(CheckpointStore):
         self.log.append(("save", rec.phase, rec.txid))
 
 
-class FakeParticipants:
+class FakeParticipants(Participants):
     """Commits / rolls back the task namespaces for real and logs each call.
 
     ``crash_commit`` = ``(txid, n)``: die (raise :class:`Crash`) in ``commit_all(txid)`` once ``n``

@@ -28,12 +28,13 @@ the history entry of the transaction (or recovery) it belongs to, in the same wr
 from __future__ import annotations
 
 import enum
+from abc import ABC, abstractmethod
 import json
 import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any
 
 from weir.checkpoint.faults import crash_point
 from weir.checkpoint.history import CheckpointHistory, HistoryEntry
@@ -168,16 +169,27 @@ class JobOutcome:
         return not self.failures
 
 
-class Participants(Protocol):
-    """The stateful namespaces of a topology, committed and rolled back by the coordinator."""
+class Participants(ABC):
+    """The stateful namespaces of a topology, committed and rolled back by the coordinator.
 
+    :meth:`commit_all` and :meth:`rollback_all` are required; :meth:`namespaces` and
+    :meth:`after_commit` are optional hooks whose defaults do nothing.
+    """
+
+    @abstractmethod
     def commit_all(self, txid: int, epoch: int, after_first: Callable[[], None] | None = None) -> None:
         """``pre_commit(txid)`` then ``commit(txid)`` for every namespace."""
-        ...
 
+    @abstractmethod
     def rollback_all(self, epoch: int, after_first: Callable[[], None] | None = None) -> None:
         """``pre_rollback()`` then ``rollback()`` for every namespace."""
-        ...
+
+    def namespaces(self) -> list[str]:
+        """Every namespace these participants checkpoint (shown by ``weir ui``, sized by metrics); none by default."""
+        return []
+
+    def after_commit(self, txid: int) -> None:  # noqa: B027 - optional hook
+        """Called once ``COMMITTED(txid)`` is stored; the default does nothing."""
 
 
 @dataclass
@@ -388,9 +400,7 @@ class Coordinator:
                 self._save(replace(rec, txid=txid, phase=Phase.COMMITTED), entry)
                 report.commit_ms = (time.perf_counter() - t1) * 1000
                 crash_point("after_committed", txid)
-                after = getattr(self.participants, "after_commit", None)
-                if after is not None:
-                    after(txid)
+                self.participants.after_commit(txid)
                 return report
             last_failures = outcome.failures
             first = last_failures[0]

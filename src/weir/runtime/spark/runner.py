@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 import logging
 import os
 import re
@@ -15,7 +16,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from pyspark import cloudpickle
 
@@ -61,12 +62,16 @@ _CHECKPOINT_CLASH = re.compile(
 CHECKPOINT_MARKER = "weir-topology.json"
 
 
-class BatchRunner(Protocol):
-    """What runs a batch's tasks (Storm topology, Trident stream, ...)."""
+class BatchRunner(ABC):
+    """Runs one micro-batch's tasks and reports (the Storm RDD job, the Trident plan)."""
 
-    def run(self, batch_rdd: Any, spout_id: str | None, txid: int, epoch: int | None) -> JobOutcome:
-        """Run every task of the batch and report."""
-        ...
+    @abstractmethod
+    def run(self, batch: Any, spout_id: str | None, txid: int, epoch: int | None) -> JobOutcome:
+        """Run every task of the batch; report failures in the outcome instead of raising them."""
+
+    def wants_dataframe(self) -> bool:
+        """The input kind: the batch's DataFrame (True) or its RDD of rows (False, the default)."""
+        return False
 
 
 @dataclass
@@ -402,8 +407,8 @@ class TopologyRun:
                 msg = f"topology {self.name!r}: the streaming query did not start"
                 raise TopologyError(msg, topology=self.name)
             assert self._qid is not None
-            # a runner with ``wants_dataframe`` (Trident) plans the batch in Spark SQL itself
-            rdd = df if getattr(self.runner, "wants_dataframe", False) else df.rdd
+            # a runner that wants the DataFrame (Trident) plans the batch in Spark SQL itself
+            rdd = df if self.runner.wants_dataframe() else df.rdd
             if self.coordinator is not None:
                 report = self.coordinator.run_batch(
                     self._qid,

@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from weir.trident._arrow import (
+from weir.runtime.spark.trident._arrow import (
     arrow_schema,
     build_array,
     concat,
@@ -65,7 +65,7 @@ class StageBase:
             yield from self.run(task, batches, counts)
         except Exception as exc:
             raise fail(self.component, task, self.txid, exc) from exc
-        report(self.acc, self.component, task, counts[0], counts[1], (time.perf_counter() - t0) * 1000)
+        report(self.acc, self.component, task, self.txid, counts[0], counts[1], (time.perf_counter() - t0) * 1000)
 
     def run(self, task: int, batches: Iterator[pa.RecordBatch], counts: list[int]) -> Iterator[pa.RecordBatch]:
         """The stage's work; ``counts`` = [tuples in, tuples out]."""
