@@ -2,7 +2,7 @@
 
 An operator holding N bytes of state (1 MB, 10 MB, 100 MB of random bytes; each tuple changes one
 byte) runs micro-batches through weir's real task runner and checkpoint coordinator, in this process
-(``weir.runtime.spark.streams.testing.OperatorTester``: the code a Spark task runs, without Spark's scheduling
+(``weir.testing.OperatorTester``: the code a Spark task runs, without Spark's scheduling
 noise), on SQLite and on Redis (started here on a free loopback port), in blocking and in
 non-blocking mode. Per batch it reports
 
@@ -43,7 +43,7 @@ from _common import Unavailable, machine, redis_server, sqlite_file, write_resul
 
 from weir.cli._table import format_table, human_duration, human_size  # noqa: E402
 from weir.streams import Checkpoint, Operator, OperatorContext, StateHandler  # noqa: E402
-from weir.runtime.spark.streams.testing import OperatorTester  # noqa: E402
+from weir.testing import OperatorTester  # noqa: E402
 from weir.topology import Fields, OutputCollector, Tuple  # noqa: E402
 
 MB = 1024 * 1024

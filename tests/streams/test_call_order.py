@@ -1,6 +1,6 @@
 """The order of StateHandler calls, recorded, through batches, failures, crashes and restarts.
 
-Everything runs in this process through :class:`weir.runtime.spark.streams.testing.OperatorTester` (real
+Everything runs in this process through :class:`weir.testing.OperatorTester` (real
 coordinator, real task runner, memory store), so every sequence is deterministic.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from tests.streams._ops import Recorded, Summer, calls
-from weir.streams import Checkpoint, OrderedStateHandlers
 from weir.runtime.spark.streams.operators import _LIVE, live_instance
-from weir.runtime.spark.streams.testing import OperatorTester
+from weir.streams import Checkpoint, OrderedStateHandlers
+from weir.testing import OperatorTester
 
 CUT = [("op", "drain"), ("a", "drain")]
 

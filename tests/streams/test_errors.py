@@ -9,12 +9,12 @@ import pytest
 from tests.streams._ops import BadReader, Summer, calls
 from weir.errors import CheckpointError, ConfigError, TopologyError
 from weir.runtime.spark.config import RuntimeConfig
+from weir.runtime.spark.streams.operators import StreamsParticipants
 from weir.sources import RateSpout
 from weir.streams import Operator, OperatorContext, StateHandler
 from weir.streams.regions import placements
-from weir.runtime.spark.streams.operators import StreamsParticipants
 from weir.streams.store import chunk_key
-from weir.runtime.spark.streams.testing import OperatorTester
+from weir.testing import OperatorTester
 from weir.topology import Fields, TopologyBuilder, TopologyContext, Tuple
 
 

@@ -17,7 +17,7 @@ from weir.streams import (
     StateHandler,
     TumblingWindowSort,
 )
-from weir.runtime.spark.streams.testing import OperatorTester
+from weir.testing import OperatorTester
 
 
 def _round_trip(handler: StateHandler, into: StateHandler, cid: int = 1) -> Checkpoint:

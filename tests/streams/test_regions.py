@@ -2,7 +2,7 @@
 input ports, permits for background threads, per-region drain_timeout / reset_timeout /
 max_consecutive_reset_attempts, and StatefulWindowListener beside the window handlers.
 
-Everything runs in this process through :class:`weir.runtime.spark.streams.testing.OperatorTester` (the real
+Everything runs in this process through :class:`weir.testing.OperatorTester` (the real
 coordinator and task runner, a memory store), so the sequences are deterministic.
 """
 
@@ -26,7 +26,7 @@ from weir.streams import (
     TumblingWindowSort,
     WindowEvent,
 )
-from weir.runtime.spark.streams.testing import OperatorTester
+from weir.testing import OperatorTester
 from weir.topology import Fields, OutputCollector, Tuple
 
 # threads a test leaves holding a permit wait on this; released at the end of every test
@@ -309,9 +309,9 @@ def _two_regions(max_retries: int) -> tuple[Any, Any]:
     from weir.checkpoint.coordinator import CheckpointStore, Coordinator, JobOutcome, TaskFailure
     from weir.runtime.spark.config import RuntimeConfig
     from weir.runtime.spark.storm.task import TaskSpec
-    from weir.state import StateFactory
     from weir.runtime.spark.streams.operators import StreamsParticipants, run_operator_task
     from weir.runtime.spark.streams.testing import _InputSpout
+    from weir.state import StateFactory
     from weir.topology import TopologyBuilder
 
     b = TopologyBuilder()

@@ -7,10 +7,10 @@ import pytest
 from tests.servers import DURABLE_PROVIDERS
 from tests.streams._ops import Blob, Summer, calls
 from weir.errors import FencedError
-from weir.streams import store as store_mod
 from weir.runtime.spark.streams.operators import live_instance, run_operator_task
+from weir.streams import store as store_mod
 from weir.streams.store import TaskCheckpoints
-from weir.runtime.spark.streams.testing import OperatorTester
+from weir.testing import OperatorTester
 
 pytestmark = pytest.mark.services
 

@@ -15,6 +15,7 @@ import weir
 import weir.trident
 from tests.trident._support import NonTransactionalFileSpout, OpaqueFileSpout, Split
 from weir.errors import ConfigError, TopologyError
+from weir.runtime.spark.trident.state_tasks import spark_int_hash, spark_routing_values
 from weir.sources import FileSpout
 from weir.trident import (
     Aggregator,
@@ -29,7 +30,6 @@ from weir.trident import (
 )
 from weir.trident.fields import decode_any, encode_any, parse_fields
 from weir.trident.guarantee import TABLE
-from weir.runtime.spark.trident.state_tasks import spark_int_hash, spark_routing_values
 from weir.trident.tuple import make_tuple
 
 TRIDENT = {

@@ -17,12 +17,12 @@ from pyspark.sql.types import IntegerType, LongType, StringType
 
 from tests.trident._support import Split
 from weir.errors import StateError
-from weir.state import StateFactory as KVStateFactory
-from weir.trident import Count, MapGet, MemoryMapState, StateFactory, StateType
 from weir.runtime.spark.trident._arrow import TridentTaskFailure, parse_failure
-from weir.trident.fields import FieldSpec, decode_any, encode_any
 from weir.runtime.spark.trident.state_tasks import JournalSpec, PersistAggStage, QueryStage, RouteStage, read_touches
 from weir.runtime.spark.trident.tasks import AggStage, OpStage
+from weir.state import StateFactory as KVStateFactory
+from weir.trident import Count, MapGet, MemoryMapState, StateFactory, StateType
+from weir.trident.fields import FieldSpec, decode_any, encode_any
 
 STR, LONG, INT = StringType(), LongType(), IntegerType()
 

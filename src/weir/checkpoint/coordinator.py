@@ -28,10 +28,10 @@ the history entry of the transaction (or recovery) it belongs to, in the same wr
 from __future__ import annotations
 
 import enum
-from abc import ABC, abstractmethod
 import json
 import logging
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any

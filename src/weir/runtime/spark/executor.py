@@ -132,12 +132,12 @@ class TaskReport:
     pid: int = field(default_factory=os.getpid)
 
     def failure(self) -> TaskFailure:
-        """This failed task as the coordinator's :class:`~weir.checkpoint.coordinator.TaskFailure`."""
+        """The failed task as the coordinator's :class:`~weir.checkpoint.coordinator.TaskFailure`."""
         return TaskFailure(self.component, self.task, self.error or "failed", self.traceback)
 
     # ---- the one text form: a failed Spark task can only tell the driver through its error -------
     def to_text(self) -> str:
-        """This report as a marker that survives in the text of the error a failed Spark task raises."""
+        """The report as a marker that survives in the text of the error a failed Spark task raises."""
         blob = base64.b64encode(json.dumps(asdict(self), default=repr).encode()).decode()
         return f"{_MARK}{blob}{_END}"
 

@@ -8,12 +8,12 @@
 from __future__ import annotations
 
 import json
-from abc import ABC, abstractmethod
 import logging
 import os
 import re
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any

@@ -23,8 +23,8 @@ from pyspark.rdd import RDD
 
 from weir._util import stable_hash
 from weir.checkpoint.coordinator import JobOutcome, TaskFailure
-from weir.runtime.spark.runner import BatchRunner
 from weir.runtime.spark.executor import ReportAccumulatorParam, TaskReport, TaskSpec, outcome_of, send_reports
+from weir.runtime.spark.runner import BatchRunner
 from weir.runtime.spark.storm.task import run_spout_task, run_task
 from weir.topology.builder import GroupingKind, Subscription, Topology
 

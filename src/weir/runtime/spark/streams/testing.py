@@ -27,10 +27,10 @@ from weir.checkpoint.coordinator import CheckpointStore, Coordinator, JobOutcome
 from weir.errors import TopologyError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.executor import TaskReport, TaskSpec
+from weir.runtime.spark.streams.operators import StreamsParticipants, clear_live_instances, run_operator_task
 from weir.state.factory import KeyValueStateProvider, StateFactory
 from weir.streams.checkpoint import Checkpoint
 from weir.streams.operator import Operator
-from weir.runtime.spark.streams.operators import StreamsParticipants, clear_live_instances, run_operator_task
 from weir.streams.store import Head, TaskCheckpoints, load_checkpoint
 from weir.topology.builder import Topology, TopologyBuilder
 from weir.topology.components import OutputFieldsDeclarer, Spout

@@ -21,8 +21,6 @@ from typing import Any
 
 from weir.errors import TopologyError
 from weir.runtime.spark.trident._arrow import spout_failure_prefix
-from weir.trident.fields import FieldSpec, StreamSchema
-from weir.trident.nodes import Node
 from weir.runtime.spark.trident.state_tasks import (
     JournalSpec,
     PersistAggStage,
@@ -33,6 +31,8 @@ from weir.runtime.spark.trident.state_tasks import (
     spark_routing_values,
 )
 from weir.runtime.spark.trident.tasks import AggStage, OpStage
+from weir.trident.fields import FieldSpec, StreamSchema
+from weir.trident.nodes import Node
 
 __all__ = ["BatchPlanner", "Compiled", "RunContext"]
 

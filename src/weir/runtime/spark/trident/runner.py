@@ -24,15 +24,15 @@ from typing import Any
 from weir.checkpoint.coordinator import JobOutcome, Participants, TaskFailure, checkpoint_namespace
 from weir.errors import FencedError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
-from weir.runtime.spark.executor import ReportAccumulatorParam, TaskReport
 from weir.runtime.spark.dialect import BatchRunner, Dialect, Prepared, register_dialect
+from weir.runtime.spark.executor import ReportAccumulatorParam, TaskReport
 from weir.runtime.spark.runner import master_for, picklable_or_raise, resolve_provider, spark_for
+from weir.runtime.spark.trident._arrow import parse_failure
+from weir.runtime.spark.trident.planner import BatchPlanner, RunContext, check_plan
 from weir.state.factory import KeyValueStateProvider
 from weir.topology.components import Spout
 from weir.topology.context import TopologyContext
-from weir.runtime.spark.trident._arrow import parse_failure
 from weir.trident.guarantee import spout_type
-from weir.runtime.spark.trident.planner import BatchPlanner, RunContext, check_plan
 from weir.trident.state.base import StateType
 from weir.trident.topology import TridentTopology
 
