@@ -554,4 +554,4 @@ def register(subparsers: Any) -> None:
     )
     p.set_defaults(func=_cmd_inspect)
 
-    state_migrate.register(sub)
+    state_migrate.register(sub, open_backend_for)

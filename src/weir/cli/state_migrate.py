@@ -20,7 +20,7 @@ import argparse
 import hashlib
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -30,6 +30,9 @@ from weir.state.backend import Backend
 from weir.state.config import PROVIDER_CONFIG_KEY, PROVIDER_KEY, provider_from_url
 
 __all__ = ["NamespaceCheck", "checksum", "copy_namespace", "register", "verify_namespace"]
+
+#: opens the backend of a configuration: ``opener(conf, must_exist=...) -> (backend, provider config)``
+Opener = Callable[..., tuple[Backend, Any]]
 
 _MASK = (1 << 64) - 1
 
@@ -188,12 +191,10 @@ def _is_empty(backend: Backend, namespace: str) -> bool:
     return backend.count(namespace) == 0 and rec.committed is None and rec.prepared is None
 
 
-def _open(url: str, option: str, *, must_exist: bool) -> Backend:
-    from weir.cli.state_cmd import open_backend_for
-
+def _open(opener: Opener, url: str, option: str, *, must_exist: bool) -> Backend:
     try:
         conf = {PROVIDER_KEY: provider_from_url(url), PROVIDER_CONFIG_KEY: {"url": url}}
-        return open_backend_for(conf, must_exist=must_exist)[0]
+        return opener(conf, must_exist=must_exist)[0]
     except ConfigError as exc:
         msg = f"{option}: {exc}"
         raise ConfigError(msg) from exc
@@ -239,9 +240,9 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     if args.chunk_size < 1:
         msg = f"--chunk-size must be at least 1, got {args.chunk_size}"
         raise ConfigError(msg)
-    source = _open(args.source, "--from", must_exist=True)
+    source = _open(args.open_backend, args.source, "--from", must_exist=True)
     try:
-        target = _open(args.target, "--to", must_exist=False)
+        target = _open(args.open_backend, args.target, "--to", must_exist=False)
     except BaseException:
         source.close()
         raise
@@ -291,8 +292,8 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         source.close()
 
 
-def register(sub: Any) -> None:
-    """Add ``weir state migrate``."""
+def register(sub: Any, opener: Opener) -> None:
+    """Add ``weir state migrate``; ``opener`` opens a store's backend (``weir state``'s own)."""
     p = sub.add_parser(
         "migrate",
         help="copy namespaces (rows and txids) to another store, verified",
@@ -318,4 +319,4 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--chunk-size", type=int, default=5000, metavar="N", help="rows per write (default 5000)")
     p.add_argument("--verify-only", action="store_true", help="copy nothing; compare the two stores")
-    p.set_defaults(func=_cmd_migrate)
+    p.set_defaults(func=_cmd_migrate, open_backend=opener)

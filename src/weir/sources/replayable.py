@@ -223,9 +223,9 @@ class ReplayableSpout(Spout):
         self.columns()
         self.read_limit()
         where = f"spout {context.component_id!r} of topology {context.topology!r} ({self.describe()})"
-        from weir.runtime.spark.config import RuntimeConfig
+        from weir.state.config import spark_checkpoint_location
 
-        location = RuntimeConfig.from_conf(context.topology, context.conf).checkpoint_location
+        location = spark_checkpoint_location(context.topology, context.conf)
         path = f"{location.rstrip('/')}/weir/initial-offset/{context.component_id}.json"
         initial = pin_initial_offset(spark, path, lambda: canonical_offset(self.initial_offset(), where))
         name = source_name(context.topology, context.component_id)

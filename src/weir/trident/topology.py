@@ -25,6 +25,7 @@ from weir.errors import TopologyError
 from weir.topology.components import OutputFieldsDeclarer, Spout
 from weir.topology.tuple import DEFAULT_STREAM
 from weir.trident.fields import FieldSpec, field_names, parse_fields
+from weir.trident.guarantee import check
 from weir.trident.nodes import BOUNDARY_KINDS, Node, agg_kind
 from weir.trident.operation import Filter, Function, QueryFunction, StateUpdater
 from weir.trident.state.base import StateFactory, StateType
@@ -621,8 +622,6 @@ class TridentTopology:
     # ---- checks and submission ------------------------------------------------------------
     def check_guarantees(self, conf: Mapping[str, Any] | None = None) -> list[str]:
         """Apply seed 004's spout type × state type table; see :func:`weir.trident.guarantee.check`."""
-        from weir.trident.guarantee import check
-
         return check(self, conf or {})
 
     def describe(self) -> str:

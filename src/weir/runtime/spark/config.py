@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from weir.errors import ConfigError
-from weir.state.config import default_state_dir
+from weir.state.config import default_state_dir, spark_checkpoint_location
 
 __all__ = ["RuntimeConfig", "WEIR_KEYS"]
 
@@ -116,9 +116,7 @@ class RuntimeConfig:
                 msg = f"unknown configuration key {k!r}; weir's keys are {', '.join(sorted(WEIR_KEYS))}"
                 raise ConfigError(msg)
         state_dir = default_state_dir(conf)
-        ckpt = str(conf.get("weir.spark.checkpoint.location") or os.path.join(state_dir, "spark", topology))
-        if ":" not in ckpt.split("/", 1)[0]:
-            ckpt = os.path.abspath(ckpt)  # relative to the driver's directory, not to the JVM's
+        ckpt = spark_checkpoint_location(topology, conf)
         mtp = conf.get("topology.max.task.parallelism")
         dl = conf.get("weir.deadletter")
         if dl in ("", False, "off", None):
