@@ -127,7 +127,9 @@ IMPORTS = _imports()
 
 def test_every_module_is_read() -> None:
     assert "weir.runtime.spark.dialect" in MODULES and "weir.topology.builder" in MODULES
-    assert any(i.module == "weir.runtime.spark.storm.submit" and i.target == "weir.runtime.spark.dialect" for i in IMPORTS)
+    assert any(
+        i.module == "weir.runtime.spark.storm.submit" and i.target == "weir.runtime.spark.dialect" for i in IMPORTS
+    )
 
 
 def test_no_import_cycles_between_packages() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
