@@ -1,9 +1,10 @@
-"""Pin the public surface: what ``weir`` and ``weir.state`` export (change deliberately, here)."""
+"""Pin the public surface: what ``weir``, ``weir.state`` and ``weir.state.spi`` export (change deliberately, here)."""
 
 from __future__ import annotations
 
 import weir
 import weir.state
+import weir.state.spi
 
 WEIR = {
     "CheckpointError",
@@ -20,21 +21,24 @@ WEIR = {
 }
 
 WEIR_STATE = {
-    "Backend",
     "BytesSerializer",
     "FloatSerializer",
     "IntSerializer",
     "JsonSerializer",
     "KeyValueState",
-    "KeyValueStateProvider",
-    "Phase",
     "PickleSerializer",
-    "ProviderConfig",
     "Serializer",
     "State",
     "StateFactory",
     "StateProvider",
     "StrSerializer",
+}
+
+WEIR_STATE_SPI = {
+    "Backend",
+    "KeyValueStateProvider",
+    "ProviderConfig",
+    "StatePhase",
     "TransactionalKeyValueState",
     "TxidRecord",
     "open_backend",
@@ -58,8 +62,12 @@ def test_weir_state_exports() -> None:
     _check(weir.state, WEIR_STATE)
 
 
+def test_weir_state_spi_exports() -> None:
+    _check(weir.state.spi, WEIR_STATE_SPI)
+
+
 def test_exported_objects_say_where_they_live() -> None:
-    for module in (weir, weir.state):
+    for module in (weir, weir.state, weir.state.spi):
         for name in module.__all__:
             obj = getattr(module, name)
             if isinstance(obj, type) or callable(obj):

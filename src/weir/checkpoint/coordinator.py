@@ -47,7 +47,7 @@ __all__ = [
     "Coordinator",
     "JobOutcome",
     "Participants",
-    "Phase",
+    "CheckpointPhase",
     "TaskFailure",
     "checkpoint_namespace",
 ]
@@ -61,8 +61,8 @@ def checkpoint_namespace(topology: str) -> str:
     return f"$checkpointspout-{topology}"
 
 
-class Phase(str, enum.Enum):
-    """Phase of the last transaction (Storm's ``CheckPointState.State``)."""
+class CheckpointPhase(str, enum.Enum):
+    """CheckpointPhase of the last transaction (Storm's ``CheckPointState.State``)."""
 
     COMMITTED = "COMMITTED"
     PREPARING = "PREPARING"
@@ -74,7 +74,7 @@ class CheckPointState:
     """The coordinator record."""
 
     txid: int = 0
-    phase: Phase = Phase.COMMITTED
+    phase: CheckpointPhase = CheckpointPhase.COMMITTED
     epoch: int = 0
     query_id: str | None = None
     txid_base: int | None = None
@@ -103,7 +103,7 @@ class CheckPointState:
             d = json.loads(data)
             return cls(
                 txid=int(d["txid"]),
-                phase=Phase(d["phase"]),
+                phase=CheckpointPhase(d["phase"]),
                 epoch=int(d.get("epoch", 0)),
                 query_id=d.get("query_id"),
                 txid_base=None if d.get("txid_base") is None else int(d["txid_base"]),
@@ -120,7 +120,7 @@ class CheckPointState:
     @property
     def last_committed(self) -> int:
         """The txid of the last committed transaction (n-1 while n is PREPARING)."""
-        return self.txid - 1 if self.phase is Phase.PREPARING else self.txid
+        return self.txid - 1 if self.phase is CheckpointPhase.PREPARING else self.txid
 
 
 class CheckpointStore:
@@ -296,7 +296,7 @@ class Coordinator:
         still in flight (``PREPARING``/``COMMITTING``) is left to :meth:`recover`.
         """
         rec = self._rec()
-        if rec.phase is not Phase.COMMITTED:
+        if rec.phase is not CheckpointPhase.COMMITTED:
             return
         if rec.query_id == query_id and rec.txid_base is not None and rec.txid_base + last_batch >= floor:
             base = rec.txid_base
@@ -309,14 +309,14 @@ class Coordinator:
         """Finish or undo the transaction a previous driver left (step 1)."""
         rec = self._rec()
         assert self.epoch is not None
-        if rec.phase is Phase.PREPARING:
+        if rec.phase is CheckpointPhase.PREPARING:
             log.warning("topology %s: recovery rolls back PREPARING txid %d", self.topology, rec.txid)
             entry = self._entry("recovery", rec.txid, "recovering", note=f"found txid {rec.txid} PREPARING")
             self.participants.rollback_all(self.epoch, lambda: crash_point("during_recovery", rec.txid))
             if entry is not None:
                 entry.mark("ROLLED_BACK", "rolled back")
-            self._save(replace(rec, txid=rec.txid - 1, phase=Phase.COMMITTED), entry, shape=True)
-        elif rec.phase is Phase.COMMITTING:
+            self._save(replace(rec, txid=rec.txid - 1, phase=CheckpointPhase.COMMITTED), entry, shape=True)
+        elif rec.phase is CheckpointPhase.COMMITTING:
             log.warning("topology %s: recovery rolls forward COMMITTING txid %d", self.topology, rec.txid)
             entry = self._entry("recovery", rec.txid, "recovering", note=f"found txid {rec.txid} COMMITTING")
             self.participants.commit_all(
@@ -324,7 +324,7 @@ class Coordinator:
             )
             if entry is not None:
                 entry.mark("COMMITTED", "rolled forward")
-            self._save(replace(rec, phase=Phase.COMMITTED), entry, shape=True)
+            self._save(replace(rec, phase=CheckpointPhase.COMMITTED), entry, shape=True)
         else:
             # nothing in flight (a stale prepared set of a fenced driver's late task is replaced by
             # the next prepare of that namespace); store the record to claim it with our epoch
@@ -377,7 +377,7 @@ class Coordinator:
             if entry is not None:
                 entry.attempts = attempt + 1
                 entry.mark("PREPARING", "preparing")
-            self._save(replace(rec, txid=txid, phase=Phase.PREPARING), entry)
+            self._save(replace(rec, txid=txid, phase=CheckpointPhase.PREPARING), entry)
             crash_point("after_preparing", txid)
             t0 = time.perf_counter()
             outcome = job(txid, self.epoch, attempt)
@@ -391,13 +391,13 @@ class Coordinator:
                 t1 = time.perf_counter()
                 if entry is not None:
                     entry.mark("COMMITTING", "committing")
-                self._save(replace(rec, txid=txid, phase=Phase.COMMITTING), entry)
+                self._save(replace(rec, txid=txid, phase=CheckpointPhase.COMMITTING), entry)
                 crash_point("after_committing", txid)
                 self.participants.commit_all(txid, self.epoch, lambda: crash_point("between_commits", txid))
                 if entry is not None:
                     entry.commit_ms = round((time.perf_counter() - t1) * 1000, 3)
                     entry.mark("COMMITTED", "committed")
-                self._save(replace(rec, txid=txid, phase=Phase.COMMITTED), entry)
+                self._save(replace(rec, txid=txid, phase=CheckpointPhase.COMMITTED), entry)
                 report.commit_ms = (time.perf_counter() - t1) * 1000
                 crash_point("after_committed", txid)
                 self.participants.after_commit(txid)
@@ -417,7 +417,7 @@ class Coordinator:
             if entry is not None:
                 entry.add_failures(last_failures, attempt + 1)
                 entry.mark("ROLLED_BACK", "failed" if attempt == self.max_retries else "retrying")
-            self._save(replace(rec, txid=txid - 1, phase=Phase.COMMITTED), entry)
+            self._save(replace(rec, txid=txid - 1, phase=CheckpointPhase.COMMITTED), entry)
             rec = self._rec()
         first = last_failures[0]
         others = "" if len(last_failures) == 1 else f" ({len(last_failures) - 1} other task(s) failed too)"

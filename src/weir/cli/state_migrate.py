@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from weir._util import positive_int
 from weir.cli._table import human_duration, print_table
 from weir.errors import ConfigError, StateError
 from weir.state.backend import Backend
@@ -237,9 +238,7 @@ def _plan(
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
-    if args.chunk_size < 1:
-        msg = f"--chunk-size must be at least 1, got {args.chunk_size}"
-        raise ConfigError(msg)
+    positive_int(args.chunk_size, "--chunk-size")
     source = _open(args.open_backend, args.source, "--from", must_exist=True)
     try:
         target = _open(args.open_backend, args.target, "--to", must_exist=False)

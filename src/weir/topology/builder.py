@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from weir._util import positive_int
 from weir.errors import TopologyError
 from weir.topology.components import (
     BasicBolt,
@@ -148,10 +149,7 @@ class BoltDeclarer:
 
 
 def _check_parallelism(cid: str, n: Any) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        msg = f"component {cid!r}: parallelism must be a positive int, got {n!r}"
-        raise TopologyError(msg, component=cid)
-    return n
+    return positive_int(n, f"component {cid!r}: parallelism", error=lambda msg: TopologyError(msg, component=cid))
 
 
 @dataclass

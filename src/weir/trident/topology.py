@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from weir._util import positive_int
 from weir.errors import TopologyError
 from weir.topology.components import OutputFieldsDeclarer, Spout
 from weir.topology.tuple import DEFAULT_STREAM
@@ -34,10 +35,7 @@ __all__ = ["GroupedStream", "Stream", "TridentState", "TridentTopology"]
 
 
 def _positive(n: Any, what: str) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        msg = f"{what} must be a positive int, got {n!r}"
-        raise TopologyError(msg)
-    return n
+    return positive_int(n, what, error=TopologyError)
 
 
 def _check_factory(factory: Any, what: str) -> StateFactory:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from weir._util import positive_int
 from weir.errors import ConfigError
 from weir.state.config import default_state_dir, spark_checkpoint_location
 
@@ -37,10 +38,7 @@ def _int(conf: Mapping[str, Any], key: str, default: int, minimum: int) -> int:
     if isinstance(v, str):
         with contextlib.suppress(ValueError):  # not a number: refused below, by key
             v = int(v.strip())
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        msg = f"{key} must be an integer ≥ {minimum}, got {v!r}"
-        raise ConfigError(msg)
-    return v
+    return positive_int(v, key, minimum=minimum, expected=f"an integer ≥ {minimum}")
 
 
 @dataclass(frozen=True)
