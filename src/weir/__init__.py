@@ -1,5 +1,7 @@
 """weir: Storm, Trident and IBM Streams state management in Python, on Spark Structured Streaming."""
 
+from __future__ import annotations
+
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, overload
 

@@ -245,7 +245,9 @@ def test_consecutive_batches_get_consecutive_txids_and_commit_once(backend: Memo
     reports = [d.batch(b) for b in range(4)]
     assert [r.txid for r in reports] == [1, 2, 3, 4]
     assert d.saves()[2:] == [
-        (phase, t) for t in (1, 2, 3, 4) for phase in (CheckpointPhase.PREPARING, CheckpointPhase.COMMITTING, CheckpointPhase.COMMITTED)
+        (phase, t)
+        for t in (1, 2, 3, 4)
+        for phase in (CheckpointPhase.PREPARING, CheckpointPhase.COMMITTING, CheckpointPhase.COMMITTED)
     ]
     assert [e for e in d.log if e[0] == "commit_all"] == [("commit_all", t, 1) for t in (1, 2, 3, 4)]
     assert not [e for e in d.log if e[0] == "rollback_all"]
