@@ -263,10 +263,8 @@ def test_retire_checkpoint_follows_weir_checkpoint_retain() -> None:
 def test_region_checkpointed_only_for_start_operators() -> None:
     from dataclasses import replace
 
-    from weir.streams.regions import SPEC_ATTR
-
     t = OperatorTester(Summer(), input_fields=["v"])
-    setattr(t.spec, SPEC_ATTR, replace(getattr(t.spec, SPEC_ATTR), is_start=False))
+    t.spec.placement = replace(t.spec.placement, is_start=False)
     t.run_batch([[1]])
     t.run_batch([[2]])
     t.run_batch([[3]])

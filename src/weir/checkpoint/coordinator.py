@@ -47,6 +47,7 @@ __all__ = [
     "Coordinator",
     "JobOutcome",
     "Participants",
+    "batch_failed_error",
     "CheckpointPhase",
     "TaskFailure",
     "checkpoint_namespace",
@@ -167,6 +168,28 @@ class JobOutcome:
     def ok(self) -> bool:
         """Whether every task succeeded."""
         return not self.failures
+
+
+def batch_failed_error(
+    topology: str, txid: int, failures: list[TaskFailure], max_retries: int, *, rolled_back: bool = True
+) -> TopologyError:
+    """The one error of a batch that failed every attempt, naming the first failed task (and the others' count)."""
+    first = failures[0]
+    others = "" if len(failures) == 1 else f" ({len(failures) - 1} other task(s) failed too)"
+    msg = (
+        f"topology {topology!r}: component {first.component!r} task {first.task} failed txid {txid} "
+        f"{max_retries + 1} times (weir.batch.max.retries={max_retries}): {first.error}{others}. "
+        + ("State was rolled back to the last committed txid; " if rolled_back else "")
+        + "fix the error, or set weir.deadletter to route failing tuples aside, then restart."
+    )
+    return TopologyError(
+        msg,
+        topology=topology,
+        component=first.component,
+        task=first.task,
+        txid=txid,
+        remote_traceback=first.traceback or None,
+    )
 
 
 class Participants(ABC):
@@ -419,19 +442,4 @@ class Coordinator:
                 entry.mark("ROLLED_BACK", "failed" if attempt == self.max_retries else "retrying")
             self._save(replace(rec, txid=txid - 1, phase=CheckpointPhase.COMMITTED), entry)
             rec = self._rec()
-        first = last_failures[0]
-        others = "" if len(last_failures) == 1 else f" ({len(last_failures) - 1} other task(s) failed too)"
-        msg = (
-            f"topology {self.topology!r}: component {first.component!r} task {first.task} failed txid {txid} "
-            f"{self.max_retries + 1} times (weir.batch.max.retries={self.max_retries}): {first.error}{others}. "
-            "State was rolled back to the last committed txid; fix the error, or set weir.deadletter to route "
-            "failing tuples aside, then restart."
-        )
-        raise TopologyError(
-            msg,
-            topology=self.topology,
-            component=first.component,
-            task=first.task,
-            txid=txid,
-            remote_traceback=first.traceback or None,
-        )
+        raise batch_failed_error(self.topology, txid, last_failures, self.max_retries)

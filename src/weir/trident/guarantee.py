@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from weir.errors import ConfigError, TopologyError
+from weir.topology.components import Guarantee, Spout
 from weir.trident.nodes import STATE_KINDS, Node
 from weir.trident.state.base import StateType, is_exactly_once
 
@@ -54,10 +55,10 @@ def allow_inexact(conf: Mapping[str, Any]) -> bool:
 
 def spout_type(spout: Any) -> StateType:
     """The spout's ``guarantee`` as a :class:`StateType` (transactional when it declares none)."""
-    g = getattr(spout, "guarantee", None)
+    g = spout.guarantee if isinstance(spout, Spout) else None
     if g is None:
         return StateType.TRANSACTIONAL
-    value = getattr(g, "value", g)
+    value = g.value if isinstance(g, Guarantee) else g
     try:
         return StateType.parse(value)
     except ConfigError as exc:

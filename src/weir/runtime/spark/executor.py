@@ -71,6 +71,8 @@ class TaskSpec:
     consumed_streams: frozenset[str] = frozenset()
     #: Storm's acking: every input of a rich bolt must be acked or failed (``topology.acker.executors`` ≠ 0)
     acking: bool = True
+    #: what the component's dialect planned for it at submit time (a Streams operator's placement)
+    placement: Any = None
 
     def context(self, task: int) -> TopologyContext:
         """The task's context."""

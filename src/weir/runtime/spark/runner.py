@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark import cloudpickle
 
-from weir.checkpoint.coordinator import BatchReport, CheckpointStore, Coordinator, JobOutcome
+from weir.checkpoint.coordinator import BatchReport, CheckpointStore, Coordinator, JobOutcome, batch_failed_error
 from weir.checkpoint.history import CheckpointHistory
 from weir.errors import ConfigError, FencedError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
@@ -436,19 +436,7 @@ class TopologyRun:
             report.stats = outcome.stats
             if outcome.ok:
                 return report
-        first = outcome.failures[0]
-        msg = (
-            f"topology {self.name!r}: component {first.component!r} task {first.task} failed batch {txid} "
-            f"{self.rc.max_retries + 1} times: {first.error}"
-        )
-        raise TopologyError(
-            msg,
-            topology=self.name,
-            component=first.component,
-            task=first.task,
-            txid=txid,
-            remote_traceback=first.traceback or None,
-        )
+        raise batch_failed_error(self.name, txid, outcome.failures, self.rc.max_retries, rolled_back=False)
 
     def _record(self, report: BatchReport) -> None:
         if self.metrics is not None:

@@ -58,7 +58,7 @@ from weir.streams.checkpoint import Checkpoint
 from weir.streams.context import ConsistentRegionContext, OperatorContext
 from weir.streams.handler import StateHandler
 from weir.streams.operator import Operator
-from weir.streams.regions import SPEC_ATTR, Placement, placements
+from weir.streams.regions import Placement, placements
 from weir.streams.store import CheckpointMeta, Head, TaskCheckpoints
 from weir.topology.builder import Topology
 from weir.topology.collector import FailedTuple, OutputCollector
@@ -147,7 +147,7 @@ def _new_instance(spec: TaskSpec, task: int, placement: Placement, *, hooks_only
 
 
 def _placement(spec: TaskSpec) -> Placement:
-    p = getattr(spec, SPEC_ATTR, None)
+    p = spec.placement
     return p if isinstance(p, Placement) else Placement()
 
 
@@ -593,7 +593,7 @@ class StreamsParticipants(Participants):
             rc.topology, topology, {s.component_id: s.conf for s in specs}, rc.checkpoint_retain
         )
         for s in specs:
-            setattr(s, SPEC_ATTR, self.places.get(s.component_id, Placement(retain=rc.checkpoint_retain)))
+            s.placement = self.places.get(s.component_id, Placement(retain=rc.checkpoint_retain))
         #: the topology's consistent regions (several: independent regions are possible)
         self.places_regions = list(topology.regions) or [tuple(topology.components)]
         self.hook_errors: list[str] = []
