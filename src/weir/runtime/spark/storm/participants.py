@@ -58,7 +58,7 @@ class StatefulParticipants(Participants):
             st.fence(epoch)
         return states
 
-    def _hook(self, spec: TaskSpec, task: int, inherited: bool, call: Callable[[StatefulBolt], None]) -> None:
+    def _hook(self, spec: TaskSpec, task: int, inherited: bool, call: Callable[[StatefulBolt[Any]], None]) -> None:
         if inherited:
             return  # StatefulBolt's empty hook: no need to build an instance
         inst = cloudpickle.loads(self._blobs[spec.component_id])
