@@ -22,7 +22,7 @@ from weir.topology.builder import Topology
 from weir.topology.components import StatefulBolt
 from weir.topology.windowing import WindowedBolt
 
-__all__ = ["StormDialect", "StormPlan", "topology_shape"]
+__all__ = ["StormDialect", "StormPlan", "submit_topology", "topology_shape"]
 
 log = logging.getLogger("weir.runtime")
 
@@ -70,6 +70,75 @@ def _check_stored_windows(name: str, cid: str, bolt: WindowedBolt[Any], parallel
             raise TopologyError(str(exc), topology=name, component=cid) from None
 
 
+def submit_topology(
+    name: str, conf: Mapping[str, Any], topology: Topology, rc: RuntimeConfig, spark: Any = None
+) -> StormPlan:
+    """Validate ``topology`` with ``conf`` and prepare its batch job (the query is not started).
+
+    Everything that can be checked before a worker runs is checked here: configuration keys, the
+    state provider (connected once), local-only stores on a cluster master, picklability of every
+    component, and a stateful parallelism that differs from what the store holds.
+    """
+    if rc.max_task_parallelism is not None:
+        for c in topology.components.values():
+            if c.parallelism > rc.max_task_parallelism:
+                log.warning(
+                    "component %s: parallelism %d capped to topology.max.task.parallelism=%d",
+                    c.id,
+                    c.parallelism,
+                    rc.max_task_parallelism,
+                )
+                c.parallelism = rc.max_task_parallelism
+    ship_user_modules([c.obj for c in topology.components.values()])
+    for c in topology.components.values():
+        picklable_or_raise(name, c.id, c.obj)
+    stateful = topology.stateful
+    for spout in (s.obj for s in topology.spouts):
+        spout.validate()  # submit-time checks of the sources (brokers reachable, topics exist)
+    # the store is checked (and connected once) before Spark starts: a typo fails in about a second
+    master = master_for(rc, spark)
+    provider = None
+    if stateful or (rc.deadletter in ("state",) or (rc.deadletter or "").startswith("namespace:")):
+        provider = resolve_provider(name, conf, master)
+    windowed = [c.id for c in stateful if isinstance(c.obj, WindowedBolt)]
+    if windowed and not isinstance(provider, KeyValueStateProvider):
+        msg = (
+            f"topology {name!r}: windowed bolt(s) {', '.join(map(repr, windowed))} keep their windows in a weir "
+            f"key-value store, but topology.state.provider is the custom {type(provider).__name__}; use "
+            "sqlite, redis or postgres"
+        )
+        raise TopologyError(msg, topology=name, component=windowed[0])
+    for c in stateful:
+        if isinstance(c.obj, WindowedBolt):
+            _check_stored_windows(name, c.id, c.obj, c.parallelism, provider)
+    spark_session, master = spark_for(rc, spark)
+    tasks = {c.id: c.parallelism for c in topology.components.values()}
+    specs: dict[str, TaskSpec] = {}
+    for cid in topology.order:
+        c = topology.components[cid]
+        input_fields = {
+            (s.source, s.stream): topology.components[s.source].outputs[s.stream] for s in c.inputs
+        }
+        specs[cid] = TaskSpec(
+            topology=name,
+            component_id=cid,
+            component=c.obj,
+            parallelism=c.parallelism,
+            outputs=dict(c.outputs),
+            input_fields=input_fields,
+            conf={**dict(conf), **c.conf},
+            component_tasks=tasks,
+            provider=provider if c.is_stateful else None,
+            deadletter=rc.deadletter is not None,
+            stateful=c.is_stateful,
+            consumed_streams=frozenset(sub.stream for _, sub in topology.consumers(cid)),
+            acking=rc.acking,
+        )
+    sink = make_sink(rc.deadletter, name, provider) if rc.deadletter else None
+    job = BatchJob(topology, specs, on_dead_letters=sink.write if sink else None)
+    return StormPlan(name, conf, rc, spark_session, master, provider, topology=topology, specs=specs, job=job)
+
+
 @dataclass
 class StormPlan(Prepared):
     """A Storm topology checked at submit time: its task specs and batch job."""
@@ -91,70 +160,8 @@ class StormDialect(Dialect):
     def prepare(
         self, name: str, conf: Mapping[str, Any], topology: Any, rc: RuntimeConfig, spark: Any
     ) -> StormPlan:
-        """Validate ``topology`` with ``conf`` and build its batch job (not started yet).
-
-        Everything that can be checked before a worker runs is checked here: configuration keys, the
-        state provider (connected once), local-only stores on a cluster master, picklability of every
-        component, and a stateful parallelism that differs from what the store holds.
-        """
-        if rc.max_task_parallelism is not None:
-            for c in topology.components.values():
-                if c.parallelism > rc.max_task_parallelism:
-                    log.warning(
-                        "component %s: parallelism %d capped to topology.max.task.parallelism=%d",
-                        c.id,
-                        c.parallelism,
-                        rc.max_task_parallelism,
-                    )
-                    c.parallelism = rc.max_task_parallelism
-        ship_user_modules([c.obj for c in topology.components.values()])
-        for c in topology.components.values():
-            picklable_or_raise(name, c.id, c.obj)
-        stateful = topology.stateful
-        for spout in (s.obj for s in topology.spouts):
-            spout.validate()  # submit-time checks of the sources (brokers reachable, topics exist)
-        # the store is checked (and connected once) before Spark starts: a typo fails in about a second
-        master = master_for(rc, spark)
-        provider = None
-        if stateful or (rc.deadletter in ("state",) or (rc.deadletter or "").startswith("namespace:")):
-            provider = resolve_provider(name, conf, master)
-        windowed = [c.id for c in stateful if isinstance(c.obj, WindowedBolt)]
-        if windowed and not isinstance(provider, KeyValueStateProvider):
-            msg = (
-                f"topology {name!r}: windowed bolt(s) {', '.join(map(repr, windowed))} keep their windows in a weir "
-                f"key-value store, but topology.state.provider is the custom {type(provider).__name__}; use "
-                "sqlite, redis or postgres"
-            )
-            raise TopologyError(msg, topology=name, component=windowed[0])
-        for c in stateful:
-            if isinstance(c.obj, WindowedBolt):
-                _check_stored_windows(name, c.id, c.obj, c.parallelism, provider)
-        spark_session, master = spark_for(rc, spark)
-        tasks = {c.id: c.parallelism for c in topology.components.values()}
-        specs: dict[str, TaskSpec] = {}
-        for cid in topology.order:
-            c = topology.components[cid]
-            input_fields = {
-                (s.source, s.stream): topology.components[s.source].outputs[s.stream] for s in c.inputs
-            }
-            specs[cid] = TaskSpec(
-                topology=name,
-                component_id=cid,
-                component=c.obj,
-                parallelism=c.parallelism,
-                outputs=dict(c.outputs),
-                input_fields=input_fields,
-                conf={**dict(conf), **c.conf},
-                component_tasks=tasks,
-                provider=provider if c.is_stateful else None,
-                deadletter=rc.deadletter is not None,
-                stateful=c.is_stateful,
-                consumed_streams=frozenset(sub.stream for _, sub in topology.consumers(cid)),
-                acking=rc.acking,
-            )
-        sink = make_sink(rc.deadletter, name, provider) if rc.deadletter else None
-        job = BatchJob(topology, specs, on_dead_letters=sink.write if sink else None)
-        return StormPlan(name, conf, rc, spark_session, master, provider, topology=topology, specs=specs, job=job)
+        """Validate ``topology`` with ``conf`` and build its batch job (see :func:`submit_topology`)."""
+        return submit_topology(name, conf, topology, rc, spark)
 
     def spouts(self, plan: Prepared) -> list[tuple[str, Any]]:
         """The topology's spouts."""
