@@ -228,7 +228,17 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         if r.tuples_per_batch in native:
             r.overhead_p50_ms = round(r.p50_ms - native[r.tuples_per_batch].p50_ms, 1)
-    head = ["tuples/batch", "variant", "batches", "p50 ms", "p95 ms", "mean ms", "p50 - native", "addBatch p50", "verified"]
+    head = [
+        "tuples/batch",
+        "variant",
+        "batches",
+        "p50 ms",
+        "p95 ms",
+        "mean ms",
+        "p50 - native",
+        "addBatch p50",
+        "verified",
+    ]
     body = [
         [
             str(r.tuples_per_batch),
@@ -246,7 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
     print()
     for cells in [head, ["-" * w for w in widths], *body]:
-        print("  ".join(c.ljust(w) if i == 1 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))))
+        print(
+            "  ".join(c.ljust(w) if i == 1 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+        )
     verdicts = []
     for r in rows:
         if r.tuples_per_batch == 10 and r.variant != "native" and r.overhead_p50_ms is not None:

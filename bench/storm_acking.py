@@ -1,6 +1,6 @@
 """Benchmark of Storm's ack contract and of windowed bolts in weir's task runner (no Spark scheduling).
 
-One task of a bolt runs over N input tuples through :func:`weir.runtime.spark.task.run_task` (the
+One task of a bolt runs over N input tuples through :func:`weir.runtime.spark.storm.task.run_task` (the
 code a Spark task runs), in this process, on an embedded SQLite store, in four variants:
 
 * **basic, acking off** — a word count in the basic shape, ``topology.acker.executors = 0``;
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import machine, median, timed, write_results  # noqa: E402
 
-from weir.runtime.spark.task import TaskSpec, run_task  # noqa: E402
+from weir.runtime.spark.storm.task import TaskSpec, run_task  # noqa: E402
 from weir.state import StateFactory  # noqa: E402
 from weir.topology import (  # noqa: E402
     BaseStatefulBolt,
@@ -94,7 +94,7 @@ def one(bolt: Any, n: int, *, acking: bool, store: str) -> float:
     def go() -> None:
         txid[0] += 1
         out = list(run_task(spec, 0, txid[0], 1, words))
-        assert out[-1][1]["ok"], out[-1][1].get("error")
+        assert out[-1][1].ok, out[-1][1].error
         provider.backend.commit_prepared("bench-count-0", txid[0], 1)
         if bolt.__class__ is WindowCount:
             provider.backend.commit_prepared("bench-count-0-window", txid[0], 1)

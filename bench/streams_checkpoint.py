@@ -2,7 +2,7 @@
 
 An operator holding N bytes of state (1 MB, 10 MB, 100 MB of random bytes; each tuple changes one
 byte) runs micro-batches through weir's real task runner and checkpoint coordinator, in this process
-(``weir.streams.testing.OperatorTester``: the code a Spark task runs, without Spark's scheduling
+(``weir.testing.OperatorTester``: the code a Spark task runs, without Spark's scheduling
 noise), on SQLite and on Redis (started here on a free loopback port), in blocking and in
 non-blocking mode. Per batch it reports
 
@@ -43,7 +43,7 @@ from _common import Unavailable, machine, redis_server, sqlite_file, write_resul
 
 from weir.cli._table import format_table, human_duration, human_size  # noqa: E402
 from weir.streams import Checkpoint, Operator, OperatorContext, StateHandler  # noqa: E402
-from weir.streams.testing import OperatorTester  # noqa: E402
+from weir.testing import OperatorTester  # noqa: E402
 from weir.topology import Fields, OutputCollector, Tuple  # noqa: E402
 
 MB = 1024 * 1024
@@ -115,12 +115,12 @@ def bench_case(url: str, size: int, non_blocking: bool, batches: int) -> dict[st
         rep = r.reports[-1]
         rows.append(
             {
-                "pause_ms": rep.get("pause_ms", 0.0),
-                "checkpoint_ms": rep.get("checkpoint_ms", 0.0),
-                "wait_ms": rep.get("wait_ms", 0.0),
+                "pause_ms": rep.extra.get("pause_ms", 0.0),
+                "checkpoint_ms": rep.extra.get("checkpoint_ms", 0.0),
+                "wait_ms": rep.extra.get("wait_ms", 0.0),
                 "commit_ms": r.commit_ms,
                 "batch_ms": wall,
-                "bytes": rep.get("checkpoint_bytes", 0),
+                "bytes": rep.extra.get("checkpoint_bytes", 0),
             }
         )
     t.crash()
@@ -130,7 +130,7 @@ def bench_case(url: str, size: int, non_blocking: bool, batches: int) -> dict[st
     if r.error is not None:
         raise r.error
     rep = r.reports[-1]
-    assert rep["restore"] == "reset", rep
+    assert rep.extra["restore"] == "reset", rep
     t.close()
     steady = rows[1:] or rows
     return {
@@ -139,7 +139,7 @@ def bench_case(url: str, size: int, non_blocking: bool, batches: int) -> dict[st
         "batches": batches,
         **{k: _median([row[k] for row in steady]) for k in TIMINGS},
         "checkpoint_bytes": rows[-1]["bytes"],
-        "restore_ms": rep["restore_ms"],
+        "restore_ms": rep.extra["restore_ms"],
         "restore_batch_ms": restore_batch_ms,
         "per_batch": rows,
     }

@@ -1,7 +1,7 @@
 """Benchmark of IBM Streams punctuation on weir: the cost of carrying and aligning marks.
 
 A pass-through operator (it submits every tuple) runs one micro-batch of N tuples through weir's real
-task runner and coordinator in this process (``weir.streams.testing.OperatorTester``, memory store),
+task runner and coordinator in this process (``weir.testing.OperatorTester``, memory store),
 in four cases:
 
 * **off**            — the task's input is not aligned (a topology without Streams operators or
@@ -34,7 +34,7 @@ from _common import machine, write_results  # noqa: E402
 
 from weir.cli._table import format_table  # noqa: E402
 from weir.streams import Operator, Punctuation  # noqa: E402
-from weir.streams.testing import OperatorTester  # noqa: E402
+from weir.testing import OperatorTester  # noqa: E402
 from weir.topology import Fields, Tuple  # noqa: E402
 
 W = Punctuation.WINDOW_MARKER

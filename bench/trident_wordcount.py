@@ -231,7 +231,9 @@ def format_table(rows: list[Result]) -> str:
     widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+        return "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
 
     return "\n".join([line(head), "  ".join("-" * w for w in widths), *(line(b) for b in body)])
 
@@ -270,7 +272,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.files_per_batch} per batch ({time.perf_counter() - t:.1f} s)",
             flush=True,
         )
-        spark = local_spark("weir-bench-trident-wordcount", {"spark.sql.streaming.forceDeleteTempCheckpointLocation": "true"})
+        spark = local_spark(
+            "weir-bench-trident-wordcount", {"spark.sql.streaming.forceDeleteTempCheckpointLocation": "true"}
+        )
         progress = ProgressLog(spark)
         urls: dict[str, str] = {}
         if any(v.endswith("-redis") for v in chosen):

@@ -1,7 +1,9 @@
 """weir: Storm, Trident and IBM Streams state management in Python, on Spark Structured Streaming."""
 
+from __future__ import annotations
+
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 from weir.errors import (
     CheckpointError,
@@ -18,13 +20,36 @@ from weir.errors import (
 __version__ = "0.1.0"
 
 
-def submit(name: str, conf: Mapping[str, Any], topology: Any, spark: Any = None) -> Any:
-    """Submit a topology (Storm ``TopologyBuilder`` or ``TridentTopology``) to Spark.
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from weir.runtime.spark.runner import TopologyRun
+    from weir.topology.builder import Topology
+    from weir.trident.topology import TridentTopology
+
+
+@overload
+def submit(
+    name: str, conf: Mapping[str, Any], topology: Topology, spark: SparkSession | None = None
+) -> TopologyRun: ...
+
+
+@overload
+def submit(
+    name: str, conf: Mapping[str, Any], topology: TridentTopology, spark: SparkSession | None = None
+) -> TopologyRun: ...
+
+
+def submit(
+    name: str, conf: Mapping[str, Any], topology: Topology | TridentTopology, spark: SparkSession | None = None
+) -> TopologyRun:
+    """Submit a topology (Storm ``TopologyBuilder.create_topology()`` or ``TridentTopology``) to Spark.
 
     Everything is validated now; returns a :class:`~weir.runtime.spark.runner.TopologyRun` whose
     ``start()`` runs it continuously and ``process_available()`` processes what is there and stops.
+    The topology's dialect is found through the registry of :mod:`weir.runtime.spark.dialect`.
     """
-    from weir.runtime.spark.submit import submit as _submit
+    from weir.runtime.spark import submit as _submit
 
     return _submit(name, conf, topology, spark)
 

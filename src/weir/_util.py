@@ -5,11 +5,39 @@ from __future__ import annotations
 import hashlib
 import importlib
 import re
+from collections.abc import Callable
 from typing import Any
 
 from weir.errors import ConfigError
 
-__all__ = ["import_object", "stable_hash", "validate_identifier"]
+__all__ = ["import_object", "positive_int", "stable_hash", "validate_identifier"]
+
+
+def positive_int(
+    value: Any,
+    what: str,
+    *,
+    minimum: int = 1,
+    error: Callable[[str], Exception] = ConfigError,
+    expected: str | None = None,
+) -> int:
+    """``value`` when it is an ``int`` ≥ ``minimum`` (a ``bool`` is not); else raise ``error``.
+
+    The message names ``what`` and the value: ``"<what> must be a positive int, got 0"`` (or
+    ``expected`` instead of "a positive int", e.g. "an integer ≥ 0").
+
+    >>> positive_int(3, "parallelism")
+    3
+    >>> positive_int(True, "parallelism")
+    Traceback (most recent call last):
+    ...
+    weir.errors.ConfigError: parallelism must be a positive int, got True
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        bound = expected or ("a positive int" if minimum == 1 else f"an integer ≥ {minimum}")
+        msg = f"{what} must be {bound}, got {value!r}"
+        raise error(msg)
+    return value
 
 
 def import_object(path: str) -> Any:

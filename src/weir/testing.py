@@ -16,6 +16,9 @@ Storm's ack contract holds as on Spark: a rich bolt's input that is neither acke
 ``checkpoint()`` raise, naming the count. A windowed bolt fires its count windows as tuples arrive
 and its time windows when ``execute(..., now_ms=)`` or ``checkpoint(now_ms=)`` moves the clock (event
 time: at every ``checkpoint``, from the timestamps seen).
+
+``OperatorTester`` does the same for an IBM Streams operator (its handlers, checkpoints and
+consistent regions, with the task loop a Spark task runs); see ``docs/streams-handlers.md``.
 """
 
 from __future__ import annotations
@@ -35,7 +38,17 @@ from weir.topology.tuple import DEFAULT_STREAM, Fields, Tuple, Values
 from weir.topology.window_manager import WindowManager, window_namespace
 from weir.topology.windowing import WindowedBolt
 
-__all__ = ["BoltTester"]
+__all__ = ["BatchResult", "BoltTester", "OperatorTester"]  # noqa: F822 - the first and last load lazily
+
+
+def __getattr__(name: str) -> Any:
+    """``OperatorTester`` and ``BatchResult``, imported on first use (they load the Spark runtime's task loop)."""
+    if name in ("OperatorTester", "BatchResult"):
+        from weir.runtime.spark.streams import testing
+
+        return testing.OperatorTester if name == "OperatorTester" else testing.BatchResult
+    msg = f"module 'weir.testing' has no attribute {name!r}"
+    raise AttributeError(msg)
 
 
 class BoltTester:

@@ -19,7 +19,7 @@ from tests.cli._support import (
     trident_factories,
 )
 from tests.servers import RedisServer, free_port
-from weir.checkpoint.coordinator import RECORD_KEY, CheckPointState, Phase, checkpoint_namespace
+from weir.checkpoint.coordinator import RECORD_KEY, CheckpointPhase, CheckPointState, checkpoint_namespace
 from weir.state.backend import Backend
 from weir.state.kv import TransactionalKeyValueState
 from weir.state.serializers import IntSerializer, StrSerializer
@@ -56,7 +56,7 @@ def store(url: str) -> Iterator[Backend]:
         value_serializer=IntSerializer(),
     )
     # the coordinator's record, as the coordinator writes it (raw key __state, JSON value)
-    rec = CheckPointState(txid=5, phase=Phase.COMMITTED, epoch=2, query_id="q-1", parallelism={"count": 2})
+    rec = CheckPointState(txid=5, phase=CheckpointPhase.COMMITTED, epoch=2, query_id="q-1", parallelism={"count": 2})
     b.write_direct(checkpoint_namespace("wc"), {RECORD_KEY: rec.to_bytes()}, None)
     try:
         yield b

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from tests.servers import DURABLE_PROVIDERS, PROVIDERS
-from weir.state import KeyValueStateProvider, StateFactory, TransactionalKeyValueState, TxidRecord
+from weir.state import StateFactory
 from weir.state.factory import open_backend
+from weir.state.spi import KeyValueStateProvider, TransactionalKeyValueState, TxidRecord
 
 _NEEDS_SERVER = {"redis", "redis-cluster", "postgres", "hbase"}
 

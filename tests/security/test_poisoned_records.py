@@ -19,14 +19,14 @@ import pytest
 from weir import _data
 from weir.checkpoint.coordinator import CheckpointStore
 from weir.errors import CheckpointError, SerializationError, WeirError
+from weir.runtime.spark.trident.state_tasks import JOURNAL_V1, journal_key, read_touches
 from weir.state.config import parse_provider_config, provider_from_url
 from weir.state.factory import open_backend
 from weir.state.kv import TransactionalKeyValueState
 from weir.streams.checkpoint import MAGIC, MAGIC_V1
 from weir.streams.store import HEAD, CheckpointMeta, Head, TaskCheckpoints, chunk_key
-from weir.trident.backing._codec import decode_cell
+from weir.trident.backing.codec import decode_cell
 from weir.trident.state import StateType
-from weir.trident.state_tasks import JOURNAL_V1, journal_key, read_touches
 
 
 class _Boom:

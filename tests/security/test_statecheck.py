@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from weir.checkpoint.coordinator import CheckPointState, CheckpointStore, Coordinator, Phase
+from weir.checkpoint.coordinator import CheckpointPhase, CheckPointState, CheckpointStore, Coordinator, Participants
 from weir.errors import StateLossError
 from weir.runtime.spark.statecheck import check_store_against_spark, read_spark_log
 from weir.state.sqlite import SqliteBackend, SqliteOptions
 
 
-class _NoParticipants:
+class _NoParticipants(Participants):
     def commit_all(self, txid: int, epoch: int, after_first: Any = None) -> None:
         pass
 
@@ -58,7 +58,7 @@ def test_the_spark_log_is_read_from_the_directory(tmp_path: Path) -> None:
     [
         (None, 0),  # a first run: Spark never committed a batch
         (CheckPointState(txid=5, query_id="q1", txid_base=1), 4),  # batch 3 = txid 4 ≤ 5
-        (CheckPointState(txid=5, phase=Phase.PREPARING, query_id="q1", txid_base=1), 4),  # 4 committed
+        (CheckPointState(txid=5, phase=CheckpointPhase.PREPARING, query_id="q1", txid_base=1), 4),  # 4 committed
     ],
 )
 def test_a_store_that_kept_its_data_passes(tmp_path: Path, rec: CheckPointState | None, commits: int) -> None:
@@ -76,7 +76,7 @@ def test_a_store_that_kept_its_data_passes(tmp_path: Path, rec: CheckPointState 
         ),
         (CheckPointState(txid=2, query_id="q1", txid_base=1), "holds committed txid 2, but Spark's checkpoint"),
         (
-            CheckPointState(txid=5, phase=Phase.PREPARING, query_id="q1", txid_base=2),
+            CheckPointState(txid=5, phase=CheckpointPhase.PREPARING, query_id="q1", txid_base=2),
             "txids 5..6 (Spark batches 3..4)",
         ),
     ],

@@ -11,8 +11,8 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest

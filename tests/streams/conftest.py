@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import pytest
 
 from tests.streams import _ops
+from weir.runtime.spark.streams.operators import clear_live_instances
 from weir.state.factory import close_backends
 from weir.state.memory import MemoryBackend
-from weir.streams.runtime import clear_live_instances
 
 
 @pytest.fixture(autouse=True)

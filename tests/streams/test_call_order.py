@@ -1,6 +1,6 @@
 """The order of StateHandler calls, recorded, through batches, failures, crashes and restarts.
 
-Everything runs in this process through :class:`weir.streams.testing.OperatorTester` (real
+Everything runs in this process through :class:`weir.testing.OperatorTester` (real
 coordinator, real task runner, memory store), so every sequence is deterministic.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from tests.streams._ops import Recorded, Summer, calls
+from weir.runtime.spark.streams.operators import _LIVE, live_instance
 from weir.streams import Checkpoint, OrderedStateHandlers
-from weir.streams.runtime import _LIVE, live_instance
-from weir.streams.testing import OperatorTester
+from weir.testing import OperatorTester
 
 CUT = [("op", "drain"), ("a", "drain")]
 
@@ -136,7 +136,7 @@ def test_an_exception_in_process_dirties_the_instance_and_the_retry_resets_it() 
     t.run_batch([[1]])
     bad = t.run_batch([[2], ["boom"], [3]])
     assert bad.error is not None and "cannot add 'boom'" in str(bad.error)
-    assert "operator 'op' task 0" in bad.reports[0]["error"]
+    assert "operator 'op' task 0" in bad.reports[0].error
     ok = t.run_batch([[2], [3]])
     assert ok.values() == [[2, 6]]
     assert calls("task")[-8:] == [("op", "reset", 1), ("a", "reset", 1), *proc(2, 3), *CUT, *ckpt(2)]
@@ -159,7 +159,7 @@ def test_non_blocking_prepare_comes_after_drain_and_checkpoint_runs_in_the_backg
 
 
 def test_non_blocking_tuples_flow_before_the_checkpoint_finishes_and_the_batch_waits_for_it() -> None:
-    from weir.streams.runtime import run_operator_task
+    from weir.runtime.spark.streams.operators import run_operator_task
 
     t = OperatorTester(Summer(non_blocking=True), input_fields=["v"])
     t.run_batch([[1]])
@@ -176,11 +176,11 @@ def test_non_blocking_tuples_flow_before_the_checkpoint_finishes_and_the_batch_w
     assert t.provider.backend.txids("tester-op-0").prepared is None
     report = next(gen)
     # the task reports only once every checkpoint write is durable and the head is prepared
-    assert report[0] == "R" and report[1]["ok"], report
+    assert report[0] == "R" and report[1].ok, report
     assert op.a.checkpoint_done.is_set()
     assert t.provider.backend.txids("tester-op-0").prepared == 2
-    assert report[1]["checkpoint"] == 2 and report[1]["wait_ms"] > 0
-    assert report[1]["pause_ms"] < report[1]["checkpoint_ms"]
+    assert report[1].extra["checkpoint"] == 2 and report[1].extra["wait_ms"] > 0
+    assert report[1].extra["pause_ms"] < report[1].extra["checkpoint_ms"]
 
 
 def test_operator_driven_checkpoints_outside_a_region() -> None:
@@ -263,10 +263,8 @@ def test_retire_checkpoint_follows_weir_checkpoint_retain() -> None:
 def test_region_checkpointed_only_for_start_operators() -> None:
     from dataclasses import replace
 
-    from weir.streams.regions import SPEC_ATTR
-
     t = OperatorTester(Summer(), input_fields=["v"])
-    setattr(t.spec, SPEC_ATTR, replace(getattr(t.spec, SPEC_ATTR), is_start=False))
+    t.spec.placement = replace(t.spec.placement, is_start=False)
     t.run_batch([[1]])
     t.run_batch([[2]])
     t.run_batch([[3]])

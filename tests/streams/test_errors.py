@@ -9,12 +9,12 @@ import pytest
 from tests.streams._ops import BadReader, Summer, calls
 from weir.errors import CheckpointError, ConfigError, TopologyError
 from weir.runtime.spark.config import RuntimeConfig
+from weir.runtime.spark.streams.operators import StreamsParticipants
 from weir.sources import RateSpout
 from weir.streams import Operator, OperatorContext, StateHandler
 from weir.streams.regions import placements
-from weir.streams.runtime import StreamsParticipants
 from weir.streams.store import chunk_key
-from weir.streams.testing import OperatorTester
+from weir.testing import OperatorTester
 from weir.topology import Fields, TopologyBuilder, TopologyContext, Tuple
 
 
@@ -28,7 +28,7 @@ def test_a_handler_that_raises_in_checkpoint_fails_the_batch_naming_operator_tas
     assert "Summer.checkpoint(checkpoint 1) failed: ValueError: disk on fire" in text
     assert r.error.component == "op" and r.error.task == 0 and r.error.txid == 1
     assert t.head() is None  # nothing was committed
-    assert r.reports[0]["error_type"] == "CheckpointError"
+    assert r.reports[0].error_type == "CheckpointError"
 
 
 def test_a_handler_that_raises_in_drain_fails_the_batch() -> None:
@@ -57,8 +57,8 @@ def test_corrupted_checkpoint_data_gives_a_clear_checkpoint_error() -> None:
     t.crash()
     r = t.run_batch([[2]])
     assert r.error is not None
-    err = r.reports[0]["error"]
-    assert r.reports[0]["error_type"] == "CheckpointError"
+    err = r.reports[0].error
+    assert r.reports[0].error_type == "CheckpointError"
     assert "checkpoint 1 of operator 'op' task 0 (namespace 'tester-op-0') is corrupt" in err
     assert "CRC-32" in err and "pickl" not in err.lower()
     # a retry meets the same damage: the batch keeps failing rather than silently losing state
@@ -71,7 +71,7 @@ def test_missing_checkpoint_chunks_are_reported() -> None:
     t.provider.backend.write_direct("tester-op-0", {_chunk(t, 1): None}, None)
     t.crash()
     r = t.run_batch([[2]])
-    assert "checkpoint 1 of operator 'op' task 0 (namespace 'tester-op-0') is incomplete" in r.reports[0]["error"]
+    assert "checkpoint 1 of operator 'op' task 0 (namespace 'tester-op-0') is incomplete" in r.reports[0].error
 
 
 def test_a_corrupt_checkpoint_record_is_reported() -> None:
@@ -79,7 +79,7 @@ def test_a_corrupt_checkpoint_record_is_reported() -> None:
     t.run_batch([[1]])
     t.provider.backend.write_direct("tester-op-0", {b"head": b"{not json"}, None)
     r = t.run_batch([[2]])
-    assert "the checkpoint record (key 'head') is corrupt" in r.reports[0]["error"]
+    assert "the checkpoint record (key 'head') is corrupt" in r.reports[0].error
 
 
 def test_data_the_handler_cannot_read_back_is_a_checkpoint_error_not_a_pickle_trace() -> None:
@@ -88,10 +88,10 @@ def test_data_the_handler_cannot_read_back_is_a_checkpoint_error_not_a_pickle_tr
     t.crash()
     r = t.run_batch([[2]])
     rep = r.reports[0]
-    assert rep["error_type"] == "CheckpointError"
-    assert "BadReader.reset(checkpoint 1) failed: CheckpointError: checkpoint 1 of operator 'op' task 0" in rep["error"]
-    assert "cannot be read at byte 0" in rep["error"]
-    assert "corrupt or was written by a different version" in rep["error"]
+    assert rep.error_type == "CheckpointError"
+    assert "BadReader.reset(checkpoint 1) failed: CheckpointError: checkpoint 1 of operator 'op' task 0" in rep.error
+    assert "cannot be read at byte 0" in rep.error
+    assert "corrupt or was written by a different version" in rep.error
 
 
 def test_checkpoint_period_inside_a_region_is_refused() -> None:
@@ -218,8 +218,8 @@ class Stateless(Operator, StateHandler):
 
 
 def test_a_stateless_operator_is_drained_but_never_checkpointed() -> None:
-    from weir.runtime.spark.task import TaskSpec
-    from weir.streams.runtime import run_operator_task
+    from weir.runtime.spark.storm.task import TaskSpec
+    from weir.runtime.spark.streams.operators import run_operator_task
 
     spec = TaskSpec(
         topology="sl", component_id="op", component=Stateless(), parallelism=1,
@@ -229,7 +229,7 @@ def test_a_stateless_operator_is_drained_but_never_checkpointed() -> None:
     for batch in (1, 2):
         out = list(run_operator_task(spec, 0, batch, None, [("src", "default", (i,), 0) for i in range(3)]))
         assert out[0] == ("T", "default", (3,), 0, None)  # a fresh instance: 3, not 6
-        assert out[1][0] == "R" and out[1][1]["ok"]
+        assert out[1][0] == "R" and out[1][1].ok
 
 
 class LoudHook(Summer):

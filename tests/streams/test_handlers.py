@@ -16,7 +16,7 @@ from weir.streams import (
     StateHandler,
     TumblingWindowSort,
 )
-from weir.streams.testing import OperatorTester
+from weir.testing import OperatorTester
 
 
 def _round_trip(handler: StateHandler, into: StateHandler, cid: int = 1) -> Checkpoint:

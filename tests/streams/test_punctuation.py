@@ -3,7 +3,7 @@ the cut before ``drain()``): window and final marks received, forwarded and alig
 of calls recorded — several upstream tasks, two inputs, control and autonomous ports, replays after a
 failure and a crash, the routing of marks to every consumer task, and punctuation-based windows.
 
-Everything but the routing runs through :class:`weir.streams.testing.OperatorTester` (the real
+Everything but the routing runs through :class:`weir.testing.OperatorTester` (the real
 coordinator and task runner, a memory store), so the sequences are deterministic.
 """
 
@@ -17,7 +17,7 @@ import pytest
 from tests.streams._ops import CALLS, calls
 from weir.errors import TopologyError
 from weir.streams import Checkpoint, InputPort, Operator, OperatorContext, Punctuation, StateHandler, TumblingWindowSort
-from weir.streams.testing import OperatorTester
+from weir.testing import OperatorTester
 from weir.topology import Fields, OutputCollector, Tuple
 
 W, F = Punctuation.WINDOW_MARKER, Punctuation.FINAL_MARKER
@@ -186,7 +186,7 @@ def test_count_window_forwards_window_marks_and_flushes_its_open_window_on_the_f
 
 
 def test_routing_sends_marks_to_every_consumer_task_in_their_place() -> None:
-    from weir.runtime.spark.batch import key_for_grouping
+    from weir.runtime.spark.storm.batch import key_for_grouping
     from weir.topology import TopologyBuilder
     from weir.topology.punctuation import MarkRecord
 
@@ -228,7 +228,7 @@ class _Src(__import__("weir.topology", fromlist=["Spout"]).Spout):
 
 @pytest.mark.parametrize("parallelism", [1, 2])
 def test_storm_bolts_forward_aligned_marks(parallelism: int) -> None:
-    from weir.runtime.spark.task import TaskSpec, run_task
+    from weir.runtime.spark.storm.task import TaskSpec, run_task
     from weir.topology import BasicBolt
     from weir.topology.punctuation import MarkRecord
 
@@ -309,8 +309,8 @@ def test_the_final_transaction_moves_the_txid_base_only_with_its_commit(dies: st
 
 
 def test_spouts_punctuate_by_row_at_the_end_of_each_batch_and_at_the_end_of_a_finite_run() -> None:
-    from weir.runtime.spark.batch import topology_punctuates
-    from weir.runtime.spark.task import TaskSpec, run_spout_task
+    from weir.runtime.spark.storm.batch import topology_punctuates
+    from weir.runtime.spark.storm.task import TaskSpec, run_spout_task
     from weir.topology import TopologyBuilder
 
     class Marked(_Src):

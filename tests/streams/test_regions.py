@@ -2,7 +2,7 @@
 input ports, permits for background threads, per-region drain_timeout / reset_timeout /
 max_consecutive_reset_attempts, and StatefulWindowListener beside the window handlers.
 
-Everything runs in this process through :class:`weir.streams.testing.OperatorTester` (the real
+Everything runs in this process through :class:`weir.testing.OperatorTester` (the real
 coordinator and task runner, a memory store), so the sequences are deterministic.
 """
 
@@ -26,7 +26,7 @@ from weir.streams import (
     TumblingWindowSort,
     WindowEvent,
 )
-from weir.streams.testing import OperatorTester
+from weir.testing import OperatorTester
 from weir.topology import Fields, OutputCollector, Tuple
 
 # threads a test leaves holding a permit wait on this; released at the end of every test
@@ -308,10 +308,10 @@ def _two_regions(max_retries: int) -> tuple[Any, Any]:
     """Operators ``a`` (region 0) and ``b`` (region 1) fed by one pseudo spout, and a batch runner."""
     from weir.checkpoint.coordinator import CheckpointStore, Coordinator, JobOutcome, TaskFailure
     from weir.runtime.spark.config import RuntimeConfig
-    from weir.runtime.spark.task import TaskSpec
+    from weir.runtime.spark.storm.task import TaskSpec
+    from weir.runtime.spark.streams.operators import StreamsParticipants, run_operator_task
+    from weir.runtime.spark.streams.testing import _InputSpout
     from weir.state import StateFactory
-    from weir.streams.runtime import StreamsParticipants, run_operator_task
-    from weir.streams.testing import _InputSpout
     from weir.topology import TopologyBuilder
 
     b = TopologyBuilder()
@@ -344,9 +344,9 @@ def _two_regions(max_retries: int) -> tuple[Any, Any]:
                 recs = [("src", "default", (v,), 0) for v in values]
                 for rec in run_operator_task(spec, 0, txid, epoch, recs):
                     if rec[0] == "R":
-                        CALLS.append(("task", spec.component_id, "report", rec[1].get("restore")))
-                        if not rec[1]["ok"]:
-                            failures.append(TaskFailure(spec.component_id, 0, rec[1]["error"]))
+                        CALLS.append(("task", spec.component_id, "report", rec[1].extra.get("restore")))
+                        if not rec[1].ok:
+                            failures.append(TaskFailure(spec.component_id, 0, rec[1].error))
             return JobOutcome(failures=failures)
 
         return coord.run_batch("q", batch_id, job)

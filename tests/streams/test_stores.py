@@ -7,10 +7,10 @@ import pytest
 from tests.servers import DURABLE_PROVIDERS
 from tests.streams._ops import Blob, Summer, calls
 from weir.errors import FencedError
+from weir.runtime.spark.streams.operators import live_instance, run_operator_task
 from weir.streams import store as store_mod
-from weir.streams.runtime import live_instance, run_operator_task
 from weir.streams.store import TaskCheckpoints
-from weir.streams.testing import OperatorTester
+from weir.testing import OperatorTester
 
 pytestmark = pytest.mark.services
 
@@ -67,7 +67,7 @@ def test_a_fenced_task_cannot_write_checkpoints(provider_url: str) -> None:
     t.run_batch([[2]])  # ... and writes the namespace with it
     out = list(run_operator_task(t.spec, 0, 3, old_epoch, [("src", "default", (5,), 0)]))
     report = out[-1][1]
-    assert not report["ok"] and report["fenced"] and report["error_type"] == "FencedError"
+    assert not report.ok and report.fenced and report.error_type == "FencedError"
     assert t.provider.backend.txids(NS).prepared is None  # the late task of the old driver wrote nothing
     store = TaskCheckpoints(t.provider.backend, NS, "operator 'op' task 0", old_epoch)
     with pytest.raises(FencedError):

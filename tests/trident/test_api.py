@@ -15,6 +15,7 @@ import weir
 import weir.trident
 from tests.trident._support import NonTransactionalFileSpout, OpaqueFileSpout, Split
 from weir.errors import ConfigError, TopologyError
+from weir.runtime.spark.trident.state_tasks import spark_int_hash, spark_routing_values
 from weir.sources import FileSpout
 from weir.trident import (
     Aggregator,
@@ -29,7 +30,6 @@ from weir.trident import (
 )
 from weir.trident.fields import decode_any, encode_any, parse_fields
 from weir.trident.guarantee import TABLE
-from weir.trident.state_tasks import spark_int_hash, spark_routing_values
 from weir.trident.tuple import make_tuple
 
 
@@ -203,7 +203,7 @@ def test_memory_map_state_is_refused_on_a_cluster_master(tmp_path: Path) -> None
     lines.group_by(["line"]).persistent_aggregate(MemoryMapState.Factory(), Count(), "count")
     # the check itself, on the master the run will use (a submit in this test session would use the
     # session's local master, whatever weir.spark.master says)
-    from weir.trident.runner import _memory_states
+    from weir.runtime.spark.trident.runner import _memory_states
 
     with pytest.raises(ConfigError, match="local mode only") as ei:
         _memory_states("mem", topo, "spark://10.0.0.1:7077")
@@ -293,7 +293,7 @@ def test_sum_and_count_describe_their_sql() -> None:
 
 def test_the_plan_is_stored_as_a_graph_for_weir_ui(tmp_path: Path) -> None:
     """``trident_shape``: every operation a component, state operations stateful, edges to parents."""
-    from weir.trident.runner import trident_shape
+    from weir.runtime.spark.trident.runner import trident_shape
 
     topo, lines = _lines(tmp_path)
     words = lines.each(["line"], Split(), ["word"])

@@ -290,7 +290,7 @@ def test_a_failing_function_stops_the_topology_naming_component_task_and_txid(
 
 
 def test_routing_values_agree_with_spark_hash(spark: Any) -> None:
-    from weir.trident.state_tasks import spark_int_hash, spark_routing_values
+    from weir.runtime.spark.trident.state_tasks import spark_int_hash, spark_routing_values
 
     rows = spark.range(50).selectExpr("CAST(id AS INT) AS i", "hash(CAST(id AS INT)) AS h").collect()
     assert [spark_int_hash(r.i) for r in rows] == [r.h for r in rows]

@@ -17,18 +17,18 @@ from pyspark.sql.types import IntegerType, LongType, StringType
 
 from tests.trident._support import Split
 from weir.errors import StateError
+from weir.runtime.spark.trident._arrow import TridentTaskFailure, parse_failure
+from weir.runtime.spark.trident.state_tasks import JournalSpec, PersistAggStage, QueryStage, RouteStage, read_touches
+from weir.runtime.spark.trident.tasks import AggStage, OpStage
 from weir.state import StateFactory as KVStateFactory
 from weir.trident import Count, MapGet, MemoryMapState, StateFactory, StateType
-from weir.trident._arrow import TridentTaskFailure, parse_failure
 from weir.trident.fields import FieldSpec, decode_any, encode_any
-from weir.trident.state_tasks import JournalSpec, PersistAggStage, QueryStage, RouteStage, read_touches
-from weir.trident.tasks import AggStage, OpStage
 
 STR, LONG, INT = StringType(), LongType(), IntegerType()
 
 
 def batch(fields: Sequence[FieldSpec], rows: Sequence[Sequence[Any]]) -> pa.RecordBatch:
-    from weir.trident._arrow import arrow_schema, build_array
+    from weir.runtime.spark.trident._arrow import arrow_schema, build_array
 
     schema = arrow_schema(fields)
     cols = list(zip(*rows, strict=True)) if rows else [[] for _ in fields]
@@ -139,7 +139,7 @@ def test_the_journal_makes_an_opaque_replay_with_other_keys_exact(monkeypatch: p
     out = persist(f, 2, [("cat", 2, 0)], journal=journal, touches=touches)
     assert out == [("cat", 3)]  # touched keys are not new values
     # Spark runs a task for partition 1 too (state partition p = Spark partition p), without rows
-    monkeypatch.setattr("weir.trident.tasks.partition_id", lambda: 1)
+    monkeypatch.setattr("weir.runtime.spark.trident.tasks.partition_id", lambda: 1)
     assert persist(f, 2, [], journal=journal, touches=touches) == []
     state = f.inner.make_state({}, 1, 2)
     assert state.multi_get([["dog"], ["emu"]]) == [1, None]
@@ -149,7 +149,7 @@ def test_the_journal_makes_an_opaque_replay_with_other_keys_exact(monkeypatch: p
 
 def test_route_stage_spreads_keys_by_a_stable_hash() -> None:
     from weir._util import stable_hash
-    from weir.trident.state_tasks import spark_routing_values
+    from weir.runtime.spark.trident.state_tasks import spark_routing_values
 
     fields = [FieldSpec("word", STR), FieldSpec("n", None)]
     out = fields + [FieldSpec("_weir_p", INT), FieldSpec("_weir_q", INT)]
@@ -195,8 +195,8 @@ def test_a_failing_user_function_names_its_component_and_task() -> None:
         list(stage(iter([batch(fields, [("x",)])])))
     got = parse_failure(f"py4j ... {info.value} ... more text")
     assert got is not None
-    assert (got["component"], got["task"], got["txid"]) == ("each-1:Boom", 0, 5)
-    assert "ZeroDivisionError" in got["error"] and "1 / 0" in got["traceback"]
+    assert (got.component, got.task, got.txid, got.ok) == ("each-1:Boom", 0, 5, False)
+    assert got.error is not None and "ZeroDivisionError" in got.error and "1 / 0" in got.traceback
 
 
 def test_declared_types_are_checked_with_a_clear_message() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from weir.errors import ConfigError
-from weir.state import KeyValueStateProvider, StateFactory, StateProvider
+from weir.state import StateFactory, StateProvider
 from weir.state.config import (
     PROVIDER_CONFIG_KEY,
     PROVIDER_KEY,
@@ -19,6 +19,7 @@ from weir.state.config import (
     parse_provider_config,
     provider_from_url,
 )
+from weir.state.spi import KeyValueStateProvider
 
 
 def _parse(provider: Any = None, config: Any = None, **extra: Any) -> ProviderConfig:

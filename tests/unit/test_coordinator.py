@@ -24,15 +24,15 @@ from typing import Any
 import pytest
 
 from weir.checkpoint import (
+    CheckpointPhase,
     CheckPointState,
     CheckpointStore,
     Coordinator,
     JobOutcome,
-    Phase,
     TaskFailure,
     checkpoint_namespace,
 )
-from weir.checkpoint.coordinator import RECORD_KEY
+from weir.checkpoint.coordinator import RECORD_KEY, Participants
 from weir.checkpoint.faults import POINTS
 from weir.errors import CheckpointError, ConfigError, FencedError, StateError, TopologyError
 from weir.state.backend import Backend
@@ -65,7 +65,7 @@ class RecordingStore(CheckpointStore):
         self.log.append(("save", rec.phase, rec.txid))
 
 
-class FakeParticipants:
+class FakeParticipants(Participants):
     """Commits / rolls back the task namespaces for real and logs each call.
 
     ``crash_commit`` = ``(txid, n)``: die (raise :class:`Crash`) in ``commit_all(txid)`` once ``n``
@@ -182,7 +182,7 @@ class Driver:
     def batch(self, batch_id: int, query_id: str = "q1") -> Any:
         return self.coord.run_batch(query_id, batch_id, self.job)
 
-    def saves(self) -> list[tuple[Phase, int]]:
+    def saves(self) -> list[tuple[CheckpointPhase, int]]:
         return [(e[1], e[2]) for e in self.log if e[0] == "save"]
 
 
@@ -199,12 +199,12 @@ def stored(backend: Backend) -> CheckPointState:
 
 # ---- the record ------------------------------------------------------------------------------
 def test_record_round_trips_as_json_and_knows_the_last_committed_txid() -> None:
-    rec = CheckPointState(7, Phase.PREPARING, 3, "q", 2, {"count": 4}, 123)
+    rec = CheckPointState(7, CheckpointPhase.PREPARING, 3, "q", 2, {"count": 4}, 123)
     again = CheckPointState.from_bytes(rec.to_bytes(), "ns")
     assert again == rec
     assert rec.last_committed == 6
-    assert replace(rec, phase=Phase.COMMITTING).last_committed == 7
-    assert replace(rec, phase=Phase.COMMITTED).last_committed == 7
+    assert replace(rec, phase=CheckpointPhase.COMMITTING).last_committed == 7
+    assert replace(rec, phase=CheckpointPhase.COMMITTED).last_committed == 7
     assert checkpoint_namespace("wc") == "$checkpointspout-wc"
 
 
@@ -221,16 +221,16 @@ def test_fresh_start_runs_batch_0_as_txid_1_with_every_phase_in_order(backend: M
     assert (report.txid, report.skipped, report.attempts) == (1, False, 1)
     assert report.stats == {"tuples_in": 2}
     assert d.log == [
-        ("save", Phase.COMMITTED, 0),  # recovery claims the (empty) record with its epoch
-        ("save", Phase.COMMITTED, 0),  # the Spark query id and txid_base are recorded
-        ("save", Phase.PREPARING, 1),
+        ("save", CheckpointPhase.COMMITTED, 0),  # recovery claims the (empty) record with its epoch
+        ("save", CheckpointPhase.COMMITTED, 0),  # the Spark query id and txid_base are recorded
+        ("save", CheckpointPhase.PREPARING, 1),
         ("job", 1, 0),
-        ("save", Phase.COMMITTING, 1),
+        ("save", CheckpointPhase.COMMITTING, 1),
         ("commit_all", 1, epoch),
-        ("save", Phase.COMMITTED, 1),
+        ("save", CheckpointPhase.COMMITTED, 1),
     ]
     rec = stored(backend)
-    assert (rec.txid, rec.phase, rec.epoch) == (1, Phase.COMMITTED, epoch)
+    assert (rec.txid, rec.phase, rec.epoch) == (1, CheckpointPhase.COMMITTED, epoch)
     assert (rec.query_id, rec.txid_base) == ("q1", 1)
     assert dict(rec.parallelism) == PARALLELISM
     assert rec.updated_ms > 0
@@ -245,7 +245,9 @@ def test_consecutive_batches_get_consecutive_txids_and_commit_once(backend: Memo
     reports = [d.batch(b) for b in range(4)]
     assert [r.txid for r in reports] == [1, 2, 3, 4]
     assert d.saves()[2:] == [
-        (phase, t) for t in (1, 2, 3, 4) for phase in (Phase.PREPARING, Phase.COMMITTING, Phase.COMMITTED)
+        (phase, t)
+        for t in (1, 2, 3, 4)
+        for phase in (CheckpointPhase.PREPARING, CheckpointPhase.COMMITTING, CheckpointPhase.COMMITTED)
     ]
     assert [e for e in d.log if e[0] == "commit_all"] == [("commit_all", t, 1) for t in (1, 2, 3, 4)]
     assert not [e for e in d.log if e[0] == "rollback_all"]
@@ -267,7 +269,7 @@ def crash_while_preparing(backend: MemoryBackend) -> None:
     d.job.crash = 3
     with pytest.raises(Crash):
         d.batch(2)
-    assert (stored(backend).phase, stored(backend).txid) == (Phase.PREPARING, 3)
+    assert (stored(backend).phase, stored(backend).txid) == (CheckpointPhase.PREPARING, 3)
     assert all(backend.txids(ns).prepared == 3 for ns in NAMESPACES)
 
 
@@ -277,8 +279,8 @@ def test_recovery_of_preparing_rolls_back_every_namespace_and_stores_committed_n
     crash_while_preparing(backend)
     d2 = Driver(backend).start()
     d2.coord.recover()
-    assert d2.log == [("rollback_all", 2), ("save", Phase.COMMITTED, 2)]
-    assert (stored(backend).phase, stored(backend).txid, stored(backend).epoch) == (Phase.COMMITTED, 2, 2)
+    assert d2.log == [("rollback_all", 2), ("save", CheckpointPhase.COMMITTED, 2)]
+    assert (stored(backend).phase, stored(backend).txid, stored(backend).epoch) == (CheckpointPhase.COMMITTED, 2, 2)
     for ns in NAMESPACES:
         assert backend.load_prepared(ns) is None
         assert backend.txids(ns).committed == 2
@@ -296,13 +298,13 @@ def test_recovery_of_committing_rolls_forward_and_the_replayed_batch_is_skipped(
     d.participants.crash_commit = (2, 1)
     with pytest.raises(Crash):
         d.batch(1)
-    assert (stored(backend).phase, stored(backend).txid) == (Phase.COMMITTING, 2)
+    assert (stored(backend).phase, stored(backend).txid) == (CheckpointPhase.COMMITTING, 2)
     # the crash left one namespace committed and the other only prepared
     assert sorted(backend.txids(ns).committed for ns in NAMESPACES) == [1, 2]
 
     d2 = Driver(backend).start()
     d2.coord.recover()
-    assert d2.log == [("commit_all", 2, 2), ("save", Phase.COMMITTED, 2)]
+    assert d2.log == [("commit_all", 2, 2), ("save", CheckpointPhase.COMMITTED, 2)]
     assert all(backend.txids(ns).committed == 2 and backend.load_prepared(ns) is None for ns in NAMESPACES)
     assert committed_counts(backend) == expected_counts([1, 2])
     report = d2.batch(1)  # Spark never saw batch 1 finish: it replays it
@@ -331,7 +333,7 @@ def test_recovery_of_committed_does_nothing_but_claim_the_record(backend: Memory
     before = stored(backend)
     d2 = Driver(backend).start()
     d2.coord.recover()
-    assert d2.log == [("save", Phase.COMMITTED, 1)]
+    assert d2.log == [("save", CheckpointPhase.COMMITTED, 1)]
     after = stored(backend)
     assert replace(after, epoch=0, updated_ms=0) == replace(before, epoch=0, updated_ms=0)
     assert after.epoch == 2
@@ -405,19 +407,19 @@ def test_failed_attempts_roll_back_and_the_batch_is_retried(backend: MemoryBacke
     report = d.batch(1)
     assert (report.txid, report.attempts) == (2, 3)
     assert d.log[n:] == [
-        ("save", Phase.PREPARING, 2),
+        ("save", CheckpointPhase.PREPARING, 2),
         ("job", 2, 0),
         ("rollback_all", 1),
-        ("save", Phase.COMMITTED, 1),
-        ("save", Phase.PREPARING, 2),
+        ("save", CheckpointPhase.COMMITTED, 1),
+        ("save", CheckpointPhase.PREPARING, 2),
         ("job", 2, 1),
         ("rollback_all", 1),
-        ("save", Phase.COMMITTED, 1),
-        ("save", Phase.PREPARING, 2),
+        ("save", CheckpointPhase.COMMITTED, 1),
+        ("save", CheckpointPhase.PREPARING, 2),
         ("job", 2, 2),
-        ("save", Phase.COMMITTING, 2),
+        ("save", CheckpointPhase.COMMITTING, 2),
         ("commit_all", 2, 1),
-        ("save", Phase.COMMITTED, 2),
+        ("save", CheckpointPhase.COMMITTED, 2),
     ]
     assert committed_counts(backend) == expected_counts([1, 2])  # the failed attempts left nothing
 
@@ -464,7 +466,7 @@ def test_too_many_failures_stop_with_a_topology_error_naming_component_task_and_
         assert part in text
     assert [e for e in d.log if e[0] == "job"] == [("job", 1, 0), ("job", 2, 0), ("job", 2, 1), ("job", 2, 2)]
     rec = stored(backend)
-    assert (rec.phase, rec.txid) == (Phase.COMMITTED, 1)
+    assert (rec.phase, rec.txid) == (CheckpointPhase.COMMITTED, 1)
     assert all(backend.load_prepared(ns) is None for ns in NAMESPACES)
     assert committed_counts(backend) == expected_counts([1])
 
@@ -515,13 +517,13 @@ def test_driver_fenced_during_its_job_commits_nothing(backend: MemoryBackend) ->
     d1.job.on_run = d2.start  # the new driver takes over while the old one's tasks run
     with pytest.raises(FencedError):
         d1.batch(1)
-    assert ("save", Phase.COMMITTING, 2) not in d1.log
+    assert ("save", CheckpointPhase.COMMITTING, 2) not in d1.log
     assert not [e for e in d1.log if e == ("commit_all", 2, 1)]
     assert committed_counts(backend) == expected_counts([1])
     assert all(backend.txids(ns).prepared == 2 for ns in NAMESPACES)  # left for recovery
 
     assert d2.batch(1).txid == 2  # recovery rolls the stale PREPARING(2) back, then redoes it
-    assert d2.log[:2] == [("rollback_all", 2), ("save", Phase.COMMITTED, 1)]
+    assert d2.log[:2] == [("rollback_all", 2), ("save", CheckpointPhase.COMMITTED, 1)]
     assert committed_counts(backend) == expected_counts([1, 2])
     # a late task of the fenced driver cannot overwrite the new driver's namespaces
     late = TransactionalKeyValueState(backend, NAMESPACES[0], epoch=1)
@@ -713,7 +715,7 @@ def test_driver_killed_at_each_step_resumes_to_the_exact_counts(tmp_path: Path, 
     assert again.returncode == 0, again.stderr
     counts, rec = read_sqlite(db)
     assert counts == expected_counts(range(1, 5))
-    assert (rec.phase, rec.txid, rec.epoch) == (Phase.COMMITTED, 4, 2)
+    assert (rec.phase, rec.txid, rec.epoch) == (CheckpointPhase.COMMITTED, 4, 2)
 
 
 @pytest.mark.crash
@@ -727,7 +729,7 @@ def test_driver_killed_during_recovery_resumes_to_the_exact_counts(tmp_path: Pat
     assert third.returncode == 0, third.stderr
     counts, rec = read_sqlite(db)
     assert counts == expected_counts(range(1, 5))
-    assert (rec.phase, rec.txid, rec.epoch) == (Phase.COMMITTED, 4, 3)
+    assert (rec.phase, rec.txid, rec.epoch) == (CheckpointPhase.COMMITTED, 4, 3)
 
 
 def test_state_error_is_not_swallowed_by_the_coordinator(backend: MemoryBackend) -> None:
@@ -739,4 +741,4 @@ def test_state_error_is_not_swallowed_by_the_coordinator(backend: MemoryBackend)
 
     with pytest.raises(StateError, match="cannot commit txid 1"):
         d.coord.run_batch("q1", 0, job)
-    assert (stored(backend).phase, stored(backend).txid) == (Phase.COMMITTING, 1)
+    assert (stored(backend).phase, stored(backend).txid) == (CheckpointPhase.COMMITTING, 1)

@@ -23,7 +23,7 @@ PINS: dict[str, set[str]] = {
         "CheckpointError", "ConfigError", "FencedError", "NotDurableWarning", "SerializationError", "SourceError",
         "StateError", "StateLossError", "TopologyError", "WeirError",
     },
-    "weir.testing": {"BoltTester"},
+    "weir.testing": {"BatchResult", "BoltTester", "OperatorTester"},
     "weir.demo": {
         "SENTENCES", "SplitSentence", "WordCount", "generate_corpus", "input_dir_for", "read_counts",
         "wordcount_topology",
@@ -66,12 +66,13 @@ PINS: dict[str, set[str]] = {
         "OrderedStateHandlers", "Punctuation", "SortedTupleWindow", "StateHandler", "StatefulWindowListener",
         "TumblingWindowSort", "WindowEvent", "load_checkpoint",
     },
-    "weir.streams.testing": {"BatchResult", "OperatorTester"},
     "weir.state": {
-        "Backend", "BytesSerializer", "FloatSerializer", "IntSerializer", "JsonSerializer", "KeyValueState",
-        "KeyValueStateProvider", "Phase", "PickleSerializer", "ProviderConfig", "Serializer", "State",
-        "StateFactory", "StateProvider", "StrSerializer", "TransactionalKeyValueState", "TxidRecord",
-        "open_backend", "parse_provider_config",
+        "BytesSerializer", "FloatSerializer", "IntSerializer", "JsonSerializer", "KeyValueState",
+        "PickleSerializer", "Serializer", "State", "StateFactory", "StateProvider", "StrSerializer",
+    },
+    "weir.state.spi": {
+        "Backend", "KeyValueStateProvider", "ProviderConfig", "StatePhase", "TransactionalKeyValueState",
+        "TxidRecord", "open_backend", "parse_provider_config",
     },
     "weir.sources": {
         "DataFrameSpout", "FileSpout", "Guarantee", "KafkaSpout", "NatsSpout", "RateSpout", "ReadLimit",

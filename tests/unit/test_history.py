@@ -26,7 +26,7 @@ from tests.unit.test_coordinator import (
     committed_counts,
     expected_counts,
 )
-from weir.checkpoint import CheckpointStore, Phase, checkpoint_namespace
+from weir.checkpoint import CheckpointPhase, CheckpointStore, checkpoint_namespace
 from weir.checkpoint.history import HISTORY_PREFIX, CheckpointHistory, HistoryEntry, load_history
 from weir.state.backend import Backend
 from weir.state.config import parse_provider_config
@@ -216,7 +216,7 @@ def test_history_survives_a_kill_at_each_step_and_shows_the_recovery(tmp_path: P
         entries = load_history(b, NS)
         assert [e.epoch for e in entries][-1] == 2
         rec = CheckpointStore(b, TOPO).load()
-        assert rec is not None and (rec.phase, rec.txid) == (Phase.COMMITTED, 4)
+        assert rec is not None and (rec.phase, rec.txid) == (CheckpointPhase.COMMITTED, 4)
         assert committed_counts(b) == expected_counts(range(1, 5))
     finally:
         b.close()

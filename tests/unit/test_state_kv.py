@@ -11,17 +11,11 @@ from collections.abc import Iterator
 import pytest
 
 from weir.errors import FencedError, SerializationError, StateError
-from weir.state import (
-    KeyValueState,
-    Phase,
-    State,
-    StateFactory,
-    TransactionalKeyValueState,
-    TxidRecord,
-)
+from weir.state import KeyValueState, State, StateFactory
 from weir.state.factory import close_backends
 from weir.state.memory import MemoryBackend
 from weir.state.serializers import IntSerializer, StrSerializer
+from weir.state.spi import StatePhase, TransactionalKeyValueState, TxidRecord
 
 
 @pytest.fixture
@@ -40,20 +34,20 @@ def test_is_a_storm_key_value_state(backend: MemoryBackend) -> None:
 
 def test_phase_and_txids_follow_the_protocol(backend: MemoryBackend) -> None:
     state = _state(backend)
-    assert state.phase is Phase.IDLE
+    assert state.phase is StatePhase.IDLE
     assert (state.prepared_txid, state.committed_txid) == (None, None)
     state.put("a", 1)
     assert state.pending_count == 1
     state.prepare_commit(3)
-    assert state.phase is Phase.PREPARED
+    assert state.phase is StatePhase.PREPARED
     assert (state.prepared_txid, state.committed_txid, state.pending_count) == (3, None, 0)
     state.commit(3)
-    assert state.phase is Phase.IDLE
+    assert state.phase is StatePhase.IDLE
     assert (state.prepared_txid, state.committed_txid) == (None, 3)
     state.put("b", 2)
     state.prepare_commit(4)
     state.rollback()
-    assert state.phase is Phase.IDLE
+    assert state.phase is StatePhase.IDLE
     assert (state.prepared_txid, state.committed_txid) == (None, 3)
     assert backend.txids("topo-bolt-0") == TxidRecord(3, None, 0)
 
@@ -63,7 +57,7 @@ def test_phase_is_read_from_the_store(backend: MemoryBackend) -> None:
     writer.put("a", 1)
     writer.prepare_commit(1)
     # another instance of the namespace sees that something is prepared (recovery needs it)
-    assert _state(backend).phase is Phase.PREPARED
+    assert _state(backend).phase is StatePhase.PREPARED
 
 
 def test_get_many_reads_all_three_layers(backend: MemoryBackend) -> None:

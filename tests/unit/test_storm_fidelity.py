@@ -11,7 +11,7 @@ import weir.trident as tr
 from tests.spark._fidelity import ForgetsSomeAcks, Seed000WordCountBolt, Seed003WordCountBolt
 from weir.errors import ConfigError, TopologyError
 from weir.runtime.spark.config import RuntimeConfig
-from weir.runtime.spark.task import TaskSpec, run_task
+from weir.runtime.spark.storm.task import TaskSpec, run_task
 from weir.sources import RateSpout
 from weir.state import KeyValueState, StateFactory
 from weir.state.config import parse_provider_config
@@ -63,12 +63,12 @@ def test_unacked_tuples_fail_the_task_naming_component_task_txid_and_count(tmp_p
     provider = StateFactory.from_url(f"sqlite:///{tmp_path / 's.db'}")
     out = list(run_task(_spec(ForgetsSomeAcks(), provider), 0, 7, 1, _words("a", "x1", "b", "x2", "x3")))
     rep = out[-1][1]
-    assert not rep["ok"]
+    assert not rep.ok
     assert (
         "topology 'acks', component 'count', task 0, txid 7: 3 input tuple(s) were never acked or failed "
-        "(first: ['x1'] from 'split')" in rep["error"]
+        "(first: ['x1'] from 'split')" in rep.error
     )
-    assert "topology.acker.executors = 0" in rep["error"]
+    assert "topology.acker.executors = 0" in rep.error
     assert provider.backend.txids("acks-count-0").prepared is None  # nothing prepared: the batch fails
 
 
@@ -78,13 +78,13 @@ def test_unacked_tuples_go_to_dead_letters_when_a_sink_is_set(tmp_path: Any) -> 
     dead = [r[1] for r in out if r[0] == "D"]
     assert [d["values"] for d in dead] == [["x1"], ["x2"]]
     assert all("never acked or failed (Storm's message timeout)" in d["error"] for d in dead)
-    assert out[-1][1]["ok"] and out[-1][1]["failed"] == 2
+    assert out[-1][1].ok and out[-1][1].failed == 2
 
 
 def test_acking_off_keeps_committing_unacked_tuples(tmp_path: Any) -> None:
     provider = StateFactory.from_url(f"sqlite:///{tmp_path / 's.db'}")
     out = list(run_task(_spec(ForgetsSomeAcks(), provider, acking=False), 0, 7, 1, _words("a", "x1")))
-    assert out[-1][1]["ok"]
+    assert out[-1][1].ok
     assert provider.backend.txids("acks-count-0").prepared == 7
 
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from weir.runtime.spark.participants import StatefulParticipants
-from weir.runtime.spark.task import TaskSpec, run_spout_task, run_task
+from weir.runtime.spark.storm.participants import StatefulParticipants
+from weir.runtime.spark.storm.task import TaskSpec, run_spout_task, run_task
 from weir.state.factory import KeyValueStateProvider, StateFactory, close_backends
 from weir.state.kv import TransactionalKeyValueState
 from weir.topology import (
@@ -207,10 +207,10 @@ def test_bolt_emits_records_and_reports_counts() -> None:
         ("T", "default", ("bb", 2), 1, None),
     ]
     assert dead == []
-    assert rep["ok"] is True
-    assert (rep["component"], rep["task"], rep["txid"], rep["pid"]) == ("len", 1, TXID, os.getpid())
-    assert (rep["n_in"], rep["n_out"], rep["failed"], rep["acked"], rep["errors"]) == (3, 4, 0, 3, [])
-    assert rep["ms"] >= 0
+    assert rep.ok is True
+    assert (rep.component, rep.task, rep.txid, rep.pid) == ("len", 1, TXID, os.getpid())
+    assert (rep.n_in, rep.n_out, rep.failed, rep.acked, rep.errors) == (3, 4, 0, 3, [])
+    assert rep.ms >= 0
 
 
 def test_tuples_on_streams_nobody_consumes_are_counted_not_shipped() -> None:
@@ -222,12 +222,12 @@ def test_tuples_on_streams_nobody_consumes_are_counted_not_shipped() -> None:
     )
     tuples, rep, _ = run(spec, words("a", "storm"))
     assert tuples == [("T", "long", ("storm",), 0, 1)]
-    assert (rep["ok"], rep["n_out"]) == (True, 3)
+    assert (rep.ok, rep.n_out) == (True, 3)
 
 
 def test_bolt_with_no_input_still_reports() -> None:
     _, rep, _ = run(spec_for(Lengths(), cid="len"), [])
-    assert (rep["ok"], rep["n_in"], rep["n_out"]) == (True, 0, 0)
+    assert (rep.ok, rep.n_in, rep.n_out) == (True, 0, 0)
 
 
 def test_raising_bolt_reports_component_task_error_and_traceback() -> None:
@@ -237,12 +237,12 @@ def test_raising_bolt_reports_component_task_error_and_traceback() -> None:
     tuples, rep, dead = run(spec, words("ok", "boom", "never"), task=1)
     assert tuples == [("T", "default", ("ok", 2), 1, None)]  # emitted before the failure
     assert dead == []
-    assert rep["ok"] is False
-    assert (rep["component"], rep["task"], rep["txid"]) == ("len", 1, TXID)
-    assert rep["error"] == "ValueError in execute of tuple ['boom']: cannot measure 'boom'"
-    assert rep["error_type"] == "ValueError"
-    assert "Traceback" in rep["traceback"] and "raise ValueError" in rep["traceback"]
-    assert (rep["n_in"], rep["fenced"]) == (2, False)
+    assert rep.ok is False
+    assert (rep.component, rep.task, rep.txid) == ("len", 1, TXID)
+    assert rep.error == "ValueError in execute of tuple ['boom']: cannot measure 'boom'"
+    assert rep.error_type == "ValueError"
+    assert "Traceback" in rep.traceback and "raise ValueError" in rep.traceback
+    assert (rep.n_in, rep.fenced) == (2, False)
 
 
 @pytest.mark.parametrize("stage", ["prepare", "init_state"])
@@ -257,9 +257,9 @@ def test_failure_before_execute_names_the_stage(provider: KeyValueStateProvider,
             raise RuntimeError("no state")
 
     _, rep, _ = run(spec_for(Bad(), provider=provider), words("a"))
-    assert rep["ok"] is False
-    assert rep["error"].startswith(f"RuntimeError in {stage}: ")
-    assert rep["n_in"] == 0
+    assert rep.ok is False
+    assert rep.error.startswith(f"RuntimeError in {stage}: ")
+    assert rep.n_in == 0
 
 
 def test_fail_without_dead_letter_fails_the_task() -> None:
@@ -269,10 +269,10 @@ def test_fail_without_dead_letter_fails_the_task() -> None:
     tuples, rep, dead = run(spec, words("ab", "x", "cd"))
     assert tuples == [("T", "default", ("ab", 2), 0, None)]
     assert dead == []
-    assert rep["ok"] is False
-    assert rep["error_type"] == "TopologyError"
-    assert "tuple ['x'] failed: 'x' is too short" in rep["error"]
-    assert rep["n_in"] == 2
+    assert rep.ok is False
+    assert rep.error_type == "TopologyError"
+    assert "tuple ['x'] failed: 'x' is too short" in rep.error
+    assert rep.n_in == 2
 
 
 def test_fail_with_dead_letter_routes_the_tuple_and_continues() -> None:
@@ -284,8 +284,8 @@ def test_fail_with_dead_letter_routes_the_tuple_and_continues() -> None:
     )
     tuples, rep, dead = run(spec, words("ab", "x", "boom", "cd"), task=1)
     assert [t[2] for t in tuples] == [("ab", 2), ("cd", 2)]
-    assert rep["ok"] is True
-    assert (rep["n_in"], rep["n_out"], rep["failed"], rep["acked"]) == (4, 2, 2, 2)
+    assert rep.ok is True
+    assert (rep.n_in, rep.n_out, rep.failed, rep.acked) == (4, 2, 2, 2)
     assert dead[0] == {
         "topology": TOPO,
         "component": "len",
@@ -311,7 +311,7 @@ def test_dead_letter_values_that_are_not_json_become_text() -> None:
     spec.input_fields[("split", "default")] = Fields("word", "tags")
     _, rep, dead = run(spec, [("split", "default", ("x", {1}), 0)])
     assert dead[0]["values"] == ["x", "{1}"]
-    assert rep["ok"] is True
+    assert rep.ok is True
 
 
 # ---- basic bolts -------------------------------------------------------------------------------
@@ -319,15 +319,15 @@ def test_basic_bolt_emits_and_acks_automatically() -> None:
     spec = spec_for(Upper(), cid="upper", outputs={"default": Fields("word")})
     tuples, rep, _ = run(spec, words("a", "b"))
     assert [t[2] for t in tuples] == [("A",), ("B",)]
-    assert (rep["ok"], rep["acked"], rep["n_out"]) == (True, 2, 2)
+    assert (rep.ok, rep.acked, rep.n_out) == (True, 2, 2)
 
 
 def test_basic_bolt_failed_tuple_fails_the_task() -> None:
     spec = spec_for(Upper(), cid="upper", outputs={"default": Fields("word")})
     tuples, rep, _ = run(spec, words("a", "bad", "c"))
     assert [t[2] for t in tuples] == [("A",)]
-    assert rep["ok"] is False
-    assert "tuple ['bad'] failed: no bad words" in rep["error"]
+    assert rep.ok is False
+    assert "tuple ['bad'] failed: no bad words" in rep.error
 
 
 def test_basic_bolt_failed_tuple_with_dead_letter() -> None:
@@ -338,7 +338,7 @@ def test_basic_bolt_failed_tuple_with_dead_letter() -> None:
         (["bad"], "no bad words"),
         (["silent"], "FailedTuple"),
     ]
-    assert (rep["ok"], rep["failed"], rep["acked"]) == (True, 2, 2)
+    assert (rep.ok, rep.failed, rep.acked) == (True, 2, 2)
 
 
 # ---- stateful bolts ----------------------------------------------------------------------------
@@ -352,7 +352,7 @@ def test_stateful_task_prepares_its_namespace_and_leaves_committed_data_alone(
     seed.commit(4)
 
     tuples, rep, _ = run(spec_for(WordCount(), provider=provider), words("a", "b", "a"), task=1)
-    assert rep["ok"] is True
+    assert rep.ok is True
     assert [t[2] for t in tuples] == [("a", 11), ("b", 1), ("a", 12)]
     txids = provider.backend.txids(ns)
     assert (txids.prepared, txids.committed) == (TXID, 4)
@@ -381,10 +381,10 @@ def test_lifecycle_and_pre_prepare_runs_before_prepare_commit(provider: KeyValue
 
 def test_failing_stateful_task_prepares_nothing(provider: KeyValueStateProvider) -> None:
     _, rep, _ = run(spec_for(WordCount(raise_on="boom"), provider=provider), words("a", "boom"), task=1)
-    assert rep["ok"] is False
-    assert (rep["component"], rep["task"]) == ("count", 1)
-    assert rep["error"] == "KeyError in execute of tuple ['boom']: 'boom'"
-    assert "raise KeyError" in rep["traceback"]
+    assert rep.ok is False
+    assert (rep.component, rep.task) == ("count", 1)
+    assert rep.error == "KeyError in execute of tuple ['boom']: 'boom'"
+    assert "raise KeyError" in rep.traceback
     assert provider.backend.txids(f"{TOPO}-count-1").prepared is None
     assert provider.backend.load_prepared(f"{TOPO}-count-1") is None
     assert not [c for c in CALLS if c[0] in ("pre_prepare", "cleanup")]
@@ -394,7 +394,7 @@ def test_stateful_task_with_dead_letters_still_prepares(provider: KeyValueStateP
     _, rep, dead = run(
         spec_for(WordCount(raise_on="boom"), provider=provider, deadletter=True), words("a", "boom")
     )
-    assert (rep["ok"], rep["failed"]) == (True, 1)
+    assert (rep.ok, rep.failed) == (True, 1)
     assert dead[0]["error"].startswith("KeyError: 'boom'")
     assert provider.backend.txids(f"{TOPO}-count-0").prepared == TXID
     provider.new_state(f"{TOPO}-count-0").commit(TXID)
@@ -405,17 +405,17 @@ def test_stateful_task_of_a_fenced_driver_reports_fenced(provider: KeyValueState
     ns = f"{TOPO}-count-0"
     provider.backend.discard_prepared(ns, 3)  # a newer driver (epoch 3) has written here
     _, rep, _ = run(spec_for(WordCount(), provider=provider), words("a"), epoch=2)
-    assert (rep["ok"], rep["fenced"], rep["error_type"]) == (False, True, "FencedError")
+    assert (rep.ok, rep.fenced, rep.error_type) == (False, True, "FencedError")
     assert provider.backend.load_prepared(ns) is None
 
 
 def test_unpicklable_emitted_value_fails_naming_component_and_task(provider: KeyValueStateProvider) -> None:
     tuples, rep, _ = run(spec_for(WordCount(emit_lock=True), provider=provider), words("a"), task=1)
     assert tuples == []
-    assert rep["ok"] is False
-    assert rep["error_type"] == "TopologyError"
-    assert "topology 'wc', component 'count', task 1: emitted a value of type lock" in rep["error"]
-    assert "cannot be serialized to the next component" in rep["error"]
+    assert rep.ok is False
+    assert rep.error_type == "TopologyError"
+    assert "topology 'wc', component 'count', task 1: emitted a value of type lock" in rep.error
+    assert "cannot be serialized to the next component" in rep.error
     assert provider.backend.txids(f"{TOPO}-count-1").prepared is None
 
 
@@ -428,7 +428,7 @@ def test_spout_task_turns_rows_into_tuples() -> None:
     out = list(run_spout_task(spout_spec(), 0, TXID, [("a", "1"), ("b", "22")]))
     assert out[:2] == [("T", "default", ("a", 1), 0, None), ("T", "default", ("b", 22), 0, None)]
     rep = out[-1][1]
-    assert (out[-1][0], rep["ok"], rep["component"], rep["n_in"], rep["n_out"], rep["failed"]) == (
+    assert (out[-1][0], rep.ok, rep.component, rep.n_in, rep.n_out, rep.failed) == (
         "R",
         True,
         "numbers",
@@ -442,9 +442,9 @@ def test_malformed_spout_record_fails_the_task() -> None:
     out = list(run_spout_task(spout_spec(), 0, TXID, [("a", "1"), ("b", "two"), ("c", "3")]))
     assert [r[0] for r in out] == ["T", "R"]
     rep = out[-1][1]
-    assert rep["ok"] is False
-    assert rep["error"].startswith("malformed input record ('b', 'two'): ValueError: invalid literal")
-    assert "int(number)" in rep["traceback"]
+    assert rep.ok is False
+    assert rep.error.startswith("malformed input record ('b', 'two'): ValueError: invalid literal")
+    assert "int(number)" in rep.traceback
 
 
 def test_malformed_spout_record_goes_to_the_dead_letter_sink() -> None:
@@ -458,7 +458,7 @@ def test_malformed_spout_record_goes_to_the_dead_letter_sink() -> None:
         None,
     )
     assert dead["error"].startswith("malformed input record: ValueError")
-    assert (out[-1][1]["ok"], out[-1][1]["failed"], out[-1][1]["n_in"]) == (True, 1, 2)
+    assert (out[-1][1].ok, out[-1][1].failed, out[-1][1].n_in) == (True, 1, 2)
 
 
 # ---- driver-side participants ------------------------------------------------------------------
@@ -506,7 +506,7 @@ def test_participants_skip_building_instances_without_hooks(provider: KeyValueSt
 TASK_SCRIPT = textwrap.dedent(
     """
     import sys
-    from weir.runtime.spark.task import run_task
+    from weir.runtime.spark.storm.task import run_task
     from weir.state.factory import StateFactory
     from tests.unit.test_task_runner import WordCount, spec_for, words
 
@@ -514,7 +514,7 @@ TASK_SCRIPT = textwrap.dedent(
     spec = spec_for(WordCount(), provider=provider)
     for task in (0, 1):
         out = list(run_task(spec, task, 5, 1, words("a", "b")))
-        assert out[-1][1]["ok"], out[-1]
+        assert out[-1][1].ok, out[-1]
         print("task", task, "done", flush=True)
     """
 )

@@ -2,12 +2,12 @@
 
 from weir.checkpoint.coordinator import (
     BatchReport,
+    CheckpointPhase,
     CheckPointState,
     CheckpointStore,
     Coordinator,
     JobOutcome,
     Participants,
-    Phase,
     TaskFailure,
     checkpoint_namespace,
 )
@@ -19,7 +19,7 @@ __all__ = [
     "Coordinator",
     "JobOutcome",
     "Participants",
-    "Phase",
+    "CheckpointPhase",
     "TaskFailure",
     "checkpoint_namespace",
 ]

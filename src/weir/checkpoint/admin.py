@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from weir.checkpoint.coordinator import CheckPointState, CheckpointStore, Phase, checkpoint_namespace
+from weir.checkpoint.coordinator import CheckpointPhase, CheckPointState, CheckpointStore, checkpoint_namespace
 from weir.errors import CheckpointError, StateError
 from weir.state.backend import Backend, Changes
 
@@ -62,7 +62,7 @@ def live_topology(backend: Backend, namespace: str, *, now: float | None = None)
         if rec is None:
             continue
         age = now - rec.updated_ms / 1000
-        if rec.phase is not Phase.COMMITTED:
+        if rec.phase is not CheckpointPhase.COMMITTED:
             return LiveTopology(topology, rec, f"its txid {rec.txid} is {rec.phase.value}")
         if age < LIVE_WINDOW_S:
             return LiveTopology(

@@ -31,11 +31,12 @@ import enum
 import json
 import logging
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any
 
-from weir.checkpoint.faults import crash_point
+from weir._faults import crash_point
 from weir.checkpoint.history import CheckpointHistory, HistoryEntry
 from weir.errors import CheckpointError, ConfigError, FencedError, TopologyError
 from weir.state.backend import Backend
@@ -46,7 +47,8 @@ __all__ = [
     "Coordinator",
     "JobOutcome",
     "Participants",
-    "Phase",
+    "batch_failed_error",
+    "CheckpointPhase",
     "TaskFailure",
     "checkpoint_namespace",
 ]
@@ -60,8 +62,8 @@ def checkpoint_namespace(topology: str) -> str:
     return f"$checkpointspout-{topology}"
 
 
-class Phase(str, enum.Enum):
-    """Phase of the last transaction (Storm's ``CheckPointState.State``)."""
+class CheckpointPhase(str, enum.Enum):
+    """CheckpointPhase of the last transaction (Storm's ``CheckPointState.State``)."""
 
     COMMITTED = "COMMITTED"
     PREPARING = "PREPARING"
@@ -73,7 +75,7 @@ class CheckPointState:
     """The coordinator record."""
 
     txid: int = 0
-    phase: Phase = Phase.COMMITTED
+    phase: CheckpointPhase = CheckpointPhase.COMMITTED
     epoch: int = 0
     query_id: str | None = None
     txid_base: int | None = None
@@ -102,7 +104,7 @@ class CheckPointState:
             d = json.loads(data)
             return cls(
                 txid=int(d["txid"]),
-                phase=Phase(d["phase"]),
+                phase=CheckpointPhase(d["phase"]),
                 epoch=int(d.get("epoch", 0)),
                 query_id=d.get("query_id"),
                 txid_base=None if d.get("txid_base") is None else int(d["txid_base"]),
@@ -119,7 +121,7 @@ class CheckPointState:
     @property
     def last_committed(self) -> int:
         """The txid of the last committed transaction (n-1 while n is PREPARING)."""
-        return self.txid - 1 if self.phase is Phase.PREPARING else self.txid
+        return self.txid - 1 if self.phase is CheckpointPhase.PREPARING else self.txid
 
 
 class CheckpointStore:
@@ -168,16 +170,49 @@ class JobOutcome:
         return not self.failures
 
 
-class Participants(Protocol):
-    """The stateful namespaces of a topology, committed and rolled back by the coordinator."""
+def batch_failed_error(
+    topology: str, txid: int, failures: list[TaskFailure], max_retries: int, *, rolled_back: bool = True
+) -> TopologyError:
+    """The one error of a batch that failed every attempt, naming the first failed task (and the others' count)."""
+    first = failures[0]
+    others = "" if len(failures) == 1 else f" ({len(failures) - 1} other task(s) failed too)"
+    msg = (
+        f"topology {topology!r}: component {first.component!r} task {first.task} failed txid {txid} "
+        f"{max_retries + 1} times (weir.batch.max.retries={max_retries}): {first.error}{others}. "
+        + ("State was rolled back to the last committed txid; " if rolled_back else "")
+        + "fix the error, or set weir.deadletter to route failing tuples aside, then restart."
+    )
+    return TopologyError(
+        msg,
+        topology=topology,
+        component=first.component,
+        task=first.task,
+        txid=txid,
+        remote_traceback=first.traceback or None,
+    )
 
+
+class Participants(ABC):
+    """The stateful namespaces of a topology, committed and rolled back by the coordinator.
+
+    :meth:`commit_all` and :meth:`rollback_all` are required; :meth:`namespaces` and
+    :meth:`after_commit` are optional hooks whose defaults do nothing.
+    """
+
+    @abstractmethod
     def commit_all(self, txid: int, epoch: int, after_first: Callable[[], None] | None = None) -> None:
         """``pre_commit(txid)`` then ``commit(txid)`` for every namespace."""
-        ...
 
+    @abstractmethod
     def rollback_all(self, epoch: int, after_first: Callable[[], None] | None = None) -> None:
         """``pre_rollback()`` then ``rollback()`` for every namespace."""
-        ...
+
+    def namespaces(self) -> list[str]:
+        """Every namespace these participants checkpoint (shown by ``weir ui``, sized by metrics); none by default."""
+        return []
+
+    def after_commit(self, txid: int) -> None:  # noqa: B027 - optional hook
+        """Called once ``COMMITTED(txid)`` is stored; the default does nothing."""
 
 
 @dataclass
@@ -284,7 +319,7 @@ class Coordinator:
         still in flight (``PREPARING``/``COMMITTING``) is left to :meth:`recover`.
         """
         rec = self._rec()
-        if rec.phase is not Phase.COMMITTED:
+        if rec.phase is not CheckpointPhase.COMMITTED:
             return
         if rec.query_id == query_id and rec.txid_base is not None and rec.txid_base + last_batch >= floor:
             base = rec.txid_base
@@ -297,14 +332,14 @@ class Coordinator:
         """Finish or undo the transaction a previous driver left (step 1)."""
         rec = self._rec()
         assert self.epoch is not None
-        if rec.phase is Phase.PREPARING:
+        if rec.phase is CheckpointPhase.PREPARING:
             log.warning("topology %s: recovery rolls back PREPARING txid %d", self.topology, rec.txid)
             entry = self._entry("recovery", rec.txid, "recovering", note=f"found txid {rec.txid} PREPARING")
             self.participants.rollback_all(self.epoch, lambda: crash_point("during_recovery", rec.txid))
             if entry is not None:
                 entry.mark("ROLLED_BACK", "rolled back")
-            self._save(replace(rec, txid=rec.txid - 1, phase=Phase.COMMITTED), entry, shape=True)
-        elif rec.phase is Phase.COMMITTING:
+            self._save(replace(rec, txid=rec.txid - 1, phase=CheckpointPhase.COMMITTED), entry, shape=True)
+        elif rec.phase is CheckpointPhase.COMMITTING:
             log.warning("topology %s: recovery rolls forward COMMITTING txid %d", self.topology, rec.txid)
             entry = self._entry("recovery", rec.txid, "recovering", note=f"found txid {rec.txid} COMMITTING")
             self.participants.commit_all(
@@ -312,7 +347,7 @@ class Coordinator:
             )
             if entry is not None:
                 entry.mark("COMMITTED", "rolled forward")
-            self._save(replace(rec, phase=Phase.COMMITTED), entry, shape=True)
+            self._save(replace(rec, phase=CheckpointPhase.COMMITTED), entry, shape=True)
         else:
             # nothing in flight (a stale prepared set of a fenced driver's late task is replaced by
             # the next prepare of that namespace); store the record to claim it with our epoch
@@ -370,7 +405,7 @@ class Coordinator:
             if entry is not None:
                 entry.attempts = attempt + 1
                 entry.mark("PREPARING", "preparing")
-            self._save(replace(rec, txid=txid, phase=Phase.PREPARING), entry)
+            self._save(replace(rec, txid=txid, phase=CheckpointPhase.PREPARING), entry)
             crash_point("after_preparing", txid)
             t0 = time.perf_counter()
             outcome = job(txid, self.epoch, attempt)
@@ -386,18 +421,16 @@ class Coordinator:
                     entry.mark("COMMITTING", "committing")
                 if rebase and rec.txid_base is not None:
                     rec = replace(rec, txid_base=rec.txid_base + rebase)
-                self._save(replace(rec, txid=txid, phase=Phase.COMMITTING), entry)
+                self._save(replace(rec, txid=txid, phase=CheckpointPhase.COMMITTING), entry)
                 crash_point("after_committing", txid)
                 self.participants.commit_all(txid, self.epoch, lambda: crash_point("between_commits", txid))
                 if entry is not None:
                     entry.commit_ms = round((time.perf_counter() - t1) * 1000, 3)
                     entry.mark("COMMITTED", "committed")
-                self._save(replace(rec, txid=txid, phase=Phase.COMMITTED), entry)
+                self._save(replace(rec, txid=txid, phase=CheckpointPhase.COMMITTED), entry)
                 report.commit_ms = (time.perf_counter() - t1) * 1000
                 crash_point("after_committed", txid)
-                after = getattr(self.participants, "after_commit", None)
-                if after is not None:
-                    after(txid)
+                self.participants.after_commit(txid)
                 return report
             last_failures = outcome.failures
             first = last_failures[0]
@@ -414,21 +447,6 @@ class Coordinator:
             if entry is not None:
                 entry.add_failures(last_failures, attempt + 1)
                 entry.mark("ROLLED_BACK", "failed" if attempt == self.max_retries else "retrying")
-            self._save(replace(rec, txid=txid - 1, phase=Phase.COMMITTED), entry)
+            self._save(replace(rec, txid=txid - 1, phase=CheckpointPhase.COMMITTED), entry)
             rec = self._rec()
-        first = last_failures[0]
-        others = "" if len(last_failures) == 1 else f" ({len(last_failures) - 1} other task(s) failed too)"
-        msg = (
-            f"topology {self.topology!r}: component {first.component!r} task {first.task} failed txid {txid} "
-            f"{self.max_retries + 1} times (weir.batch.max.retries={self.max_retries}): {first.error}{others}. "
-            "State was rolled back to the last committed txid; fix the error, or set weir.deadletter to route "
-            "failing tuples aside, then restart."
-        )
-        raise TopologyError(
-            msg,
-            topology=self.topology,
-            component=first.component,
-            task=first.task,
-            txid=txid,
-            remote_traceback=first.traceback or None,
-        )
+        raise batch_failed_error(self.topology, txid, last_failures, self.max_retries)

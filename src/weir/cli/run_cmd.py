@@ -125,6 +125,7 @@ def load_target(
     import inspect
 
     from weir.topology import Topology, TopologyBuilder
+    from weir.trident import TridentTopology
 
     (module, attr), name = _import_target(spec)
     attrs = [attr] if attr else [a for a in _ATTRS if hasattr(module, a)]
@@ -137,8 +138,7 @@ def load_target(
     obj = getattr(module, attrs[0])
     if (
         callable(obj)
-        and not isinstance(obj, (Topology, TopologyBuilder))
-        and not hasattr(obj, "_weir_submit")
+        and not isinstance(obj, (Topology, TopologyBuilder, TridentTopology))
     ):
         module_conf = dict(getattr(module, "CONF", {}) or {})
         merged = {**module_conf, **dict(conf or {})}

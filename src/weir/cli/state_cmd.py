@@ -12,7 +12,7 @@ The store is chosen by ``--url`` (``sqlite:///PATH``, ``redis://HOST:PORT/DB``,
 ``--value-class`` pick other serializers, like Storm's ``keyClass`` / ``valueClass``.
 
 Trident map states in the same store (SQLite tables, Redis key prefixes; see
-:mod:`weir.trident.backing._catalog`) are shown too, as namespaces ``trident:<name>``: keys are the
+:mod:`weir.trident.backing.catalog`) are shown too, as namespaces ``trident:<name>``: keys are the
 JSON arrays of the grouping values, cells are decoded (opaque ``{"txid", "curr", "prev"}``,
 transactional ``{"txid", "val"}``). ``put`` / ``delete`` refuse opaque and transactional map states,
 whose cells carry the txids their replays are checked against.
@@ -52,7 +52,7 @@ from weir.state.serializers import (
 )
 
 if TYPE_CHECKING:
-    from weir.trident.backing._catalog import MapCatalog, MapInfo
+    from weir.trident.backing.catalog import MapCatalog, MapInfo
 
 __all__ = ["COORDINATOR_PREFIX", "Store", "load_conf", "open_store", "register", "to_jsonable"]
 
@@ -273,7 +273,7 @@ def _undecodable(namespace: str, skey: bytes, exc: Exception) -> SerializationEr
 
 # ---- Trident map states ----------------------------------------------------------------------
 def _catalog(store: Store) -> MapCatalog | None:
-    from weir.trident.backing._catalog import catalog_for
+    from weir.trident.backing.catalog import catalog_for
 
     return catalog_for(store.backend)
 
@@ -285,7 +285,7 @@ def _trident_maps(store: Store) -> list[MapInfo]:
 
 def _trident(store: Store, namespace: str) -> tuple[MapCatalog, MapInfo] | None:
     """The catalog and map state a ``trident:<name>`` namespace names, or None."""
-    from weir.trident.backing._catalog import PREFIX
+    from weir.trident.backing.catalog import PREFIX
 
     if not namespace.startswith(PREFIX):
         return None
@@ -301,7 +301,7 @@ def _map_key(text: str) -> tuple[Any, ...]:
 
 
 def _dump_map(catalog: MapCatalog, info: MapInfo) -> None:
-    from weir.trident.backing._catalog import cell_to_json
+    from weir.trident.backing.catalog import cell_to_json
 
     ns_json = json.dumps(info.namespace, ensure_ascii=_ascii_only())
     out = sys.stdout
@@ -311,7 +311,7 @@ def _dump_map(catalog: MapCatalog, info: MapInfo) -> None:
 
 def _maps_table(catalog: MapCatalog, maps: list[MapInfo], *, txids: bool) -> None:
     """``ls`` / ``inspect``: one row per map state (``inspect`` also reads every cell for the last txid)."""
-    from weir.trident.backing._catalog import last_txid
+    from weir.trident.backing.catalog import last_txid
 
     rows = []
     for info in maps:
@@ -353,7 +353,7 @@ def _cmd_ls(args: argparse.Namespace) -> int:
 
 
 def _cmd_get_map(store: Store, args: argparse.Namespace, catalog: MapCatalog, info: MapInfo) -> int:
-    from weir.trident.backing._catalog import cell_to_json
+    from weir.trident.backing.catalog import cell_to_json
 
     key = _map_key(args.key)
     cell = catalog.store(info.name).backing_map(info.state_type).multi_get([key])[0]
@@ -426,7 +426,7 @@ def _cmd_put(args: argparse.Namespace) -> int:
     with open_store(args, must_exist=False) as store:
         found = _trident(store, args.namespace)
         if found is not None:
-            from weir.trident.backing._catalog import check_writable
+            from weir.trident.backing.catalog import check_writable
 
             catalog, info = found
             check_writable(info, "write")
@@ -447,7 +447,7 @@ def _cmd_delete(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         found = _trident(store, args.namespace)
         if found is not None:
-            from weir.trident.backing._catalog import check_writable
+            from weir.trident.backing.catalog import check_writable
 
             catalog, info = found
             check_writable(info, "delete")
@@ -684,4 +684,4 @@ def register(subparsers: Any) -> None:
     )
     p.set_defaults(func=_cmd_inspect)
 
-    state_migrate.register(sub)
+    state_migrate.register(sub, open_backend_for)

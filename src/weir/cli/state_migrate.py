@@ -13,7 +13,7 @@ Per namespace, in order:
 
 No serializer is involved: what is copied is the stored bytes.
 
-Trident map states (``trident:<name>``, see :mod:`weir.trident.backing._catalog`) are copied too:
+Trident map states (``trident:<name>``, see :mod:`weir.trident.backing.catalog`) are copied too:
 their cells are read decoded and written with the target store's backing map (a SQLite table and a
 Redis key prefix of the same name), then verified by a checksum of the decoded cells. A map state
 that exists in the target is refused unless ``--force`` (then it is dropped first).
@@ -25,19 +25,23 @@ import argparse
 import hashlib
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
+from weir._util import positive_int
 from weir.cli._table import human_duration, print_table
 from weir.errors import ConfigError, StateError
 from weir.state.backend import Backend
 from weir.state.config import PROVIDER_CONFIG_KEY, PROVIDER_KEY, provider_from_url
 
 if TYPE_CHECKING:
-    from weir.trident.backing._catalog import MapCatalog, MapInfo
+    from weir.trident.backing.catalog import MapCatalog, MapInfo
 
 __all__ = ["NamespaceCheck", "checksum", "copy_namespace", "register", "verify_namespace"]
+
+#: opens the backend of a configuration: ``opener(conf, must_exist=...) -> (backend, provider config)``
+Opener = Callable[..., tuple[Backend, Any]]
 
 _MASK = (1 << 64) - 1
 
@@ -125,8 +129,8 @@ def verify_namespace(source: Backend, target: Backend, namespace: str) -> Namesp
 
 def _map_rows(catalog: MapCatalog, info: MapInfo) -> Iterator[tuple[bytes, bytes]]:
     """The cells of a Trident map state as canonical ``(JSON key, JSON cell)`` bytes (store-independent)."""
-    from weir.trident.backing._catalog import cell_to_json
-    from weir.trident.backing._codec import encode_json
+    from weir.trident.backing.catalog import cell_to_json
+    from weir.trident.backing.codec import encode_json
 
     for key, cell in catalog.cells(info):
         yield encode_json(list(key), what=info.namespace), encode_json(cell_to_json(cell), what=info.namespace)
@@ -280,12 +284,10 @@ def _is_empty(backend: Backend, namespace: str) -> bool:
     return backend.count(namespace) == 0 and rec.committed is None and rec.prepared is None
 
 
-def _open(url: str, option: str, *, must_exist: bool) -> Backend:
-    from weir.cli.state_cmd import open_backend_for
-
+def _open(opener: Opener, url: str, option: str, *, must_exist: bool) -> Backend:
     try:
         conf = {PROVIDER_KEY: provider_from_url(url), PROVIDER_CONFIG_KEY: {"url": url}}
-        return open_backend_for(conf, must_exist=must_exist)[0]
+        return opener(conf, must_exist=must_exist)[0]
     except ConfigError as exc:
         msg = f"{option}: {exc}"
         raise ConfigError(msg) from exc
@@ -328,12 +330,10 @@ def _plan(
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
-    if args.chunk_size < 1:
-        msg = f"--chunk-size must be at least 1, got {args.chunk_size}"
-        raise ConfigError(msg)
-    source = _open(args.source, "--from", must_exist=True)
+    positive_int(args.chunk_size, "--chunk-size")
+    source = _open(args.open_backend, args.source, "--from", must_exist=True)
     try:
-        target = _open(args.target, "--to", must_exist=False)
+        target = _open(args.open_backend, args.target, "--to", must_exist=False)
     except BaseException:
         source.close()
         raise
@@ -341,7 +341,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         if source.describe() == target.describe() or args.source == args.target:
             msg = f"--from and --to are the same store ({source.describe()}); migrate between two stores"
             raise ConfigError(msg)
-        from weir.trident.backing._catalog import catalog_for
+        from weir.trident.backing.catalog import catalog_for
 
         wanted = args.namespaces or []
         src_maps, dst_maps = catalog_for(source), catalog_for(target)
@@ -403,8 +403,8 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         source.close()
 
 
-def register(sub: Any) -> None:
-    """Add ``weir state migrate``."""
+def register(sub: Any, opener: Opener) -> None:
+    """Add ``weir state migrate``; ``opener`` opens a store's backend (``weir state``'s own)."""
     p = sub.add_parser(
         "migrate",
         help="copy namespaces (rows and txids) to another store, verified",
@@ -431,4 +431,4 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--chunk-size", type=int, default=5000, metavar="N", help="rows per write (default 5000)")
     p.add_argument("--verify-only", action="store_true", help="copy nothing; compare the two stores")
-    p.set_defaults(func=_cmd_migrate)
+    p.set_defaults(func=_cmd_migrate, open_backend=opener)

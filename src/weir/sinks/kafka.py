@@ -38,8 +38,8 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from weir._faults import crash_point
 from weir._kafka import admin, check_settings, client_module, describe_servers, error_callback, explain, serve_errors
-from weir.checkpoint.faults import crash_point
 from weir.errors import ConfigError, StateError
 from weir.topology.components import StatefulBolt
 from weir.trident.operation import StateUpdater

@@ -10,6 +10,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from weir._util import positive_int
 from weir.errors import ConfigError, SourceError
 from weir.topology.components import Guarantee, OutputFieldsDeclarer, Spout
 from weir.topology.context import TopologyContext
@@ -55,9 +56,7 @@ class FileSpout(Spout):
                 f"FileSpout({path!r}): format {format!r} needs a schema, e.g. schema='word STRING, n BIGINT'"
             )
             raise ConfigError(msg)
-        if isinstance(files_per_batch, bool) or not isinstance(files_per_batch, int) or files_per_batch < 1:
-            msg = f"FileSpout: files_per_batch must be a positive int, got {files_per_batch!r}"
-            raise ConfigError(msg)
+        positive_int(files_per_batch, "FileSpout: files_per_batch")
         # a relative path is relative to the driver's working directory now, not to the JVM's
         self.path = path if ":" in path.split("/", 1)[0] else os.path.abspath(path)
         self.format = format
@@ -124,9 +123,7 @@ class RateSpout(Spout):
     guarantee = Guarantee.TRANSACTIONAL
 
     def __init__(self, rows_per_batch: int = 1000, partitions: int = 2, start_timestamp: int = 0) -> None:
-        if isinstance(rows_per_batch, bool) or not isinstance(rows_per_batch, int) or rows_per_batch < 1:
-            msg = f"RateSpout: rows_per_batch must be a positive int, got {rows_per_batch!r}"
-            raise ConfigError(msg)
+        positive_int(rows_per_batch, "RateSpout: rows_per_batch")
         self.rows_per_batch = rows_per_batch
         self.partitions = partitions
         self.start_timestamp = start_timestamp

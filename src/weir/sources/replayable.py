@@ -40,7 +40,8 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.streaming.datasource import ReadLimit as SparkReadLimit
 
-from weir.errors import ConfigError, SourceError, WeirError
+from weir._util import positive_int
+from weir.errors import SourceError, WeirError
 from weir.sources._columnar import ARROW_TYPES
 from weir.sources._schema import CORRUPT_COLUMN, Column, parse_columns, to_ddl
 from weir.topology.components import Guarantee, OutputFieldsDeclarer, Spout
@@ -202,9 +203,8 @@ class ReplayableSpout(Spout):
         """The configured back-pressure limits (validated)."""
         for name in ("max_records_per_batch", "max_bytes_per_batch"):
             v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                msg = f"{self.describe()}: {name} must be a positive int or None, got {v!r}"
-                raise ConfigError(msg)
+            if v is not None:
+                positive_int(v, f"{self.describe()}: {name}", expected="a positive int or None")
         return ReadLimit(self.max_records_per_batch, self.max_bytes_per_batch)
 
     def to_values(self, row: Any) -> tuple[Any, ...]:
@@ -223,9 +223,9 @@ class ReplayableSpout(Spout):
         self.columns()
         self.read_limit()
         where = f"spout {context.component_id!r} of topology {context.topology!r} ({self.describe()})"
-        from weir.runtime.spark.config import RuntimeConfig
+        from weir.state.config import spark_checkpoint_location
 
-        location = RuntimeConfig.from_conf(context.topology, context.conf).checkpoint_location
+        location = spark_checkpoint_location(context.topology, context.conf)
         path = f"{location.rstrip('/')}/weir/initial-offset/{context.component_id}.json"
         initial = pin_initial_offset(spark, path, lambda: canonical_offset(self.initial_offset(), where))
         name = source_name(context.topology, context.component_id)

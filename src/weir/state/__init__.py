@@ -1,10 +1,11 @@
-"""State: Storm's SPI (``State``, ``KeyValueState``, ``StateProvider``), providers and serializers."""
+"""State: Storm's state API (``State``, ``KeyValueState``, ``StateProvider``), ``StateFactory`` and serializers.
 
-from weir.state.backend import Backend, TxidRecord
+The storage SPI (``Backend``) and the names weir's tools use to open stores are in
+:mod:`weir.state.spi`.
+"""
+
 from weir.state.base import KeyValueState, State, StateProvider
-from weir.state.config import ProviderConfig, parse_provider_config
-from weir.state.factory import KeyValueStateProvider, StateFactory, open_backend
-from weir.state.kv import Phase, TransactionalKeyValueState
+from weir.state.factory import StateFactory
 from weir.state.serializers import (
     BytesSerializer,
     FloatSerializer,
@@ -16,23 +17,15 @@ from weir.state.serializers import (
 )
 
 __all__ = [
-    "Backend",
     "BytesSerializer",
     "FloatSerializer",
     "IntSerializer",
     "JsonSerializer",
     "KeyValueState",
-    "KeyValueStateProvider",
-    "Phase",
     "PickleSerializer",
-    "ProviderConfig",
     "Serializer",
     "State",
     "StateFactory",
     "StateProvider",
     "StrSerializer",
-    "TransactionalKeyValueState",
-    "TxidRecord",
-    "open_backend",
-    "parse_provider_config",
 ]

@@ -42,6 +42,13 @@ class State(ABC):
     def rollback(self) -> None:
         """Discard every change that is not committed (pending and prepared)."""
 
+    def fence(self, epoch: int | None) -> None:  # noqa: B027 - optional hook
+        """Write as the driver of ``epoch``; a store that can refuse an older driver's writes does so.
+
+        The runtime calls it before a task or a commit touches the state. The default does nothing
+        (a store without fencing).
+        """
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the default does nothing."""
 

@@ -29,6 +29,7 @@ __all__ = [
     "default_state_dir",
     "java_class_name",
     "parse_provider_config",
+    "spark_checkpoint_location",
 ]
 
 PROVIDER_KEY = "topology.state.provider"
@@ -80,6 +81,14 @@ def default_state_dir(conf: Mapping[str, Any] | None = None) -> str:
     if conf and conf.get(STATE_DIR_KEY):
         return str(conf[STATE_DIR_KEY])
     return os.environ.get("WEIR_STATE_DIR", "./weir-state")
+
+
+def spark_checkpoint_location(topology: str, conf: Mapping[str, Any]) -> str:
+    """``weir.spark.checkpoint.location``, else ``<weir.state.dir>/spark/<topology>``; a local path made absolute."""
+    ckpt = str(conf.get("weir.spark.checkpoint.location") or os.path.join(default_state_dir(conf), "spark", topology))
+    if ":" not in ckpt.split("/", 1)[0]:
+        ckpt = os.path.abspath(ckpt)  # relative to the driver's directory, not to the JVM's
+    return ckpt
 
 
 @dataclass(frozen=True)

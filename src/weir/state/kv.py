@@ -26,13 +26,13 @@ from weir.state.backend import Backend
 from weir.state.base import KeyValueState
 from weir.state.serializers import JsonSerializer, Serializer
 
-__all__ = ["Phase", "TransactionalKeyValueState"]
+__all__ = ["StatePhase", "TransactionalKeyValueState"]
 
 _MISSING = object()
 _IMMUTABLE = (str, int, float, bool, bytes, type(None))
 
 
-class Phase(enum.Enum):
+class StatePhase(enum.Enum):
     """Where a state instance is in the protocol."""
 
     IDLE = "idle"  # nothing prepared by this instance
@@ -72,9 +72,9 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
         self.epoch = epoch
 
     @property
-    def phase(self) -> Phase:
+    def phase(self) -> StatePhase:
         """PREPARED while a change set of this namespace waits for commit or rollback."""
-        return Phase.PREPARED if self.prepared_txid is not None else Phase.IDLE
+        return StatePhase.PREPARED if self.prepared_txid is not None else StatePhase.IDLE
 
     @property
     def prepared_txid(self) -> int | None:

@@ -85,4 +85,4 @@ def is_stateful_operator(obj: Any) -> bool:
     """Whether ``obj`` is a Streams operator that takes part in checkpointing."""
     from weir.streams.operator import Operator
 
-    return isinstance(obj, Operator) and bool(obj.checkpointed)
+    return isinstance(obj, Operator) and obj.is_stateful()

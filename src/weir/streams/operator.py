@@ -69,6 +69,14 @@ class Operator(Component):
     collector: OutputCollector
     context: OperatorContext
 
+    def is_bolt(self) -> bool:
+        """An operator consumes streams: ``set_bolt`` takes it."""
+        return True
+
+    def is_stateful(self) -> bool:
+        """Whether it takes part in checkpointing (:attr:`checkpointed`)."""
+        return bool(self.checkpointed)
+
     def prepare(self, conf: Mapping[str, Any], context: OperatorContext, collector: OutputCollector) -> None:
         """Called once when the instance is created; keeps ``context`` and ``collector``.
 

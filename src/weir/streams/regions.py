@@ -19,8 +19,6 @@ __all__ = ["PERIOD_KEY", "Placement", "RegionOptions", "placements"]
 
 #: component configuration: checkpoint period of an operator outside consistent regions
 PERIOD_KEY = "checkpoint.period.ms"
-#: attribute of a TaskSpec carrying its operator's Placement to the executors
-SPEC_ATTR = "streams_placement"
 
 
 #: IBM Streams' defaults for a consistent region

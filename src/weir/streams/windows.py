@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from weir._util import positive_int
 from weir.errors import CheckpointError, TopologyError
 from weir.streams.checkpoint import Checkpoint
 from weir.streams.handler import StateHandler
@@ -238,9 +239,8 @@ class TumblingWindowSort(Operator, StateHandler):
         non_blocking: bool = False,
         listeners: Sequence[StatefulWindowListener[Any]] = (),
     ) -> None:
-        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
-            msg = f"TumblingWindowSort: size must be a positive int (or None: punctuation-based), got {size!r}"
-            raise TopologyError(msg)
+        if size is not None:
+            positive_int(size, "TumblingWindowSort: size (or None: punctuation-based)", error=TopologyError)
         self.size = size
         self.fields = Fields(list(fields))
         by = list(sort_by) if sort_by is not None else list(self.fields)

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from weir._util import positive_int
 from weir.errors import TopologyError
 from weir.topology.components import (
     BasicBolt,
@@ -14,7 +15,6 @@ from weir.topology.components import (
     Component,
     OutputFieldsDeclarer,
     Spout,
-    StatefulBolt,
     execute_shape,
 )
 from weir.topology.tuple import DEFAULT_STREAM, Fields
@@ -79,9 +79,7 @@ class ComponentSpec:
     @property
     def is_stateful(self) -> bool:
         """Whether this component has checkpointed state."""
-        from weir.streams.handler import is_stateful_operator
-
-        return isinstance(self.obj, StatefulBolt) or is_stateful_operator(self.obj)
+        return isinstance(self.obj, Component) and self.obj.is_stateful()
 
 
 class BoltDeclarer:
@@ -151,10 +149,7 @@ class BoltDeclarer:
 
 
 def _check_parallelism(cid: str, n: Any) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        msg = f"component {cid!r}: parallelism must be a positive int, got {n!r}"
-        raise TopologyError(msg, component=cid)
-    return n
+    return positive_int(n, f"component {cid!r}: parallelism", error=lambda msg: TopologyError(msg, component=cid))
 
 
 @dataclass
@@ -220,9 +215,7 @@ class TopologyBuilder:
 
     def set_bolt(self, cid: str, bolt: Component, parallelism_hint: int = 1) -> BoltDeclarer:
         """Add a bolt (``Bolt``, ``BasicBolt``, ``StatefulBolt`` or a Streams ``Operator``)."""
-        from weir.streams.operator import Operator
-
-        if not isinstance(bolt, (Bolt, BasicBolt, Operator)):
+        if not isinstance(bolt, Component) or not bolt.is_bolt():
             msg = (
                 f"set_bolt({cid!r}): {type(bolt).__name__} is not a Bolt, BasicBolt, StatefulBolt or Operator"
             )
@@ -358,11 +351,10 @@ def _add_late_stream(spec: ComponentSpec) -> None:
 
 def _check_bolt(spec: ComponentSpec, inputs: dict[tuple[str, str], Fields]) -> None:
     """Submit-time checks of a bolt: an ``execute`` weir can call, a window weir can run."""
-    from weir.streams.operator import Operator
     from weir.topology.windowing import WindowedBolt
 
-    if isinstance(spec.obj, Operator):
-        return
+    if not isinstance(spec.obj, (Bolt, BasicBolt)):
+        return  # a Streams operator (process(), run by its own task loop)
     execute_shape(spec.obj, spec.id)
     if isinstance(spec.obj, WindowedBolt):
         spec.obj.window_config.validate(spec.id, inputs)

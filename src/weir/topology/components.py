@@ -81,6 +81,14 @@ class Component(ABC):  # noqa: B024 - a marker base with optional hooks
         """Per-component configuration overrides (Storm's ``getComponentConfiguration``)."""
         return None
 
+    def is_bolt(self) -> bool:
+        """Whether ``set_bolt`` takes this component (it consumes streams); False by default."""
+        return False
+
+    def is_stateful(self) -> bool:
+        """Whether this component's state is checkpointed with every batch; False by default."""
+        return False
+
 
 class Spout(Component):
     """A source of tuples: a Spark streaming source whose offsets Spark checkpoints.
@@ -128,6 +136,10 @@ class Bolt(Component):
     The default ``prepare`` keeps the collector as ``self.collector``.
     """
 
+    def is_bolt(self) -> bool:
+        """A bolt: yes."""
+        return True
+
     collector: OutputCollector
 
     def prepare(self, conf: Mapping[str, Any], context: TopologyContext, collector: OutputCollector) -> None:
@@ -144,6 +156,10 @@ class Bolt(Component):
 
 class BasicBolt(Component):
     """Storm's ``IBasicBolt``: tuples are acked automatically; raise ``FailedTuple`` to fail one."""
+
+    def is_bolt(self) -> bool:
+        """A bolt: yes."""
+        return True
 
     def prepare(self, conf: Mapping[str, Any], context: TopologyContext) -> None:  # noqa: B027
         """Called at the start of every task of every batch."""
@@ -167,6 +183,10 @@ class StatefulBolt(Bolt, Generic[S]):
     :class:`~weir.topology.collector.BasicOutputCollector`, inputs acked automatically). The state
     type may be written as in Storm: ``class WordCount(BaseStatefulBolt[KeyValueState[str, int]])``.
     """
+
+    def is_stateful(self) -> bool:
+        """Its state is checkpointed: yes."""
+        return True
 
     @abstractmethod
     def init_state(self, state: State) -> None:

@@ -32,6 +32,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from weir._util import positive_int
 from weir.errors import TopologyError
 from weir.topology.components import StatefulBolt
 from weir.topology.tuple import Fields, Tuple
@@ -62,9 +63,7 @@ class Count:
     value: int
 
     def __post_init__(self) -> None:
-        if isinstance(self.value, bool) or not isinstance(self.value, int) or self.value < 1:
-            msg = f"Count must be a positive int, got {self.value!r}"
-            raise ValueError(msg)
+        positive_int(self.value, "Count", error=ValueError)
 
     @classmethod
     def of(cls, value: int) -> Count:
@@ -170,11 +169,7 @@ class WindowConfig:
                         f"{src!r} (fields {fields.to_list()})"
                     )
                     raise bad(msg)
-        if isinstance(self.max_events_in_memory, bool) or not isinstance(self.max_events_in_memory, int) or (
-            self.max_events_in_memory < 1
-        ):
-            msg = f"with_max_events_in_memory needs a positive int, got {self.max_events_in_memory!r}"
-            raise bad(msg)
+        positive_int(self.max_events_in_memory, "with_max_events_in_memory", error=bad)
 
 
 class WindowedBolt(StatefulBolt[S]):

@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from weir.errors import ConfigError, TopologyError
+from weir.topology.components import Guarantee, Spout
 from weir.trident.nodes import STATE_KINDS, Node
 from weir.trident.state.base import StateType, is_exactly_once
-
-if TYPE_CHECKING:
-    from weir.trident.topology import TridentTopology
 
 __all__ = ["ALLOW_INEXACT", "TABLE", "allow_inexact", "check", "spout_type"]
 
@@ -57,10 +55,10 @@ def allow_inexact(conf: Mapping[str, Any]) -> bool:
 
 def spout_type(spout: Any) -> StateType:
     """The spout's ``guarantee`` as a :class:`StateType` (transactional when it declares none)."""
-    g = getattr(spout, "guarantee", None)
+    g = spout.guarantee if isinstance(spout, Spout) else None
     if g is None:
         return StateType.TRANSACTIONAL
-    value = getattr(g, "value", g)
+    value = g.value if isinstance(g, Guarantee) else g
     try:
         return StateType.parse(value)
     except ConfigError as exc:
@@ -83,7 +81,16 @@ def _problem(spout: Node, sink: Node, state_type: StateType | None) -> str | Non
     return f"spout {spout.name!r} is {_label(st)} and the state is {_label(state_type)}"
 
 
-def check(topology: TridentTopology, conf: Mapping[str, Any]) -> list[str]:
+class Plan(Protocol):
+    """What :func:`check` reads of a topology: its plan (a ``TridentTopology``)."""
+
+    @property
+    def nodes(self) -> list[Node]:
+        """Every operation, in creation order."""
+        ...
+
+
+def check(topology: Plan, conf: Mapping[str, Any]) -> list[str]:
     """Check every written state; raise on an inexact pair unless opted out (returns the warnings).
 
     Raises

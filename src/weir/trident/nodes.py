@@ -1,7 +1,7 @@
 """The logical plan of a Trident topology: one :class:`Node` per stream operation.
 
 The builder API (:mod:`weir.trident.topology`) appends nodes; the batch planner
-(:mod:`weir.trident.planner`) turns them into Spark DataFrame operations once per micro-batch.
+(:mod:`weir.runtime.spark.trident.planner`) turns them into Spark DataFrame operations once per micro-batch.
 A node knows its output field *names* at build time; the Spark types of pass-through fields are
 only known per batch (from the spout's DataFrame), the types of new fields come from their
 declarations (:mod:`weir.trident.fields`).

@@ -13,33 +13,29 @@ Build a topology with Storm's operations in Python spelling, then submit it like
     run.process_available()
 
 Every micro-batch of the topology's one Spark query is one Trident batch; its txid comes from
-weir's checkpoint coordinator (see :mod:`weir.trident.runner`).
+weir's checkpoint coordinator (see :mod:`weir.runtime.spark.trident.runner`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from weir._util import positive_int
 from weir.errors import TopologyError
 from weir.topology.components import OutputFieldsDeclarer, Spout
 from weir.topology.tuple import DEFAULT_STREAM
 from weir.trident.fields import FieldSpec, field_names, parse_fields
+from weir.trident.guarantee import check
 from weir.trident.nodes import BOUNDARY_KINDS, Node, agg_kind
 from weir.trident.operation import Filter, Function, QueryFunction, StateUpdater
 from weir.trident.state.base import StateFactory, StateType
-
-if TYPE_CHECKING:
-    from weir.runtime.spark.runner import TopologyRun
 
 __all__ = ["GroupedStream", "Stream", "TridentState", "TridentTopology"]
 
 
 def _positive(n: Any, what: str) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        msg = f"{what} must be a positive int, got {n!r}"
-        raise TopologyError(msg)
-    return n
+    return positive_int(n, what, error=TopologyError)
 
 
 def _check_factory(factory: Any, what: str) -> StateFactory:
@@ -532,6 +528,10 @@ class TridentTopology:
         """Every state, in creation order."""
         return list(self._states)
 
+    def spout_nodes(self) -> list[Node]:
+        """The ``new_stream`` operations (one per spout), in creation order."""
+        return list(self._spouts.values())
+
     def new_stream(self, name: str, spout: Spout) -> Stream:
         """A stream of ``spout``'s tuples.
 
@@ -620,8 +620,6 @@ class TridentTopology:
     # ---- checks and submission ------------------------------------------------------------
     def check_guarantees(self, conf: Mapping[str, Any] | None = None) -> list[str]:
         """Apply seed 004's spout type × state type table; see :func:`weir.trident.guarantee.check`."""
-        from weir.trident.guarantee import check
-
         return check(self, conf or {})
 
     def describe(self) -> str:
@@ -633,8 +631,3 @@ class TridentTopology:
             par = f" x{n.parallelism}" if n.parallelism else ""
             lines.append(f"{n.name}{par}: {list(n.names)}{extra}")
         return "\n".join(lines)
-
-    def _weir_submit(self, name: str, conf: Mapping[str, Any], spark: Any) -> TopologyRun:
-        from weir.trident.runner import submit_trident
-
-        return submit_trident(name, conf, self, spark)

@@ -19,6 +19,7 @@ from pyspark.sql.types import IntegerType, LongType, StringType
 from tests.contract.trident._support import dump_factory, run_child, spawn_child
 from tests.contract.trident.conftest import KINDS, StoreKit, Sum
 from weir.errors import FencedError, SerializationError
+from weir.runtime.spark.trident.state_tasks import JournalSpec, PersistAggStage
 from weir.state import StateFactory as KVStateFactory
 from weir.state.factory import close_backends
 from weir.trident import Count
@@ -42,7 +43,6 @@ from weir.trident.state import (
     TransactionalMap,
     TransactionalValue,
 )
-from weir.trident.state_tasks import JournalSpec, PersistAggStage
 
 pytestmark = [pytest.mark.services, pytest.mark.parametrize("kit", KINDS, indirect=True)]
 
@@ -327,7 +327,7 @@ _OUT = [FieldSpec("word", StringType()), FieldSpec("n", LongType()), FieldSpec("
 
 def _persist(factory: MapStateFactory, txid: int, adds: dict[tuple[str, int], int], journal: JournalSpec) -> None:
     """The executor's per-partition step of an opaque persistent_aggregate (journal, then the map)."""
-    from weir.trident._arrow import arrow_schema, build_array
+    from weir.runtime.spark.trident._arrow import arrow_schema, build_array
 
     schema = arrow_schema(_IN)
     rows = [(w, n, v, 0) for (w, n), v in adds.items()]

@@ -19,7 +19,7 @@ from weir.trident.backing import (
     SqliteMapState,
     close_connections,
 )
-from weir.trident.backing._codec import decode_cell, encode_cell, encode_key
+from weir.trident.backing.codec import decode_cell, encode_cell, encode_key
 from weir.trident.state import (
     CombinerValueUpdater,
     MemoryBackingMap,

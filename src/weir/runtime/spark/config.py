@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from weir._util import positive_int
 from weir.errors import ConfigError
-from weir.state.config import default_state_dir
+from weir.state.config import default_state_dir, spark_checkpoint_location
 
 __all__ = ["RuntimeConfig", "WEIR_KEYS"]
 
@@ -38,10 +38,7 @@ def _int(conf: Mapping[str, Any], key: str, default: int, minimum: int) -> int:
     if isinstance(v, str):
         with contextlib.suppress(ValueError):  # not a number: refused below, by key
             v = int(v.strip())
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        msg = f"{key} must be an integer ≥ {minimum}, got {v!r}"
-        raise ConfigError(msg)
-    return v
+    return positive_int(v, key, minimum=minimum, expected=f"an integer ≥ {minimum}")
 
 
 @dataclass(frozen=True)
@@ -116,9 +113,7 @@ class RuntimeConfig:
                 msg = f"unknown configuration key {k!r}; weir's keys are {', '.join(sorted(WEIR_KEYS))}"
                 raise ConfigError(msg)
         state_dir = default_state_dir(conf)
-        ckpt = str(conf.get("weir.spark.checkpoint.location") or os.path.join(state_dir, "spark", topology))
-        if ":" not in ckpt.split("/", 1)[0]:
-            ckpt = os.path.abspath(ckpt)  # relative to the driver's directory, not to the JVM's
+        ckpt = spark_checkpoint_location(topology, conf)
         mtp = conf.get("topology.max.task.parallelism")
         dl = conf.get("weir.deadletter")
         if dl in ("", False, "off", None):

@@ -13,13 +13,14 @@ import os
 import re
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from pyspark import cloudpickle
 
-from weir.checkpoint.coordinator import BatchReport, CheckpointStore, Coordinator, JobOutcome
+from weir.checkpoint.coordinator import BatchReport, CheckpointStore, Coordinator, JobOutcome, batch_failed_error
 from weir.checkpoint.history import CheckpointHistory
 from weir.errors import ConfigError, FencedError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
@@ -61,12 +62,25 @@ _CHECKPOINT_CLASH = re.compile(
 CHECKPOINT_MARKER = "weir-topology.json"
 
 
-class BatchRunner(Protocol):
-    """What runs a batch's tasks (Storm topology, Trident stream, ...)."""
+class BatchRunner(ABC):
+    """Runs one micro-batch's tasks and reports (the Storm RDD job, the Trident plan)."""
 
-    def run(self, batch_rdd: Any, spout_id: str | None, txid: int, epoch: int | None) -> JobOutcome:
-        """Run every task of the batch and report."""
-        ...
+    @abstractmethod
+    def run(self, batch: Any, spout_id: str | None, txid: int, epoch: int | None) -> JobOutcome:
+        """Run every task of the batch; report failures in the outcome instead of raising them."""
+
+    def wants_dataframe(self) -> bool:
+        """The input kind: the batch's DataFrame (True) or its RDD of rows (False, the default)."""
+        return False
+
+    def punctuates(self) -> bool:
+        """Whether punctuation marks flow (IBM Streams operators or punctuating spouts); default no."""
+        return False
+
+    def run_final(self, batch: Any, spout_id: str | None, txid: int, epoch: int | None) -> JobOutcome:
+        """Run the final-mark transaction of a finite run (only called when :meth:`punctuates`)."""
+        msg = f"{type(self).__name__} carries no punctuation"
+        raise NotImplementedError(msg)
 
 
 @dataclass
@@ -403,8 +417,8 @@ class TopologyRun:
                 msg = f"topology {self.name!r}: the streaming query did not start"
                 raise TopologyError(msg, topology=self.name)
             assert self._qid is not None
-            # a runner with ``wants_dataframe`` (Trident) plans the batch in Spark SQL itself
-            rdd = df if getattr(self.runner, "wants_dataframe", False) else df.rdd
+            # a runner that wants the DataFrame (Trident) plans the batch in Spark SQL itself
+            rdd = df if self.runner.wants_dataframe() else df.rdd
             if self.coordinator is not None:
                 report = self.coordinator.run_batch(
                     self._qid,
@@ -432,19 +446,7 @@ class TopologyRun:
             report.stats = outcome.stats
             if outcome.ok:
                 return report
-        first = outcome.failures[0]
-        msg = (
-            f"topology {self.name!r}: component {first.component!r} task {first.task} failed batch {txid} "
-            f"{self.rc.max_retries + 1} times: {first.error}"
-        )
-        raise TopologyError(
-            msg,
-            topology=self.name,
-            component=first.component,
-            task=first.task,
-            txid=txid,
-            remote_traceback=first.traceback or None,
-        )
+        raise batch_failed_error(self.name, txid, outcome.failures, self.rc.max_retries, rolled_back=False)
 
     def _record(self, report: BatchReport) -> None:
         if self.metrics is not None:
@@ -514,12 +516,10 @@ class TopologyRun:
         return self.status()
 
     def _check_final(self, available_now: bool) -> None:
-        from weir.runtime.spark.batch import BatchJob
-
         if not available_now:
             msg = f"topology {self.name!r}: a final mark ends a finite run: start(available_now=True, final=True)"
             raise ConfigError(msg)
-        if not (isinstance(self.runner, BatchJob) and self.runner.punctuation):
+        if not self.runner.punctuates():
             msg = (
                 f"topology {self.name!r}: a final mark (final=True, --final) is received only by IBM Streams "
                 "operators (weir.streams.Operator) or punctuating spouts; this topology has none"
@@ -528,16 +528,14 @@ class TopologyRun:
 
     def _final_transaction(self) -> None:
         """Run the final mark as a transaction after Spark's last batch (see :meth:`process_available`)."""
-        from weir.runtime.spark.batch import BatchJob
         from weir.runtime.spark.statecheck import read_spark_log
 
         runner = self.runner
-        assert isinstance(runner, BatchJob)
         rdd = self.spark.sparkContext.parallelize([], 1)
         spout_id = getattr(self, "_spout_id", self.spouts[0][0] if len(self.spouts) == 1 else None)
 
         def job(txid: int, epoch: int | None, attempt: int) -> JobOutcome:
-            return runner.run(rdd, spout_id, txid, epoch, final=True)
+            return runner.run_final(rdd, spout_id, txid, epoch)
 
         if self.coordinator is None:
             txid = (self._status.last_txid or 0) + 1

@@ -105,7 +105,7 @@ def transient_reason(exc: BaseException) -> str | None:
         if type(e).__name__ in _TRANSIENT_TYPES:
             return f"{type(e).__name__}: {_first_line(e)}"
     for e in chain:
-        text = str(e) + (getattr(e, "remote_traceback", None) or "")
+        text = str(e) + ((e.remote_traceback or "") if isinstance(e, TopologyError) else "")
         m = _TRANSIENT_TEXT.search(text)
         if m:
             return f"{m.group(0)} ({_first_line(e)})"

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from weir.errors import ConfigError, StateError
-from weir.state._connections import ProcessConnections
+from weir.state.connections import ProcessConnections
 
 __all__ = [
     "DEFAULT_THRIFT_PORT",

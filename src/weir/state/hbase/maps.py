@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from weir.errors import ConfigError, StateError
-from weir.state._connections import shared_connections
+from weir.state.connections import shared_connections
 from weir.state.hbase.client import HBaseClient, HBaseSettings, hbase_settings_from_storm
-from weir.trident.backing._codec import decode_cell, encode_cell, encode_key
-from weir.trident.backing._factory import MapStateFamily, MapStore
+from weir.trident.backing.codec import decode_cell, encode_cell, encode_key
+from weir.trident.backing.factory import MapStateFamily, MapStore
 from weir.trident.state import BackingMap, Key, StateType, as_keys
 from weir.trident.state.map_state import check_same_length
 

@@ -4,7 +4,7 @@
   :func:`memcached_key` maps a key's JSON form onto a memcached-safe key (hashed when it is not).
 - :func:`_import_pymemcache`: the optional client library, with an install hint when it is missing.
 - :func:`open_client` / :func:`close_client`: a pymemcache client (a ``HashClient`` over several
-  servers), cached per process and thread by :mod:`weir.state._connections`.
+  servers), cached per process and thread by :mod:`weir.state.connections`.
 
 Storm has no memcached key-value state provider, so there is no ``kv.py`` here.
 """

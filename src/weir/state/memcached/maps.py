@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from weir.errors import ConfigError, StateError
-from weir.state._connections import ProcessConnections, shared_connections
+from weir.state.connections import ProcessConnections, shared_connections
 from weir.state.memcached.client import (
     _MAX_PREFIX,
     _import_pymemcache,
@@ -35,8 +35,8 @@ from weir.state.memcached.client import (
     memcached_key,
     open_client,
 )
-from weir.trident.backing._codec import decode_cell, encode_cell, encode_key
-from weir.trident.backing._factory import MapStateFamily, MapStore
+from weir.trident.backing.codec import decode_cell, encode_cell, encode_key
+from weir.trident.backing.factory import MapStateFamily, MapStore
 from weir.trident.state import BackingMap, Key, StateType, as_keys
 from weir.trident.state.map_state import check_same_length
 

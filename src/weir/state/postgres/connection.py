@@ -4,7 +4,7 @@
 - :func:`redact_url` / :func:`scrub`: URLs and error texts without the password.
 - :func:`connect_hint`: what to fix when a connection fails; :func:`close` closes a connection.
 
-Connections are cached per process and thread by :mod:`weir.state._connections` (never used across
+Connections are cached per process and thread by :mod:`weir.state.connections` (never used across
 ``fork()``); each adapter runs its writes in one psycopg transaction (``conn.transaction()`` or
 explicit ``BEGIN``/``COMMIT`` on an autocommit connection) and translates psycopg errors into
 :class:`~weir.errors.StateError` / :class:`~weir.errors.ConfigError` naming the store.

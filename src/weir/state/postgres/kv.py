@@ -43,10 +43,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from weir._util import validate_identifier
 from weir.errors import ConfigError, StateError
-from weir.state._connections import ProcessConnections
 from weir.state._watchdog import WATCHDOG
 from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
 from weir.state.config import ProviderConfig
+from weir.state.connections import ProcessConnections
 from weir.state.postgres.connection import close as _close
 from weir.state.postgres.connection import connect_hint as _connect_hint
 from weir.state.postgres.connection import import_psycopg as _import_psycopg

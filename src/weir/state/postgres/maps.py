@@ -51,13 +51,13 @@ from typing import Any, ClassVar, TypeVar
 from weir._redact import collect_secrets, redact_text
 from weir._util import validate_identifier
 from weir.errors import ConfigError, SerializationError, StateError
-from weir.state._connections import ProcessConnections, shared_connections
 from weir.state._watchdog import WATCHDOG
+from weir.state.connections import ProcessConnections, shared_connections
 from weir.state.postgres.connection import close as _close
 from weir.state.postgres.connection import import_psycopg as _import_psycopg
 from weir.state.postgres.connection import redact_url
-from weir.trident.backing._codec import decode_json, encode_json, to_cell, to_stored
-from weir.trident.backing._factory import MapStateFamily, MapStore
+from weir.trident.backing.codec import decode_json, encode_json, to_cell, to_stored
+from weir.trident.backing.factory import MapStateFamily, MapStore
 from weir.trident.state import BackingMap, Key, StateType, as_keys
 from weir.trident.state.map_state import check_same_length
 

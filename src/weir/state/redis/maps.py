@@ -33,11 +33,11 @@ from typing import Any, ClassVar
 
 from weir._redact import redact_config, redact_url
 from weir.errors import ConfigError, StateError
-from weir.state._connections import shared_connections
+from weir.state.connections import shared_connections
 from weir.state.redis.client import REDIS_ERRORS, RedisSettings, close_client, redis_client
-from weir.trident.backing._catalog import MapCatalog, MapInfo
-from weir.trident.backing._codec import decode_cell, encode_cell, encode_key
-from weir.trident.backing._factory import MapStateFamily, MapStore
+from weir.trident.backing.catalog import MapCatalog, MapInfo
+from weir.trident.backing.codec import decode_cell, encode_cell, encode_key
+from weir.trident.backing.factory import MapStateFamily, MapStore
 from weir.trident.state import BackingMap, Key, StateType, as_keys
 from weir.trident.state.map_state import check_same_length
 

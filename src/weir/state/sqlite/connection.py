@@ -10,7 +10,7 @@
   two writers never deadlock on a lock upgrade), retried while the file is busy, its failure
   translated into :class:`~weir.errors.StateError` by the caller's message.
 
-Connections are cached per process and thread by :mod:`weir.state._connections` (never used across
+Connections are cached per process and thread by :mod:`weir.state.connections` (never used across
 ``fork()``); ``sqlite3`` is in the standard library, so there is no optional import here.
 """
 

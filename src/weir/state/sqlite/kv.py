@@ -46,11 +46,11 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from typing import Any, TypeVar
 
-from weir.checkpoint.faults import crash_point
+from weir._faults import crash_point
 from weir.errors import ConfigError, StateError
-from weir.state._connections import ProcessConnections
 from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
 from weir.state.config import ProviderConfig
+from weir.state.connections import ProcessConnections
 from weir.state.sqlite.connection import (
     MERGE_ROWS,
     SqliteOptions,

@@ -31,7 +31,7 @@ from typing import Any, ClassVar, TypeVar
 
 from weir._util import validate_identifier
 from weir.errors import ConfigError, StateError
-from weir.state._connections import shared_connections
+from weir.state.connections import shared_connections
 from weir.state.sqlite.connection import (
     SqliteOptions,
     _close,
@@ -42,9 +42,9 @@ from weir.state.sqlite.connection import (
     path_from_url,
     write_transaction,
 )
-from weir.trident.backing._catalog import MapCatalog, MapInfo
-from weir.trident.backing._codec import chunked, decode_cell, encode_cell, encode_key
-from weir.trident.backing._factory import MapStateFamily, MapStore
+from weir.trident.backing.catalog import MapCatalog, MapInfo
+from weir.trident.backing.codec import chunked, decode_cell, encode_cell, encode_key
+from weir.trident.backing.factory import MapStateFamily, MapStore
 from weir.trident.state import BackingMap, Key, StateType, as_keys
 from weir.trident.state.map_state import check_same_length
 

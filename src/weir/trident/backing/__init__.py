@@ -44,8 +44,8 @@ Examples
 
 from typing import TYPE_CHECKING, Any
 
-from weir.state._connections import close_connections
-from weir.trident.backing._factory import (
+from weir.state.connections import close_connections
+from weir.trident.backing.factory import (
     DEFAULT_GLOBAL_KEY,
     MapStateFactory,
     MapStateFamily,

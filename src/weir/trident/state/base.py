@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
 
+from weir._util import positive_int
 from weir.errors import ConfigError
 
 __all__ = ["State", "StateFactory", "StateType", "is_exactly_once"]
@@ -117,9 +118,7 @@ class StateFactory(ABC):
 
 def check_partition(partition_index: int, num_partitions: int, *, what: str) -> None:
     """Raise :class:`ConfigError` unless ``0 <= partition_index < num_partitions``."""
-    if isinstance(num_partitions, bool) or not isinstance(num_partitions, int) or num_partitions < 1:
-        msg = f"{what}: num_partitions must be a positive int, got {num_partitions!r}"
-        raise ConfigError(msg)
+    positive_int(num_partitions, f"{what}: num_partitions")
     if (
         isinstance(partition_index, bool)
         or not isinstance(partition_index, int)

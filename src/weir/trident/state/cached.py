@@ -6,7 +6,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Generic, TypeVar
 
-from weir.errors import ConfigError, StateError
+from weir._util import positive_int
+from weir.errors import StateError
 from weir.trident.state.map_state import BackingMap, Key, as_keys, check_backing, check_same_length
 
 __all__ = ["CachedMap"]
@@ -40,9 +41,7 @@ class CachedMap(BackingMap[V], Generic[V]):
     """
 
     def __init__(self, delegate: BackingMap[V], cache_size: int) -> None:
-        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
-            msg = f"CachedMap cache_size must be a positive int, got {cache_size!r}"
-            raise ConfigError(msg)
+        positive_int(cache_size, "CachedMap cache_size")
         check_backing(delegate, "CachedMap")
         self.delegate = delegate
         self.cache_size = cache_size

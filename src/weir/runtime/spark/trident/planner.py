@@ -4,8 +4,8 @@ Per batch, every node becomes a DataFrame whose columns are the node's fields:
 
 - projections, partitioning, joins, merges and the built-in aggregators (``Count``, ``Sum`` on a
   typed number) are Spark SQL (``select``, ``repartition``, ``join``, ``groupBy().agg``);
-- user operations run as ``mapInArrow`` stages (:mod:`weir.trident.tasks`);
-- states are updated per state partition by :mod:`weir.trident.state_tasks` after a routing
+- user operations run as ``mapInArrow`` stages (:mod:`weir.runtime.spark.trident.tasks`);
+- states are updated per state partition by :mod:`weir.runtime.spark.trident.state_tasks` after a routing
   stage and a ``repartition`` that puts state partition *p* in Spark partition *p*.
 
 A node read by several others is persisted for the batch so user code and state updates run
@@ -20,10 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from weir.errors import TopologyError
-from weir.trident._arrow import spout_failure_prefix
-from weir.trident.fields import FieldSpec, StreamSchema
-from weir.trident.nodes import Node
-from weir.trident.state_tasks import (
+from weir.runtime.spark.trident._arrow import spout_failure_prefix
+from weir.runtime.spark.trident.state_tasks import (
     JournalSpec,
     PersistAggStage,
     PersistStage,
@@ -32,7 +30,9 @@ from weir.trident.state_tasks import (
     read_touches,
     spark_routing_values,
 )
-from weir.trident.tasks import AggStage, OpStage
+from weir.runtime.spark.trident.tasks import AggStage, OpStage
+from weir.trident.fields import FieldSpec, StreamSchema
+from weir.trident.nodes import Node
 
 __all__ = ["BatchPlanner", "Compiled", "RunContext"]
 
@@ -70,7 +70,7 @@ class RunContext:
     topology: str
     conf: Mapping[str, Any]
     nodes: list[Node]
-    source: Any  # weir.trident.runner.TridentSource (its schemas, multi-spout or not)
+    source: Any  # weir.runtime.spark.trident.runner.TridentSource (its schemas, multi-spout or not)
     provider: Any = None  # the coordinator's store (for the journal)
     journal_namespace: str = ""
     journal_states: frozenset[str] = frozenset()

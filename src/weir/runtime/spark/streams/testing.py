@@ -26,11 +26,11 @@ from weir._util import stable_hash
 from weir.checkpoint.coordinator import CheckpointStore, Coordinator, JobOutcome, TaskFailure
 from weir.errors import TopologyError
 from weir.runtime.spark.config import RuntimeConfig
-from weir.runtime.spark.task import TaskSpec
+from weir.runtime.spark.executor import TaskReport, TaskSpec
+from weir.runtime.spark.streams.operators import StreamsParticipants, clear_live_instances, run_operator_task
 from weir.state.factory import KeyValueStateProvider, StateFactory
 from weir.streams.checkpoint import Checkpoint
 from weir.streams.operator import Operator
-from weir.streams.runtime import StreamsParticipants, clear_live_instances, run_operator_task
 from weir.streams.store import Head, TaskCheckpoints, load_checkpoint
 from weir.topology.builder import Topology, TopologyBuilder
 from weir.topology.components import OutputFieldsDeclarer, Spout
@@ -65,7 +65,8 @@ class BatchResult:
     txid: int | None
     committed: bool
     outputs: list[tuple[int, str, list[Any]]] = field(default_factory=list)
-    reports: list[dict[str, Any]] = field(default_factory=list)
+    #: the :class:`~weir.runtime.spark.executor.TaskReport` of every task
+    reports: list[TaskReport] = field(default_factory=list)
     dead_letters: list[dict[str, Any]] = field(default_factory=list)
     error: BaseException | None = None
     #: the coordinator's timings: the job (the tasks) and the commit phase, in ms
@@ -266,13 +267,10 @@ class OperatorTester:
                     elif rec[0] == "P":
                         result.outputs.append((task, rec[1], rec[2]))
                     elif rec[0] == "R":
-                        result.reports.append(rec[1])
-                        if not rec[1].get("ok"):
-                            failures.append(
-                                TaskFailure(
-                                    self.component_id, task, rec[1]["error"], rec[1].get("traceback", "")
-                                )
-                            )
+                        report: TaskReport = rec[1]
+                        result.reports.append(report)
+                        if not report.ok:
+                            failures.append(report.failure())
                     else:
                         result.dead_letters.append(rec[1])
             if crash:

@@ -14,128 +14,35 @@ raised), so the driver can name the component, task and txid; the coordinator th
 from __future__ import annotations
 
 import os
-import pickle
 import time
 import traceback
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from weir.checkpoint.faults import crash_point
+from weir._faults import crash_point
 from weir.errors import FencedError, TopologyError
+from weir.runtime.spark.executor import (
+    TaskReport,
+    TaskSpec,
+    check_emitted,
+    dead_letter,
+    failure_report,
+    task_report,
+)
 from weir.state.kv import TransactionalKeyValueState
 from weir.topology.collector import BasicOutputCollector, FailedTuple, OutputCollector
 from weir.topology.components import BasicBolt, Spout, StatefulBolt, execute_shape
-from weir.topology.context import TopologyContext
 from weir.topology.punctuation import Aligner, Punctuation
-from weir.topology.tuple import Fields, Tuple
+from weir.topology.tuple import Tuple
 
-__all__ = ["TaskSpec", "run_spout_task", "run_task"]
-
-_PLAIN = (str, int, float, bool, bytes, type(None))
-
-
-@dataclass
-class TaskSpec:
-    """Everything a task needs, shipped to executors inside the Spark closure."""
-
-    topology: str
-    component_id: str
-    component: Any
-    parallelism: int
-    outputs: dict[str, Fields]
-    input_fields: dict[tuple[str, str], Fields] = field(default_factory=dict)
-    conf: Mapping[str, Any] = field(default_factory=dict)
-    component_tasks: dict[str, int] = field(default_factory=dict)
-    provider: Any = None
-    deadletter: bool = False
-    stateful: bool = False
-    #: streams some component subscribes to; tuples on other streams are counted, not shipped
-    consumed_streams: frozenset[str] = frozenset()
-    #: Storm's acking: every input of a rich bolt must be acked or failed (``topology.acker.executors`` ≠ 0)
-    acking: bool = True
-    #: marks (window / final punctuation) may reach this task: its input goes through an Aligner
-    punctuation: bool = False
-
-    def context(self, task: int) -> TopologyContext:
-        """The task's context."""
-        return TopologyContext(
-            topology=self.topology,
-            component_id=self.component_id,
-            task_index=task,
-            parallelism=self.parallelism,
-            conf=self.conf,
-            component_tasks=self.component_tasks,
-            output_fields={s: tuple(f) for s, f in self.outputs.items()},
-        )
-
-
-def _report(spec: TaskSpec, task: int, txid: int, **kw: Any) -> tuple[str, dict[str, Any]]:
-    rep = {"component": spec.component_id, "task": task, "txid": txid, "pid": os.getpid(), "ok": True}
-    rep.update(kw)
-    return ("R", rep)
-
+__all__ = ["TaskSpec", "run_spout_task", "run_task", "unacked_error"]
 
 def _failure_report(
     spec: TaskSpec, task: int, txid: int, exc: BaseException, stage: str, current: Any, n_in: int, n_out: int
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[str, TaskReport]:
     """The report of a task that failed at ``stage`` (on tuple ``current``, if any); call it in ``except``."""
     where = stage + (f" of tuple {list(current.values)!r:.200}" if current is not None else "")
-    return _report(
-        spec,
-        task,
-        txid,
-        ok=False,
-        n_in=n_in,
-        n_out=n_out,
-        error=f"{type(exc).__name__} in {where}: {exc}",
-        error_type=type(exc).__name__,
-        traceback=traceback.format_exc(),
-        fenced=isinstance(exc, FencedError),
-    )
-
-
-def _dead_letter(
-    spec: TaskSpec, task: int, txid: int, tup: Tuple | None, values: Any, error: str
-) -> tuple[str, dict[str, Any]]:
-    return (
-        "D",
-        {
-            "topology": spec.topology,
-            "component": spec.component_id,
-            "task": task,
-            "txid": txid,
-            "source_component": tup.source_component if tup else None,
-            "source_stream": tup.source_stream_id if tup else None,
-            "source_task": tup.source_task if tup else None,
-            "values": _jsonable(values),
-            "error": error,
-        },
-    )
-
-
-def _jsonable(values: Any) -> Any:
-    try:
-        import json
-
-        json.dumps(values, default=repr)
-        return json.loads(json.dumps(values, default=repr))
-    except Exception:
-        return repr(values)
-
-
-def _check_emitted(spec: TaskSpec, task: int, values: tuple[Any, ...]) -> None:
-    for v in values:
-        if type(v) in _PLAIN:
-            continue
-        try:
-            pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:
-            msg = (
-                f"topology {spec.topology!r}, component {spec.component_id!r}, task {task}: emitted a value of "
-                f"type {type(v).__qualname__} that cannot be serialized to the next component: {exc}"
-            )
-            raise TopologyError(msg, component=spec.component_id, task=task) from exc
+    return failure_report(spec, task, txid, exc, where, n_in, n_out)
 
 
 _UNACKED = (
@@ -180,9 +87,9 @@ def run_spout_task(
             err = f"{type(exc).__name__}: {exc}"
             if spec.deadletter:
                 failed += 1
-                yield _dead_letter(spec, task, txid, None, list(row), f"malformed input record: {err}")
+                yield dead_letter(spec, task, txid, None, list(row), f"malformed input record: {err}")
                 continue
-            yield _report(
+            yield task_report(
                 spec,
                 task,
                 txid,
@@ -198,7 +105,7 @@ def run_spout_task(
         yield ("P", "default", Punctuation.WINDOW_MARKER, task, None)
     if final:
         yield ("P", "default", Punctuation.FINAL_MARKER, task, None)
-    yield _report(spec, task, txid, n_in=n, n_out=n, failed=failed, ms=(time.perf_counter() - t0) * 1000)
+    yield task_report(spec, task, txid, n_in=n, n_out=n, failed=failed, ms=(time.perf_counter() - t0) * 1000)
 
 
 def _forwarding_marks(
@@ -238,12 +145,12 @@ def run_task(
     from weir.topology.windowing import WindowedBolt
 
     if isinstance(comp, Operator):  # IBM Streams operators have their own task loop (state handlers)
-        from weir.streams.runtime import run_operator_task
+        from weir.runtime.spark.streams.operators import run_operator_task
 
         yield from run_operator_task(spec, task, txid, epoch, records)
         return
     if isinstance(comp, WindowedBolt):  # Storm's windowed bolts: windows kept in the state store
-        from weir.runtime.spark.windowed import run_windowed_task
+        from weir.runtime.spark.storm.windowed import run_windowed_task
 
         yield from run_windowed_task(spec, task, txid, epoch, records)
         return
@@ -270,8 +177,7 @@ def run_task(
         if spec.stateful and isinstance(comp, StatefulBolt):
             stage = "init_state"
             state = spec.provider.new_state(ctx.state_namespace, spec.conf, ctx)
-            if hasattr(state, "fence"):
-                state.fence(epoch)
+            state.fence(epoch)
             comp.init_state(state)
         stage = "execute"
         fields_of = spec.input_fields
@@ -310,14 +216,14 @@ def run_task(
                     raise TopologyError(msg, component=spec.component_id, task=task, txid=txid)
                 for tup, reason in out.failed:
                     n_failed += 1
-                    yield _dead_letter(spec, task, txid, tup, list(tup.values), reason)
+                    yield dead_letter(spec, task, txid, tup, list(tup.values), reason)
                 out.failed.clear()
             if out.emitted:
                 consumed = spec.consumed_streams
                 for stream_id, vals, direct in out.emitted:
                     n_out += 1
                     if stream_id in consumed:
-                        _check_emitted(spec, task, vals)
+                        check_emitted(spec, task, vals)
                         yield ("T", stream_id, vals, task, direct)
                 out.emitted.clear()
         current = None
@@ -327,7 +233,7 @@ def run_task(
                 if not spec.deadletter:
                     raise unacked_error(spec, task, txid, out.unacked)
                 n_failed += 1
-                yield _dead_letter(spec, task, txid, tup, list(tup.values), _UNACKED)
+                yield dead_letter(spec, task, txid, tup, list(tup.values), _UNACKED)
         if state is not None:
             stage = "pre_prepare"
             comp.pre_prepare(txid)
@@ -341,7 +247,7 @@ def run_task(
     except Exception as exc:
         yield _failure_report(spec, task, txid, exc, stage, current, n_in, n_out)
         return
-    yield _report(
+    yield task_report(
         spec,
         task,
         txid,

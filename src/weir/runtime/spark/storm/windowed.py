@@ -18,8 +18,9 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from weir.checkpoint.faults import crash_point
-from weir.runtime.spark.task import TaskSpec, _check_emitted, _dead_letter, _failure_report, _report
+from weir._faults import crash_point
+from weir.runtime.spark.executor import TaskSpec, check_emitted, dead_letter, task_report
+from weir.runtime.spark.storm.task import _failure_report
 from weir.state.kv import TransactionalKeyValueState
 from weir.state.serializers import JsonSerializer
 from weir.topology.collector import FailedTuple, OutputCollector
@@ -70,13 +71,13 @@ def run_windowed_task(
                 raise FailedWindow(msg)
             for tup, reason in out.failed:
                 n_failed += 1
-                yield _dead_letter(spec, task, txid, tup, list(tup.values), reason)
+                yield dead_letter(spec, task, txid, tup, list(tup.values), reason)
             out.failed.clear()
         consumed = spec.consumed_streams
         for stream_id, vals, direct in out.emitted:
             n_out += 1
             if stream_id in consumed:
-                _check_emitted(spec, task, vals)
+                check_emitted(spec, task, vals)
                 yield ("T", stream_id, vals, task, direct)
         out.emitted.clear()
 
@@ -94,15 +95,14 @@ def run_windowed_task(
         comp.prepare(spec.conf, ctx, out)
         stage = "init_state"
         state = spec.provider.new_state(ctx.state_namespace, spec.conf, ctx)
-        if hasattr(state, "fence"):
-            state.fence(epoch)
+        state.fence(epoch)
         comp.init_state(state)
         wstate = open_window_state(spec.provider, window_namespace(ctx.state_namespace))
         wstate.fence(epoch)
         mgr = WindowManager(cfg, wstate, make_tuple, sorted(fields_of), where=where)
         stage = "execute"
         if spec.punctuation:  # marks pass through (Storm's windows ignore punctuation)
-            from weir.runtime.spark.task import _forwarding_marks
+            from weir.runtime.spark.storm.task import _forwarding_marks
 
             records = _forwarding_marks(spec, task, records)
         for source, stream, values, source_task in records:
@@ -137,7 +137,7 @@ def run_windowed_task(
     except Exception as exc:
         yield _failure_report(spec, task, txid, exc, stage, current, n_in, n_out)
         return
-    yield _report(
+    yield task_report(
         spec,
         task,
         txid,

@@ -1,9 +1,12 @@
 """Executor-side helpers: Arrow columns ↔ Python values, task context, failure reports.
 
 Trident stages run as ``mapInArrow`` functions: they read Arrow record batches, run the user's
-Python on decoded values and write record batches of the declared output schema. A failure in a
-stage is raised as :class:`TridentTaskFailure`, whose message carries the component, task, txid and
-traceback in a marker the driver decodes (:func:`parse_failure`) into a ``TaskFailure``.
+Python on decoded values and write record batches of the declared output schema. A stage that ends
+well adds its :class:`~weir.runtime.spark.executor.TaskReport` to the batch's accumulator
+(:func:`report`). A failed stage must stop the Spark job (states commit inside later stages of the
+same job), and a failed Spark task's only way to the driver is its error: it raises
+:class:`TridentTaskFailure`, whose message carries the same ``TaskReport``
+(:meth:`~weir.runtime.spark.executor.TaskReport.to_text`), decoded on the driver by :func:`parse_failure`.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 from weir.errors import FencedError, TopologyError
+from weir.runtime.spark.executor import TaskReport
 from weir.trident.fields import FieldSpec, decode_any, encode_any
 
 __all__ = [
@@ -32,9 +36,6 @@ __all__ = [
     "take_column",
 ]
 
-_MARK = "weir-trident-failure:"
-_END = ":end-weir-trident-failure"
-_RE = re.compile(re.escape(_MARK) + r"([A-Za-z0-9+/=]+)" + re.escape(_END))
 _SQL_MARK = "weir-trident-record:"
 _SQL_RE = re.compile(re.escape(_SQL_MARK) + r"([A-Za-z0-9+/=]+): ([^\n]*)")
 
@@ -43,10 +44,8 @@ class TridentTaskFailure(RuntimeError):
     """A Trident stage failed inside a Spark task (the message carries the details for the driver)."""
 
     def __init__(self, component: str, task: int, txid: int, error: str, tb: str, *, fenced: bool = False) -> None:
-        payload = {"component": component, "task": task, "txid": txid, "error": error, "traceback": tb,
-                   "fenced": fenced}
-        blob = base64.b64encode(json.dumps(payload).encode()).decode()
-        super().__init__(f"{component} task {task} txid {txid}: {error} {_MARK}{blob}{_END}")
+        rep = TaskReport(component, task, txid, ok=False, error=error, traceback=tb, fenced=fenced)
+        super().__init__(f"{component} task {task} txid {txid}: {error} {rep.to_text()}")
 
 
 def fail(component: str, task: int, txid: int, exc: BaseException) -> TridentTaskFailure:
@@ -65,24 +64,20 @@ def spout_failure_prefix(component: str, txid: int) -> str:
     return f"{_SQL_MARK}{blob}: SourceError: "
 
 
-def parse_failure(text: str) -> dict[str, Any] | None:
-    """The failure details a :class:`TridentTaskFailure` (or Spark SQL's ``raise_error``) put in ``text``."""
-    m = _RE.search(text)
-    if m is None:
-        sql = _SQL_RE.search(text)
-        if sql is None:
-            return None
-        try:
-            where: dict[str, Any] = json.loads(base64.b64decode(sql.group(1)))
-        except ValueError:
-            return None
-        return {"component": where.get("component", "?"), "task": -1, "txid": where.get("txid"),
-                "error": re.sub(r"\s*SQLSTATE: \w+\s*$", "", sql.group(2)).strip(), "traceback": ""}
+def parse_failure(text: str) -> TaskReport | None:
+    """The failed task's report a :class:`TridentTaskFailure` (or Spark SQL's ``raise_error``) put in ``text``."""
+    rep = TaskReport.from_text(text)
+    if rep is not None:
+        return rep
+    sql = _SQL_RE.search(text)
+    if sql is None:
+        return None
     try:
-        data: dict[str, Any] = json.loads(base64.b64decode(m.group(1)))
+        where: dict[str, Any] = json.loads(base64.b64decode(sql.group(1)))
     except ValueError:
         return None
-    return data
+    error = re.sub(r"\s*SQLSTATE: \w+\s*$", "", sql.group(2)).strip()
+    return TaskReport(str(where.get("component", "?")), -1, int(where.get("txid") or 0), ok=False, error=error)
 
 
 def partition_id() -> int:
@@ -162,7 +157,7 @@ def concat(batches: Iterable[pa.RecordBatch]) -> pa.Table | None:
     return pa.Table.from_batches(bs).combine_chunks()
 
 
-def report(acc: Any, component: str, task: int, n_in: int, n_out: int, ms: float) -> None:
-    """Add a task's counts to the stats accumulator (if any)."""
+def report(acc: Any, component: str, task: int, txid: int, n_in: int, n_out: int, ms: float) -> None:
+    """Add a task's :class:`~weir.runtime.spark.executor.TaskReport` to the batch's accumulator (if any)."""
     if acc is not None:
-        acc.add([{"component": component, "task": task, "in": n_in, "out": n_out, "ms": ms}])
+        acc.add([TaskReport(component, task, txid, n_in=n_in, n_out=n_out, ms=ms)])

@@ -31,12 +31,12 @@ from typing import Any
 import pyarrow as pa
 
 from weir import _data
+from weir._faults import crash_point
 from weir._util import stable_hash
-from weir.checkpoint.faults import crash_point
 from weir.errors import StateError, TopologyError
-from weir.trident._arrow import build_array, concat, py_columns, rows_of, take_column, to_batch
+from weir.runtime.spark.trident._arrow import build_array, concat, py_columns, rows_of, take_column, to_batch
+from weir.runtime.spark.trident.tasks import StageBase, _cleanup, _prepare
 from weir.trident.fields import FieldSpec, encode_any
-from weir.trident.tasks import StageBase, _cleanup, _prepare
 from weir.trident.tuple import TridentCollector, tuple_class
 
 __all__ = [

@@ -19,16 +19,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.accumulators import AccumulatorParam
 from pyspark.rdd import RDD
 
 from weir._util import stable_hash
 from weir.checkpoint.coordinator import JobOutcome, TaskFailure
-from weir.runtime.spark.task import TaskSpec, run_spout_task, run_task
+from weir.runtime.spark.executor import ReportAccumulatorParam, TaskReport, TaskSpec, outcome_of, send_reports
+from weir.runtime.spark.runner import BatchRunner
+from weir.runtime.spark.storm.task import run_spout_task, run_task
 from weir.topology.builder import GroupingKind, Subscription, Topology
 from weir.topology.punctuation import MarkRecord
 
-__all__ = ["BatchJob", "ListAccumulatorParam", "key_for_grouping"]
+__all__ = ["BatchJob", "key_for_grouping"]
 
 
 def key_for_grouping(
@@ -101,36 +102,12 @@ def key_for_grouping(
 _SHUFFLE_CHUNK = 2048  # tuples per shuffled value
 
 
-class ListAccumulatorParam(AccumulatorParam):  # type: ignore[type-arg]
-    """Accumulates lists (task reports and dead letters)."""
-
-    def zero(self, value: list[Any]) -> list[Any]:
-        """An empty list."""
-        return []
-
-    def addInPlace(self, a: list[Any], b: list[Any]) -> list[Any]:  # noqa: N802 - PySpark's name
-        """Concatenate ``b`` onto ``a``."""
-        a.extend(b)
-        return a
-
-
-def _meta_to(acc: Any, gen: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
-    """Pass emitted tuples (and marks) on; send reports and dead letters to the accumulator."""
-    meta = []
-    for rec in gen:
-        if rec[0] == "T" or rec[0] == "P":
-            yield rec
-        else:
-            meta.append(rec)
-    acc.add(meta)
-
-
 _CACHEABLE = (str, int, bytes)  # exact types (bool is not int here): 1 == 1.0 == True would share a slot
 _NARROW = (GroupingKind.SHUFFLE, GroupingKind.NONE, GroupingKind.LOCAL_OR_SHUFFLE)
 
 
 @dataclass
-class BatchJob:
+class BatchJob(BatchRunner):
     """Builds and runs the RDD graph of one batch for a topology."""
 
     topology: Topology
@@ -144,6 +121,14 @@ class BatchJob:
         for spec in self.specs.values():
             spec.punctuation = self.punctuation
 
+    def punctuates(self) -> bool:
+        """Whether marks flow in this topology (Streams operators or punctuating spouts)."""
+        return self.punctuation
+
+    def run_final(self, batch: Any, spout_id: str | None, txid: int, epoch: int | None) -> JobOutcome:
+        """The final-mark transaction: every spout task sends a final mark, nothing else."""
+        return self.run(batch, spout_id, txid, epoch, final=True)
+
     def run(
         self, batch_rdd: RDD[Any], spout_id: str | None, txid: int, epoch: int | None, *, final: bool = False
     ) -> JobOutcome:
@@ -153,7 +138,7 @@ class BatchJob:
         """
         t0 = time.perf_counter()
         sc = batch_rdd.context
-        acc = sc.accumulator([], ListAccumulatorParam())
+        acc = sc.accumulator([], ReportAccumulatorParam())
         outs: dict[str, RDD[Any]] = {}
         persisted: list[RDD[Any]] = []
         topo = self.topology
@@ -171,7 +156,7 @@ class BatchJob:
         terminals = [outs[c] for c in topo.order if not topo.consumers(c)]
         try:
             (terminals[0] if len(terminals) == 1 else sc.union(terminals)).count()
-            meta = list(acc.value)
+            sent: list[TaskReport] = list(acc.value)
         except Exception as exc:  # a worker died, OOM, ...: the whole job failed
             return JobOutcome(
                 failures=[
@@ -181,27 +166,11 @@ class BatchJob:
         finally:
             for r in persisted:
                 r.unpersist(blocking=False)
-        reports = _dedupe([m[1] for m in meta if m[0] == "R"])
-        dead = [m[1] for m in meta if m[0] == "D"]
-        failures = [
-            TaskFailure(r["component"], r["task"], r.get("error", "failed"), r.get("traceback", ""))
-            for r in reports
-            if not r.get("ok")
-        ]
-        missing = self._missing_tasks(reports)
-        if missing and not failures:
-            failures.append(
-                TaskFailure(missing[0][0], missing[0][1], "the task sent no report (lost output?)")
-            )
+        outcome, reports = outcome_of(sent, self._expected_tasks(), {})
+        dead = [d for r in reports for d in r.dead_letters]
         stats = self._stats(reports, dead, (time.perf_counter() - t0) * 1000)
         self.last_stats = stats
-        outcome = JobOutcome(failures=failures, stats=stats)
-        if any(r.get("fenced") for r in reports):
-            from weir.errors import FencedError
-
-            first = next(r for r in reports if r.get("fenced"))
-            msg = f"txid {txid}: {first['error']}"
-            raise FencedError(msg)
+        outcome.stats = stats
         if outcome.ok and dead and self.on_dead_letters is not None:
             self.on_dead_letters(txid, dead)
         return outcome
@@ -213,7 +182,7 @@ class BatchJob:
         n = comp.parallelism
 
         def run_part(pidx: int, it: Iterator[Any], _spec: TaskSpec = spec) -> Iterator[Any]:
-            return _meta_to(acc, run_task(_spec, pidx, txid, epoch, it))
+            return send_reports(acc, run_task(_spec, pidx, txid, epoch, it))
 
         if len(comp.inputs) == 1 and comp.inputs[0].grouping.kind in _NARROW:
             sub = comp.inputs[0]
@@ -234,14 +203,11 @@ class BatchJob:
         grouped = merged.partitionBy(n, lambda k: k).flatMap(lambda kv: kv[1])
         return grouped.mapPartitionsWithIndex(run_part)
 
-    def _missing_tasks(self, reports: list[dict[str, Any]]) -> list[tuple[str, int]]:
-        seen = {(r["component"], r["task"]) for r in reports}
-        out: list[tuple[str, int]] = []
-        for cid, c in self.topology.components.items():
-            if c.is_spout:
-                continue
-            out.extend((cid, t) for t in range(c.parallelism) if (cid, t) not in seen)
-        return out
+    def _expected_tasks(self) -> list[tuple[str, int]]:
+        """Every (bolt, task) that must report (a spout's partitions vary with its source)."""
+        return [
+            (cid, t) for cid, c in self.topology.components.items() if not c.is_spout for t in range(c.parallelism)
+        ]
 
     def _spout_rdd(
         self,
@@ -259,26 +225,26 @@ class BatchJob:
 
             def pick(pidx: int, it: Iterator[Any], _c: str = cid, _s: TaskSpec = spec) -> Iterator[Any]:
                 rows = (list(json.loads(r[1]).values()) for r in it if r[0] == _c)
-                return _meta_to(acc, run_spout_task(_s, pidx, txid, rows, final=final))
+                return send_reports(acc, run_spout_task(_s, pidx, txid, rows, final=final))
 
             return batch_rdd.mapPartitionsWithIndex(pick)
 
         def conv(pidx: int, it: Iterator[Any], _s: TaskSpec = spec) -> Iterator[Any]:
-            return _meta_to(acc, run_spout_task(_s, pidx, txid, it, final=final))
+            return send_reports(acc, run_spout_task(_s, pidx, txid, it, final=final))
 
         return batch_rdd.mapPartitionsWithIndex(conv)
 
-    def _stats(self, reports: list[dict[str, Any]], dead: list[dict[str, Any]], ms: float) -> dict[str, Any]:
+    def _stats(self, reports: list[TaskReport], dead: list[dict[str, Any]], ms: float) -> dict[str, Any]:
         per: dict[str, dict[str, Any]] = {}
         keys: dict[str, int] = {}
         for r in reports:
-            for ns, n in (r.get("keys_written") or {}).items():
+            for ns, n in r.keys_written.items():
                 keys[ns] = keys.get(ns, 0) + int(n)
-            c = per.setdefault(r["component"], {"in": 0, "out": 0, "tasks": 0, "failed": 0, "task_ms": 0.0})
-            c["task_ms"] += r.get("ms", 0.0)
-            c["in"] += r.get("n_in", 0)
-            c["out"] += r.get("n_out", 0)
-            c["failed"] += r.get("failed", 0)
+            c = per.setdefault(r.component, {"in": 0, "out": 0, "tasks": 0, "failed": 0, "task_ms": 0.0})
+            c["task_ms"] += r.ms
+            c["in"] += r.n_in
+            c["out"] += r.n_out
+            c["failed"] += r.failed
             c["tasks"] += 1
         spout_in = sum(v["in"] for k, v in per.items() if self.topology.components[k].is_spout) if per else 0
         return {
@@ -304,16 +270,6 @@ def topology_punctuates(topology: Topology) -> bool:
         ):
             return True
     return False
-
-
-def _dedupe(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One report per (component, task); a failure wins over a success of a recomputed task."""
-    best: dict[tuple[str, int], dict[str, Any]] = {}
-    for r in reports:
-        k = (r["component"], r["task"])
-        if k not in best or (best[k].get("ok") and not r.get("ok")):
-            best[k] = r
-    return list(best.values())
 
 
 _PY_ERROR = re.compile(r"^(?!org\.|java\.|scala\.|py4j\.)[A-Za-z_][\w.]*(?:Error|Exception): .+$", re.M)

@@ -8,7 +8,8 @@ from typing import Any
 
 from pyspark import cloudpickle
 
-from weir.runtime.spark.task import TaskSpec
+from weir.checkpoint.coordinator import Participants
+from weir.runtime.spark.executor import TaskSpec
 from weir.state.base import StateProvider
 from weir.topology.collector import OutputCollector
 from weir.topology.components import StatefulBolt
@@ -18,7 +19,7 @@ from weir.topology.windowing import WindowedBolt
 __all__ = ["CompositeParticipants", "StatefulParticipants"]
 
 
-class StatefulParticipants:
+class StatefulParticipants(Participants):
     """Every task namespace ``<topology>-<component>-<task>`` of the stateful components.
 
     Hooks run on a fresh instance of the component prepared with the task's context (the
@@ -50,24 +51,22 @@ class StatefulParticipants:
         ctx = spec.context(task)
         states = [self.provider.new_state(ctx.state_namespace, spec.conf, ctx)]
         if isinstance(spec.component, WindowedBolt):
-            from weir.runtime.spark.windowed import open_window_state
+            from weir.runtime.spark.storm.windowed import open_window_state
 
             states.append(open_window_state(self.provider, window_namespace(ctx.state_namespace)))
         for st in states:
-            if hasattr(st, "fence"):
-                st.fence(epoch)
+            st.fence(epoch)
         return states
 
-    def _hook(self, spec: TaskSpec, task: int, name: str, *args: Any) -> None:
-        comp = spec.component
-        if getattr(type(comp), name, None) is getattr(StatefulBolt, name, None):
-            return  # not overridden: no need to build an instance
+    def _hook(self, spec: TaskSpec, task: int, inherited: bool, call: Callable[[StatefulBolt[Any]], None]) -> None:
+        if inherited:
+            return  # StatefulBolt's empty hook: no need to build an instance
         inst = cloudpickle.loads(self._blobs[spec.component_id])
         ctx = spec.context(task)
         out = OutputCollector(spec.component_id, task, dict(spec.outputs), topology=spec.topology)
         inst.collector = out
         inst.prepare(spec.conf, ctx, out)
-        getattr(inst, name)(*args)
+        call(inst)
 
     def _each(self, fn: Callable[[TaskSpec, int], None], after_first: Callable[[], None] | None) -> None:
         tasks = self.tasks()
@@ -89,7 +88,8 @@ class StatefulParticipants:
 
         def one(spec: TaskSpec, task: int) -> None:
             states = self._states(spec, task, epoch)
-            self._hook(spec, task, "pre_commit", txid)
+            inherited = type(spec.component).pre_commit is StatefulBolt.pre_commit
+            self._hook(spec, task, inherited, lambda bolt: bolt.pre_commit(txid))
             for state in states:
                 state.commit(txid)
 
@@ -100,17 +100,18 @@ class StatefulParticipants:
 
         def one(spec: TaskSpec, task: int) -> None:
             states = self._states(spec, task, epoch)
-            self._hook(spec, task, "pre_rollback")
+            inherited = type(spec.component).pre_rollback is StatefulBolt.pre_rollback
+            self._hook(spec, task, inherited, lambda bolt: bolt.pre_rollback())
             for state in states:
                 state.rollback()
 
         self._each(one, after_first)
 
 
-class CompositeParticipants:
+class CompositeParticipants(Participants):
     """Several participant groups (stateful bolts, Streams operators, ...) driven as one, in order."""
 
-    def __init__(self, parts: list[Any]) -> None:
+    def __init__(self, parts: list[Participants]) -> None:
         self.parts = parts
 
     def namespaces(self) -> list[str]:
@@ -130,6 +131,4 @@ class CompositeParticipants:
     def after_commit(self, txid: int) -> None:
         """Tell groups that care (Streams: region_checkpointed, retirement) that ``txid`` committed."""
         for p in self.parts:
-            hook = getattr(p, "after_commit", None)
-            if hook is not None:
-                hook(txid)
+            p.after_commit(txid)

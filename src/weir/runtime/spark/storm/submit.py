@@ -1,49 +1,30 @@
-"""``submit``: validate a Storm topology at submit time and return its :class:`TopologyRun`."""
+"""The Storm dialect: a ``TopologyBuilder`` topology checked at submit time and run as one RDD job per batch."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from weir.checkpoint.coordinator import Participants
 from weir.errors import TopologyError
-from weir.runtime.spark.batch import BatchJob
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.deadletter import make_sink
-from weir.runtime.spark.participants import CompositeParticipants, StatefulParticipants
-from weir.runtime.spark.runner import (
-    TopologyRun,
-    make_coordinator,
-    master_for,
-    picklable_or_raise,
-    resolve_provider,
-    ship_user_modules,
-    spark_for,
-)
-from weir.runtime.spark.task import TaskSpec
+from weir.runtime.spark.dialect import BatchRunner, Dialect, Prepared, register_dialect
+from weir.runtime.spark.executor import TaskSpec
+from weir.runtime.spark.runner import master_for, picklable_or_raise, resolve_provider, ship_user_modules, spark_for
+from weir.runtime.spark.storm.batch import BatchJob
+from weir.runtime.spark.storm.participants import CompositeParticipants, StatefulParticipants
+from weir.runtime.spark.streams.operators import StreamsParticipants
 from weir.state.factory import KeyValueStateProvider
 from weir.topology.builder import Topology
 from weir.topology.components import StatefulBolt
 from weir.topology.windowing import WindowedBolt
 
-__all__ = ["submit", "submit_topology", "topology_shape"]
+__all__ = ["StormDialect", "StormPlan", "submit_topology", "topology_shape"]
 
 log = logging.getLogger("weir.runtime")
-
-
-def submit(name: str, conf: Mapping[str, Any], topology: Any, spark: Any = None) -> TopologyRun:
-    """Submit a Storm topology or a Trident topology; see :func:`submit_topology`."""
-    if isinstance(topology, Topology):
-        return submit_topology(name, conf, topology, spark)
-    build = getattr(topology, "_weir_submit", None)
-    if build is not None:
-        run: TopologyRun = build(name, conf, spark)
-        return run
-    msg = (
-        f"submit({name!r}): expected a topology from TopologyBuilder.create_topology() or a TridentTopology, "
-        f"got {type(topology).__name__}"
-    )
-    raise TopologyError(msg, topology=name)
 
 
 def topology_shape(topology: Topology, namespaces: list[str]) -> dict[str, Any]:
@@ -76,7 +57,7 @@ def topology_shape(topology: Topology, namespaces: list[str]) -> dict[str, Any]:
     return {"dialect": "storm", "components": comps, "namespaces": list(namespaces)}
 def _check_stored_windows(name: str, cid: str, bolt: WindowedBolt[Any], parallelism: int, provider: Any) -> None:
     """Refuse, at submit, a windowed bolt whose stored windows were written with other window settings."""
-    from weir.runtime.spark.windowed import open_window_state
+    from weir.runtime.spark.storm.windowed import open_window_state
     from weir.topology.window_manager import check_layout, window_layout, window_namespace
 
     layout = window_layout(bolt.window_config)
@@ -89,14 +70,15 @@ def _check_stored_windows(name: str, cid: str, bolt: WindowedBolt[Any], parallel
             raise TopologyError(str(exc), topology=name, component=cid) from None
 
 
-def submit_topology(name: str, conf: Mapping[str, Any], topology: Topology, spark: Any = None) -> TopologyRun:
-    """Validate ``topology`` with ``conf`` and prepare its streaming query (not started yet).
+def submit_topology(
+    name: str, conf: Mapping[str, Any], topology: Topology, rc: RuntimeConfig, spark: Any = None
+) -> StormPlan:
+    """Validate ``topology`` with ``conf`` and prepare its batch job (the query is not started).
 
     Everything that can be checked before a worker runs is checked here: configuration keys, the
     state provider (connected once), local-only stores on a cluster master, picklability of every
     component, and a stateful parallelism that differs from what the store holds.
     """
-    rc = RuntimeConfig.from_conf(name, conf)
     if rc.max_task_parallelism is not None:
         for c in topology.components.values():
             if c.parallelism > rc.max_task_parallelism:
@@ -154,44 +136,73 @@ def submit_topology(name: str, conf: Mapping[str, Any], topology: Topology, spar
         )
     sink = make_sink(rc.deadletter, name, provider) if rc.deadletter else None
     job = BatchJob(topology, specs, on_dead_letters=sink.write if sink else None)
-    coordinator = None
-    namespaces: list[str] = []
-    if stateful:
+    return StormPlan(name, conf, rc, spark_session, master, provider, topology=topology, specs=specs, job=job)
+
+
+@dataclass
+class StormPlan(Prepared):
+    """A Storm topology checked at submit time: its task specs and batch job."""
+
+    topology: Topology | None = None
+    specs: dict[str, TaskSpec] = field(default_factory=dict)
+    job: BatchJob | None = None
+
+
+class StormDialect(Dialect):
+    """Storm's ``TopologyBuilder`` topologies (Streams operators included) on the engine."""
+
+    name = "storm"
+
+    def accepts(self, topology: object) -> bool:
+        """A topology from ``TopologyBuilder.create_topology()``."""
+        return isinstance(topology, Topology)
+
+    def prepare(
+        self, name: str, conf: Mapping[str, Any], topology: Any, rc: RuntimeConfig, spark: Any
+    ) -> StormPlan:
+        """Validate ``topology`` with ``conf`` and build its batch job (see :func:`submit_topology`)."""
+        return submit_topology(name, conf, topology, rc, spark)
+
+    def spouts(self, plan: Prepared) -> list[tuple[str, Any]]:
+        """The topology's spouts."""
+        assert isinstance(plan, StormPlan) and plan.topology is not None
+        return [(s.id, s.obj) for s in plan.topology.spouts]
+
+    def batch_runner(self, plan: Prepared) -> BatchRunner:
+        """The RDD job of a batch."""
+        assert isinstance(plan, StormPlan) and plan.job is not None
+        return plan.job
+
+    def participants(self, plan: Prepared) -> Participants | None:
+        """Stateful bolts, then Streams operators; None for a topology without state."""
+        assert isinstance(plan, StormPlan) and plan.topology is not None
+        stateful = plan.topology.stateful
+        if not stateful:
+            return None
+        provider = plan.provider
         assert provider is not None
         parallel = isinstance(provider, KeyValueStateProvider) and provider.config.provider in (
             "redis",
             "postgres",
         )
-        groups: list[Any] = []
-        bolts = [specs[c.id] for c in stateful if isinstance(c.obj, StatefulBolt)]
+        groups: list[Participants] = []
+        bolts = [plan.specs[c.id] for c in stateful if isinstance(c.obj, StatefulBolt)]
         if bolts:
             groups.append(StatefulParticipants(bolts, provider, parallel=parallel))
-        operators = [specs[c.id] for c in stateful if not isinstance(c.obj, StatefulBolt)]
+        operators = [plan.specs[c.id] for c in stateful if not isinstance(c.obj, StatefulBolt)]
         if operators:
-            from weir.streams.runtime import StreamsParticipants
+            groups.append(StreamsParticipants(operators, provider, plan.rc, plan.topology))
+        return CompositeParticipants(groups)
 
-            groups.append(StreamsParticipants(operators, provider, rc, topology))
-        participants = CompositeParticipants(groups)
-        namespaces = participants.namespaces()
-        coordinator = make_coordinator(
-            name,
-            conf,
-            provider,
-            participants,
-            {c.id: c.parallelism for c in stateful},
-            rc,
-            master,
-            shape=topology_shape(topology, namespaces),
-        )
-    spouts = [(s.id, s.obj) for s in topology.spouts]
-    return TopologyRun(
-        name,
-        conf,
-        rc,
-        spark_session,
-        spouts,
-        job,
-        coordinator,
-        provider=provider,
-        state_namespaces=namespaces,
-    )
+    def parallelism(self, plan: Prepared) -> Mapping[str, int]:
+        """The parallelism of every stateful component."""
+        assert isinstance(plan, StormPlan) and plan.topology is not None
+        return {c.id: c.parallelism for c in plan.topology.stateful}
+
+    def shape(self, plan: Prepared, namespaces: list[str]) -> Mapping[str, Any] | None:
+        """Components, groupings and stateful namespaces (see :func:`topology_shape`)."""
+        assert isinstance(plan, StormPlan) and plan.topology is not None
+        return topology_shape(plan.topology, namespaces)
+
+
+register_dialect(StormDialect())

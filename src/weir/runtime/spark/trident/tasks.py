@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from weir.trident._arrow import (
+from weir.runtime.spark.trident._arrow import (
     arrow_schema,
     build_array,
     concat,
@@ -28,7 +28,7 @@ from weir.trident._arrow import (
     to_batch,
 )
 from weir.trident.fields import FieldSpec
-from weir.trident.operation import Operation, OperationContext
+from weir.trident.operation import Filter, Operation, OperationContext
 from weir.trident.tuple import TridentCollector, tuple_class
 
 __all__ = ["AggStage", "OpStage"]
@@ -65,7 +65,7 @@ class StageBase:
             yield from self.run(task, batches, counts)
         except Exception as exc:
             raise fail(self.component, task, self.txid, exc) from exc
-        report(self.acc, self.component, task, counts[0], counts[1], (time.perf_counter() - t0) * 1000)
+        report(self.acc, self.component, task, self.txid, counts[0], counts[1], (time.perf_counter() - t0) * 1000)
 
     def run(self, task: int, batches: Iterator[pa.RecordBatch], counts: list[int]) -> Iterator[pa.RecordBatch]:
         """The stage's work; ``counts`` = [tuples in, tuples out]."""
@@ -102,11 +102,11 @@ class OpStage(StageBase):
         if kind == "function":
             return op.execute
         if kind == "filter":
-            return op.is_keep if hasattr(op, "is_keep") else op
+            return op.is_keep if isinstance(op, Filter) else op  # a Filter, or a callable (checked at build)
         if kind in ("map", "flat_map"):
-            return op.execute if (not callable(op) and hasattr(op, "execute")) else op
+            return op if callable(op) else op.execute  # a callable or an object with execute (checked at build)
         if kind == "peek":
-            return op.accept if (not callable(op) and hasattr(op, "accept")) else op
+            return op if callable(op) else op.accept
         return op.to_values
 
     def run(self, task: int, batches: Iterator[pa.RecordBatch], counts: list[int]) -> Iterator[pa.RecordBatch]:

@@ -1,6 +1,6 @@
 """Running a :class:`~weir.trident.TridentTopology` on weir's one engine.
 
-``weir.submit(name, conf, trident_topology)`` calls :func:`submit_trident`, which returns the same
+``weir.submit(name, conf, trident_topology)`` goes through :class:`TridentDialect`, which makes the same
 :class:`~weir.runtime.spark.runner.TopologyRun` a Storm topology gets: one Spark Structured
 Streaming query whose ``foreachBatch`` asks the checkpoint coordinator for the batch's txid and
 then runs :class:`TridentBatchRunner` on the batch's DataFrame.
@@ -18,32 +18,25 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
-from weir.checkpoint.coordinator import JobOutcome, TaskFailure, checkpoint_namespace
+from weir.checkpoint.coordinator import JobOutcome, Participants, TaskFailure, checkpoint_namespace
 from weir.errors import FencedError, TopologyError, WeirError
-from weir.runtime.spark.batch import ListAccumulatorParam
 from weir.runtime.spark.config import RuntimeConfig
-from weir.runtime.spark.runner import (
-    TopologyRun,
-    make_coordinator,
-    master_for,
-    picklable_or_raise,
-    resolve_provider,
-    spark_for,
-)
+from weir.runtime.spark.dialect import BatchRunner, Dialect, Prepared, register_dialect
+from weir.runtime.spark.executor import ReportAccumulatorParam, TaskReport
+from weir.runtime.spark.runner import master_for, picklable_or_raise, resolve_provider, spark_for
+from weir.runtime.spark.trident._arrow import parse_failure
+from weir.runtime.spark.trident.planner import BatchPlanner, RunContext, check_plan
 from weir.state.factory import KeyValueStateProvider
 from weir.topology.components import Spout
 from weir.topology.context import TopologyContext
-from weir.trident._arrow import parse_failure
 from weir.trident.guarantee import spout_type
-from weir.trident.planner import BatchPlanner, RunContext, check_plan
 from weir.trident.state.base import StateType
+from weir.trident.topology import TridentTopology
 
-if TYPE_CHECKING:
-    from weir.trident.topology import TridentTopology
-
-__all__ = ["TridentBatchRunner", "TridentParticipants", "TridentSource", "submit_trident"]
+__all__ = ["TridentBatchRunner", "TridentDialect", "TridentParticipants", "TridentPlan", "TridentSource"]
 
 log = logging.getLogger("weir.trident")
 
@@ -105,7 +98,7 @@ class TridentSource(Spout):
         return rows.select(F.from_json(F.col("_weir_v"), self.schemas[index]).alias("_weir_r")).select("_weir_r.*")
 
 
-class TridentParticipants:
+class TridentParticipants(Participants):
     """The coordinator's participants for Trident: none — states commit inside their partitions."""
 
     def namespaces(self) -> list[str]:
@@ -119,24 +112,27 @@ class TridentParticipants:
         """Nothing to roll back: a replay with the same txid makes the stored values exact."""
 
 
-class TridentBatchRunner:
+class TridentBatchRunner(BatchRunner):
     """Runs one batch of a Trident topology (the ``BatchRunner`` of its :class:`TopologyRun`)."""
-
-    #: ask TopologyRun for the batch's DataFrame instead of its RDD
-    wants_dataframe = True
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
         self.last_stats: dict[str, Any] = {}
 
+    def wants_dataframe(self) -> bool:
+        """The batch's DataFrame: the plan runs in Spark SQL."""
+        return True
+
     def run(self, batch: Any, spout_id: str | None, txid: int, epoch: int | None) -> JobOutcome:
         """Plan and run every operation of the batch; report failures instead of raising them."""
-        if not hasattr(batch, "sparkSession"):
-            msg = "the Trident runner needs the batch's DataFrame (TopologyRun passes it when wants_dataframe)"
+        from pyspark.sql import DataFrame
+
+        if not isinstance(batch, DataFrame):
+            msg = "the Trident runner needs the batch's DataFrame (TopologyRun passes it when wants_dataframe())"
             raise TopologyError(msg, topology=self.ctx.topology)
         t0 = time.perf_counter()
         sc = batch.sparkSession.sparkContext
-        acc = sc.accumulator([], ListAccumulatorParam())
+        acc = sc.accumulator([], ReportAccumulatorParam())
         shared = None
         if self.ctx.source.multi:
             from pyspark import StorageLevel
@@ -164,23 +160,20 @@ class TridentBatchRunner:
         info = parse_failure(text)
         if info is None:
             return TaskFailure("<spark>", -1, f"the Spark job failed: {_short(text)}", text[-4000:])
-        if info.get("fenced"):
-            msg = f"topology {self.ctx.topology!r}, txid {txid}: {info.get('error')}"
+        if info.fenced:
+            msg = f"topology {self.ctx.topology!r}, txid {txid}: {info.error}"
             raise FencedError(msg) from exc
-        return TaskFailure(
-            str(info.get("component", "?")), int(info.get("task", -1)), str(info.get("error", "failed")),
-            str(info.get("traceback", "")),
-        )
+        return info.failure()
 
     @staticmethod
-    def _stats(reports: list[dict[str, Any]], tuples_in: int, ms: float) -> dict[str, Any]:
+    def _stats(reports: list[TaskReport], tuples_in: int, ms: float) -> dict[str, Any]:
         per: dict[str, dict[str, Any]] = {}
         for r in reports:
-            c = per.setdefault(r["component"], {"in": 0, "out": 0, "tasks": 0, "failed": 0, "task_ms": 0.0})
-            c["in"] += r.get("in", 0)
-            c["out"] += r.get("out", 0)
+            c = per.setdefault(r.component, {"in": 0, "out": 0, "tasks": 0, "failed": 0, "task_ms": 0.0})
+            c["in"] += r.n_in
+            c["out"] += r.n_out
             c["tasks"] += 1
-            c["task_ms"] += r.get("ms", 0.0)
+            c["task_ms"] += r.ms
         return {"components": per, "tuples_in": tuples_in, "dead_letters": 0, "job_ms": ms}
 
 
@@ -265,43 +258,80 @@ def _journal_states(topology: TridentTopology) -> frozenset[str]:
     return frozenset(out)
 
 
-def submit_trident(name: str, conf: Mapping[str, Any], topology: TridentTopology, spark: Any = None) -> TopologyRun:
-    """Validate ``topology`` and prepare its streaming query (not started yet).
+@dataclass
+class TridentPlan(Prepared):
+    """A Trident topology checked at submit time: its plan's run context."""
 
-    Checked before Spark runs anything: configuration keys, the plan, seed 004's spout × state
-    table (:mod:`weir.trident.guarantee`), process-local states, picklability of every operation
-    and state factory, and the store of the coordinator record (``topology.state.provider``).
-    """
-    rc = RuntimeConfig.from_conf(name, conf)
-    nodes = topology.nodes
-    check_plan(nodes)
-    topology.check_guarantees(conf)
-    _check_picklable(name, topology)
-    names = [s.state_id for s in topology.states]
-    if len(set(names)) != len(names):
-        msg = f"topology {name!r}: two states share a name ({sorted(names)}); name() them differently"
-        raise TopologyError(msg, topology=name)
-    for spout in (n.params["spout"] for n in topology._spouts.values()):
-        spout.validate()  # submit-time checks of the sources (brokers reachable, topics exist)
-    master = master_for(rc, spark)
-    factories = _memory_states(name, topology, master)
-    provider = resolve_provider(name, conf, master)  # before Spark starts: a typo fails in about a second
-    spark_session, master = spark_for(rc, spark)
-    coordinator = make_coordinator(
-        name, conf, provider, TridentParticipants(), {}, rc, master, shape=trident_shape(nodes)
-    )
-    journal = _journal_states(topology)
-    if journal and not isinstance(provider, KeyValueStateProvider):
-        log.warning(
-            "topology %s: the state provider is not a key-value store, so opaque replays are not journaled", name
+    topology: TridentTopology | None = None
+    ctx: RunContext | None = None
+
+
+class TridentDialect(Dialect):
+    """``TridentTopology`` on the engine: each micro-batch one Trident batch, planned in Spark SQL."""
+
+    name = "trident"
+
+    def accepts(self, topology: object) -> bool:
+        """A :class:`~weir.trident.TridentTopology`."""
+        return isinstance(topology, TridentTopology)
+
+    def prepare(
+        self, name: str, conf: Mapping[str, Any], topology: Any, rc: RuntimeConfig, spark: Any
+    ) -> TridentPlan:
+        """Validate ``topology`` and plan its batches (not started yet).
+
+        Checked before Spark runs anything: configuration keys, the plan, seed 004's spout × state
+        table (:mod:`weir.trident.guarantee`), process-local states, picklability of every operation
+        and state factory, and the store of the coordinator record (``topology.state.provider``).
+        """
+        nodes = topology.nodes
+        check_plan(nodes)
+        topology.check_guarantees(conf)
+        _check_picklable(name, topology)
+        names = [s.state_id for s in topology.states]
+        if len(set(names)) != len(names):
+            msg = f"topology {name!r}: two states share a name ({sorted(names)}); name() them differently"
+            raise TopologyError(msg, topology=name)
+        for spout in (n.params["spout"] for n in topology.spout_nodes()):
+            spout.validate()  # submit-time checks of the sources (brokers reachable, topics exist)
+        master = master_for(rc, spark)
+        factories = _memory_states(name, topology, master)
+        provider = resolve_provider(name, conf, master)  # before Spark starts: a typo fails in about a second
+        spark_session, master = spark_for(rc, spark)
+        journal = _journal_states(topology)
+        if journal and not isinstance(provider, KeyValueStateProvider):
+            log.warning(
+                "topology %s: the state provider is not a key-value store, so opaque replays are not journaled",
+                name,
+            )
+            journal = frozenset()
+        spouts = [(n.name, n.params["spout"]) for n in nodes if n.kind == "spout"]
+        source = TridentSource(name, conf, spouts)
+        ctx = RunContext(
+            topology=name, conf=dict(conf), nodes=nodes, source=source,
+            provider=provider if journal else None, journal_namespace=checkpoint_namespace(name),
+            journal_states=journal, factories=factories,
         )
-        journal = frozenset()
-    spouts = [(n.name, n.params["spout"]) for n in nodes if n.kind == "spout"]
-    source = TridentSource(name, conf, spouts)
-    ctx = RunContext(
-        topology=name, conf=dict(conf), nodes=nodes, source=source,
-        provider=provider if journal else None, journal_namespace=checkpoint_namespace(name),
-        journal_states=journal, factories=factories,
-    )
-    return TopologyRun(name, conf, rc, spark_session, [("$trident", source)], TridentBatchRunner(ctx), coordinator,
-                       provider=provider)
+        return TridentPlan(name, conf, rc, spark_session, master, provider, topology=topology, ctx=ctx)
+
+    def spouts(self, plan: Prepared) -> list[tuple[str, Any]]:
+        """One source: the topology's spouts as one stream (:class:`TridentSource`)."""
+        assert isinstance(plan, TridentPlan) and plan.ctx is not None
+        return [("$trident", plan.ctx.source)]
+
+    def batch_runner(self, plan: Prepared) -> BatchRunner:
+        """The planner of a batch."""
+        assert isinstance(plan, TridentPlan) and plan.ctx is not None
+        return TridentBatchRunner(plan.ctx)
+
+    def participants(self, plan: Prepared) -> Participants | None:
+        """:class:`TridentParticipants`: the coordinator only numbers the batches."""
+        return TridentParticipants()
+
+    def shape(self, plan: Prepared, namespaces: list[str]) -> Mapping[str, Any] | None:
+        """The plan as a graph (see :func:`trident_shape`)."""
+        assert isinstance(plan, TridentPlan) and plan.topology is not None
+        return trident_shape(plan.topology.nodes)
+
+
+register_dialect(TridentDialect())

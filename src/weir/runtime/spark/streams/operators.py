@@ -48,16 +48,17 @@ from typing import Any
 
 from pyspark import cloudpickle
 
-from weir.checkpoint.faults import crash_point
+from weir._faults import crash_point
+from weir.checkpoint.coordinator import Participants
 from weir.errors import CheckpointError, ConfigError, FencedError, TopologyError
 from weir.runtime.spark.config import RuntimeConfig
-from weir.runtime.spark.task import TaskSpec
+from weir.runtime.spark.executor import TaskSpec, check_emitted, dead_letter, task_report
 from weir.state.factory import KeyValueStateProvider
 from weir.streams.checkpoint import Checkpoint
 from weir.streams.context import ConsistentRegionContext, OperatorContext
 from weir.streams.handler import StateHandler
 from weir.streams.operator import InputPort, Operator
-from weir.streams.regions import SPEC_ATTR, Placement, placements
+from weir.streams.regions import Placement, placements
 from weir.streams.store import CheckpointMeta, Head, TaskCheckpoints
 from weir.topology.builder import Topology
 from weir.topology.collector import FailedTuple, OutputCollector
@@ -147,7 +148,7 @@ def _new_instance(spec: TaskSpec, task: int, placement: Placement, *, hooks_only
 
 
 def _placement(spec: TaskSpec) -> Placement:
-    p = getattr(spec, SPEC_ATTR, None)
+    p = spec.placement
     return p if isinstance(p, Placement) else Placement()
 
 
@@ -172,12 +173,6 @@ def _call(ctx: OperatorContext, handler: StateHandler, method: str, arg: Any, wh
 
 
 # ---- executor side ------------------------------------------------------------------------------
-def _report(spec: TaskSpec, task: int, txid: int, **kw: Any) -> tuple[str, dict[str, Any]]:
-    rep = {"component": spec.component_id, "task": task, "txid": txid, "pid": os.getpid(), "ok": True}
-    rep.update(kw)
-    return ("R", rep)
-
-
 class _OperatorTask:
     """One task of one operator for one micro-batch (see the module docstring for the steps)."""
 
@@ -321,15 +316,11 @@ class _OperatorTask:
                 tup, reason = out.failed[0]
                 msg = f"tuple {list(tup.values)!r:.200} failed: {reason}"
                 raise TopologyError(msg, component=spec.component_id, task=self.task, txid=self.txid)
-            from weir.runtime.spark.task import _dead_letter
-
             for tup, reason in out.failed:
                 self.stats["failed"] += 1
-                yield _dead_letter(spec, self.task, self.txid, tup, list(tup.values), reason)
+                yield dead_letter(spec, self.task, self.txid, tup, list(tup.values), reason)
             out.failed.clear()
         if out.emitted:
-            from weir.runtime.spark.task import _check_emitted
-
             consumed = spec.consumed_streams
             for stream_id, vals, direct in out.emitted:
                 if _is_punctuation(vals):  # a mark, in its place among the tuples
@@ -338,7 +329,7 @@ class _OperatorTask:
                     continue
                 self.stats["n_out"] += 1
                 if stream_id in consumed:
-                    _check_emitted(spec, self.task, vals)
+                    check_emitted(spec, self.task, vals)
                     yield ("T", stream_id, vals, self.task, direct)
             out.emitted.clear()
 
@@ -445,7 +436,7 @@ class _OperatorTask:
             if self.placement.independent and self._kept(store):
                 # another region failed the previous attempt of this batch; this region's cut is
                 # prepared already (under this driver's epoch): keep it, do not run again
-                yield _report(spec, task, txid, restore="kept", ms=(time.perf_counter() - t0) * 1000, **self.stats)
+                yield task_report(spec, task, txid, restore="kept", ms=(time.perf_counter() - t0) * 1000, **self.stats)
                 return
             self.stage = "restore"
             live, prev = self.restore(store)
@@ -553,7 +544,7 @@ class _OperatorTask:
                 f" of tuple {list(self.current.values)!r:.200}" if self.current is not None else ""
             )
             text = _strip(str(exc), self.where)
-            yield _report(
+            yield task_report(
                 spec,
                 task,
                 txid,
@@ -571,7 +562,7 @@ class _OperatorTask:
                 thread.join()
                 if self.live is not None:
                     self.live.token = None
-        yield _report(
+        yield task_report(
             spec,
             task,
             txid,
@@ -610,7 +601,7 @@ def _run_stateless(
         runner.stage = "cleanup"
         live.operator.cleanup()
     except Exception as exc:
-        yield _report(
+        yield task_report(
             spec,
             task,
             txid,
@@ -623,7 +614,7 @@ def _run_stateless(
             fenced=isinstance(exc, FencedError),
         )
         return
-    yield _report(spec, task, txid, ms=(time.perf_counter() - t0) * 1000, **runner.stats)
+    yield task_report(spec, task, txid, ms=(time.perf_counter() - t0) * 1000, **runner.stats)
 
 
 def run_operator_task(
@@ -637,7 +628,7 @@ def run_operator_task(
 
 
 # ---- driver side --------------------------------------------------------------------------------
-class StreamsParticipants:
+class StreamsParticipants(Participants):
     """The coordinator's participant for every task of the topology's checkpointed operators.
 
     Parameters
@@ -662,7 +653,7 @@ class StreamsParticipants:
             rc.topology, topology, {s.component_id: s.conf for s in specs}, rc.checkpoint_retain
         )
         for s in specs:
-            setattr(s, SPEC_ATTR, self.places.get(s.component_id, Placement(retain=rc.checkpoint_retain)))
+            s.placement = self.places.get(s.component_id, Placement(retain=rc.checkpoint_retain))
         #: the topology's consistent regions (several: independent regions are possible)
         self.places_regions = list(topology.regions) or [tuple(topology.components)]
         self.hook_errors: list[str] = []

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from weir.errors import StateError
-from weir.trident.backing._codec import decode_cell, decode_json
-from weir.trident.backing._factory import MapStore
+from weir.trident.backing.codec import decode_cell, decode_json
+from weir.trident.backing.factory import MapStore
 from weir.trident.state import Key, OpaqueValue, StateType, TransactionalValue
 
 __all__ = ["PREFIX", "MapCatalog", "MapInfo", "catalog_for", "cell_to_json", "check_writable"]

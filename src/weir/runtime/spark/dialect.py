@@ -1,0 +1,145 @@
+"""How a topology API plugs into the engine: the :class:`Dialect` protocol and ``submit``.
+
+A dialect (Storm's ``TopologyBuilder``, ``TridentTopology``) turns a submitted topology into the
+three things the engine runs (the model: PySpark's ``DataSourceStreamReader`` — required methods
+abstract, optional ones with defaults):
+
+* :meth:`Dialect.prepare` — every submit-time check; returns a :class:`Prepared` plan (required);
+* :meth:`Dialect.spouts` — the sources of the run's one streaming query (required);
+* :meth:`Dialect.batch_runner` — the :class:`BatchRunner` of a micro-batch (required);
+* :meth:`Dialect.participants` — the coordinator's :class:`~weir.checkpoint.coordinator.Participants`,
+  or None for a run without a coordinator (default: None);
+* :meth:`Dialect.parallelism`, :meth:`Dialect.shape` — what the coordinator stores (defaults: none).
+
+Dialects register themselves (:func:`register_dialect`) when their sub-package of
+``weir.runtime.spark`` is imported; :func:`submit` asks each registered dialect whether it
+:meth:`~Dialect.accepts` the topology. This module imports no dialect.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from weir.checkpoint.coordinator import Participants
+from weir.errors import TopologyError
+from weir.runtime.spark.config import RuntimeConfig
+from weir.runtime.spark.runner import BatchRunner, TopologyRun, make_coordinator
+from weir.state.base import StateProvider
+
+__all__ = ["BatchRunner", "Dialect", "Prepared", "dialect_for", "register_dialect", "submit"]
+
+
+@dataclass
+class Prepared:
+    """A topology checked at submit time: what the engine needs to build its run.
+
+    Dialects subclass it with their own plan (task specs, compiled nodes, ...).
+    """
+
+    name: str
+    conf: Mapping[str, Any]
+    rc: RuntimeConfig
+    #: the SparkSession the run uses, and its master URL
+    spark: Any
+    master: str
+    #: the topology's state provider (None for a stateless topology)
+    provider: StateProvider | None
+
+
+class Dialect(ABC):
+    """One topology API on the engine. Subclass it and :func:`register_dialect` an instance."""
+
+    #: a short name (``storm``, ``trident``), used in messages
+    name: str = ""
+
+    @abstractmethod
+    def accepts(self, topology: object) -> bool:
+        """Whether ``topology`` is this dialect's."""
+
+    @abstractmethod
+    def prepare(self, name: str, conf: Mapping[str, Any], topology: Any, rc: RuntimeConfig, spark: Any) -> Prepared:
+        """Check everything that can be checked before a worker runs; start (or take) Spark."""
+
+    @abstractmethod
+    def spouts(self, plan: Prepared) -> list[tuple[str, Any]]:
+        """``(id, spout)`` of the sources read by the run's streaming query."""
+
+    @abstractmethod
+    def batch_runner(self, plan: Prepared) -> BatchRunner:
+        """What runs a micro-batch."""
+
+    def participants(self, plan: Prepared) -> Participants | None:
+        """The coordinator's participants; None (the default) runs without a coordinator."""
+        return None
+
+    def parallelism(self, plan: Prepared) -> Mapping[str, int]:
+        """The parallelism of each stateful component (the store refuses a changed one); none by default."""
+        return {}
+
+    def shape(self, plan: Prepared, namespaces: list[str]) -> Mapping[str, Any] | None:
+        """The topology's graph as JSON-ready data for ``weir ui``; None by default."""
+        return None
+
+
+_DIALECTS: list[Dialect] = []
+
+
+def register_dialect(dialect: Dialect) -> Dialect:
+    """Make ``dialect`` known to :func:`submit` (once per class); returns it."""
+    if not any(type(d) is type(dialect) for d in _DIALECTS):
+        _DIALECTS.append(dialect)
+    return dialect
+
+
+def dialect_for(name: str, topology: object) -> Dialect:
+    """The registered dialect of ``topology``; a :class:`TopologyError` when none accepts it."""
+    for d in _DIALECTS:
+        if d.accepts(topology):
+            return d
+    msg = (
+        f"submit({name!r}): expected a topology from TopologyBuilder.create_topology() or a TridentTopology, "
+        f"got {type(topology).__name__}"
+    )
+    raise TopologyError(msg, topology=name)
+
+
+def submit(name: str, conf: Mapping[str, Any], topology: Any, spark: Any = None) -> TopologyRun:
+    """Validate ``topology`` with ``conf`` and prepare its streaming query (not started yet).
+
+    Everything that can be checked before a worker runs is checked here, by the topology's
+    dialect; then the coordinator (when the dialect has participants) is started on the store.
+    """
+    dialect = dialect_for(name, topology)
+    rc = RuntimeConfig.from_conf(name, conf)
+    plan = dialect.prepare(name, conf, topology, rc, spark)
+    runner = dialect.batch_runner(plan)
+    participants = dialect.participants(plan)
+    coordinator = None
+    namespaces: list[str] = []
+    if participants is not None:
+        assert plan.provider is not None
+        namespaces = participants.namespaces()
+        coordinator = make_coordinator(
+            name,
+            conf,
+            plan.provider,
+            participants,
+            dialect.parallelism(plan),
+            rc,
+            plan.master,
+            shape=dialect.shape(plan, namespaces),
+        )
+    return TopologyRun(
+        name,
+        conf,
+        rc,
+        plan.spark,
+        dialect.spouts(plan),
+        runner,
+        coordinator,
+        provider=plan.provider,
+        state_namespaces=namespaces,
+    )

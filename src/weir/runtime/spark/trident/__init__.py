@@ -1,0 +1,1 @@
+"""The Trident dialect on Spark: a batch planned as DataFrame operations, states committed in their tasks."""
