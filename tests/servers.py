@@ -915,6 +915,10 @@ class _HBaseJvm(ServerProcess):
     heap = "256m"
     startup_timeout = 240.0
 
+    def gc_flags(self) -> list[str]:
+        """The collector (``WEIR_HBASE_GC`` overrides, for experiments)."""
+        return os.environ.get("WEIR_HBASE_GC", "-XX:+UseSerialGC").split()
+
     def __init__(self, server: HBaseServer, name: str) -> None:
         self.name = name
         super().__init__(server.workdir)
@@ -924,7 +928,7 @@ class _HBaseJvm(ServerProcess):
         """``java -Xmx… <Java 17 flags> -cp conf:lib/* <main class> start``."""
         s = self.server
         return [
-            s.java, f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-XX:ActiveProcessorCount=2",
+            s.java, f"-Xmx{self.heap}", f"-Xms{self.heap}", *self.gc_flags(), "-XX:ActiveProcessorCount=2",
             *_JAVA17_OPENS,
             f"-Djava.io.tmpdir={s.workdir / 'tmp'}",
             f"-Dlog4j.configuration=file:{s.workdir / 'conf' / 'log4j.properties'}",
@@ -935,7 +939,7 @@ class _HBaseJvm(ServerProcess):
 
 class _HBaseMaster(_HBaseJvm):
     main_class = "org.apache.hadoop.hbase.master.HMaster"
-    heap = "512m"
+    heap = os.environ.get("WEIR_HBASE_HEAP", "512m")
 
     def ready(self) -> bool:
         """The region server's RPC port is open (the master and ZooKeeper came first)."""

@@ -12,9 +12,12 @@ Used by the ``hbase`` state provider and by Trident's ``HBaseMapState``.
 
 from __future__ import annotations
 
+import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -189,6 +192,9 @@ class HBaseClient:
         self.types = thrift_types()
         self._transport = _transport_errors()
         self._conns: ProcessConnections[Any] = ProcessConnections(self._connect, lambda c: c.close())
+        self._pool_lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_pid = 0
 
     def _connect(self) -> Any:
         import happybase
@@ -200,7 +206,11 @@ class HBaseClient:
         return conn
 
     def close(self) -> None:
-        """Close this process's connections."""
+        """Close this process's connections (and its writer threads)."""
+        with self._pool_lock:
+            executor, self._executor = self._executor, None
+        if executor is not None and self._executor_pid == os.getpid():
+            executor.shutdown(wait=True)
         self._conns.close()
 
     def call(self, method: str, *args: Any, retry: bool = True) -> Any:
@@ -280,6 +290,37 @@ class HBaseClient:
             self.call("mutateRows", self.table, bm, {})
         else:
             self.call("mutateRowsTs", self.table, bm, ts, {})
+
+    def mutate_rows_parallel(
+        self, batch: list[tuple[bytes, list[Any]]], ts: int | None = None, *, chunk: int, threads: int
+    ) -> None:
+        """:meth:`mutate_rows` of ``batch`` in chunks of ``chunk`` rows, ``threads`` calls at a time.
+
+        Each thread uses its own gateway connection, so the gateway's workers and the region
+        server's handlers work on several chunks at once, while this process encodes the next one.
+        Only for idempotent batches (rows written at a fixed ``ts``): a failed chunk raises after
+        the others ended, and the whole batch is then retried or recovered by the caller.
+        """
+        parts = [batch[i : i + chunk] for i in range(0, len(batch), chunk)]
+        if len(parts) <= 1 or threads <= 1:
+            for part in parts:
+                self.mutate_rows(part, ts)
+            return
+        pool = self._pool(threads)
+        futures = [pool.submit(self.mutate_rows, part, ts) for part in parts]
+        errors = [f.exception() for f in futures]
+        for exc in errors:
+            if exc is not None:
+                raise exc
+
+    def _pool(self, threads: int) -> ThreadPoolExecutor:
+        pid = os.getpid()
+        with self._pool_lock:
+            if self._executor is None or self._executor_pid != pid:
+                # a pool inherited through fork() has no threads in this process: make a new one
+                self._executor = ThreadPoolExecutor(threads, thread_name_prefix="weir-hbase")
+                self._executor_pid = pid
+            return self._executor
 
     def put(self, column: bytes, value: bytes) -> Any:
         """A put ``Mutation``."""
