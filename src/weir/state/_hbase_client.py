@@ -67,6 +67,12 @@ class HBaseSettings:
         The pre-created column family (Storm's ``columnFamily``).
     timeout_ms:
         Socket timeout of one call, in milliseconds (default 60000).
+    framed, compact:
+        The gateway runs with framed transport (``hbase thrift start -f``, or
+        ``hbase.regionserver.thrift.framed``; needed by its ``-nonblocking`` and ``-hsha`` servers)
+        / the compact protocol (``-c``, ``hbase.regionserver.thrift.compact``). Both default to
+        the gateway's defaults (buffered, binary), which are also the fastest here: the compact
+        protocol is encoded in pure Python by the client.
     """
 
     host: str = "localhost"
@@ -74,6 +80,8 @@ class HBaseSettings:
     table: str = "state"
     family: str = "cf"
     timeout_ms: int = _DEFAULT_TIMEOUT_MS
+    framed: bool = False
+    compact: bool = False
 
     def __post_init__(self) -> None:
         if not self.host or not 0 < self.port < 65536:
@@ -88,7 +96,10 @@ class HBaseSettings:
 
     @classmethod
     def from_url(cls, url: str) -> HBaseSettings:
-        """Parse ``hbase://HOST[:PORT]/TABLE[?family=CF&timeout=MS]`` (table ``state``, family ``cf``)."""
+        """Parse ``hbase://HOST[:PORT]/TABLE[?family=CF&timeout=MS&transport=framed&protocol=compact]``.
+
+        Defaults: table ``state``, family ``cf``, the gateway's buffered transport and binary protocol.
+        """
         parts = urlsplit(url)
         if parts.scheme.lower() != "hbase":
             msg = f"not an hbase:// url: {url!r}"
@@ -99,9 +110,17 @@ class HBaseSettings:
             msg = f"hbase url {url!r}: bad port"
             raise ConfigError(msg) from exc
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        unknown = set(query) - {"family", "timeout"}
+        unknown = set(query) - {"family", "timeout", "transport", "protocol"}
         if unknown:
-            msg = f"hbase url {url!r}: unknown parameter(s) {', '.join(sorted(unknown))}; use family, timeout"
+            msg = (
+                f"hbase url {url!r}: unknown parameter(s) {', '.join(sorted(unknown))}; "
+                "use family, timeout, transport, protocol"
+            )
+            raise ConfigError(msg)
+        transport = query.get("transport", "buffered")
+        protocol = query.get("protocol", "binary")
+        if transport not in ("buffered", "framed") or protocol not in ("binary", "compact"):
+            msg = f"hbase url {url!r}: transport must be buffered or framed, protocol binary or compact"
             raise ConfigError(msg)
         table = unquote(parts.path.strip("/")) or "state"
         try:
@@ -109,12 +128,25 @@ class HBaseSettings:
         except ValueError as exc:
             msg = f"hbase url {url!r}: timeout must be milliseconds"
             raise ConfigError(msg) from exc
-        return cls(parts.hostname or "localhost", port, table, query.get("family", "cf"), timeout)
+        return cls(
+            parts.hostname or "localhost",
+            port,
+            table,
+            query.get("family", "cf"),
+            timeout,
+            framed=transport == "framed",
+            compact=protocol == "compact",
+        )
 
     @property
     def url(self) -> str:
         """The ``hbase://`` url of these settings."""
-        return f"hbase://{self.host}:{self.port}/{self.table}?family={self.family}&timeout={self.timeout_ms}"
+        url = f"hbase://{self.host}:{self.port}/{self.table}?family={self.family}&timeout={self.timeout_ms}"
+        if self.framed:
+            url += "&transport=framed"
+        if self.compact:
+            url += "&protocol=compact"
+        return url
 
     def describe(self) -> str:
         """``hbase://host:port/table (family cf)``, for messages."""
@@ -132,7 +164,9 @@ def hbase_settings_from_storm(options: Mapping[str, Any], conf: Mapping[str, Any
     That map is HBase's own configuration (``hbase.rootdir``, ``hbase.zookeeper.quorum``, ...); the
     Thrift gateway is found by HBase's keys ``hbase.regionserver.thrift.ipaddress`` /
     ``hbase.thrift.host`` (default ``localhost``) and ``hbase.regionserver.thrift.port`` (default
-    9090). Other HBase keys are accepted and not used (the gateway knows the cluster).
+    9090), with ``hbase.regionserver.thrift.framed`` / ``hbase.regionserver.thrift.compact`` (default
+    false) for its transport and protocol. Other HBase keys are accepted and not used (the gateway
+    knows the cluster).
     """
     hb: Mapping[str, Any] = {}
     key = options.get("hbaseConfigKey")
@@ -167,7 +201,22 @@ def hbase_settings_from_storm(options: Mapping[str, Any], conf: Mapping[str, Any
     except (TypeError, ValueError) as exc:
         msg = f"hbase configuration {key!r}: hbase.regionserver.thrift.port / timeout must be integers"
         raise ConfigError(msg) from exc
-    return HBaseSettings(str(host), port, options["tableName"], options["columnFamily"], timeout)
+    framed, compact = (
+        _flag(hb, k, key) for k in ("hbase.regionserver.thrift.framed", "hbase.regionserver.thrift.compact")
+    )
+    return HBaseSettings(
+        str(host), port, options["tableName"], options["columnFamily"], timeout, framed=framed, compact=compact
+    )
+
+
+def _flag(hb: Mapping[str, Any], name: str, key: Any) -> bool:
+    value = hb.get(name, False)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    msg = f"hbase configuration {key!r}: {name} must be true or false, got {value!r}"
+    raise ConfigError(msg)
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:
@@ -199,8 +248,14 @@ class HBaseClient:
     def _connect(self) -> Any:
         import happybase
 
+        s = self.settings
         conn = happybase.Connection(
-            self.settings.host, self.settings.port, timeout=self.settings.timeout_ms, autoconnect=False
+            s.host,
+            s.port,
+            timeout=s.timeout_ms,
+            autoconnect=False,
+            transport="framed" if s.framed else "buffered",
+            protocol="compact" if s.compact else "binary",
         )
         conn.open()
         return conn

@@ -26,8 +26,8 @@ Commit of txid *t* (numbered steps; a crash between any two is finished by the n
 1. check-and-put the txid record: epoch checked, the prepared set moves to *applying* with a new
    cell timestamp *ts* (larger than every timestamp this namespace used). **This is the commit
    point**: from here every reader through weir sees *t* as committed.
-2. write the staged changes to their key rows at timestamp *ts*, a few thousand rows per call
-   (not atomic across rows, as in Storm — and idempotent).
+2. write the staged changes to their key rows at timestamp *ts*, a few thousand rows per call and
+   several calls at once (not atomic across rows, as in Storm — and idempotent).
 3. check-and-put the txid record: committed = *t*, nothing applying; then delete the staged row.
 
 Readers never see a half-applied commit: a read takes the txid record, reads the key rows, overlays
