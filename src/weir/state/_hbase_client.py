@@ -304,7 +304,9 @@ class HBaseClient:
         except StateError as exc:
             msg = (
                 f"hbase provider: cannot reach the HBase Thrift gateway at {s.host}:{s.port} ({exc.__cause__}); "
-                "start it with `hbase thrift start` (or set hbase.regionserver.thrift.port)"
+                "start it with `hbase thrift start` (or set hbase.regionserver.thrift.port); a gateway started "
+                "with -f / -c needs transport=framed / protocol=compact in the url (or "
+                "hbase.regionserver.thrift.framed / .compact in the hbaseConfigKey map)"
             )
             raise ConfigError(msg) from exc
         if self.table not in tables:
