@@ -219,6 +219,13 @@ def _flag(hb: Mapping[str, Any], name: str, key: Any) -> bool:
     raise ConfigError(msg)
 
 
+def _close_quietly(conn: Any) -> None:
+    try:
+        conn.close()
+    except Exception:  # noqa: BLE001, S110 - a broken connection may fail to close; it is dropped anyway
+        pass
+
+
 def _transport_errors() -> tuple[type[BaseException], ...]:
     from thriftpy2.transport import TTransportException
 
@@ -240,7 +247,9 @@ class HBaseClient:
         self.family = settings.family.encode()
         self.types = thrift_types()
         self._transport = _transport_errors()
-        self._conns: ProcessConnections[Any] = ProcessConnections(self._connect, lambda c: c.close())
+        self._conns: ProcessConnections[Any] = ProcessConnections(
+            self._connect, lambda c: c.close(), usable=lambda c: c.transport.is_open()
+        )
         self._pool_lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._executor_pid = 0
@@ -273,11 +282,15 @@ class HBaseClient:
         deadline = time.monotonic() + _RETRY_FOR_S
         delay = 0.05
         while True:
+            conn = None
             try:
                 conn = self._conns.get()
                 return getattr(conn.client, method)(*args)
             except self._transport as exc:
-                self._conns.close()
+                # only this thread's connection (the gateway drops idle ones after a minute): the
+                # other threads' connections may be mid-call
+                if conn is not None:
+                    _close_quietly(conn)
                 if not retry or time.monotonic() > deadline:
                     msg = f"HBase at {self.settings.describe()} is not reachable ({type(exc).__name__}: {exc})"
                     raise StateError(msg) from exc
