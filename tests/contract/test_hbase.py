@@ -14,6 +14,7 @@ from tests.contract._support import committed, new_ns, provider_of, read_line, s
 from tests.servers import HBaseServer
 from weir.errors import ConfigError, FencedError
 from weir.state import StateFactory
+from weir.state._hbase_client import HBaseSettings, hbase_settings_from_storm
 from weir.state.config import parse_provider_config
 
 pytestmark = pytest.mark.services
@@ -89,8 +90,27 @@ def test_missing_table_or_family_names_it_and_the_create_command(hbase: HBaseSer
         )
 
 
-# A writer commits 12,000 keys and SIGKILLs itself after the first of the three apply calls, i.e.
-# after the commit point with a third of the rows written.
+def test_gateway_transport_and_protocol_from_the_url_or_hbase_keys() -> None:
+    """A gateway started with ``-f`` / ``-c`` is reached with the matching client settings."""
+    url = "hbase://h:9091/t?family=f&transport=framed&protocol=compact"
+    s = HBaseSettings.from_url(url)
+    assert (s.framed, s.compact, s.port, s.table, s.family) == (True, True, 9091, "t", "f")
+    assert HBaseSettings.from_url(s.url) == s
+    plain = HBaseSettings.from_url("hbase://h/t")
+    assert (plain.framed, plain.compact) == (False, False)
+    assert "transport" not in plain.url
+    options = {"hbaseConfigKey": "hb", "tableName": "t", "columnFamily": "f"}
+    keys = {"hbase.regionserver.thrift.framed": "true", "hbase.regionserver.thrift.compact": False}
+    s = hbase_settings_from_storm(options, {"hb": keys}, "cfg")
+    assert (s.framed, s.compact) == (True, False)
+    with pytest.raises(ConfigError, match=r"hbase.regionserver.thrift.framed must be true or false, got 'yes'"):
+        hbase_settings_from_storm(options, {"hb": {"hbase.regionserver.thrift.framed": "yes"}}, "cfg")
+    with pytest.raises(ConfigError, match="transport must be buffered or framed"):
+        HBaseSettings.from_url("hbase://h/t?transport=http")
+
+
+# A writer commits 12,000 keys and SIGKILLs itself when the first of the five apply calls (2,500 rows
+# each, four in flight) has returned, i.e. after the commit point with part of the rows written.
 HALF_APPLY = r"""
 import os, signal, sys
 from weir.state import StateFactory

@@ -12,9 +12,12 @@ Used by the ``hbase`` state provider and by Trident's ``HBaseMapState``.
 
 from __future__ import annotations
 
+import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -64,6 +67,12 @@ class HBaseSettings:
         The pre-created column family (Storm's ``columnFamily``).
     timeout_ms:
         Socket timeout of one call, in milliseconds (default 60000).
+    framed, compact:
+        The gateway runs with framed transport (``hbase thrift start -f``, or
+        ``hbase.regionserver.thrift.framed``; needed by its ``-nonblocking`` and ``-hsha`` servers)
+        / the compact protocol (``-c``, ``hbase.regionserver.thrift.compact``). Both default to
+        the gateway's defaults (buffered, binary), which are also the fastest here: the compact
+        protocol is encoded in pure Python by the client.
     """
 
     host: str = "localhost"
@@ -71,6 +80,8 @@ class HBaseSettings:
     table: str = "state"
     family: str = "cf"
     timeout_ms: int = _DEFAULT_TIMEOUT_MS
+    framed: bool = False
+    compact: bool = False
 
     def __post_init__(self) -> None:
         if not self.host or not 0 < self.port < 65536:
@@ -85,7 +96,10 @@ class HBaseSettings:
 
     @classmethod
     def from_url(cls, url: str) -> HBaseSettings:
-        """Parse ``hbase://HOST[:PORT]/TABLE[?family=CF&timeout=MS]`` (table ``state``, family ``cf``)."""
+        """Parse ``hbase://HOST[:PORT]/TABLE[?family=CF&timeout=MS&transport=framed&protocol=compact]``.
+
+        Defaults: table ``state``, family ``cf``, the gateway's buffered transport and binary protocol.
+        """
         parts = urlsplit(url)
         if parts.scheme.lower() != "hbase":
             msg = f"not an hbase:// url: {url!r}"
@@ -96,9 +110,17 @@ class HBaseSettings:
             msg = f"hbase url {url!r}: bad port"
             raise ConfigError(msg) from exc
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        unknown = set(query) - {"family", "timeout"}
+        unknown = set(query) - {"family", "timeout", "transport", "protocol"}
         if unknown:
-            msg = f"hbase url {url!r}: unknown parameter(s) {', '.join(sorted(unknown))}; use family, timeout"
+            msg = (
+                f"hbase url {url!r}: unknown parameter(s) {', '.join(sorted(unknown))}; "
+                "use family, timeout, transport, protocol"
+            )
+            raise ConfigError(msg)
+        transport = query.get("transport", "buffered")
+        protocol = query.get("protocol", "binary")
+        if transport not in ("buffered", "framed") or protocol not in ("binary", "compact"):
+            msg = f"hbase url {url!r}: transport must be buffered or framed, protocol binary or compact"
             raise ConfigError(msg)
         table = unquote(parts.path.strip("/")) or "state"
         try:
@@ -106,12 +128,25 @@ class HBaseSettings:
         except ValueError as exc:
             msg = f"hbase url {url!r}: timeout must be milliseconds"
             raise ConfigError(msg) from exc
-        return cls(parts.hostname or "localhost", port, table, query.get("family", "cf"), timeout)
+        return cls(
+            parts.hostname or "localhost",
+            port,
+            table,
+            query.get("family", "cf"),
+            timeout,
+            framed=transport == "framed",
+            compact=protocol == "compact",
+        )
 
     @property
     def url(self) -> str:
         """The ``hbase://`` url of these settings."""
-        return f"hbase://{self.host}:{self.port}/{self.table}?family={self.family}&timeout={self.timeout_ms}"
+        url = f"hbase://{self.host}:{self.port}/{self.table}?family={self.family}&timeout={self.timeout_ms}"
+        if self.framed:
+            url += "&transport=framed"
+        if self.compact:
+            url += "&protocol=compact"
+        return url
 
     def describe(self) -> str:
         """``hbase://host:port/table (family cf)``, for messages."""
@@ -129,7 +164,9 @@ def hbase_settings_from_storm(options: Mapping[str, Any], conf: Mapping[str, Any
     That map is HBase's own configuration (``hbase.rootdir``, ``hbase.zookeeper.quorum``, ...); the
     Thrift gateway is found by HBase's keys ``hbase.regionserver.thrift.ipaddress`` /
     ``hbase.thrift.host`` (default ``localhost``) and ``hbase.regionserver.thrift.port`` (default
-    9090). Other HBase keys are accepted and not used (the gateway knows the cluster).
+    9090), with ``hbase.regionserver.thrift.framed`` / ``hbase.regionserver.thrift.compact`` (default
+    false) for its transport and protocol. Other HBase keys are accepted and not used (the gateway
+    knows the cluster).
     """
     hb: Mapping[str, Any] = {}
     key = options.get("hbaseConfigKey")
@@ -164,7 +201,29 @@ def hbase_settings_from_storm(options: Mapping[str, Any], conf: Mapping[str, Any
     except (TypeError, ValueError) as exc:
         msg = f"hbase configuration {key!r}: hbase.regionserver.thrift.port / timeout must be integers"
         raise ConfigError(msg) from exc
-    return HBaseSettings(str(host), port, options["tableName"], options["columnFamily"], timeout)
+    framed, compact = (
+        _flag(hb, k, key) for k in ("hbase.regionserver.thrift.framed", "hbase.regionserver.thrift.compact")
+    )
+    return HBaseSettings(
+        str(host), port, options["tableName"], options["columnFamily"], timeout, framed=framed, compact=compact
+    )
+
+
+def _flag(hb: Mapping[str, Any], name: str, key: Any) -> bool:
+    value = hb.get(name, False)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    msg = f"hbase configuration {key!r}: {name} must be true or false, got {value!r}"
+    raise ConfigError(msg)
+
+
+def _close_quietly(conn: Any) -> None:
+    try:
+        conn.close()
+    except Exception:  # noqa: BLE001, S110 - a broken connection may fail to close; it is dropped anyway
+        pass
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:
@@ -188,19 +247,34 @@ class HBaseClient:
         self.family = settings.family.encode()
         self.types = thrift_types()
         self._transport = _transport_errors()
-        self._conns: ProcessConnections[Any] = ProcessConnections(self._connect, lambda c: c.close())
+        self._conns: ProcessConnections[Any] = ProcessConnections(
+            self._connect, lambda c: c.close(), usable=lambda c: c.transport.is_open()
+        )
+        self._pool_lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_pid = 0
 
     def _connect(self) -> Any:
         import happybase
 
+        s = self.settings
         conn = happybase.Connection(
-            self.settings.host, self.settings.port, timeout=self.settings.timeout_ms, autoconnect=False
+            s.host,
+            s.port,
+            timeout=s.timeout_ms,
+            autoconnect=False,
+            transport="framed" if s.framed else "buffered",
+            protocol="compact" if s.compact else "binary",
         )
         conn.open()
         return conn
 
     def close(self) -> None:
-        """Close this process's connections."""
+        """Close this process's connections (and its writer threads)."""
+        with self._pool_lock:
+            executor, self._executor = self._executor, None
+        if executor is not None and self._executor_pid == os.getpid():
+            executor.shutdown(wait=True)
         self._conns.close()
 
     def call(self, method: str, *args: Any, retry: bool = True) -> Any:
@@ -208,11 +282,15 @@ class HBaseClient:
         deadline = time.monotonic() + _RETRY_FOR_S
         delay = 0.05
         while True:
+            conn = None
             try:
                 conn = self._conns.get()
                 return getattr(conn.client, method)(*args)
             except self._transport as exc:
-                self._conns.close()
+                # only this thread's connection (the gateway drops idle ones after a minute): the
+                # other threads' connections may be mid-call
+                if conn is not None:
+                    _close_quietly(conn)
                 if not retry or time.monotonic() > deadline:
                     msg = f"HBase at {self.settings.describe()} is not reachable ({type(exc).__name__}: {exc})"
                     raise StateError(msg) from exc
@@ -239,7 +317,9 @@ class HBaseClient:
         except StateError as exc:
             msg = (
                 f"hbase provider: cannot reach the HBase Thrift gateway at {s.host}:{s.port} ({exc.__cause__}); "
-                "start it with `hbase thrift start` (or set hbase.regionserver.thrift.port)"
+                "start it with `hbase thrift start` (or set hbase.regionserver.thrift.port); a gateway started "
+                "with -f / -c needs transport=framed / protocol=compact in the url (or "
+                "hbase.regionserver.thrift.framed / .compact in the hbaseConfigKey map)"
             )
             raise ConfigError(msg) from exc
         if self.table not in tables:
@@ -280,6 +360,37 @@ class HBaseClient:
             self.call("mutateRows", self.table, bm, {})
         else:
             self.call("mutateRowsTs", self.table, bm, ts, {})
+
+    def mutate_rows_parallel(
+        self, batch: list[tuple[bytes, list[Any]]], ts: int | None = None, *, chunk: int, threads: int
+    ) -> None:
+        """:meth:`mutate_rows` of ``batch`` in chunks of ``chunk`` rows, ``threads`` calls at a time.
+
+        Each thread uses its own gateway connection, so the gateway's workers and the region
+        server's handlers work on several chunks at once, while this process encodes the next one.
+        Only for idempotent batches (rows written at a fixed ``ts``): a failed chunk raises after
+        the others ended, and the whole batch is then retried or recovered by the caller.
+        """
+        parts = [batch[i : i + chunk] for i in range(0, len(batch), chunk)]
+        if len(parts) <= 1 or threads <= 1:
+            for part in parts:
+                self.mutate_rows(part, ts)
+            return
+        pool = self._pool(threads)
+        futures = [pool.submit(self.mutate_rows, part, ts) for part in parts]
+        errors = [f.exception() for f in futures]
+        for exc in errors:
+            if exc is not None:
+                raise exc
+
+    def _pool(self, threads: int) -> ThreadPoolExecutor:
+        pid = os.getpid()
+        with self._pool_lock:
+            if self._executor is None or self._executor_pid != pid:
+                # a pool inherited through fork() has no threads in this process: make a new one
+                self._executor = ThreadPoolExecutor(threads, thread_name_prefix="weir-hbase")
+                self._executor_pid = pid
+            return self._executor
 
     def put(self, column: bytes, value: bytes) -> Any:
         """A put ``Mutation``."""

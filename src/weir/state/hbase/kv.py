@@ -26,8 +26,8 @@ Commit of txid *t* (numbered steps; a crash between any two is finished by the n
 1. check-and-put the txid record: epoch checked, the prepared set moves to *applying* with a new
    cell timestamp *ts* (larger than every timestamp this namespace used). **This is the commit
    point**: from here every reader through weir sees *t* as committed.
-2. write the staged changes to their key rows at timestamp *ts*, a few thousand rows per call
-   (not atomic across rows, as in Storm — and idempotent).
+2. write the staged changes to their key rows at timestamp *ts*, a few thousand rows per call and
+   several calls at once (not atomic across rows, as in Storm — and idempotent).
 3. check-and-put the txid record: committed = *t*, nothing applying; then delete the staged row.
 
 Readers never see a half-applied commit: a read takes the txid record, reads the key rows, overlays
@@ -65,7 +65,9 @@ from weir.state.hbase.client import HBaseClient, HBaseSettings
 __all__ = ["HBaseBackend", "HBaseSettings", "open_backend"]
 
 #: key rows written per Thrift call when a commit is applied
-APPLY_CHUNK = 5_000
+APPLY_CHUNK = 2_500
+#: Thrift calls of one commit's apply step in flight at once (one gateway connection each)
+APPLY_THREADS = 4
 #: staged columns written per Thrift call
 _STAGE_CHUNK = 20_000
 _PUT = b"="
@@ -149,6 +151,7 @@ class HBaseBackend(Backend):
         except ValueError as exc:
             msg = f"namespace {namespace!r}: the txid record in {self.describe()} is not weir's JSON: {raw[:80]!r}"
             raise StateError(msg) from exc
+        self._remember(namespace, (raw, meta))
         return raw, meta
 
     def _cas(self, namespace: str, old: bytes | None, new: dict[str, Any]) -> bytes | None:
@@ -170,9 +173,25 @@ class HBaseBackend(Backend):
 
         A commit still being applied is finished first. Returns the record written (bytes and
         decoded) and what ``change`` returned.
+
+        The first attempt starts from the record this process read or wrote last (the commit
+        protocol has just read it): the check-and-put compares the exact bytes, so a stale guess
+        only fails and the next attempt reads the record. A guess showing a commit being applied is
+        not trusted (that is read first), nor one that would fence this writer out or make
+        ``change`` refuse.
         """
+        with self._lock:
+            guess = self._last_meta.get(namespace)
         for _ in range(_CAS_ATTEMPTS):
-            raw, meta = self._read_meta(namespace)
+            guessed = guess is not None and guess[0] is not None and not guess[1].get("a")
+            if guessed and guess is not None:
+                raw, meta = guess
+                if epoch is not None and int(meta.get("e", 0)) > epoch:  # fenced: only on a fresh read
+                    raw, meta = self._read_meta(namespace)
+                    guessed = False
+            else:
+                raw, meta = self._read_meta(namespace)
+            guess = None
             if meta.get("a"):
                 self._finish(namespace, raw, meta)
                 continue
@@ -180,7 +199,12 @@ class HBaseBackend(Backend):
             check_epoch(namespace, epoch, stored)
             new = dict(meta)
             new["e"] = max(stored, epoch or 0)
-            out = change(new)
+            try:
+                out = change(new)
+            except StateError:
+                if guessed:  # refused on a possibly stale record: decide on a fresh read
+                    continue
+                raise
             written = self._cas(namespace, raw, new)
             if written is not None:
                 return written, new, out
@@ -250,8 +274,7 @@ class HBaseBackend(Backend):
             else:
                 muts = [hb.put(col, v) if v is not None else hb.delete(col)]
             batch.append((row, muts))
-        for i in range(0, len(batch), APPLY_CHUNK):
-            hb.mutate_rows(batch[i : i + APPLY_CHUNK], ts)
+        hb.mutate_rows_parallel(batch, ts, chunk=APPLY_CHUNK, threads=APPLY_THREADS)
 
     def _finish(self, namespace: str, raw: bytes | None, meta: dict[str, Any]) -> None:
         """Steps 2 and 3 of a commit whose commit point has passed (idempotent; any writer may do it)."""
@@ -517,8 +540,7 @@ class HBaseBackend(Backend):
             end = prefix[:-1] + b"\x01"
             rows = self.hb.scan(prefix, end, [self._family_col], filter_string=b"KeyOnlyFilter()")
             batch = [(r.row, [self.hb.delete(self._family_col)]) for r in rows]
-            for i in range(0, len(batch), APPLY_CHUNK):
-                self.hb.mutate_rows(batch[i : i + APPLY_CHUNK], ts)
+            self.hb.mutate_rows_parallel(batch, ts, chunk=APPLY_CHUNK, threads=APPLY_THREADS)
         except StateError as exc:
             raise self._wrap(exc, namespace, "drop the namespace") from exc
         while _now_ms() <= ts:  # later writes of this namespace must get larger timestamps
