@@ -14,8 +14,8 @@ from tests.contract._support import committed, new_ns, provider_of, read_line, s
 from tests.servers import HBaseServer
 from weir.errors import ConfigError, FencedError
 from weir.state import StateFactory
-from weir.state.hbase.client import HBaseSettings, hbase_settings_from_storm
 from weir.state.config import parse_provider_config
+from weir.state.hbase.client import HBaseSettings, hbase_settings_from_storm
 
 pytestmark = pytest.mark.services
 
