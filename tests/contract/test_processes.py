@@ -18,8 +18,8 @@ import warnings
 import pytest
 
 from tests.contract._support import ALL, DURABLE, new_ns, provider_of, read_line, spawn, txids
-from weir.state import TransactionalKeyValueState
 from weir.state.factory import open_backend
+from weir.state.spi import TransactionalKeyValueState
 
 
 @ALL

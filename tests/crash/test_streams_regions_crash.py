@@ -68,8 +68,12 @@ def test_sigkill_after_one_region_failed_then_exact(tmp_path: Path) -> None:
     # when Spark gave the task to another Python worker — never because b failed)
     assert sorted(a_batch3) == [("process", "20"), ("process", "21"), ("process", "22")]
     first_21 = calls["b"].index(("process", "21"))
-    assert ("reset", "2") in calls["b"][first_21:]  # b failed on 21, was reset to 2, ran batch 3 again
-    assert calls["b"][first_21 + 1 :].count(("process", "21")) == 1
+    after = calls["b"][first_21 + 1 :]
+    # b failed on 21 and ran batch 3 again from checkpoint 2: reset to it by the worker that failed,
+    # or restored from another Python worker's live instance still at checkpoint 2 (Spark chooses the
+    # worker; no reset() call is needed then) — either way each tuple of batch 3 exactly once more
+    assert ("reset", "2") in after or ("reset", "3") not in after
+    assert sorted(c for c in after if c[0] == "process") == [("process", "20"), ("process", "21"), ("process", "22")]
     total = sum(sum(b) for b in BATCHES)
     for cid in ("a", "b"):
         ck = load_checkpoint(url, "regions", cid, 0)

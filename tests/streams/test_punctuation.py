@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.streams._ops import CALLS, calls
+from weir.checkpoint.coordinator import Participants
 from weir.errors import TopologyError
 from weir.streams import Checkpoint, InputPort, Operator, OperatorContext, Punctuation, StateHandler, TumblingWindowSort
 from weir.testing import OperatorTester
@@ -257,7 +258,7 @@ class _Die(BaseException):
     """The driver dies (escapes the coordinator like a SIGKILL would stop it)."""
 
 
-class _Participants:
+class _Participants(Participants):
     def __init__(self) -> None:
         self.die_in_commit = False
         self.log: list[tuple[str, int]] = []

@@ -95,4 +95,12 @@ def _no_server_no_spark(request: pytest.FixtureRequest, monkeypatch: pytest.Monk
             raise UnitTreeViolation(f"{request.node.nodeid} starts a SparkContext; {_WHERE}")
 
         monkeypatch.setattr(spark_context, "launch_gateway", no_gateway)
+        # under pytest-xdist a worker may already hold another tree's session: getting it is refused too
+        from pyspark.sql import SparkSession
+
+        def no_session(*_a: Any, **_kw: Any) -> Any:
+            raise UnitTreeViolation(f"{request.node.nodeid} starts a SparkContext; {_WHERE}")
+
+        monkeypatch.setattr(SparkSession.Builder, "getOrCreate", no_session)
+        monkeypatch.setattr(spark_context.SparkContext, "getOrCreate", no_session)
     yield

@@ -240,7 +240,12 @@ class TumblingWindowSort(Operator, StateHandler):
         listeners: Sequence[StatefulWindowListener[Any]] = (),
     ) -> None:
         if size is not None:
-            positive_int(size, "TumblingWindowSort: size (or None: punctuation-based)", error=TopologyError)
+            positive_int(
+                size,
+                "TumblingWindowSort: size",
+                error=TopologyError,
+                expected="a positive int (or None: punctuation-based)",
+            )
         self.size = size
         self.fields = Fields(list(fields))
         by = list(sort_by) if sort_by is not None else list(self.fields)
