@@ -60,3 +60,37 @@ def connect_hint(text: str) -> str:
     if "timeout" in low or "refused" in low or "could not translate" in low or "no route" in low:
         return "check that PostgreSQL runs and is reachable at that host and port (or raise connectTimeout)"
     return "check the url and that the server accepts connections from this machine"
+
+
+def check_connection_options(
+    url: object,
+    connect_timeout: object,
+    statement_timeout: object,
+    socket_timeout: object,
+    *,
+    what: str,
+    names: tuple[str, str, str] = ("connectTimeout", "statementTimeout", "socketTimeout"),
+) -> float:
+    """Validate the connection options both adapters share; the socket timeout to use.
+
+    ``what`` names the owner in messages (``"postgres provider"``, ``"PostgresMapState"``) and
+    ``names`` the three timeouts as that owner spells them. An unset ``socket_timeout`` becomes
+    ``statement_timeout + 60`` (360 without a statement timeout). The url's password never appears.
+    """
+    if not isinstance(url, str) or not url.lower().startswith(("postgresql://", "postgres://")):
+        shown = repr(redact_url(url)) if isinstance(url, str) else type(url).__name__
+        msg = f"{what}: url {shown} must look like postgresql://user@host:port/database"
+        raise ConfigError(msg)
+    t = connect_timeout
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
+        msg = f"{what}: {names[0]} must be a positive number of seconds, got {t!r}"
+        raise ConfigError(msg)
+    for key, v in ((names[1], statement_timeout), (names[2], socket_timeout)):
+        if v is None and key == names[2]:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            msg = f"{what}: {key} must be a number of seconds ≥ 0 (0 = no limit), got {v!r}"
+            raise ConfigError(msg)
+    if socket_timeout is None:
+        return float(statement_timeout) + 60.0 if statement_timeout else 360.0  # type: ignore[arg-type]
+    return float(socket_timeout)  # type: ignore[arg-type]

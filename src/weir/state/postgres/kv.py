@@ -47,10 +47,10 @@ from weir.state._watchdog import WATCHDOG
 from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
 from weir.state.config import ProviderConfig
 from weir.state.connections import ProcessConnections
+from weir.state.postgres.connection import check_connection_options, redact_url, scrub
 from weir.state.postgres.connection import close as _close
 from weir.state.postgres.connection import connect_hint as _connect_hint
 from weir.state.postgres.connection import import_psycopg as _import_psycopg
-from weir.state.postgres.connection import redact_url, scrub
 
 if TYPE_CHECKING:
     import psycopg
@@ -66,7 +66,6 @@ _SCHEMA_LOCK_ID = 0x7765_6972_5F73_6368  # pg_advisory_xact_lock key guarding ta
 _GET_MANY_CHUNK = 10_000
 _SCAN_CHUNK = 5_000
 _BULK_CHUNK = 50_000
-
 
 
 @dataclass(frozen=True)
@@ -100,31 +99,16 @@ class PostgresOptions:
     socket_timeout: float | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.url, str) or not self.url.lower().startswith(("postgresql://", "postgres://")):
-            shown = repr(redact_url(self.url)) if isinstance(self.url, str) else type(self.url).__name__
-            msg = f"postgres provider: url {shown} must look like postgresql://user@host:port/database"
-            raise ConfigError(msg)
+        sock = check_connection_options(
+            self.url, self.connect_timeout, self.statement_timeout, self.socket_timeout, what="postgres provider"
+        )
         validate_identifier(self.schema, what="postgres provider: schema")
         if not isinstance(self.table_prefix, str):
             msg = f"postgres provider: tablePrefix must be a string, got {type(self.table_prefix).__name__}"
             raise ConfigError(msg)
         for suffix in ("kv", "prepare", "txid"):
-            validate_identifier(
-                self.table_prefix + suffix, what="postgres provider: table name (tablePrefix)"
-            )
-        t = self.connect_timeout
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
-            msg = f"postgres provider: connectTimeout must be a positive number of seconds, got {t!r}"
-            raise ConfigError(msg)
-        for key, v in (("statementTimeout", self.statement_timeout), ("socketTimeout", self.socket_timeout)):
-            if v is None and key == "socketTimeout":
-                continue
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-                msg = f"postgres provider: {key} must be a number of seconds ≥ 0 (0 = no limit), got {v!r}"
-                raise ConfigError(msg)
-        if self.socket_timeout is None:
-            sock = self.statement_timeout + 60.0 if self.statement_timeout else 360.0
-            object.__setattr__(self, "socket_timeout", sock)
+            validate_identifier(self.table_prefix + suffix, what="postgres provider: table name (tablePrefix)")
+        object.__setattr__(self, "socket_timeout", sock)
 
     @classmethod
     def from_config(cls, cfg: ProviderConfig) -> PostgresOptions:
@@ -206,8 +190,7 @@ class _Statements:
             "ON CONFLICT (ns, kh) DO UPDATE SET k = EXCLUDED.k, v = EXCLUDED.v"
         )
         self.move_deletes = (
-            f"DELETE FROM {kv} AS r USING {prep} AS p "
-            "WHERE r.ns = %s AND p.ns = r.ns AND p.kh = r.kh AND p.v IS NULL"
+            f"DELETE FROM {kv} AS r USING {prep} AS p WHERE r.ns = %s AND p.ns = r.ns AND p.kh = r.kh AND p.v IS NULL"
         )
         self.drop = tuple(f"DELETE FROM {t} WHERE ns = %s" for t in (kv, prep, txid))
         # fresh statistics after a large COPY, so the commit's joins plan for the rows really there
@@ -293,9 +276,7 @@ class PostgresBackend(Backend):
         """The error's text on one line, without the url's password."""
         return scrub(exc, self.options.url)
 
-    def _failure(
-        self, namespace: str, what: str, exc: BaseException, timed_out: bool, extra: str = ""
-    ) -> StateError:
+    def _failure(self, namespace: str, what: str, exc: BaseException, timed_out: bool, extra: str = "") -> StateError:
         """A StateError naming the store, the namespace and the operation (never a raw psycopg error)."""
         if timed_out:
             reason = (
@@ -331,9 +312,7 @@ class PostgresBackend(Backend):
             return
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_ID,))
-            found = conn.execute(
-                "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.options.schema,)
-            ).fetchone()
+            found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.options.schema,)).fetchone()
             if found is None:
                 conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.options.schema}"')
             for stmt in self._sql.create:
@@ -347,9 +326,7 @@ class PostgresBackend(Backend):
         except psycopg.Error as exc:
             raise self._failure(namespace, f"{what} (connecting)", exc, False) from None
 
-    def _read(
-        self, namespace: str, body: Callable[[psycopg.Connection[Any]], T], what: str = "read"
-    ) -> T:
+    def _read(self, namespace: str, body: Callable[[psycopg.Connection[Any]], T], what: str = "read") -> T:
         """Run a read; reconnect and retry once if the connection broke (not after a timeout)."""
         psycopg = _import_psycopg()
         for attempt in (1, 2):
@@ -395,12 +372,7 @@ class PostgresBackend(Backend):
                     return result
                 except psycopg.Error as exc:
                     lost = conn.closed or conn.broken
-                    if (
-                        lost
-                        and not guard.fired
-                        and attempt == 1
-                        and (stage == "begin" or (stage == "body" and rerun))
-                    ):
+                    if lost and not guard.fired and attempt == 1 and (stage == "begin" or (stage == "body" and rerun)):
                         continue
                     extra = (
                         "; the connection was lost while committing, so the write may or may not have "
@@ -500,9 +472,7 @@ class PostgresBackend(Backend):
         )
         if not rows or rows[0][0] is None:
             return None
-        return int(rows[0][0]), {
-            bytes(k): None if v is None else bytes(v) for _, k, v in rows if k is not None
-        }
+        return int(rows[0][0]), {bytes(k): None if v is None else bytes(v) for _, k, v in rows if k is not None}
 
     def namespaces(self) -> list[str]:
         """Every namespace with rows, a prepared set or a txid record, sorted."""

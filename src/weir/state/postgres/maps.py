@@ -53,9 +53,9 @@ from weir._util import validate_identifier
 from weir.errors import ConfigError, SerializationError, StateError
 from weir.state._watchdog import WATCHDOG
 from weir.state.connections import ProcessConnections, shared_connections
+from weir.state.postgres.connection import check_connection_options, redact_url
 from weir.state.postgres.connection import close as _close
 from weir.state.postgres.connection import import_psycopg as _import_psycopg
-from weir.state.postgres.connection import redact_url
 from weir.trident.backing.codec import decode_json, encode_json, to_cell, to_stored
 from weir.trident.backing.factory import MapStateFamily, MapStore
 from weir.trident.state import BackingMap, Key, StateType, as_keys
@@ -179,27 +179,19 @@ class PostgresMapStore(MapStore):
     socket_timeout: float | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.url, str) or not self.url.lower().startswith(("postgresql://", "postgres://")):
-            shown = repr(redact_url(self.url)) if isinstance(self.url, str) else type(self.url).__name__
-            msg = f"PostgresMapState url {shown} must look like postgresql://user@host:port/database"
-            raise ConfigError(msg)
+        sock = check_connection_options(
+            self.url,
+            self.connect_timeout,
+            self.statement_timeout,
+            self.socket_timeout,
+            what="PostgresMapState",
+            names=("connect_timeout", "statement_timeout", "socket_timeout"),
+        )
         validate_identifier(self.table, what="PostgresMapState table")
         validate_identifier(self.schema, what="PostgresMapState schema")
         object.__setattr__(self, "key_columns", _key_columns(self.key_columns))
         object.__setattr__(self, "value_type", _sql_type(self.value_type, what="value_type"))
-        t = self.connect_timeout
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
-            msg = f"PostgresMapState connect_timeout must be a positive number of seconds, got {t!r}"
-            raise ConfigError(msg)
-        for name, v in (("statement_timeout", self.statement_timeout), ("socket_timeout", self.socket_timeout)):
-            if v is None and name == "socket_timeout":
-                continue
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-                msg = f"PostgresMapState {name} must be a number of seconds ≥ 0 (0 = no limit), got {v!r}"
-                raise ConfigError(msg)
-        if self.socket_timeout is None:
-            sock = self.statement_timeout + 60.0 if self.statement_timeout else 360.0
-            object.__setattr__(self, "socket_timeout", float(sock))
+        object.__setattr__(self, "socket_timeout", sock)
 
     # ---- names and SQL -------------------------------------------------------------------------
     @property
