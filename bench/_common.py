@@ -54,6 +54,17 @@ def local_spark(app: str, conf: dict[str, str] | None = None) -> Any:
     return spark
 
 
+def event_log_conf(directory: str) -> dict[str, str]:
+    """Spark settings writing a plain (uncompressed, single-file) event log into ``directory``."""
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    return {
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.dir": str(Path(directory).resolve()),
+        "spark.eventLog.compress": "false",
+        "spark.eventLog.rolling.enabled": "false",
+    }
+
+
 # ---- timing ------------------------------------------------------------------------------------
 def timed(fn: Callable[[], Any]) -> float:
     """Seconds ``fn()`` takes."""

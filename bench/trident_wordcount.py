@@ -47,7 +47,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _common import local_spark, machine, postgres_database, redis_server, write_results  # noqa: E402
+from _common import event_log_conf, local_spark, machine, postgres_database, redis_server, write_results  # noqa: E402
 from storm_wordcount import ProgressLog, _cpu_delta, tree_cpu_seconds, verify  # noqa: E402
 from wordcount_corpus import generate_corpus  # noqa: E402
 
@@ -250,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3, help="interleaved rounds; the table shows the median (default 3)")
     p.add_argument("--no-warmup", action="store_true", help="skip the small warm-up run of each variant")
     p.add_argument("--out", help="JSON output path (default bench/results/trident_wordcount.json)")
+    p.add_argument("--event-log", metavar="DIR", help="write Spark's event log here (stage timings: bench/stages.py)")
     args = p.parse_args(argv)
     chosen = [v.strip() for v in args.variants.split(",") if v.strip()]
     bad = [v for v in chosen if v not in VARIANTS]
@@ -272,9 +273,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.files_per_batch} per batch ({time.perf_counter() - t:.1f} s)",
             flush=True,
         )
-        spark = local_spark(
-            "weir-bench-trident-wordcount", {"spark.sql.streaming.forceDeleteTempCheckpointLocation": "true"}
-        )
+        conf = {"spark.sql.streaming.forceDeleteTempCheckpointLocation": "true"}
+        if args.event_log:
+            conf.update(event_log_conf(args.event_log))
+        spark = local_spark("weir-bench-trident-wordcount", conf)
         progress = ProgressLog(spark)
         urls: dict[str, str] = {}
         if any(v.endswith("-redis") for v in chosen):

@@ -30,6 +30,9 @@ __all__ = ["StatePhase", "TransactionalKeyValueState"]
 
 _MISSING = object()
 _IMMUTABLE = (str, int, float, bool, bytes, type(None))
+#: value types the JSON serializer always accepts (a float may be NaN: it is checked at put)
+_DEFERRABLE = frozenset({str, int, bool, bytes, type(None)})
+_SKEY_CACHE = 200_000  # serialized keys remembered per state instance
 
 
 class StatePhase(enum.Enum):
@@ -63,8 +66,13 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
         self._prepared_txid: int | None = None
         # decoded values of pending writes of immutable types (saves a decode per read-own-write)
         self._pending_obj: dict[bytes, Any] = {}
+        # writes of immutable values not serialized yet: (key, value), serialized once at prepare
+        # (a key written a thousand times in a batch is serialized once)
+        self._deferred: dict[bytes, tuple[Any, Any]] = {}
         self._last_key: Any = _MISSING
         self._last_skey = b""
+        self._skeys: dict[Any, bytes] = {}  # serialized str/int/bytes keys (keys repeat)
+        self._defer = type(self.value_serializer) is JsonSerializer
 
     # ---- helpers -------------------------------------------------------------------------
     def fence(self, epoch: int | None) -> None:
@@ -89,14 +97,33 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
     def _skey(self, key: Any) -> bytes:
         if key is self._last_key:  # get(k) then put(k): serialize once
             return self._last_skey
+        t = type(key)
+        cacheable = t is str or t is int or t is bytes  # exact types: 1 == 1.0 == True must not share a slot
+        if cacheable:
+            found = self._skeys.get(key)
+            if found is not None:
+                self._last_key, self._last_skey = key, found
+                return found
         try:
             skey = self.key_serializer.serialize(key)
         except SerializationError as exc:
             msg = f"namespace {self.namespace!r}: key {key!r:.80} cannot be serialized: {exc}"
             raise SerializationError(msg) from exc
+        if cacheable:
+            if len(self._skeys) >= _SKEY_CACHE:
+                self._skeys.clear()
+            self._skeys[key] = skey
         if type(key) in _IMMUTABLE:
             self._last_key, self._last_skey = key, skey
         return skey
+
+    def _flush(self) -> None:
+        """Serialize the deferred writes into the pending set."""
+        if self._deferred:
+            pending = self._pending
+            for skey, (key, value) in self._deferred.items():
+                pending[skey] = self._sval(key, value)
+            self._deferred = {}
 
     def _sval(self, key: Any, value: Any) -> bytes:
         try:
@@ -140,6 +167,7 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
 
     def get_many(self, keys: list[Any], default: Any = None) -> list[Any]:
         """Values of ``keys``; committed misses are fetched in one backend round trip."""
+        self._flush()
         skeys = [self._skey(k) for k in keys]
         out: list[Any] = [_MISSING] * len(skeys)
         need: list[int] = []
@@ -160,22 +188,35 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
     def put(self, key: Any, value: Any) -> None:
         """Write ``key`` = ``value`` into the current (pending) transaction."""
         skey = self._skey(key)
-        self._pending[skey] = self._sval(key, value)
-        if type(value) in _IMMUTABLE:
+        t = type(value)
+        if t in _DEFERRABLE and self._defer:
+            # JSON serializes these without fail: serialized once, at prepare
             self._pending_obj[skey] = value
+            self._deferred[skey] = (key, value)  # newer than any _pending entry of the key
+        elif t in _IMMUTABLE:
+            self._pending[skey] = self._sval(key, value)
+            self._pending_obj[skey] = value
+            self._deferred.pop(skey, None)
         else:
+            self._pending[skey] = self._sval(key, value)
             self._pending_obj.pop(skey, None)
+            self._deferred.pop(skey, None)
 
     def delete(self, key: Any) -> Any:
         """Delete ``key`` in the current transaction and return its previous value."""
         skey = self._skey(key)
-        prev = self._lookup(skey)
+        obj = self._pending_obj.get(skey, _MISSING)
+        prev = self._lookup(skey) if obj is _MISSING else obj
         self._pending[skey] = None
         self._pending_obj.pop(skey, None)
+        self._deferred.pop(skey, None)
+        if obj is not _MISSING:
+            return obj
         return None if prev is _MISSING else self._dval(prev)
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
         """Every live key once: committed rows overlaid by the prepared set and pending writes."""
+        self._flush()
         overlay: dict[bytes, bytes | None] = {}
         if self._prepared is not None:
             overlay.update(self._prepared)
@@ -195,6 +236,7 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
     @property
     def pending_count(self) -> int:
         """Writes not yet prepared."""
+        self._flush()
         return len(self._pending)
 
     # ---- protocol ------------------------------------------------------------------------
@@ -213,6 +255,7 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
                 f"{self._prepared_txid} is already prepared"
             )
             raise StateError(msg)
+        self._flush()
         merged = dict(self._prepared or {})
         merged.update(self._pending)
         self.backend.write_prepared(self.namespace, txid, merged, self.epoch)
@@ -223,6 +266,7 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
     def commit(self, txid: int | None = None) -> None:
         """Commit prepared transaction ``txid`` (idempotent), or with no txid save pending directly."""
         if txid is None:
+            self._flush()
             if self._pending:
                 self.backend.write_direct(self.namespace, self._pending, self.epoch)
                 self._pending = {}
@@ -246,6 +290,7 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
         """Discard pending writes and the prepared change set."""
         self._pending = {}
         self._pending_obj = {}
+        self._deferred = {}
         self.backend.discard_prepared(self.namespace, self.epoch)
         self._prepared, self._prepared_txid = None, None
 

@@ -74,7 +74,11 @@ def _revive(obj: Any) -> Any:
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+#: the encoder of flat lists of scalars: a NaN/infinity raises ValueError (then the checked path names it)
+_FLAT_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_FLAT_TYPES = frozenset({int, str, float, bool, type(None)})
 _DECODER = json.JSONDecoder(object_hook=_revive)
+_SCAN = _DECODER.scan_once
 
 
 class JsonSerializer(Serializer):
@@ -93,6 +97,31 @@ class JsonSerializer(Serializer):
             if text.isprintable() and '"' not in text and "\\" not in text:
                 return b'"' + text.encode("utf-8", "surrogatepass") + b'"'
             return _ENCODER.encode(text).encode("utf-8", "surrogatepass")
+        if t is list or t is tuple:
+            # fast paths: a flat list of ints, None and plain text (a Trident cell such as
+            # [txid, count, prev]) is joined directly; other flat lists of JSON scalars need no conversion
+            parts = []
+            for x in obj:
+                tx = type(x)
+                if tx is int:
+                    parts.append(str(x))
+                elif x is None:
+                    parts.append("null")
+                elif tx is str and x.isprintable() and '"' not in x and "\\" not in x:
+                    parts.append('"' + x + '"')
+                else:
+                    break
+            else:
+                return ("[" + ",".join(parts) + "]").encode("utf-8", "surrogatepass")
+            flat = _FLAT_TYPES
+            for x in obj:
+                if type(x) not in flat:
+                    break
+            else:
+                try:
+                    return _FLAT_ENCODER.encode(obj).encode("utf-8", "surrogatepass")
+                except ValueError:
+                    pass  # NaN or infinity: the checked path below names it
         return _ENCODER.encode(_check_json(obj, "value")).encode("utf-8", "surrogatepass")
 
     def deserialize(self, data: bytes) -> Any:
@@ -102,6 +131,20 @@ class JsonSerializer(Serializer):
                 return int(data)
             return _DECODER.decode(bytes(data).decode("utf-8", "surrogatepass"))
         except (ValueError, UnicodeDecodeError) as exc:
+            msg = f"stored data is not valid JSON ({exc}); was it written with another serializer?"
+            raise SerializationError(msg) from exc
+
+    def deserialize_text(self, text: str) -> Any:
+        """Decode JSON already read as text (a store's ``TEXT`` column), as :meth:`deserialize` would."""
+        try:
+            try:
+                obj, end = _SCAN(text, 0)  # the C scanner, without decode()'s Python layers
+                if end == len(text):
+                    return obj
+            except StopIteration:
+                pass
+            return _DECODER.decode(text)  # surrounding whitespace, or the error message
+        except ValueError as exc:
             msg = f"stored data is not valid JSON ({exc}); was it written with another serializer?"
             raise SerializationError(msg) from exc
 

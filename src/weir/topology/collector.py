@@ -195,10 +195,20 @@ class OutputCollector:
         Anchors must be tuples this task received in this batch; the micro-batch is the unit of
         replay, so an anchor does not change what is replayed.
         """
-        if len(args) == 1 and anchors is None and type(args[0]) in _FAST and not _all_tuples(args[0]):
-            s = stream or DEFAULT_STREAM
-            self.emitted.append((s, self._check(s, args[0]), None))
-            return
+        if len(args) == 1 and type(args[0]) in _FAST and not _all_tuples(args[0]):
+            if anchors is None:
+                s = stream or DEFAULT_STREAM
+                self.emitted.append((s, self._check(s, args[0]), None))
+                return
+            ta = type(anchors)
+            if ta is Tuple or ((ta is list or ta is tuple) and len(anchors) == 1 and type(anchors[0]) is Tuple):
+                # emit(values, anchors=[tup]): the other usual call, one anchor this task received
+                a = anchors if ta is Tuple else anchors[0]
+                if self.acking and a.owner != self.token:
+                    self._check_anchor(a, "emit")
+                s = stream or DEFAULT_STREAM
+                self.emitted.append((s, self._check(s, args[0]), None))
+                return
         if len(args) == 2 and anchors is None and type(args[0]) is Tuple and type(args[1]) in _FAST:
             # emit(anchor, values), Storm's usual call
             if self.acking and args[0].owner != self.token:
@@ -227,7 +237,8 @@ class OutputCollector:
     def ack(self, tup: Tuple) -> None:
         """Acknowledge ``tup`` (its batch commits when every task succeeded); acking twice is a no-op."""
         if self.acking:
-            self._check_anchor(tup, "ack")
+            if type(tup) is not Tuple or tup.owner != self.token:
+                self._check_anchor(tup, "ack")
             self._pending.pop(id(tup), None)
         self.acked += 1
 

@@ -178,3 +178,26 @@ class TridentCollector:
         """The tuples emitted since the last ``take`` (and forget them)."""
         out, self.out = self.out, []
         return out
+
+
+class SingleFieldCollector(TridentCollector):
+    """A :class:`TridentCollector` for one output field that keeps the bare values.
+
+    ``emit`` accepts the same arguments, but :attr:`out` holds each emitted tuple's one value
+    rather than a 1-tuple: the runtime builds the output column straight from it.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, what: str) -> None:
+        super().__init__(1, what)
+
+    def emit(self, values: Any) -> None:
+        """Emit one tuple (``[value]``, ``(value,)`` or a bare value)."""
+        t = type(values)
+        if t is list or t is tuple or isinstance(values, (list, tuple)):
+            if len(values) != 1:
+                super().emit(values)  # raises the declared-fields error
+            self.out.append(values[0])
+        else:
+            self.out.append(values)

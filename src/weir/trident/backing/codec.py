@@ -52,9 +52,10 @@ def encode_json(obj: Any, *, what: str) -> bytes:
 
 def decode_json(data: bytes | str, *, what: str) -> Any:
     """Decode JSON written by :func:`encode_json`."""
-    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     try:
-        return _JSON.deserialize(raw)
+        if isinstance(data, str):
+            return _JSON.deserialize_text(data)
+        return _JSON.deserialize(data)
     except SerializationError as exc:
         msg = f"{what}: {exc}"
         raise SerializationError(msg) from exc
@@ -68,6 +69,13 @@ def encode_key(key: Key, *, where: str) -> str:
     SerializationError
         If a value of the key has no JSON form (e.g. a ``set`` or a ``datetime``).
     """
+    if len(key) == 1:  # the usual key: one grouping value (the same bytes as the general path)
+        v = key[0]
+        t = type(v)
+        if t is str and v.isprintable() and '"' not in v and "\\" not in v:
+            return '["' + v + '"]'
+        if t is int:
+            return f"[{v}]"
     try:
         data = _JSON.serialize(list(key))
     except SerializationError as exc:
@@ -138,14 +146,32 @@ def to_cell(stored: Any, state_type: StateType, key: Key, *, where: str) -> Any:
 
 def encode_cell(cell: Any, state_type: StateType, key: Key, *, where: str) -> bytes:
     """JSON bytes of ``cell`` as stored by a map of ``state_type``."""
-    return encode_json(to_stored(cell, state_type, key, where=where), what=f"{where}: value of key {key!r}")
+    try:
+        return _JSON.serialize(to_stored(cell, state_type, key, where=where))
+    except SerializationError as exc:
+        msg = f"{where}: value of key {key!r}: {exc}"
+        raise SerializationError(msg) from exc
 
 
 def decode_cell(data: bytes | str | None, state_type: StateType, key: Key, *, where: str) -> Any:
     """The cell decoded from stored JSON (``None`` when ``data`` is ``None``)."""
     if data is None:
         return None
-    stored = decode_json(data, what=f"{where}: value of key {key!r}")
+    try:
+        stored = _JSON.deserialize_text(data) if isinstance(data, str) else _JSON.deserialize(data)
+    except SerializationError as exc:
+        msg = f"{where}: value of key {key!r}: {exc}"
+        raise SerializationError(msg) from exc
+    if type(stored) is list:  # the usual cells, read without the checks' layers
+        n = len(stored)
+        if n == 3 and state_type is StateType.OPAQUE:
+            t = stored[0]
+            if t is None or type(t) is int:
+                return OpaqueValue(t, stored[1], stored[2])
+        elif n == 2 and state_type is StateType.TRANSACTIONAL:
+            t = stored[0]
+            if t is None or type(t) is int:
+                return TransactionalValue(t, stored[1])
     return to_cell(stored, state_type, key, where=where)
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "RemovableMapState",
     "Snapshottable",
     "as_key",
+    "KeyList",
     "as_keys",
 ]
 
@@ -55,6 +56,9 @@ def as_key(key: Sequence[Any]) -> Key:
         If ``key`` is a string, bytes or not a sequence: a single grouping value must still be
         wrapped, e.g. ``["apple"]``, not ``"apple"``.
     """
+    if type(key) is tuple and len(key) == 1:  # the usual key: one grouping value
+        v = key[0]
+        return key if not isinstance(v, list) else (_freeze(v),)
     if isinstance(key, tuple):
         frozen = key
     elif isinstance(key, list):
@@ -72,18 +76,26 @@ def as_key(key: Sequence[Any]) -> Key:
     return frozen
 
 
+class KeyList(list):  # type: ignore[type-arg]
+    """A list of keys :func:`as_keys` already normalised: passed on between map layers as is."""
+
+    __slots__ = ()
+
+
 def as_keys(keys: Sequence[Sequence[Any]]) -> list[Key]:
-    """Normalise every key with :func:`as_key`.
+    """Normalise every key with :func:`as_key` (a :class:`KeyList` is returned unchanged).
 
     Raises
     ------
     ConfigError
         If ``keys`` is not a list/tuple of keys, or a key is malformed.
     """
+    if type(keys) is KeyList:
+        return keys
     if isinstance(keys, (str, bytes, bytearray)) or not isinstance(keys, Sequence):
         msg = f"map state keys must be a list of keys (each a list of grouping values); got {keys!r}"
         raise ConfigError(msg)
-    return [as_key(k) for k in keys]
+    return KeyList([as_key(k) for k in keys])
 
 
 def check_same_length(keys: Sequence[Any], others: Sequence[Any], *, what: str, op: str) -> None:

@@ -35,6 +35,7 @@ from weir.trident.state.base import StateType
 from weir.trident.state.map_state import (
     BackingMap,
     Key,
+    KeyList,
     MapState,
     as_keys,
     check_backing,
@@ -119,7 +120,7 @@ class _TxidMap(MapState[T], Generic[T, C]):
     def _load(self, keys: list[Key]) -> dict[Key, tuple[C | None, bool]]:
         """Cell of each distinct key and whether this batch wrote it; one backing read for the rest."""
         loaded: dict[Key, tuple[C | None, bool]] = {}
-        misses: list[Key] = []
+        misses: list[Key] = KeyList()
         for key in keys:
             if key in loaded:
                 continue
@@ -135,7 +136,7 @@ class _TxidMap(MapState[T], Generic[T, C]):
 
     def _store(self, cells: dict[Key, C]) -> None:
         if cells:
-            self._backing.multi_put(list(cells), list(cells.values()))
+            self._backing.multi_put(KeyList(cells), list(cells.values()))
             self._written.update(cells)
 
 
@@ -391,4 +392,4 @@ class NonTransactionalMap(MapState[T]):
         check_same_length(ks, vals, what="values", op="NonTransactionalMap.multi_put")
         cells = dict(zip(ks, vals, strict=True))
         if cells:
-            self._backing.multi_put(list(cells), list(cells.values()))
+            self._backing.multi_put(KeyList(cells), list(cells.values()))

@@ -82,6 +82,7 @@ class RunContext:
         for n in self.nodes:
             for p in n.parents:
                 self.consumers[p.id] += 1
+        self.needed = needed_fields(self.nodes)
 
 
 class BatchPlanner:
@@ -228,8 +229,14 @@ class BatchPlanner:
         parent = self.compile(node.parents[0])
         kind = node.params["op_kind"]
         inp = list(node.params["input"])
+        needed = self.ctx.needed.get(node.id)
+        if kind in ("function", "filter", "peek"):
+            parent = self._prune(parent, _required(node, needed))
+        keep_idx = list(range(len(parent.fields)))
         if kind == "function":
-            out = parent.fields + list(node.new_fields)
+            if needed is not None:  # pass on only the input fields someone reads afterwards
+                keep_idx = [i for i, f in enumerate(parent.fields) if f.name in needed]
+            out = [parent.fields[i] for i in keep_idx] + list(node.new_fields)
         elif kind in ("filter", "peek"):
             out = list(parent.fields)
         elif node.params.get("keep_types"):
@@ -238,9 +245,19 @@ class BatchPlanner:
             out = list(node.new_fields)
         stage = OpStage(
             **self._stage_args(node, parent.fields, out), kind=kind, op=node.params["op"],
-            in_idx=parent.index(inp), in_names=inp, new_fields=list(node.new_fields),
+            in_idx=parent.index(inp), in_names=inp, new_fields=list(node.new_fields), keep_idx=keep_idx,
         )
         return self._map(parent.df, stage, out)
+
+    @staticmethod
+    def _prune(comp: Compiled, keep: frozenset[str] | None) -> Compiled:
+        """``comp`` restricted to the fields in ``keep`` (in its order), before a Python stage reads it."""
+        if keep is None or all(f.name in keep for f in comp.fields):
+            return comp
+        from pyspark.sql import functions as F  # noqa: N812
+
+        fields = [f for f in comp.fields if f.name in keep]
+        return Compiled(comp.df.select(*[F.col(f"`{f.name}`") for f in fields]), fields)
 
     def _c_project(self, node: Node) -> Compiled:
         from pyspark.sql import functions as F  # noqa: N812
@@ -283,7 +300,7 @@ class BatchPlanner:
 
         parent = self.compile(node.parents[0])
         agg, kind, scope = node.params["agg"], node.params["agg_kind"], node.params["scope"]
-        inp = list(node.params["input"])
+        inp = agg_input(node)
         keys = list(node.params["group"] or ())
         key_fields = [parent.fields[i] for i in parent.index(keys)]
         outs = list(node.new_fields)
@@ -414,7 +431,7 @@ class BatchPlanner:
         p = node.params
         state, agg, kind = p["state"], p["agg"], p["agg_kind"]
         keys = list(p["group"] or ())
-        inp = list(p["input"])
+        inp = agg_input(node)
         n = state.parallelism if keys else 1
         key_fields = [parent.fields[i] for i in parent.index(keys)]
         in_types = [parent.fields[i].dtype for i in parent.index(inp)]
@@ -491,6 +508,67 @@ class BatchPlanner:
             updater=node.params["updater"], in_idx=parent.index(inp), in_names=inp,
         )
         return self._map(routed.df, stage, out)
+
+
+def _required(node: Node, needed: frozenset[str] | None) -> frozenset[str] | None:
+    """The fields of its parent that ``node`` reads or passes on, given what is ``needed`` of its output.
+
+    ``None`` means every field. Kinds whose output is positional over the parent's fields
+    (merge, join, partition_persist's routing) need them all.
+    """
+    p = node.params
+    if node.kind == "op":
+        kind = p.get("op_kind")
+        inp = frozenset(p.get("input") or ())
+        if kind == "function":
+            return None if needed is None else (needed - {f.name for f in node.new_fields}) | inp
+        if kind in ("filter", "peek"):
+            return None if needed is None else needed | inp
+        return inp  # map / flat_map read their input fields only
+    if node.kind == "project":
+        keep = frozenset(p["fields"])
+        return keep if needed is None else needed & keep
+    if node.kind == "partition":
+        if needed is None:
+            return None
+        return needed | frozenset(p.get("fields") or ())
+    if node.kind in ("agg", "persist_agg"):
+        return frozenset(p.get("group") or ()) | frozenset(agg_input(node))
+    if node.kind == "state_query":
+        inp = frozenset(p.get("input") or ())
+        return None if needed is None else (needed - {f.name for f in node.new_fields}) | inp
+    return None
+
+
+def agg_input(node: Node) -> list[str]:
+    """The fields an aggregation node's aggregator reads: none for weir's own ``Count``.
+
+    Storm's ``Count`` never looks at its tuple; without input fields a Trident aggregation gets the
+    whole stream, which would keep every field alive up to the aggregation.
+    """
+    from weir.trident.operation import Count
+
+    agg = node.params["agg"]
+    if isinstance(agg, Count) and type(agg).init is Count.init and type(agg).spark_agg is Count.spark_agg:
+        return []
+    return list(node.params["input"])
+
+
+def needed_fields(nodes: list[Node]) -> dict[int, frozenset[str] | None]:
+    """Per node, the output fields some consumer reads (``None``: all of them; a leaf: none).
+
+    Computed backwards over the plan (nodes are in creation order, parents first), so that a
+    function whose input field nobody reads afterwards does not copy that field into every tuple
+    it emits (a ``Split`` of lines would otherwise repeat each line once per word).
+    """
+    needed: dict[int, frozenset[str] | None] = {}
+    for node in reversed(nodes):
+        own = needed.setdefault(node.id, frozenset())
+        for parent in node.parents:
+            req = _required(node, own)
+            cur = needed.get(parent.id, frozenset())
+            needed[parent.id] = None if req is None or cur is None else cur | req
+    return needed
 
 
 def _identity(tup: Any) -> Any:

@@ -93,6 +93,30 @@ def spark_routing_values(n: int) -> list[int]:
     return [out[p] for p in range(n)]
 
 
+#: per parallelism, the state partition of keys seen before in this process (keys repeat batch after batch)
+_PARTITIONS: dict[int, dict[tuple[Any, ...], int]] = {}
+_PARTITION_CACHE_LIMIT = 500_000
+_CACHEABLE = (str, int, bytes)  # exact types: 1 == 1.0 == True must not share a slot
+
+
+def partitions_of(keys: list[tuple[Any, ...]], n: int) -> list[int]:
+    """``stable_hash(key) % n`` of every key (one-value keys of str/int/bytes remembered per process)."""
+    cache = _PARTITIONS.setdefault(n, {})
+    if len(cache) > _PARTITION_CACHE_LIMIT:
+        cache.clear()
+    out = []
+    get = cache.get
+    for k in keys:
+        if len(k) == 1 and type(k[0]) in _CACHEABLE:
+            p = get(k)
+            if p is None:
+                p = cache[k] = stable_hash(k) % n
+        else:  # (True,) == (1,) == (1.0,) would share a slot but may not share a hash
+            p = stable_hash(k) % n
+        out.append(p)
+    return out
+
+
 def as_snapshottable(state: Any, what: str) -> Any:
     """``state`` if it is ``Snapshottable``; a map state wrapped in ``SnapshottableMap(GLOBAL_KEY)``."""
     from weir.trident.state import SnapshottableMap
@@ -221,20 +245,26 @@ class RouteStage(StageBase):
                 continue
             if self.how == "key":
                 keys = rows_of(py_columns(batch, self.key_idx, self.in_fields), rows)
-                ps = [stable_hash(k) % n for k in keys]
-                src = list(range(rows))
+                ps = partitions_of(keys, n)
+                src = None  # every row once, in order
             elif self.how == "broadcast":
                 src = [i for i in range(rows) for _ in range(n)]
                 ps = [p for _ in range(rows) for p in range(n)]
             else:  # round robin (also "single": n == 1)
                 ps = [(rr + i) % n for i in range(rows)]
                 rr += rows
-                src = list(range(rows))
-            idx = pa.array(src, type=pa.int64())
-            arrays = [take_column(batch.column(c), idx, schema.field(c).type) for c in range(batch.num_columns)]
+                src = None
+            if src is None:
+                arrays = [
+                    col if col.type == schema.field(c).type else col.cast(schema.field(c).type)
+                    for c, col in enumerate(batch.columns)
+                ]
+            else:
+                idx = pa.array(src, type=pa.int64())
+                arrays = [take_column(batch.column(c), idx, schema.field(c).type) for c in range(batch.num_columns)]
             arrays.append(pa.array(ps, type=pa.int32()))
             arrays.append(pa.array([qs[p] for p in ps], type=pa.int32()))
-            counts[1] += len(src)
+            counts[1] += len(ps)
             yield to_batch(arrays, schema)
 
     def _combine(
@@ -258,7 +288,7 @@ class RouteStage(StageBase):
             else:
                 slot[1] = agg.combine(slot[1], v)
         src = [s[0] for s in partial.values()]
-        ps = [stable_hash(k) % self.n for k in partial] if self.how == "key" else [0] * len(src)
+        ps = partitions_of(list(partial), self.n) if self.how == "key" else [0] * len(src)
         idx = pa.array(src, type=pa.int64())
         arrays = [take_column(table.column(c), idx, schema.field(j).type) for j, c in enumerate(self.key_idx)]
         arrays.append(pa.array([encode_any(s[1]) for s in partial.values()], type=pa.binary()))
@@ -358,12 +388,11 @@ class PersistAggStage(_StateStage):
                 values[k].append(cls(t))
         return values, first
 
-    def _updater(self, value: Any) -> Any:
+    def _updater_class(self) -> Any:
+        """``(agg, value) -> ValueUpdater`` of this mode."""
         from weir.trident.state import CombinerValueUpdater, ReducerValueUpdater
 
-        if self.mode == "combiner":
-            return CombinerValueUpdater(self.agg, value)
-        return ReducerValueUpdater(self.agg, value)
+        return CombinerValueUpdater if self.mode == "combiner" else ReducerValueUpdater
 
     def _one(self, p: int, rows: list[int], table: pa.Table | None, schema: pa.Schema) -> pa.RecordBatch | None:
         values, first = self._groups(rows, table)
@@ -377,7 +406,9 @@ class PersistAggStage(_StateStage):
             self.journal.write(p, txid, [*keys, *touched])
         state = self._make_state(p)
         state.begin_commit(txid)
-        updaters = [self._updater(values[k]) for k in keys] + [_KeepUpdater() for _ in touched]
+        make = self._updater_class()
+        agg = self.agg
+        updaters = [make(agg, values[k]) for k in keys] + [_KeepUpdater() for _ in touched]
         if self.key_idx:
             new_vals = _map_state(state, what).multi_update([list(k) for k in [*keys, *touched]], updaters)
             if len(new_vals) != len(updaters):

@@ -29,7 +29,7 @@ from weir.runtime.spark.trident._arrow import (
 )
 from weir.trident.fields import FieldSpec
 from weir.trident.operation import Filter, Operation, OperationContext
-from weir.trident.tuple import TridentCollector, tuple_class
+from weir.trident.tuple import SingleFieldCollector, TridentCollector, tuple_class
 
 __all__ = ["AggStage", "OpStage"]
 
@@ -96,6 +96,8 @@ class OpStage(StageBase):
     in_idx: list[int] = field(default_factory=list)
     in_names: list[str] = field(default_factory=list)
     new_fields: list[FieldSpec] = field(default_factory=list)
+    #: a function's input columns passed on to its output (``None``: all of them)
+    keep_idx: list[int] | None = None
 
     def _call(self) -> Any:
         op, kind = self.op, self.kind
@@ -143,12 +145,12 @@ class OpStage(StageBase):
                 continue
             src: list[int] = []
             new_cols: list[list[Any]] = [[] for _ in range(n_new)]
-            coll = TridentCollector(n_new, what)
+            coll = SingleFieldCollector(what) if n_new == 1 else TridentCollector(n_new, what)
+            if kind == "function":
+                src, new_cols = _run_function(call, cls, rows, coll, n_new, self.keep_idx != [])
+                rows = []
             for i, r in enumerate(rows):
-                if kind == "function":
-                    call(cls(r), coll)
-                    emitted = coll.take()
-                elif kind == "map":
+                if kind == "map":
                     emitted = [_values(call(cls(r)), n_new, what)]
                 elif kind == "flat_map":
                     emitted = [_values(v, n_new, what) for v in call(cls(r))]
@@ -163,11 +165,13 @@ class OpStage(StageBase):
             counts[1] += len(src)
             arrays: list[Any] = []
             if kind == "function":
-                idx = pa.array(src, type=pa.int64())
-                arrays.extend(
-                    take_column(batch.column(c), idx, schema.field(c).type) for c in range(batch.num_columns)
-                )
-                off = batch.num_columns
+                keep = range(batch.num_columns) if self.keep_idx is None else self.keep_idx
+                if keep:
+                    idx = pa.array(src, type=pa.int64())
+                    arrays.extend(
+                        take_column(batch.column(c), idx, schema.field(j).type) for j, c in enumerate(keep)
+                    )
+                off = len(keep)
                 for j, f in enumerate(self.new_fields):
                     arrays.append(build_array(new_cols[j], f, schema.field(off + j).type, what))
             else:
@@ -175,6 +179,32 @@ class OpStage(StageBase):
                     arrays.append(build_array(new_cols[j], f, schema.field(j).type, what))
             yield to_batch(arrays, schema)
         _cleanup(self.op)
+
+
+def _run_function(
+    call: Any, cls: Any, rows: list[tuple[Any, ...]], coll: TridentCollector, n_new: int, track: bool
+) -> tuple[list[int], list[list[Any]]]:
+    """``execute`` every row; the emitted values per new field and (if ``track``) each one's input row."""
+    src: list[int] = []
+    out = coll.out
+    if track:
+        mark = 0
+        for i, r in enumerate(rows):
+            call(cls(r), coll)
+            m = len(out)
+            if m != mark:
+                src.extend([i] * (m - mark))
+                mark = m
+    else:
+        for r in rows:
+            call(cls(r), coll)
+    emitted = coll.take()
+    if not track:
+        src = [0] * len(emitted)  # only counted: no input column is passed on
+    if isinstance(coll, SingleFieldCollector):
+        return src, [emitted]
+    cols = [list(c) for c in zip(*emitted, strict=True)] if emitted else [[] for _ in range(n_new)]
+    return src, cols
 
 
 def _values(v: Any, n: int, what: str) -> tuple[Any, ...]:
