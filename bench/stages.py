@@ -35,7 +35,11 @@ def _log_file(path: Path) -> Path:
     if path.is_file():
         return path
     logs = sorted(
-        (p for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "appstatus")) and p.suffix != ".json"),
+        (
+            p
+            for p in path.rglob("*")
+            if p.is_file() and not p.name.startswith((".", "appstatus")) and p.suffix != ".json"
+        ),
         key=lambda p: p.stat().st_mtime,
     )
     if not logs:
@@ -115,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{log.name}: {res['jobs']} jobs, {res['job_wall_ms'] / 1000:.1f} s of job wall time")
     print(f"{'stages':>6} {'wall s':>8} {'task run s':>10} {'task cpu s':>10}  operators")
     for kind, k in res["stages"].items():
-        print(f"{int(k['n']):>6} {k['wall_ms'] / 1000:>8.2f} {k['run_ms'] / 1000:>10.2f} {k['cpu_ms'] / 1000:>10.2f}  {kind}")
+        secs = f"{k['wall_ms'] / 1000:>8.2f} {k['run_ms'] / 1000:>10.2f} {k['cpu_ms'] / 1000:>10.2f}"
+        print(f"{int(k['n']):>6} {secs}  {kind}")
     out = log.with_suffix(".stages.json")
     out.write_text(json.dumps(res, indent=2))
     print(f"wrote {out}")
