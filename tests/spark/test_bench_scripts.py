@@ -78,3 +78,28 @@ def test_latency_benchmark_reports_percentiles_per_variant(spark: Any, bench_pat
         assert 0 < r["p50_ms"] <= r["p95_ms"]
     assert rows[0]["overhead_p50_ms"] == 0.0
     assert sys.modules["latency"].TARGET_OVERHEAD_MS == 50.0
+
+
+def test_stage_timings_are_read_from_a_benchmark_event_log(tmp_path: Path) -> None:
+    """``--event-log`` then ``bench/stages.py``: the benchmark's own Spark (a fresh process) writes the log."""
+    import subprocess
+
+    log_dir = tmp_path / "events"
+    cmd = [sys.executable, str(BENCH / "trident_wordcount.py"), "--words", "2000", "--keys", "50", "--files", "2",
+           "--files-per-batch", "1", "--repeat", "1", "--no-warmup", "--variants", "to-sqlite",
+           "--event-log", str(log_dir), "--out", str(tmp_path / "twc.json")]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    sys.path.insert(0, str(BENCH))
+    try:
+        import stages
+    finally:
+        sys.path.remove(str(BENCH))
+    assert stages.main([str(log_dir)]) == 0
+    written = list(log_dir.rglob("*.stages.json"))
+    assert len(written) == 1
+    res = json.loads(written[0].read_text())
+    assert res["jobs"] >= 2 and res["job_wall_ms"] > 0  # two micro-batches, at least one job each
+    kinds = " ".join(res["stages"])
+    assert "MapInArrow" in kinds and "Exchange" in kinds  # the Trident stages: Python split, state routing
+    assert all(k["n"] >= 1 and k["wall_ms"] >= 0 for k in res["stages"].values())

@@ -83,6 +83,10 @@ class RunContext:
             for p in n.parents:
                 self.consumers[p.id] += 1
         self.needed = needed_fields(self.nodes)
+        #: per-run caches of what every batch plans the same way: column references and the
+        #: Spark types of nodes' outputs (asking Spark for a schema is a driver round trip)
+        self.columns: dict[str, Any] = {}
+        self.types: dict[tuple[int, str], list[FieldSpec]] = {}
 
 
 class BatchPlanner:
@@ -142,6 +146,24 @@ class BatchPlanner:
         t.join(timeout)  # an observation only blocks if its plan never ran; never hold up the batch
         return found[0] if found else 0
 
+    # ---- planning helpers ----------------------------------------------------------------------
+    def col(self, name: str) -> Any:
+        """``F.col(name)`` (quoted), made once per run: the same unresolved reference fits every batch."""
+        c = self.ctx.columns.get(name)
+        if c is None:
+            from pyspark.sql import functions as F  # noqa: N812
+
+            c = self.ctx.columns[name] = F.col(f"`{name}`")
+        return c
+
+    def fields_of(self, node: Node, tag: str, df: Any, any_names: frozenset[str] = frozenset()) -> list[FieldSpec]:
+        """:func:`typed_fields` of ``df``, asked of Spark once per run for ``(node, tag)``."""
+        key = (node.id, tag)
+        found = self.ctx.types.get(key)
+        if found is None:
+            found = self.ctx.types[key] = typed_fields(df, any_names)
+        return found
+
     # ---- compiling -----------------------------------------------------------------------
     def compile(self, node: Node) -> Compiled:
         """The node's DataFrame for this batch."""
@@ -168,10 +190,9 @@ class BatchPlanner:
             "in_fields": in_fields, "out_fields": out_fields, "acc": self.acc,
         }
 
-    @staticmethod
-    def _map(df: Any, stage: Any, out_fields: list[FieldSpec]) -> Compiled:
+    def _map(self, df: Any, stage: Any, out_fields: list[FieldSpec]) -> Compiled:
         schema = StreamSchema(tuple(out_fields)).spark_schema()
-        return Compiled(df.mapInArrow(stage, schema), out_fields)
+        return Compiled(map_in_arrow(df, stage, schema, [self.col(f.name) for f in stage.in_fields]), out_fields)
 
     def _n(self, node: Node) -> int:
         return node.parallelism or self.default_n
@@ -202,7 +223,7 @@ class BatchPlanner:
             df = df.withColumn(names[0], F.when(F.col(CORRUPT).isNotNull(), bad).otherwise(first))
             df = df.select(*[F.col(f"`{n}`") for n in names])
         elif not sql_spout and type(spout).to_values is not Spout.to_values:
-            raw = typed_fields(df)
+            raw = self.fields_of(node, "raw", df)
             outs = [FieldSpec(n, None) for n in names]
             stage = OpStage(
                 **self._stage_args(node, raw, outs), kind="to_values", op=spout,
@@ -218,7 +239,7 @@ class BatchPlanner:
         obs = Observation(f"weir-trident-{self.txid}-{next(_OBSERVATIONS)}")
         df = df.observe(obs, F.count(F.lit(1)).alias("n"))
         self.observations.append(obs)
-        return self._spout_tail(node, Compiled(df, typed_fields(df)))
+        return self._spout_tail(node, Compiled(df, self.fields_of(node, "spout", df)))
 
     def _spout_tail(self, node: Node, comp: Compiled) -> Compiled:
         if node.parallelism:
@@ -249,23 +270,20 @@ class BatchPlanner:
         )
         return self._map(parent.df, stage, out)
 
-    @staticmethod
-    def _prune(comp: Compiled, keep: frozenset[str] | None) -> Compiled:
+    def _prune(self, comp: Compiled, keep: frozenset[str] | None) -> Compiled:
         """``comp`` restricted to the fields in ``keep`` (in its order), before a Python stage reads it."""
         if keep is None or all(f.name in keep for f in comp.fields):
             return comp
-        from pyspark.sql import functions as F  # noqa: N812
 
         fields = [f for f in comp.fields if f.name in keep]
-        return Compiled(comp.df.select(*[F.col(f"`{f.name}`") for f in fields]), fields)
+        return Compiled(comp.df.select(*[self.col(f.name) for f in fields]), fields)
 
     def _c_project(self, node: Node) -> Compiled:
-        from pyspark.sql import functions as F  # noqa: N812
 
         parent = self.compile(node.parents[0])
         keep = list(node.params["fields"])
         fields = [parent.fields[i] for i in parent.index(keep)]
-        return Compiled(parent.df.select(*[F.col(f"`{n}`") for n in keep]), fields)
+        return Compiled(parent.df.select(*[self.col(n) for n in keep]), fields)
 
     def _c_partition(self, node: Node) -> Compiled:
         from pyspark.sql import functions as F  # noqa: N812
@@ -401,7 +419,6 @@ class BatchPlanner:
     def _route(
         self, node: Node, comp: Compiled, how: str, n: int, key_idx: list[int], **extra: Any
     ) -> Compiled:
-        from pyspark.sql import functions as F  # noqa: N812
         from pyspark.sql.types import IntegerType
 
         if extra.get("combine_agg") is not None:
@@ -413,7 +430,7 @@ class BatchPlanner:
         args["component"] = f"{node.name}/route"
         stage = RouteStage(**args, how=how, n=n, key_idx=key_idx, **extra)
         routed = self._map(comp.df, stage, out)
-        return Compiled(routed.df.repartition(n, F.col(Q_COL)), routed.fields)
+        return Compiled(routed.df.repartition(n, self.col(Q_COL)), routed.fields)
 
     def _state_common(self, node: Node, in_fields: list[FieldSpec], out_fields: list[FieldSpec], n: int,
                       p_idx: int) -> dict[str, Any]:
@@ -448,9 +465,9 @@ class BatchPlanner:
         k = len(keys)
         expr = self._spark_agg(agg, parent, inp)
         if expr is not None and keys:
-            kcols = [F.col(f"`{c}`") for c in keys]
+            kcols = [self.col(c) for c in keys]
             pre = parent.df.groupBy(*kcols).agg(expr.alias(V_COL))
-            pre_c = Compiled(pre, key_fields + [FieldSpec(V_COL, pre.schema[V_COL].dataType)])
+            pre_c = Compiled(pre, key_fields + self.fields_of(node, "pre", pre)[-1:])
             routed = self._route(node, pre_c, "key", n, list(range(k)))
             args: dict[str, Any] = {"mode": "combiner", "key_idx": list(range(k)), "value_idx": k}
         elif expr is not None:
@@ -569,6 +586,23 @@ def needed_fields(nodes: list[Node]) -> dict[int, frozenset[str] | None]:
             cur = needed.get(parent.id, frozenset())
             needed[parent.id] = None if req is None or cur is None else cur | req
     return needed
+
+
+def map_in_arrow(df: Any, stage: Any, schema: Any, columns: list[Any]) -> Any:
+    """``df.mapInArrow(stage, schema)`` given the input's column references.
+
+    PySpark's own ``mapInArrow`` asks the driver's JVM for the schema and for each column again;
+    the planner knows both. Falls back to the public call where the classic internals differ.
+    """
+    from pyspark.sql import DataFrame
+    from pyspark.sql.pandas.functions import pandas_udf
+    from pyspark.util import PythonEvalType
+
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None or not columns:
+        return df.mapInArrow(stage, schema)
+    udf = pandas_udf(stage, returnType=schema, functionType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF)
+    return DataFrame(jdf.mapInArrow(udf(*columns)._jc, False, None), df.sparkSession)
 
 
 def _identity(tup: Any) -> Any:
