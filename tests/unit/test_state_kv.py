@@ -197,3 +197,51 @@ def test_backend_split_separates_upserts_and_tombstones() -> None:
     ups, dels = MemoryBackend.split({b"a": b"1", b"b": None, b"c": b"3"})
     assert ups == [(b"a", b"1"), (b"c", b"3")]
     assert dels == [b"b"]
+
+
+class _CountingBackend(MemoryBackend):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gets = 0
+        self.scans = 0
+
+    def get(self, namespace: str, key: bytes) -> bytes | None:
+        self.gets += 1
+        return super().get(namespace, key)
+
+    def scan(self, namespace: str) -> Iterator[tuple[bytes, bytes]]:
+        self.scans += 1
+        return super().scan(namespace)
+
+
+def _committed(backend: MemoryBackend, n: int) -> None:
+    writer = _state(backend)
+    for i in range(n):
+        writer.put(f"w{i}", i)
+    writer.prepare_commit(1)
+    writer.commit(1)
+
+
+def test_dense_reads_switch_to_one_scan_and_return_the_same_values() -> None:
+    backend = _CountingBackend()
+    _committed(backend, 600)
+    state = _state(backend)
+    state.read_dense()
+    state.put("w3", -3)  # pending writes still win over the scanned rows
+    got = [state.get(f"w{i}") for i in range(600)] + [state.get("absent", "none")]
+    assert got == [-3 if i == 3 else i for i in range(600)] + ["none"]
+    assert backend.scans == 1 and backend.gets == 511  # 512th miss: 600 rows <= 16 x 512, one scan
+    plain = _CountingBackend()
+    _committed(plain, 600)
+    other = _state(plain)
+    assert [other.get(f"w{i}") for i in range(600)] == list(range(600))
+    assert plain.scans == 0 and plain.gets == 600  # without read_dense: point reads only
+
+
+def test_dense_reads_keep_point_reads_for_a_namespace_much_larger_than_what_is_read() -> None:
+    backend = _CountingBackend()
+    _committed(backend, 9000)
+    state = _state(backend)
+    state.read_dense()
+    assert [state.get(f"w{i}") for i in range(600)] == list(range(600))
+    assert backend.scans == 0 and backend.gets == 600  # 9,000 rows > 16 x 512 misses: no scan

@@ -32,7 +32,11 @@ _MISSING = object()
 _IMMUTABLE = (str, int, float, bool, bytes, type(None))
 #: value types the JSON serializer always accepts (a float may be NaN: it is checked at put)
 _DEFERRABLE = frozenset({str, int, bool, bytes, type(None)})
-_SKEY_CACHE = 200_000  # serialized keys remembered per state instance
+_SKEY_CACHE = 200_000
+#: read_dense(): first probe after this many missed reads, scan when rows <= ratio * misses
+_DENSE_FIRST_PROBE = 512
+_DENSE_RATIO = 16
+_DENSE_MAX_ROWS = 1_000_000  # serialized keys remembered per state instance
 
 
 class StatePhase(enum.Enum):
@@ -73,6 +77,11 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
         self._last_skey = b""
         self._skeys: dict[Any, bytes] = {}  # serialized str/int/bytes keys (keys repeat)
         self._defer = type(self.value_serializer) is JsonSerializer
+        # dense reads (see read_dense): the namespace's committed rows once many keys missed
+        self._dense = False
+        self._rows: dict[bytes, bytes] | None = None
+        self._misses = 0
+        self._next_probe = _DENSE_FIRST_PROBE
 
     # ---- helpers -------------------------------------------------------------------------
     def fence(self, epoch: int | None) -> None:
@@ -152,8 +161,35 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
         if self._prepared is not None and skey in self._prepared:
             v = self._prepared[skey]
             return _MISSING if v is None else v
+        if self._rows is not None:
+            return self._rows.get(skey, _MISSING)
+        if self._dense:
+            self._misses += 1
+            if self._misses >= self._next_probe and self._read_rows():
+                return self._rows.get(skey, _MISSING)  # type: ignore[union-attr]
         got = self.backend.get(self.namespace, skey)
         return _MISSING if got is None else got
+
+    def read_dense(self) -> None:
+        """Let committed reads switch to one scan of the namespace when most of its keys are read.
+
+        For a state used by one task for one batch (the runtime calls this): the committed rows
+        cannot change until the batch is committed. After 512, 1024, 2048, ... point reads that
+        missed the pending and prepared layers, the namespace's row count is asked; if it is at
+        most 16 times the misses so far (and at most a million rows), its committed rows are read
+        in one scan and every later miss is a dictionary lookup. A reader that lives longer than a
+        batch (another service reading while the pipeline runs) must not call this: its view would
+        stop following commits.
+        """
+        self._dense = True
+
+    def _read_rows(self) -> bool:
+        self._next_probe *= 2
+        n = self.backend.count(self.namespace)
+        if n > _DENSE_RATIO * self._misses or n > _DENSE_MAX_ROWS:
+            return False
+        self._rows = dict(self.backend.scan(self.namespace))
+        return True
 
     # ---- KeyValueState -------------------------------------------------------------------
     def get(self, key: Any, default: Any = None) -> Any:

@@ -178,6 +178,8 @@ def run_task(
             stage = "init_state"
             state = spec.provider.new_state(ctx.state_namespace, spec.conf, ctx)
             state.fence(epoch)
+            if isinstance(state, TransactionalKeyValueState):
+                state.read_dense()  # this instance lives for this task's batch only
             comp.init_state(state)
         stage = "execute"
         fields_of = spec.input_fields
