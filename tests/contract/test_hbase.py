@@ -321,3 +321,38 @@ def test_hbase_sigkill_and_restart_under_a_live_provider(hbase: HBaseServer) -> 
     state.prepare_commit(3)
     state.commit(3)
     assert committed(provider, ns) == {"a": 1, "b": 2, "c": 3}
+
+
+def test_a_finished_commits_staged_row_goes_with_the_next_prepare(hbase: HBaseServer) -> None:
+    """The commit does not wait for the delete of its staged row: the next prepare's write takes it along."""
+    provider = provider_of(hbase.url())
+    ns = new_ns("garbage")
+    state = provider.new_state(ns)
+
+    def staged_rows() -> list[bytes]:
+        conn = hbase.connection()
+        try:
+            return [k for k, _ in conn.table("state").scan(row_prefix=ns.encode() + b"\x00s")]
+        finally:
+            conn.close()
+
+    finished: list[bytes] = []
+    for txid in (1, 2, 3):
+        state.put("a", txid)
+        state.prepare_commit(txid)
+        # only the prepared set: the last commit's staged row went with the prepare's own write
+        token = provider.backend._read_meta(ns)[1]["p"][1]
+        assert staged_rows() == [ns.encode() + b"\x00s" + token.encode()]
+        state.commit(txid)
+        # the commit left its staged row, named as garbage in the txid record
+        assert staged_rows() == [ns.encode() + b"\x00s" + token.encode()]
+        assert provider.backend._read_meta(ns)[1]["g"] == token
+        finished.append(token.encode())
+    assert len(set(finished)) == 3
+    # a commit with no prepare since the last one (recovery, write_direct) deletes the older row itself
+    provider.backend.write_direct(ns, {b'"b"': b"1"}, None)
+    provider.backend.write_direct(ns, {b'"b"': b"2"}, None)
+    assert len(staged_rows()) == 1
+    assert committed(provider, ns) == {"a": 3, "b": 2}
+    provider.backend.drop(ns)
+    assert staged_rows() == []

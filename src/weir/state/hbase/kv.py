@@ -43,7 +43,8 @@ Commit of txid *t* (numbered steps; a crash between any two is finished by the n
 2. write the staged changes to their rows at timestamp *ts* (one mutation per bucket row, or per
    key row), a few thousand cells per call and several calls at once (not atomic across rows, as in
    Storm — and idempotent).
-3. check-and-put the txid record: committed = *t*, nothing applying; then delete the staged row.
+3. check-and-put the txid record: committed = *t*, nothing applying, the staged row named as
+   garbage (``g``); the next prepare deletes it in the same call that writes its own staged row.
 
 Readers never see a half-applied commit: a read takes the txid record, reads the key rows, overlays
 the set being applied (if any), and reads the record again — if it changed, the read is repeated.
@@ -84,6 +85,8 @@ __all__ = ["HBaseBackend", "HBaseSettings", "open_backend"]
 
 #: key rows written per Thrift call when a commit is applied
 APPLY_CHUNK = 2_500
+#: cells per Thrift call of the apply step in the buckets layout (a 10k-key commit: three calls)
+APPLY_BUCKET_CHUNK = 3_500
 #: Thrift calls of one commit's apply step in flight at once (one gateway connection each)
 APPLY_THREADS = 4
 #: staged columns written per Thrift call
@@ -293,23 +296,41 @@ class HBaseBackend(Backend):
         return ts
 
     # ---- staged change sets --------------------------------------------------------------------
-    def _stage(self, namespace: str, changes: Changes) -> str:
+    def _stage(self, namespace: str, changes: Changes) -> tuple[str, str | None]:
+        """Write ``changes`` to a fresh staged row; its token, and the finished staged row deleted.
+
+        The staged row of the last finished commit (``g`` in the txid record this process saw
+        last) is deleted by the same call as the first cells of the new one: a commit does not
+        wait for that delete. A stale guess only deletes a row that is already gone (a token is
+        named ``g`` only once its commit has finished, and tokens are never reused).
+        """
         token = uuid.uuid4().hex
         row = self._staged_row(namespace, token)
         items = list(changes.items())
         hb = self.hb
         fam = self.hb.family + b":"
+        with self._lock:
+            seen = self._last_meta.get(namespace)
+        garbage = seen[1].get("g") if seen is not None else None
+        extra = [(self._staged_row(namespace, garbage), [hb.delete(self._family_col)])] if garbage else []
         if not items:
-            hb.mutate_rows([(row, [hb.put(fam + b"\x00weir-empty", b"")])])
+            hb.mutate_rows([(row, [hb.put(fam + b"\x00weir-empty", b"")]), *extra])
         for i in range(0, len(items), _STAGE_CHUNK):
             muts = [
                 hb.put(fam + _PUT + k, v) if v is not None else hb.put(fam + _TOMBSTONE + k, b"")
                 for k, v in items[i : i + _STAGE_CHUNK]
             ]
-            hb.mutate_rows([(row, muts)])
+            hb.mutate_rows([(row, muts), *extra])
+            extra = []
         with self._lock:
             self._staged_cache[token.encode()] = dict(changes)
-        return token
+        return token, garbage
+
+    @staticmethod
+    def _collected(meta: dict[str, Any], garbage: str | None) -> None:
+        """Forget ``g`` in the record when it names the staged row that :meth:`_stage` deleted."""
+        if garbage is not None and meta.get("g") == garbage:
+            meta["g"] = None
 
     def _load_staged(self, namespace: str, token: str) -> dict[bytes, bytes | None] | None:
         with self._lock:
@@ -349,7 +370,7 @@ class HBaseBackend(Backend):
                     muts = rows[b] = []
                 muts.append(put(fam + k, v) if v is not None else delete(fam + k))
             bucketed = [(prefix + b"b%04x" % b, muts) for b, muts in rows.items()]
-            hb.mutate_rows_parallel(bucketed, ts, chunk=APPLY_CHUNK, threads=APPLY_THREADS)
+            hb.mutate_rows_parallel(bucketed, ts, chunk=APPLY_BUCKET_CHUNK, threads=APPLY_THREADS)
             return
         col = self._value_col
         kcol = self._key_col
@@ -377,8 +398,14 @@ class HBaseBackend(Backend):
         new["a"] = None
         if txid is not None:
             new["c"] = txid
+        # the staged row is deleted by the next prepare's first write (see _stage), not waited for here
+        new["g"] = token
         if self._cas(namespace, raw, new) is not None:
-            self._drop_staged(namespace, token)
+            with self._lock:
+                self._staged_cache.pop(token.encode(), None)
+            older = meta.get("g")
+            if older and older != token:  # not collected yet (no prepare in between): delete it now
+                self._drop_staged(namespace, older)
 
     # ---- reads ---------------------------------------------------------------------------------
     def _consistent(self, namespace: str, read: Callable[[dict[bytes, bytes | None], Layout], Any]) -> Any:
@@ -594,11 +621,12 @@ class HBaseBackend(Backend):
     def write_prepared(self, namespace: str, txid: int, changes: Changes, epoch: int | None) -> None:
         """Stage ``changes`` in a fresh row, then name it as the prepared set (one check-and-put)."""
         try:
-            token = self._stage(namespace, changes)
+            token, garbage = self._stage(namespace, changes)
 
             def change(meta: dict[str, Any]) -> Any:
                 old = meta.get("p")
                 meta["p"] = [txid, token]
+                self._collected(meta, garbage)
                 return old
 
             try:
@@ -649,10 +677,11 @@ class HBaseBackend(Backend):
     def write_direct(self, namespace: str, changes: Changes, epoch: int | None) -> None:
         """Stage ``changes``, mark them applying (the commit point), apply, finish."""
         try:
-            token = self._stage(namespace, changes)
+            token, garbage = self._stage(namespace, changes)
 
             def change(meta: dict[str, Any]) -> None:
                 meta["a"] = [token, None, self._next_ts(meta)]
+                self._collected(meta, garbage)
 
             try:
                 raw, new, _ = self._update(namespace, epoch, change)
