@@ -208,8 +208,9 @@ def test_gateway_transport_and_protocol_from_the_url_or_hbase_keys() -> None:
         HBaseSettings.from_url("hbase://h/t?transport=http")
 
 
-# A writer commits 12,000 keys and SIGKILLs itself when the first of the five apply calls (2,500 rows
-# each, four in flight) has returned, i.e. after the commit point with part of the rows written.
+# A writer commits 12,000 keys and SIGKILLs itself when the first of the apply calls (2,500 rows, or
+# 3,500 cells of bucket rows, each) has returned, i.e. after the commit point with part of the rows
+# written.
 HALF_APPLY = r"""
 import os, signal, sys
 from weir.state import StateFactory
@@ -234,6 +235,7 @@ def mutate_rows(batch, ts=None):
             print("HALF", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
 provider.backend.hb.mutate_rows = mutate_rows
+hb.kv.APPLY_THREADS = 1  # one apply call at a time: the kill lands after exactly one of them
 state.commit(2)
 print("NOT KILLED", flush=True)
 """
