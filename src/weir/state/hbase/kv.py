@@ -98,7 +98,7 @@ _CAS_ATTEMPTS = 1_000
 #: keys longer than this get a hashed row key (the key itself goes to column ``k``)
 LONG_KEY = 16_000
 #: rows x columns asked for in one multi-get of bucket rows (every row is asked for every column)
-_GET_CELLS = 4_096
+_GET_CELLS = 256
 #: cells per scan result when reading whole bucket rows
 _SCAN_CELLS = 2_000
 
