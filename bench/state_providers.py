@@ -12,6 +12,9 @@ standalone master and Thrift gateway of ``tests.servers.HBaseServer``, from the 
 * commit latency — for 1k, 10k and 100k dirty keys (updates of existing rows), ``prepare_commit``
   and ``commit`` timed separately, median of several runs.
 
+HBase is measured twice on the same server: ``hbase-buckets`` (its default layout, several keys per
+row) and ``hbase-rows`` (``layout=rows``, Storm's row per key).
+
 Prints tables, checks the targets (commit of 10k keys ≤ 20 ms on SQLite, ≤ 50 ms on Redis and
 ≤ 100 ms on HBase; committed get ≤ 20 µs on SQLite) and writes ``bench/results/state_providers.json``.
 
@@ -88,12 +91,18 @@ STORES: dict[str, Callable[[], contextlib.AbstractContextManager[str]]] = {
 #: single-key gets per provider where the default would take minutes (a Thrift round trip each)
 N_GETS: dict[str, int] = {"hbase": 2_000}
 
+#: stores measured in several configurations on the same server, one result row each: HBase's
+#: bucketed layout (the default) and its row-per-key layout (Storm's), side by side in one run
+VARIANTS: dict[str, list[tuple[str, str]]] = {
+    "hbase": [("hbase-buckets", "&layout=buckets"), ("hbase-rows", "&layout=rows")],
+}
+
 #: (provider, metric, size, limit in seconds, description)
 TARGETS: list[tuple[str, str, int | None, float, str]] = [
     ("sqlite", "commit", 10_000, 0.020, "SQLite commit of 10k dirty keys ≤ 20 ms"),
     ("redis", "commit", 10_000, 0.050, "Redis commit of 10k dirty keys ≤ 50 ms"),
     ("redis-cluster", "commit", 10_000, 0.050, "Redis Cluster commit of 10k dirty keys ≤ 50 ms"),
-    ("hbase", "commit", 10_000, 0.100, "HBase commit of 10k dirty keys ≤ 100 ms"),
+    ("hbase-buckets", "commit", 10_000, 0.100, "HBase commit of 10k dirty keys ≤ 100 ms (default: buckets layout)"),
     ("sqlite", "get", None, 20e-6, "SQLite committed get ≤ 20 µs"),
 ]
 
@@ -423,14 +432,18 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, Any]] = {}
     started = time.perf_counter()
     for name in names:
-        t0 = time.perf_counter()
         print(f"… {name}", file=sys.stderr, flush=True)
+        variants = VARIANTS.get(name, [(name, "")])
         try:
             with _store(name) as url:
-                results[name] = bench_provider(name, url, sizes, n_puts, min(n_gets, N_GETS.get(name, n_gets)), runs)
+                for label, suffix in variants:
+                    t0 = time.perf_counter()
+                    gets = min(n_gets, N_GETS.get(name, n_gets))
+                    results[label] = bench_provider(label, url + suffix, sizes, n_puts, gets, runs)
+                    results[label]["elapsed_s"] = time.perf_counter() - t0
         except Unavailable as exc:
-            results[name] = {"provider": name, "error": str(exc)}
-        results[name]["elapsed_s"] = time.perf_counter() - t0
+            for label, _ in variants:
+                results[label] = {"provider": label, "error": str(exc)}
     targets = check_targets(results)
     print(render(results, sizes, targets))
     path = write_results(

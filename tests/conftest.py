@@ -163,10 +163,10 @@ def provider_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         db: PostgresDatabase = request.getfixturevalue("postgres_database")
         db.truncate_all()
         url = db.url
-    elif kind == "hbase":
+    elif kind in ("hbase", "hbase-rows"):  # the default layout (buckets) / a row per key
         hbase: HBaseServer = request.getfixturevalue("hbase_server")
         hbase.truncate("state")
-        url = hbase.url("state")
+        url = hbase.url("state") + ("&layout=rows" if kind == "hbase-rows" else "")
     else:
         pytest.fail(f"unknown provider set-up {kind!r}")
     try:

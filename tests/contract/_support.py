@@ -20,7 +20,7 @@ from weir.state import StateFactory
 from weir.state.factory import open_backend
 from weir.state.spi import KeyValueStateProvider, TransactionalKeyValueState, TxidRecord
 
-_NEEDS_SERVER = {"redis", "redis-cluster", "postgres", "hbase"}
+_NEEDS_SERVER = {"redis", "redis-cluster", "postgres", "hbase", "hbase-rows"}
 
 
 def provider_params(kinds: Sequence[str] = PROVIDERS) -> list[Any]:
@@ -33,6 +33,14 @@ ALL = pytest.mark.parametrize("provider_url", provider_params(), indirect=True)
 
 DURABLE = pytest.mark.parametrize("provider_url", provider_params(DURABLE_PROVIDERS), indirect=True)
 """Run a test against the providers whose data outlives the process."""
+
+ALL_LAYOUTS = pytest.mark.parametrize("provider_url", provider_params((*PROVIDERS, "hbase-rows")), indirect=True)
+""":data:`ALL`, and HBase's row-per-key layout beside its default (bucketed) one."""
+
+DURABLE_LAYOUTS = pytest.mark.parametrize(
+    "provider_url", provider_params((*DURABLE_PROVIDERS, "hbase-rows")), indirect=True
+)
+""":data:`DURABLE`, and HBase's row-per-key layout beside its default (bucketed) one."""
 
 
 def new_ns(prefix: str = "contract") -> str:

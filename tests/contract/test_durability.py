@@ -12,7 +12,7 @@ import signal
 
 import pytest
 
-from tests.contract._support import DURABLE, committed, new_ns, provider_of, read_line, run_json, spawn, txids
+from tests.contract._support import DURABLE_LAYOUTS, committed, new_ns, provider_of, read_line, run_json, spawn, txids
 
 # Writer: on top of the committed txid 1, change things, prepare txid 2, say so, write more
 # (pending, never prepared) and hang until killed.
@@ -80,7 +80,7 @@ def _crash_writer(url: str, ns: str) -> None:
     assert committed(provider, ns) == BASE
 
 
-@DURABLE
+@DURABLE_LAYOUTS
 @pytest.mark.crash
 def test_prepared_transaction_survives_sigkill_and_is_committed_by_a_new_process(provider_url: str) -> None:
     ns = new_ns("crash")
@@ -96,7 +96,7 @@ def test_prepared_transaction_survives_sigkill_and_is_committed_by_a_new_process
     assert (rec.committed, rec.prepared) == (3, None)
 
 
-@DURABLE
+@DURABLE_LAYOUTS
 @pytest.mark.crash
 def test_prepared_transaction_survives_sigkill_and_is_rolled_back_by_a_new_process(provider_url: str) -> None:
     ns = new_ns("crash")
@@ -132,7 +132,7 @@ print(json.dumps({"done": n, "start": start, "end": time.time()}), flush=True)
 """
 
 
-@DURABLE
+@DURABLE_LAYOUTS
 def test_two_processes_commit_different_namespaces_of_one_store(provider_url: str) -> None:
     n = 100 if provider_url.startswith("hbase:") else 400  # HBase: slower commits, same protocol
     namespaces = [new_ns("conc"), new_ns("conc")]

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.contract._support import ALL, committed, new_ns, provider_of, txids
+from tests.contract._support import ALL_LAYOUTS, committed, new_ns, provider_of, txids
 from weir.errors import FencedError, StateError
 from weir.state.factory import open_backend
 
 
-@ALL
+@ALL_LAYOUTS
 def test_acquire_epoch_strictly_increases_across_connections(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = new_ns("fence")
@@ -26,7 +26,7 @@ def test_acquire_epoch_strictly_increases_across_connections(provider_url: str) 
     assert txids(provider, new_ns("fence")).epoch == 0
 
 
-@ALL
+@ALL_LAYOUTS
 def test_fenced_writer_changes_nothing(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = new_ns("fence")
@@ -82,7 +82,7 @@ def test_fenced_writer_changes_nothing(provider_url: str) -> None:
     assert txids(provider, ns).epoch == new_epoch
 
 
-@ALL
+@ALL_LAYOUTS
 def test_a_newer_epoch_is_stored_by_its_first_write(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = new_ns("fence")
@@ -109,7 +109,7 @@ def test_a_newer_epoch_is_stored_by_its_first_write(provider_url: str) -> None:
     assert committed(provider, ns) == {"k": "admin"}
 
 
-@ALL
+@ALL_LAYOUTS
 def test_fencing_is_per_namespace(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns1, ns2 = new_ns("fence"), new_ns("fence")

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from tests.contract._support import ALL, committed, independent_reader, new_ns, provider_of, txids, view
+from tests.contract._support import ALL_LAYOUTS, committed, independent_reader, new_ns, provider_of, txids, view
 from weir.errors import StateError
 
 
@@ -25,7 +25,7 @@ def _names(message: str, namespace: str, *numbers: int) -> None:
 
 
 # ---- Storm's put / delete / prepare / commit / rollback sequences ----------------------------
-@ALL
+@ALL_LAYOUTS
 def test_put_get_delete(provider_url: str) -> None:
     state = provider_of(provider_url).new_state(new_ns())
     assert state.get("a") is None
@@ -43,7 +43,7 @@ def test_put_get_delete(provider_url: str) -> None:
     assert view(state) == {"a": "3", "b": "2"}
 
 
-@ALL
+@ALL_LAYOUTS
 def test_storm_prepare_commit_rollback_sequence(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = new_ns()
@@ -90,7 +90,7 @@ def test_storm_prepare_commit_rollback_sequence(provider_url: str) -> None:
     assert view(provider.new_state(ns)) == {"a": "1", "c": "3", "d": "4"}
 
 
-@ALL
+@ALL_LAYOUTS
 def test_writes_after_prepare_belong_to_the_next_transaction(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = new_ns()
@@ -108,7 +108,7 @@ def test_writes_after_prepare_belong_to_the_next_transaction(provider_url: str) 
     assert txids(provider, ns).committed == 6
 
 
-@ALL
+@ALL_LAYOUTS
 def test_prepare_again_with_the_same_txid_merges(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = new_ns()
@@ -123,7 +123,7 @@ def test_prepare_again_with_the_same_txid_merges(provider_url: str) -> None:
     assert committed(provider, ns) == {"a": 1, "b": 2}
 
 
-@ALL
+@ALL_LAYOUTS
 def test_commit_without_txid_saves_pending_directly(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = new_ns()
@@ -139,7 +139,7 @@ def test_commit_without_txid_saves_pending_directly(provider_url: str) -> None:
 
 
 # ---- visibility ------------------------------------------------------------------------------
-@ALL
+@ALL_LAYOUTS
 def test_read_own_writes_others_see_only_committed(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = new_ns()
@@ -169,7 +169,7 @@ def test_read_own_writes_others_see_only_committed(provider_url: str) -> None:
         assert writer.get_many(["w", "v"], "-") == ["-", 2]
 
 
-@ALL
+@ALL_LAYOUTS
 def test_a_new_instance_does_not_see_a_stale_prepared_set(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = new_ns()
@@ -190,7 +190,7 @@ def test_a_new_instance_does_not_see_a_stale_prepared_set(provider_url: str) -> 
     assert committed(provider, ns) == {"a": 2, "b": 3}
 
 
-@ALL
+@ALL_LAYOUTS
 def test_iteration_over_pending_prepared_and_committed_with_tombstones(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = new_ns()
@@ -234,7 +234,7 @@ def test_iteration_over_pending_prepared_and_committed_with_tombstones(provider_
     assert provider.backend.count(ns) == len(expected)
 
 
-@ALL
+@ALL_LAYOUTS
 def test_namespaces_are_isolated(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns1, ns2 = new_ns("iso"), new_ns("iso")
@@ -257,7 +257,7 @@ def test_namespaces_are_isolated(provider_url: str) -> None:
     assert ns1 not in backend.namespaces()
 
 
-@ALL
+@ALL_LAYOUTS
 def test_namespace_with_unusual_characters(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = "wörd count:{tag}/x y-bolt.1-0"
@@ -274,7 +274,7 @@ def test_namespace_with_unusual_characters(provider_url: str) -> None:
     assert {ns, other} <= set(provider.backend.namespaces())
 
 
-@ALL
+@ALL_LAYOUTS
 def test_load_prepared_carries_tombstones(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = new_ns()
@@ -299,7 +299,7 @@ def test_load_prepared_carries_tombstones(provider_url: str) -> None:
 
 
 # ---- misuse ----------------------------------------------------------------------------------
-@ALL
+@ALL_LAYOUTS
 def test_commit_of_an_unprepared_txid_raises(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = new_ns()
@@ -320,7 +320,7 @@ def test_commit_of_an_unprepared_txid_raises(provider_url: str) -> None:
     assert committed(provider, ns) == {"a": 1, "b": 2}
 
 
-@ALL
+@ALL_LAYOUTS
 def test_commit_of_an_unprepared_txid_on_a_new_namespace_raises(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = new_ns()
@@ -330,7 +330,7 @@ def test_commit_of_an_unprepared_txid_on_a_new_namespace_raises(provider_url: st
     assert committed(provider, ns) == {}
 
 
-@ALL
+@ALL_LAYOUTS
 def test_prepare_of_a_txid_not_after_the_committed_one_raises(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = new_ns()
@@ -352,7 +352,7 @@ def test_prepare_of_a_txid_not_after_the_committed_one_raises(provider_url: str)
     assert committed(provider, ns) == {"a": 2}
 
 
-@ALL
+@ALL_LAYOUTS
 def test_prepare_of_an_older_txid_than_prepared_raises(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = new_ns()
@@ -365,7 +365,7 @@ def test_prepare_of_an_older_txid_than_prepared_raises(provider_url: str) -> Non
     assert txids(provider, ns).prepared == 12
 
 
-@ALL
+@ALL_LAYOUTS
 def test_commit_is_idempotent(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = new_ns()
@@ -391,7 +391,7 @@ def test_commit_is_idempotent(provider_url: str) -> None:
     assert (rec.committed, rec.prepared) == (2, None)
 
 
-@ALL
+@ALL_LAYOUTS
 def test_rollback_without_anything_prepared_is_harmless(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = new_ns()

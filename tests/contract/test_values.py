@@ -8,7 +8,7 @@ import string
 
 import pytest
 
-from tests.contract._support import ALL, committed, independent_reader, new_ns, provider_of, view
+from tests.contract._support import ALL_LAYOUTS, committed, independent_reader, new_ns, provider_of, view
 from weir.errors import SerializationError, StateError
 
 UNICODE_ITEMS = {
@@ -37,7 +37,7 @@ BINARY_ITEMS = {
 }
 
 
-@ALL
+@ALL_LAYOUTS
 def test_unicode_keys_and_values(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = new_ns()
@@ -55,7 +55,7 @@ def test_unicode_keys_and_values(provider_url: str) -> None:
     assert provider.backend.count(ns) == len(UNICODE_ITEMS)
 
 
-@ALL
+@ALL_LAYOUTS
 def test_binary_keys_and_values_with_the_default_serializer(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = new_ns()
@@ -72,7 +72,7 @@ def test_binary_keys_and_values_with_the_default_serializer(provider_url: str) -
     assert committed(provider, ns) == expected
 
 
-@ALL
+@ALL_LAYOUTS
 def test_raw_bytes_serializers(provider_url: str) -> None:
     provider = provider_of(provider_url, keySerializerClass="bytes", valueSerializerClass="bytes")
     ns = new_ns()
@@ -88,7 +88,7 @@ def test_raw_bytes_serializers(provider_url: str) -> None:
     assert all(isinstance(k, bytes) and isinstance(v, bytes) for k, v in got.items())
 
 
-@ALL
+@ALL_LAYOUTS
 def test_large_values(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = new_ns()
@@ -115,7 +115,7 @@ def test_large_values(provider_url: str) -> None:
     assert committed(provider, ns)["blob"] == b"small"
 
 
-@ALL
+@ALL_LAYOUTS
 def test_large_keys(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = new_ns()
@@ -142,7 +142,7 @@ class Opaque:
     """Not JSON-serializable."""
 
 
-@ALL
+@ALL_LAYOUTS
 def test_unserializable_value_names_namespace_key_and_type(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = new_ns()
@@ -175,7 +175,7 @@ def test_unserializable_value_names_namespace_key_and_type(provider_url: str) ->
     assert committed(provider, ns) == {"k": "v1", "other": 1}
 
 
-@ALL
+@ALL_LAYOUTS
 def test_unserializable_key_names_namespace(provider_url: str) -> None:
     provider = provider_of(provider_url)
     ns = new_ns()
@@ -188,7 +188,7 @@ def test_unserializable_key_names_namespace(provider_url: str) -> None:
     assert view(state) == {}
 
 
-@ALL
+@ALL_LAYOUTS
 def test_unpicklable_value_with_the_pickle_serializer(provider_url: str) -> None:
     provider = provider_of(provider_url, valueSerializerClass="pickle")
     ns = new_ns()

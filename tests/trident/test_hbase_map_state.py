@@ -102,3 +102,12 @@ def test_cache_size_serves_repeated_reads_from_the_cache(url: str) -> None:
 def test_a_missing_table_is_named_with_the_create_command(hbase_server: HBaseServer) -> None:
     with pytest.raises(ConfigError, match=r"table 'nosuch' does not exist.*create 'nosuch', 'cf'"):
         HBaseMapState.opaque(hbase_server.url("nosuch")).validate()
+
+
+def test_the_bucketed_layout_is_refused_for_map_states() -> None:
+    """Map states keep a row per key; the provider's layout options are refused, not ignored."""
+    with pytest.raises(ConfigError, match=r"HBaseMapState keeps a row per Trident key.*layout=buckets"):
+        HBaseMapState.opaque("hbase://127.0.0.1:9090/trident?family=cf&layout=buckets")
+    with pytest.raises(ConfigError, match="HBaseMapState keeps a row per Trident key"):
+        HBaseMapState.store({"tableName": "trident", "columnFamily": "cf", "buckets": 64})
+    assert HBaseMapState.store("hbase://127.0.0.1:9090/trident?family=cf&layout=rows").settings.layout == "rows"

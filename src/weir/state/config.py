@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from weir._redact import is_secret_key, redact_config, redact_url
@@ -70,7 +70,7 @@ _PROVIDER_KEYS: dict[str, set[str]] = {
     "sqlite": {"path", "timeout", "synchronous", "mergeRows"},
     "redis": {"jedisPoolConfig", "jedisClusterConfig", "tls"},
     "postgres": {"schema", "tablePrefix", "connectTimeout", "statementTimeout", "socketTimeout"},
-    "hbase": {"hbaseConfigKey", "tableName", "columnFamily"},
+    "hbase": {"hbaseConfigKey", "tableName", "columnFamily", "layout", "buckets"},
 }
 _POOL_KEYS = {"host": str, "port": int, "timeout": int, "database": int, "password": (str, type(None))}
 _CLUSTER_KEYS = {"nodes": list, "timeout": int, "maxRedirections": int, "password": (str, type(None))}
@@ -273,7 +273,7 @@ def parse_provider_config(conf: Mapping[str, Any]) -> ProviderConfig:
     if provider == "sqlite" and "url" not in options and "path" not in options:
         options["url"] = "sqlite:///" + os.path.abspath(os.path.join(default_state_dir(conf), "state.db"))
     if provider == "hbase":
-        from weir.state.hbase.client import HBaseSettings, hbase_settings_from_storm
+        from weir.state.hbase.client import HBaseSettings, hbase_settings_from_storm, layout_options
 
         storm_keys = {"hbaseConfigKey", "tableName", "columnFamily"} & set(options)
         if "url" in options:
@@ -283,13 +283,23 @@ def parse_provider_config(conf: Mapping[str, Any]) -> ProviderConfig:
                     f"hbaseConfigKey/tableName/columnFamily, not both (got url and {', '.join(sorted(storm_keys))})"
                 )
                 raise ConfigError(msg)
-            HBaseSettings.from_url(options["url"])  # validate now
+            settings = HBaseSettings.from_url(options["url"])  # validate now
+            layout, buckets = layout_options(options, PROVIDER_CONFIG_KEY)
+            if layout is not None or buckets is not None:
+                settings = replace(
+                    settings,
+                    layout=settings.layout if layout is None else layout,
+                    buckets=settings.buckets if buckets is None else buckets,
+                )
+                options["url"] = settings.url
         else:
             # Storm's keys resolve (with the hbaseConfigKey map of ``conf``) into one url, so the
             # parsed config is self-contained when it travels to executors
             options["url"] = hbase_settings_from_storm(options, conf, PROVIDER_CONFIG_KEY).url
             for k in storm_keys:
                 del options[k]
+        for k in ("layout", "buckets"):
+            options.pop(k, None)
     if provider == "postgres" and "url" not in options:
         msg = f"{PROVIDER_CONFIG_KEY}: the postgres provider needs a 'url' (postgresql://user@host:port/db)"
         raise ConfigError(msg)

@@ -3,7 +3,8 @@
 - :mod:`weir.state.hbase.client` — :class:`HBaseSettings`, the optional ``happybase`` import, the
   per-process (fork-safe) gateway connections and the translation of Thrift errors.
 - :mod:`weir.state.hbase.kv` — :class:`HBaseBackend`, the ``hbase`` provider of Storm's key-value
-  state (seed 003's layout: a row per key, a prepare row, a txid row; check-and-put commits).
+  state (seed 003's design: committed rows, a prepare row, a txid row; check-and-put commits; the
+  keys bucketed as columns of a few hundred rows per namespace, or Storm's row per key).
 - :mod:`weir.state.hbase.maps` — ``HBaseMapState``, Trident map states as rows under a key prefix
   (imported from :mod:`weir.trident.backing`).
 """

@@ -26,15 +26,29 @@ from weir.errors import ConfigError, StateError
 from weir.state.connections import ProcessConnections
 
 __all__ = [
+    "DEFAULT_BUCKETS",
     "DEFAULT_THRIFT_PORT",
+    "LAYOUTS",
     "HBaseClient",
     "HBaseSettings",
     "hbase_settings_from_storm",
+    "layout_options",
     "thrift_types",
 ]
 
 DEFAULT_THRIFT_PORT = 9090
 """HBase's default Thrift gateway port (``hbase.regionserver.thrift.port``)."""
+
+DEFAULT_BUCKETS = 256
+"""Bucket rows of a namespace in the ``buckets`` layout unless ``buckets`` says otherwise.
+
+A 10k-key commit then writes at most 256 rows (about 40 cells each), and a namespace of a million
+keys has about 4,000 cells (a few hundred KB) per row: far below what HBase handles in one row.
+"""
+
+MAX_BUCKETS = 65_536
+LAYOUTS = ("buckets", "rows")
+"""``buckets``: several keys per row (the key is the column); ``rows``: a row per key (Storm's layout)."""
 
 _DEFAULT_TIMEOUT_MS = 60_000
 #: how long a call keeps retrying while the gateway or HBase restarts
@@ -73,6 +87,15 @@ class HBaseSettings:
         / the compact protocol (``-c``, ``hbase.regionserver.thrift.compact``). Both default to
         the gateway's defaults (buffered, binary), which are also the fastest here: the compact
         protocol is encoded in pure Python by the client.
+    layout:
+        How the ``hbase`` state provider lays out a namespace's committed keys: ``"buckets"``
+        (several keys per row, the key as the column), ``"rows"`` (a row per key, as Storm's
+        ``HBaseKeyValueState``), or None (the default: a namespace keeps the layout recorded when
+        it was first written; a new one gets ``buckets``). An explicit layout that differs from a
+        namespace's recorded one is an error naming both.
+    buckets:
+        Bucket rows of a *new* namespace in the ``buckets`` layout (1 to 65536; default
+        :data:`DEFAULT_BUCKETS`). The count is recorded with the namespace, which keeps it.
     """
 
     host: str = "localhost"
@@ -82,6 +105,8 @@ class HBaseSettings:
     timeout_ms: int = _DEFAULT_TIMEOUT_MS
     framed: bool = False
     compact: bool = False
+    layout: str | None = None
+    buckets: int | None = None
 
     def __post_init__(self) -> None:
         if not self.host or not 0 < self.port < 65536:
@@ -93,12 +118,27 @@ class HBaseSettings:
         if self.timeout_ms <= 0:
             msg = f"hbase provider: timeout must be a positive number of milliseconds, got {self.timeout_ms}"
             raise ConfigError(msg)
+        if self.layout is not None and self.layout not in LAYOUTS:
+            msg = f"hbase provider: layout must be buckets or rows, got {self.layout!r}"
+            raise ConfigError(msg)
+        if self.buckets is not None:
+            if isinstance(self.buckets, bool) or not isinstance(self.buckets, int):
+                msg = f"hbase provider: buckets must be an integer, got {self.buckets!r}"
+                raise ConfigError(msg)
+            if not 0 < self.buckets <= MAX_BUCKETS:
+                msg = f"hbase provider: buckets must be between 1 and {MAX_BUCKETS}, got {self.buckets}"
+                raise ConfigError(msg)
+            if self.layout == "rows":
+                msg = "hbase provider: buckets is an option of layout=buckets, not of layout=rows"
+                raise ConfigError(msg)
 
     @classmethod
     def from_url(cls, url: str) -> HBaseSettings:
         """Parse ``hbase://HOST[:PORT]/TABLE[?family=CF&timeout=MS&transport=framed&protocol=compact]``.
 
-        Defaults: table ``state``, family ``cf``, the gateway's buffered transport and binary protocol.
+        Also ``layout=buckets|rows`` and ``buckets=N`` (see the class). Defaults: table ``state``,
+        family ``cf``, the gateway's buffered transport and binary protocol, each namespace's
+        recorded layout (``buckets`` for a new one).
         """
         parts = urlsplit(url)
         if parts.scheme.lower() != "hbase":
@@ -110,11 +150,11 @@ class HBaseSettings:
             msg = f"hbase url {url!r}: bad port"
             raise ConfigError(msg) from exc
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        unknown = set(query) - {"family", "timeout", "transport", "protocol"}
+        unknown = set(query) - {"family", "timeout", "transport", "protocol", "layout", "buckets"}
         if unknown:
             msg = (
                 f"hbase url {url!r}: unknown parameter(s) {', '.join(sorted(unknown))}; "
-                "use family, timeout, transport, protocol"
+                "use family, timeout, transport, protocol, layout, buckets"
             )
             raise ConfigError(msg)
         transport = query.get("transport", "buffered")
@@ -128,6 +168,12 @@ class HBaseSettings:
         except ValueError as exc:
             msg = f"hbase url {url!r}: timeout must be milliseconds"
             raise ConfigError(msg) from exc
+        buckets = query.get("buckets")
+        try:
+            n_buckets = None if buckets is None else int(buckets)
+        except ValueError as exc:
+            msg = f"hbase url {url!r}: buckets must be an integer, got {buckets!r}"
+            raise ConfigError(msg) from exc
         return cls(
             parts.hostname or "localhost",
             port,
@@ -136,6 +182,8 @@ class HBaseSettings:
             timeout,
             framed=transport == "framed",
             compact=protocol == "compact",
+            layout=query.get("layout"),
+            buckets=n_buckets,
         )
 
     @property
@@ -146,6 +194,10 @@ class HBaseSettings:
             url += "&transport=framed"
         if self.compact:
             url += "&protocol=compact"
+        if self.layout is not None:
+            url += f"&layout={self.layout}"
+        if self.buckets is not None:
+            url += f"&buckets={self.buckets}"
         return url
 
     def describe(self) -> str:
@@ -166,7 +218,8 @@ def hbase_settings_from_storm(options: Mapping[str, Any], conf: Mapping[str, Any
     ``hbase.thrift.host`` (default ``localhost``) and ``hbase.regionserver.thrift.port`` (default
     9090), with ``hbase.regionserver.thrift.framed`` / ``hbase.regionserver.thrift.compact`` (default
     false) for its transport and protocol. Other HBase keys are accepted and not used (the gateway
-    knows the cluster).
+    knows the cluster). weir's own keys ``layout`` (``buckets`` / ``rows``) and ``buckets`` sit
+    beside ``tableName`` (see :class:`HBaseSettings`).
     """
     hb: Mapping[str, Any] = {}
     key = options.get("hbaseConfigKey")
@@ -204,9 +257,31 @@ def hbase_settings_from_storm(options: Mapping[str, Any], conf: Mapping[str, Any
     framed, compact = (
         _flag(hb, k, key) for k in ("hbase.regionserver.thrift.framed", "hbase.regionserver.thrift.compact")
     )
+    layout, buckets = layout_options(options, where)
     return HBaseSettings(
-        str(host), port, options["tableName"], options["columnFamily"], timeout, framed=framed, compact=compact
+        str(host),
+        port,
+        options["tableName"],
+        options["columnFamily"],
+        timeout,
+        framed=framed,
+        compact=compact,
+        layout=layout,
+        buckets=buckets,
     )
+
+
+def layout_options(options: Mapping[str, Any], where: str) -> tuple[str | None, int | None]:
+    """The ``layout`` and ``buckets`` keys of a provider config (each None when absent), type-checked."""
+    layout = options.get("layout")
+    if layout is not None and (not isinstance(layout, str) or layout not in LAYOUTS):
+        msg = f"{where}.layout must be 'buckets' or 'rows', got {layout!r}"
+        raise ConfigError(msg)
+    buckets = options.get("buckets")
+    if buckets is not None and (isinstance(buckets, bool) or not isinstance(buckets, int)):
+        msg = f"{where}.buckets must be an integer (bucket rows per namespace), got {buckets!r}"
+        raise ConfigError(msg)
+    return layout, buckets
 
 
 def _flag(hb: Mapping[str, Any], name: str, key: Any) -> bool:
@@ -364,14 +439,25 @@ class HBaseClient:
     def mutate_rows_parallel(
         self, batch: list[tuple[bytes, list[Any]]], ts: int | None = None, *, chunk: int, threads: int
     ) -> None:
-        """:meth:`mutate_rows` of ``batch`` in chunks of ``chunk`` rows, ``threads`` calls at a time.
+        """:meth:`mutate_rows` of ``batch`` in chunks of about ``chunk`` cells, ``threads`` calls at a time.
 
-        Each thread uses its own gateway connection, so the gateway's workers and the region
-        server's handlers work on several chunks at once, while this process encodes the next one.
-        Only for idempotent batches (rows written at a fixed ``ts``): a failed chunk raises after
-        the others ended, and the whole batch is then retried or recovered by the caller.
+        A chunk holds whole rows, up to ``chunk`` mutations (a row of more goes alone). Each thread
+        uses its own gateway connection, so the gateway's workers and the region server's handlers
+        work on several chunks at once, while this process encodes the next one. Only for
+        idempotent batches (rows written at a fixed ``ts``): a failed chunk raises after the others
+        ended, and the whole batch is then retried or recovered by the caller.
         """
-        parts = [batch[i : i + chunk] for i in range(0, len(batch), chunk)]
+        parts: list[list[tuple[bytes, list[Any]]]] = []
+        part: list[tuple[bytes, list[Any]]] = []
+        cells = 0
+        for row in batch:
+            if part and cells + len(row[1]) > chunk:
+                parts.append(part)
+                part, cells = [], 0
+            part.append(row)
+            cells += len(row[1])
+        if part:
+            parts.append(part)
         if len(parts) <= 1 or threads <= 1:
             for part in parts:
                 self.mutate_rows(part, ts)
@@ -382,6 +468,25 @@ class HBaseClient:
         for exc in errors:
             if exc is not None:
                 raise exc
+
+    def get_rows_many(
+        self, requests: list[tuple[list[bytes], list[bytes]]], *, threads: int
+    ) -> dict[bytes, dict[bytes, bytes]]:
+        """:meth:`get_rows` of each ``(rows, columns)`` request, ``threads`` calls at a time, merged.
+
+        Each request asks for its own columns (one Thrift multi-get restricts every row to the same
+        columns); a row belongs to one request only.
+        """
+        out: dict[bytes, dict[bytes, bytes]] = {}
+        if len(requests) <= 1 or threads <= 1:
+            for rows, columns in requests:
+                out.update(self.get_rows(rows, columns))
+            return out
+        pool = self._pool(threads)
+        futures = [pool.submit(self.get_rows, rows, columns) for rows, columns in requests]
+        for f in futures:
+            out.update(f.result())
+        return out
 
     def _pool(self, threads: int) -> ThreadPoolExecutor:
         pid = os.getpid()
@@ -409,12 +514,22 @@ class HBaseClient:
         batch: int = 5000,
         filter_string: bytes | None = None,
         limit: int | None = None,
+        cells_per_result: int | None = None,
     ) -> list[Any]:
-        """Every ``TRowResult`` with ``start <= row < stop`` (a whole scan, retried from the start)."""
+        """Every ``TRowResult`` with ``start <= row < stop`` (a whole scan, retried from the start).
+
+        With ``cells_per_result``, a wide row comes back in several results of at most that many
+        cells each (HBase's ``Scan.setBatch``), one after the other.
+        """
 
         def run() -> list[Any]:
             scan = self.types.TScan(
-                startRow=start, stopRow=stop, columns=columns, caching=batch, filterString=filter_string
+                startRow=start,
+                stopRow=stop,
+                columns=columns,
+                caching=batch,
+                filterString=filter_string,
+                batchSize=cells_per_result,
             )
             sid = self.call("scannerOpenWithScan", self.table, scan, {}, retry=False)
             out: list[Any] = []

@@ -1,4 +1,4 @@
-r"""The ``hbase`` provider: seed 003's HBase layout — a row per key, a prepare row, a txid row.
+r"""The ``hbase`` provider: seed 003's HBase design — committed rows, a prepare row, a txid row.
 
 State lives in a **pre-created** table and column family (Storm's ``tableName`` and
 ``columnFamily``; weir never creates or alters them). Rows of a namespace ``ns`` (``\0`` is a
@@ -7,14 +7,28 @@ separator byte, so ``ns`` may not contain it):
 ==========================  ======================  ================================================
 row key                     column                  content
 ==========================  ======================  ================================================
-``ns \0 d <key>``           ``cf:v``                committed value of one serialized key
-``ns \0 h <sha256(key)>``   ``cf:v``, ``cf:k``      the same for a key longer than :data:`LONG_KEY`
-                                                    bytes (HBase row keys stop at 32 KiB)
+``ns \0 b <bucket>``        ``cf:<key>``            ``buckets`` layout (the default): the committed
+                                                    values of the keys whose CRC-32 modulo the
+                                                    bucket count is ``bucket`` (4 hex digits)
+``ns \0 d <key>``           ``cf:v``                ``rows`` layout (Storm's): committed value of
+                                                    one serialized key
+``ns \0 h <sha256(key)>``   ``cf:v``, ``cf:k``      ``rows``: the same for a key longer than
+                                                    :data:`LONG_KEY` bytes (row keys stop at 32 KiB)
 ``ns \0 m``                 ``cf:m``                the txid record (JSON): committed txid, prepared
                                                     ``[txid, token]``, epoch, the commit being
-                                                    applied ``[token, txid, ts]``, last timestamp
+                                                    applied ``[token, txid, ts]``, last timestamp,
+                                                    the layout and bucket count of the namespace
 ``ns \0 s <token>``         ``cf:<key>``            one staged change set: ``=`` + value, or ``-``
 ==========================  ======================  ================================================
+
+**Layouts.** HBase's cost of a write is mostly per row (locking, a ``Put`` built and shipped per
+row, memstore bookkeeping), so the ``buckets`` layout keeps several keys per row: a commit of 10k
+keys writes at most :data:`~weir.state.hbase.client.DEFAULT_BUCKETS` rows, not 10k. The ``rows``
+layout keeps Storm ``HBaseKeyValueState``'s row per key. The layout (and bucket count) a namespace
+was first written with is stored in its txid record and followed from then on; an explicit
+``layout`` in the configuration that differs from the record is a :class:`~weir.errors.ConfigError`
+naming both, so the two layouts are never mixed in one namespace. A record without a layout was
+written by a weir that only knew ``rows``.
 
 Every change of the txid record is **one check-and-put** of its single cell (HBase's atomic
 compare-and-set on a row), and that is also where the writer's epoch is checked: a writer with an
@@ -26,9 +40,11 @@ Commit of txid *t* (numbered steps; a crash between any two is finished by the n
 1. check-and-put the txid record: epoch checked, the prepared set moves to *applying* with a new
    cell timestamp *ts* (larger than every timestamp this namespace used). **This is the commit
    point**: from here every reader through weir sees *t* as committed.
-2. write the staged changes to their key rows at timestamp *ts*, a few thousand rows per call and
-   several calls at once (not atomic across rows, as in Storm — and idempotent).
-3. check-and-put the txid record: committed = *t*, nothing applying; then delete the staged row.
+2. write the staged changes to their rows at timestamp *ts* (one mutation per bucket row, or per
+   key row), a few thousand cells per call and several calls at once (not atomic across rows, as in
+   Storm — and idempotent).
+3. check-and-put the txid record: committed = *t*, nothing applying, the staged row named as
+   garbage (``g``); the next prepare deletes it in the same call that writes its own staged row.
 
 Readers never see a half-applied commit: a read takes the txid record, reads the key rows, overlays
 the set being applied (if any), and reads the record again — if it changed, the read is repeated.
@@ -37,7 +53,9 @@ lands *under* newer values and deletes, never over them.
 
 Configuration: Storm's ``{"hbaseConfigKey": "hbase.conf", "tableName": "state", "columnFamily":
 "cf"}`` (the Thrift gateway from the ``hbase.conf`` map's ``hbase.regionserver.thrift.port``, default
-``localhost:9090``), or ``{"url": "hbase://HOST:PORT/TABLE?family=CF"}``.
+``localhost:9090``), or ``{"url": "hbase://HOST:PORT/TABLE?family=CF"}``; ``layout`` (``buckets`` /
+``rows``) and ``buckets`` (bucket rows of a new namespace) as keys beside ``tableName`` or as url
+parameters.
 
 Example
 -------
@@ -54,18 +72,21 @@ import json
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from weir.errors import ConfigError, FencedError, StateError
 from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
 from weir.state.config import ProviderConfig
-from weir.state.hbase.client import HBaseClient, HBaseSettings
+from weir.state.hbase.client import DEFAULT_BUCKETS, LAYOUTS, MAX_BUCKETS, HBaseClient, HBaseSettings
 
 __all__ = ["HBaseBackend", "HBaseSettings", "open_backend"]
 
 #: key rows written per Thrift call when a commit is applied
 APPLY_CHUNK = 2_500
+#: cells per Thrift call of the apply step in the buckets layout (a 10k-key commit: three calls)
+APPLY_BUCKET_CHUNK = 3_500
 #: Thrift calls of one commit's apply step in flight at once (one gateway connection each)
 APPLY_THREADS = 4
 #: staged columns written per Thrift call
@@ -76,6 +97,17 @@ _SEP = b"\x00"
 _CAS_ATTEMPTS = 1_000
 #: keys longer than this get a hashed row key (the key itself goes to column ``k``)
 LONG_KEY = 16_000
+#: rows x columns asked for in one multi-get of bucket rows (every row is asked for every column)
+_GET_CELLS = 256
+#: cells per scan result when reading whole bucket rows
+_SCAN_CELLS = 2_000
+
+
+class Layout(NamedTuple):
+    """How a namespace's committed keys are laid out: ``kind`` (``buckets`` / ``rows``), ``buckets``."""
+
+    kind: str
+    buckets: int = 0
 
 
 def _now_ms() -> int:
@@ -99,6 +131,7 @@ class HBaseBackend(Backend):
         self._meta_col = self.hb.column(b"m")
         self._key_col = self.hb.column(b"k")
         self._family_col = self.hb.family  # a family without ":" means the whole family
+        self._fam = self.hb.family + b":"
         self._staged_cache: dict[bytes, dict[bytes, bytes | None]] = {}
         self._last_meta: dict[str, tuple[bytes | None, dict[str, Any]]] = {}
         self._lock = threading.Lock()
@@ -131,6 +164,47 @@ class HBaseBackend(Backend):
         if len(key) > LONG_KEY:
             return prefix + b"h" + hashlib.sha256(key).digest()
         return prefix + b"d" + key
+
+    @staticmethod
+    def _bucket_row(prefix: bytes, buckets: int, key: bytes) -> bytes:
+        return prefix + b"b%04x" % (zlib.crc32(key) % buckets)
+
+    def _layout(self, namespace: str, raw: bytes | None, meta: dict[str, Any]) -> Layout:
+        """The layout of ``namespace`` (its record's; the configured one for a new namespace).
+
+        Raises
+        ------
+        ConfigError
+            When the configuration names a layout other than the recorded one.
+        """
+        s = self.settings
+        if raw is None:
+            kind = s.layout or "buckets"
+            return Layout(kind, (s.buckets or DEFAULT_BUCKETS) if kind == "buckets" else 0)
+        kind = meta.get("l") or "rows"  # a record without a layout predates the buckets layout
+        n = 0
+        if kind == "buckets":
+            n = meta.get("n")
+            if not isinstance(n, int) or not 0 < n <= MAX_BUCKETS:
+                msg = f"namespace {namespace!r}: the txid record in {self.describe()} has a bad bucket count {n!r}"
+                raise StateError(msg)
+        elif kind not in LAYOUTS:
+            msg = f"namespace {namespace!r}: the txid record in {self.describe()} names an unknown layout {kind!r}"
+            raise StateError(msg)
+        if s.layout is not None and s.layout != kind:
+            written = f"the {kind} layout" + (f" ({n} buckets)" if n else "")
+            msg = (
+                f"namespace {namespace!r} in {self.describe()} was written with {written}, but this provider "
+                f"is configured with layout={s.layout}; weir never mixes layouts in a namespace: leave layout "
+                f"unset (or set layout={kind}) to use it, or copy it to another table with `weir state migrate`"
+            )
+            raise ConfigError(msg)
+        return Layout(kind, n)
+
+    def layout(self, namespace: str) -> Layout:
+        """The layout ``namespace`` has (or a new namespace would get), from its txid record."""
+        raw, meta = self._read_meta(namespace)
+        return self._layout(namespace, raw, meta)
 
     def _staged_row(self, namespace: str, token: str) -> bytes:
         return self._prefix(namespace) + b"s" + token.encode()
@@ -197,8 +271,12 @@ class HBaseBackend(Backend):
                 continue
             stored = int(meta.get("e", 0))
             check_epoch(namespace, epoch, stored)
+            layout = self._layout(namespace, raw, meta)
             new = dict(meta)
             new["e"] = max(stored, epoch or 0)
+            new["l"] = layout.kind
+            if layout.buckets:
+                new["n"] = layout.buckets
             try:
                 out = change(new)
             except StateError:
@@ -218,23 +296,41 @@ class HBaseBackend(Backend):
         return ts
 
     # ---- staged change sets --------------------------------------------------------------------
-    def _stage(self, namespace: str, changes: Changes) -> str:
+    def _stage(self, namespace: str, changes: Changes) -> tuple[str, str | None]:
+        """Write ``changes`` to a fresh staged row; its token, and the finished staged row deleted.
+
+        The staged row of the last finished commit (``g`` in the txid record this process saw
+        last) is deleted by the same call as the first cells of the new one: a commit does not
+        wait for that delete. A stale guess only deletes a row that is already gone (a token is
+        named ``g`` only once its commit has finished, and tokens are never reused).
+        """
         token = uuid.uuid4().hex
         row = self._staged_row(namespace, token)
         items = list(changes.items())
         hb = self.hb
         fam = self.hb.family + b":"
+        with self._lock:
+            seen = self._last_meta.get(namespace)
+        garbage = seen[1].get("g") if seen is not None else None
+        extra = [(self._staged_row(namespace, garbage), [hb.delete(self._family_col)])] if garbage else []
         if not items:
-            hb.mutate_rows([(row, [hb.put(fam + b"\x00weir-empty", b"")])])
+            hb.mutate_rows([(row, [hb.put(fam + b"\x00weir-empty", b"")]), *extra])
         for i in range(0, len(items), _STAGE_CHUNK):
             muts = [
                 hb.put(fam + _PUT + k, v) if v is not None else hb.put(fam + _TOMBSTONE + k, b"")
                 for k, v in items[i : i + _STAGE_CHUNK]
             ]
-            hb.mutate_rows([(row, muts)])
+            hb.mutate_rows([(row, muts), *extra])
+            extra = []
         with self._lock:
             self._staged_cache[token.encode()] = dict(changes)
-        return token
+        return token, garbage
+
+    @staticmethod
+    def _collected(meta: dict[str, Any], garbage: str | None) -> None:
+        """Forget ``g`` in the record when it names the staged row that :meth:`_stage` deleted."""
+        if garbage is not None and meta.get("g") == garbage:
+            meta["g"] = None
 
     def _load_staged(self, namespace: str, token: str) -> dict[bytes, bytes | None] | None:
         with self._lock:
@@ -261,9 +357,21 @@ class HBaseBackend(Backend):
         row = self._staged_row(namespace, token)
         self.hb.mutate_rows([(row, [self.hb.delete(self._family_col)])])
 
-    def _apply(self, namespace: str, changes: dict[bytes, bytes | None], ts: int) -> None:
+    def _apply(self, namespace: str, changes: dict[bytes, bytes | None], ts: int, layout: Layout) -> None:
         prefix = self._prefix(namespace)
         hb = self.hb
+        if layout.kind == "buckets":
+            # one row mutation per bucket: the keys are its columns (puts and column deletes)
+            fam, n, put, delete = self._fam, layout.buckets, hb.put, hb.delete
+            rows: dict[int, list[Any]] = {}
+            for k, v in changes.items():
+                muts = rows.get(b := zlib.crc32(k) % n)
+                if muts is None:
+                    muts = rows[b] = []
+                muts.append(put(fam + k, v) if v is not None else delete(fam + k))
+            bucketed = [(prefix + b"b%04x" % b, muts) for b, muts in rows.items()]
+            hb.mutate_rows_parallel(bucketed, ts, chunk=APPLY_BUCKET_CHUNK, threads=APPLY_THREADS)
+            return
         col = self._value_col
         kcol = self._key_col
         batch = []
@@ -285,17 +393,23 @@ class HBaseBackend(Backend):
                 msg = f"namespace {namespace!r}: the change set being applied ({token}) is missing in {self.describe()}"
                 raise StateError(msg)
             return
-        self._apply(namespace, changes, ts)
+        self._apply(namespace, changes, ts, self._layout(namespace, raw, meta))
         new = dict(meta)
         new["a"] = None
         if txid is not None:
             new["c"] = txid
+        # the staged row is deleted by the next prepare's first write (see _stage), not waited for here
+        new["g"] = token
         if self._cas(namespace, raw, new) is not None:
-            self._drop_staged(namespace, token)
+            with self._lock:
+                self._staged_cache.pop(token.encode(), None)
+            older = meta.get("g")
+            if older and older != token:  # not collected yet (no prepare in between): delete it now
+                self._drop_staged(namespace, older)
 
     # ---- reads ---------------------------------------------------------------------------------
-    def _consistent(self, namespace: str, read: Callable[[dict[bytes, bytes | None]], Any]) -> Any:
-        """``read(overlay)`` between two equal reads of the txid record (repeated until they are).
+    def _consistent(self, namespace: str, read: Callable[[dict[bytes, bytes | None], Layout], Any]) -> Any:
+        """``read(overlay, layout)`` between two equal reads of the txid record (repeated until they are).
 
         The leading read may be the trailing read of the previous call (or the record this process
         wrote last): it was taken before this call's rows are read, which is all the check needs,
@@ -311,7 +425,7 @@ class HBaseBackend(Backend):
             overlay: dict[bytes, bytes | None] = {}
             if meta.get("a"):
                 overlay = self._load_staged(namespace, meta["a"][0]) or {}
-            out = read(overlay)
+            out = read(overlay, self._layout(namespace, raw, meta))
             last = self._read_meta(namespace)
             if last[0] == raw:
                 self._remember(namespace, last)
@@ -333,7 +447,10 @@ class HBaseBackend(Backend):
         """Committed values of ``keys`` (one multi-get between two reads of the txid record)."""
         prefix = self._prefix(namespace)
 
-        def read(overlay: dict[bytes, bytes | None]) -> list[bytes | None]:
+        def read(overlay: dict[bytes, bytes | None], layout: Layout) -> list[bytes | None]:
+            if layout.kind == "buckets":
+                found = self._get_bucketed(prefix, layout.buckets, [k for k in keys if k not in overlay])
+                return [overlay[k] if k in overlay else found.get(k) for k in keys]
             rows = [self._key_row(prefix, k) for k in keys]
             got = self.hb.get_rows(list(dict.fromkeys(rows)), [self._value_col])
             out: list[bytes | None] = []
@@ -352,12 +469,52 @@ class HBaseBackend(Backend):
             raise self._wrap(exc, namespace, f"read {len(keys)} keys") from exc
         return result
 
+    def _get_bucketed(self, prefix: bytes, buckets: int, keys: list[bytes]) -> dict[bytes, bytes]:
+        """The committed values of those of ``keys`` that have one (``buckets`` layout).
+
+        A Thrift multi-get asks every row for every column it names, so the bucket rows are packed
+        into calls of at most :data:`_GET_CELLS` rows x columns, made several at a time.
+        """
+        by_row: dict[bytes, list[bytes]] = {}
+        for k in keys:
+            by_row.setdefault(self._bucket_row(prefix, buckets, k), []).append(k)
+        fam = self._fam
+        requests: list[tuple[list[bytes], list[bytes]]] = []
+        rows: list[bytes] = []
+        cols: list[bytes] = []
+        for row, ks in by_row.items():
+            if rows and (len(rows) + 1) * (len(cols) + len(ks)) > _GET_CELLS:
+                requests.append((rows, cols))
+                rows, cols = [], []
+            rows.append(row)
+            cols.extend(fam + k for k in dict.fromkeys(ks))
+        if rows:
+            requests.append((rows, cols))
+        got = self.hb.get_rows_many(requests, threads=APPLY_THREADS)
+        out: dict[bytes, bytes] = {}
+        for row, ks in by_row.items():
+            cells = got.get(row)
+            if cells:
+                for k in ks:
+                    v = cells.get(fam + k)
+                    if v is not None:
+                        out[k] = v
+        return out
+
     def _committed(self, namespace: str, keys_only: bool = False) -> dict[bytes, bytes]:
         prefix = self._prefix(namespace)
         start = prefix + b"d"
         n = len(start)
 
-        def read(overlay: dict[bytes, bytes | None]) -> dict[bytes, bytes]:
+        def read(overlay: dict[bytes, bytes | None], layout: Layout) -> dict[bytes, bytes]:
+            if layout.kind == "buckets":
+                out = self._scan_bucketed(prefix, keys_only)
+                for k, v in overlay.items():
+                    if v is None:
+                        out.pop(k, None)
+                    else:
+                        out[k] = v
+                return out
             rows = self.hb.scan(
                 start,
                 prefix + b"e",
@@ -381,6 +538,21 @@ class HBaseBackend(Backend):
         except StateError as exc:
             raise self._wrap(exc, namespace, "scan the committed rows") from exc
         return result
+
+    def _scan_bucketed(self, prefix: bytes, keys_only: bool) -> dict[bytes, bytes]:
+        n = len(self._fam)
+        out: dict[bytes, bytes] = {}
+        for r in self.hb.scan(
+            prefix + b"b",
+            prefix + b"c",
+            [self._family_col],
+            filter_string=b"KeyOnlyFilter()" if keys_only else None,
+            cells_per_result=_SCAN_CELLS,
+            batch=100,
+        ):
+            for col, cell in r.columns.items():
+                out[col[n:]] = cell.value
+        return out
 
     def scan(self, namespace: str) -> Iterator[tuple[bytes, bytes]]:
         """Every committed row of ``namespace`` (in key order)."""
@@ -449,11 +621,12 @@ class HBaseBackend(Backend):
     def write_prepared(self, namespace: str, txid: int, changes: Changes, epoch: int | None) -> None:
         """Stage ``changes`` in a fresh row, then name it as the prepared set (one check-and-put)."""
         try:
-            token = self._stage(namespace, changes)
+            token, garbage = self._stage(namespace, changes)
 
             def change(meta: dict[str, Any]) -> Any:
                 old = meta.get("p")
                 meta["p"] = [txid, token]
+                self._collected(meta, garbage)
                 return old
 
             try:
@@ -504,10 +677,11 @@ class HBaseBackend(Backend):
     def write_direct(self, namespace: str, changes: Changes, epoch: int | None) -> None:
         """Stage ``changes``, mark them applying (the commit point), apply, finish."""
         try:
-            token = self._stage(namespace, changes)
+            token, garbage = self._stage(namespace, changes)
 
             def change(meta: dict[str, Any]) -> None:
                 meta["a"] = [token, None, self._next_ts(meta)]
+                self._collected(meta, garbage)
 
             try:
                 raw, new, _ = self._update(namespace, epoch, change)

@@ -62,6 +62,12 @@ class HBaseMapStore(MapStore):
         if not isinstance(self.key_prefix, str) or not self.key_prefix:
             msg = f"HBaseMapState key_prefix must be a non-empty string, got {self.key_prefix!r}"
             raise ConfigError(msg)
+        if self.settings.layout == "buckets" or self.settings.buckets is not None:
+            msg = (
+                "HBaseMapState keeps a row per Trident key: layout=buckets / buckets= are options of the "
+                "hbase state provider only; remove them (or give layout=rows)"
+            )
+            raise ConfigError(msg)
 
     def describe(self) -> str:
         """``hbase://host:port/table (column family …) key prefix '…'``."""
