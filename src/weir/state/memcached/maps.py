@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from weir._util import positive_float, positive_int
 from weir.errors import ConfigError, StateError
 from weir.state.connections import ProcessConnections, shared_connections
 from weir.state.memcached.client import (
@@ -72,13 +73,8 @@ class MemcachedMapStore(MapStore):
                 f"MemcachedMapState key_prefix {p!r} must be 1-{_MAX_PREFIX} printable ASCII characters without spaces"
             )
             raise ConfigError(msg)
-        if isinstance(self.expire, bool) or not isinstance(self.expire, int) or self.expire < 0:
-            msg = f"MemcachedMapState expire must be a non-negative int of seconds, got {self.expire!r}"
-            raise ConfigError(msg)
-        t = self.timeout
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
-            msg = f"MemcachedMapState timeout must be a positive number of seconds, got {t!r}"
-            raise ConfigError(msg)
+        positive_int(self.expire, "MemcachedMapState expire", minimum=0, expected="a non-negative int of seconds")
+        positive_float(self.timeout, "MemcachedMapState timeout", expected="a positive number of seconds")
 
     def describe(self) -> str:
         """``memcached://h:p[,h:p] key prefix '…'``."""
