@@ -37,6 +37,7 @@ from weir.trident.nodes import Node
 __all__ = ["BatchPlanner", "Compiled", "RunContext"]
 
 P_COL, Q_COL, V_COL, N_COL = "_weir_p", "_weir_q", "_weir_v", "_weir_n"
+_WRITERS = frozenset({"persist_agg", "partition_persist"})  # plan nodes that update a state
 _OBSERVATIONS = itertools.count()  # Spark observation names must not repeat
 
 
@@ -82,6 +83,14 @@ class RunContext:
         for n in self.nodes:
             for p in n.parents:
                 self.consumers[p.id] += 1
+        #: nodes whose output reaches a state update: their stages' failures must stop the Spark job
+        self.feeds_state: set[int] = set()
+        stack = [p for n in self.nodes if n.kind in _WRITERS for p in n.parents]
+        while stack:
+            n = stack.pop()
+            if n.id not in self.feeds_state:
+                self.feeds_state.add(n.id)
+                stack.extend(n.parents)
 
 
 class BatchPlanner:
@@ -165,6 +174,7 @@ class BatchPlanner:
         return {
             "topology": self.ctx.topology, "component": node.name, "txid": self.txid, "conf": dict(self.ctx.conf),
             "in_fields": in_fields, "out_fields": out_fields, "acc": self.acc,
+            "stops_job": node.id in self.ctx.feeds_state,
         }
 
     @staticmethod
@@ -394,6 +404,7 @@ class BatchPlanner:
         out = out + [FieldSpec(P_COL, IntegerType()), FieldSpec(Q_COL, IntegerType())]
         args = self._stage_args(node, comp.fields, out)
         args["component"] = f"{node.name}/route"
+        args["stops_job"] = args["stops_job"] or node.kind in _WRITERS  # the route feeds the node's own update
         stage = RouteStage(**args, how=how, n=n, key_idx=key_idx, **extra)
         routed = self._map(comp.df, stage, out)
         return Compiled(routed.df.repartition(n, F.col(Q_COL)), routed.fields)
