@@ -698,6 +698,10 @@ class PostgresMapCatalog(MapCatalog):
             ]
             rows = []
             for schema in schemas:
+                try:
+                    validate_identifier(schema, what="schema")  # it goes into SQL below
+                except ConfigError:
+                    continue
                 rows += [
                     (schema, *r)
                     for r in conn.execute(
