@@ -79,7 +79,7 @@ def dump_of(capsys: Cap, url: str, *namespaces: str) -> list[Any]:
 
 def expected_dump(names: dict[str, str]) -> list[dict[str, Any]]:
     o, t, p = (f"trident:{names[k]}" for k in KINDS)
-    return [
+    rows = [
         {"ns": o, "key": ["dog"], "value": {"txid": 1, "curr": 1, "prev": None}},
         {"ns": o, "key": ["man"], "value": {"txid": 2, "curr": 5, "prev": 3}},
         {"ns": t, "key": ["dog"], "value": {"txid": 1, "val": 1}},
@@ -87,6 +87,7 @@ def expected_dump(names: dict[str, str]) -> list[dict[str, Any]]:
         {"ns": p, "key": ["dog"], "value": 1},
         {"ns": p, "key": ["man"], "value": 5},
     ]
+    return sorted(rows, key=lambda r: r["ns"])  # dump: namespaces in name order, keys in key order
 
 
 def assert_verified(r: Result, namespaces: list[str]) -> None:
