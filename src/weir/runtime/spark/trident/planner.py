@@ -14,6 +14,7 @@ once; a state node's output is always persisted before anything reads it.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -83,14 +84,18 @@ class RunContext:
         for n in self.nodes:
             for p in n.parents:
                 self.consumers[p.id] += 1
-        #: nodes whose output reaches a state update: their stages' failures must stop the Spark job
-        self.feeds_state: set[int] = set()
+
+    @functools.cached_property
+    def feeds_state(self) -> frozenset[int]:
+        """Ids of the nodes whose output reaches a state update: their stages' failures must stop the Spark job."""
+        found: set[int] = set()
         stack = [p for n in self.nodes if n.kind in _WRITERS for p in n.parents]
         while stack:
             n = stack.pop()
-            if n.id not in self.feeds_state:
-                self.feeds_state.add(n.id)
+            if n.id not in found:
+                found.add(n.id)
                 stack.extend(n.parents)
+        return frozenset(found)
 
 
 class BatchPlanner:
