@@ -762,8 +762,11 @@ class PostgresMapCatalog(MapCatalog):
         last: tuple[Any, ...] | None = None
         while True:
             sql, args = (first, ()) if last is None else (after, last)
-            rows = store.run(lambda conn, q=sql, a=args: conn.execute(q, a).fetchall(),
-                             what=f"reading map state {info.name!r}", in_transaction=False)
+
+            def page(conn: Any, q: str = sql, a: tuple[Any, ...] = args) -> list[Any]:
+                return list(conn.execute(q, a).fetchall())
+
+            rows = store.run(page, what=f"reading map state {info.name!r}", in_transaction=False)
             for row in rows:
                 key = tuple(row[:n])
                 if st is StateType.OPAQUE:
