@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import math
 import re
 from collections.abc import Callable
 from typing import Any
 
 from weir.errors import ConfigError
 
-__all__ = ["import_object", "positive_int", "stable_hash", "validate_identifier"]
+__all__ = ["import_object", "positive_float", "positive_int", "stable_hash", "validate_identifier"]
 
 
 def positive_int(
@@ -38,6 +39,43 @@ def positive_int(
         msg = f"{what} must be {bound}, got {value!r}"
         raise error(msg)
     return value
+
+
+def positive_float(
+    value: Any,
+    what: str,
+    *,
+    allow_zero: bool = False,
+    error: Callable[[str], Exception] = ConfigError,
+    expected: str | None = None,
+) -> float:
+    """``value`` as a ``float`` when it is a finite number > 0 (≥ 0 with ``allow_zero``); else raise ``error``.
+
+    For durations in seconds and other real-valued options: an ``int`` or ``float`` (a ``bool`` is
+    not, nor NaN or infinity). The message names ``what`` and the value: ``"<what> must be a
+    positive number, got 0"`` (or ``expected`` instead of "a positive number", e.g. "a positive
+    number of seconds").
+
+    >>> positive_float(2, "timeout")
+    2.0
+    >>> positive_float(0, "timeout", expected="a positive number of seconds")
+    Traceback (most recent call last):
+    ...
+    weir.errors.ConfigError: timeout must be a positive number of seconds, got 0
+    >>> positive_float(0, "statement_timeout", allow_zero=True)
+    0.0
+    """
+    ok = (
+        not isinstance(value, bool)
+        and isinstance(value, (int, float))
+        and math.isfinite(value)
+        and (value >= 0 if allow_zero else value > 0)
+    )
+    if not ok:
+        bound = expected or ("a number ≥ 0" if allow_zero else "a positive number")
+        msg = f"{what} must be {bound}, got {value!r}"
+        raise error(msg)
+    return float(value)
 
 
 def import_object(path: str) -> Any:

@@ -51,6 +51,7 @@ __all__ = [
     "CheckpointPhase",
     "TaskFailure",
     "checkpoint_namespace",
+    "retry_batch",
 ]
 
 log = logging.getLogger("weir.checkpoint")
@@ -227,6 +228,62 @@ class BatchReport:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
+def retry_batch(
+    topology: str,
+    txid: int,
+    max_retries: int,
+    report: BatchReport,
+    job: Callable[[int], JobOutcome],
+    *,
+    before: Callable[[int], None] | None = None,
+    failed: Callable[[int, JobOutcome], None] | None = None,
+    rolled_back: bool = True,
+) -> JobOutcome:
+    """Run a batch's ``job(attempt)`` until it succeeds, at most ``max_retries + 1`` times: the one retry loop.
+
+    Every path that runs a batch goes through here — :meth:`Coordinator.run_batch` (which stores
+    ``PREPARING`` in ``before`` and rolls back in ``failed``) and a run without a coordinator (a
+    topology without state, which has nothing to store or roll back). ``report`` gets the attempts,
+    the last attempt's job time and stats.
+
+    Returns
+    -------
+    JobOutcome
+        The outcome of the attempt that succeeded.
+
+    Raises
+    ------
+    TopologyError
+        :func:`batch_failed_error` once every attempt failed (``rolled_back``: whether its text says
+        that state was rolled back).
+    """
+    failures: list[TaskFailure] = []
+    for attempt in range(max_retries + 1):
+        report.attempts = attempt + 1
+        if before is not None:
+            before(attempt)
+        t0 = time.perf_counter()
+        outcome = job(attempt)
+        report.job_ms = (time.perf_counter() - t0) * 1000
+        report.stats = outcome.stats
+        if outcome.ok:
+            return outcome
+        failures = outcome.failures
+        first = failures[0]
+        log.warning(
+            "topology %s: txid %d attempt %d failed in component %r task %d: %s",
+            topology,
+            txid,
+            attempt + 1,
+            first.component,
+            first.task,
+            first.error,
+        )
+        if failed is not None:
+            failed(attempt, outcome)
+    raise batch_failed_error(topology, txid, failures, max_retries, rolled_back=rolled_back)
+
+
 class Coordinator:
     """Drives prepare/commit/rollback for one topology, one micro-batch at a time (driver side)."""
 
@@ -398,55 +455,54 @@ class Coordinator:
             report.skipped = True
             return report
         assert self.epoch is not None
-        last_failures: list[TaskFailure] = []
         entry = self._entry("batch", txid, "preparing", batch_id=batch_id)
-        for attempt in range(self.max_retries + 1):
-            report.attempts = attempt + 1
+        epoch = self.epoch
+
+        def prepare(attempt: int) -> None:
             if entry is not None:
                 entry.attempts = attempt + 1
                 entry.mark("PREPARING", "preparing")
             self._save(replace(rec, txid=txid, phase=CheckpointPhase.PREPARING), entry)
             crash_point("after_preparing", txid)
-            t0 = time.perf_counter()
-            outcome = job(txid, self.epoch, attempt)
-            report.job_ms = (time.perf_counter() - t0) * 1000
-            report.stats = outcome.stats
+
+        def roll_back(attempt: int, outcome: JobOutcome) -> None:
+            nonlocal rec
             if entry is not None:
                 entry.job_ms = round(report.job_ms, 3)
                 entry.add_stats(outcome.stats)
-            if outcome.ok:
-                crash_point("after_prepared", txid)
-                t1 = time.perf_counter()
-                if entry is not None:
-                    entry.mark("COMMITTING", "committing")
-                if rebase and rec.txid_base is not None:
-                    rec = replace(rec, txid_base=rec.txid_base + rebase)
-                self._save(replace(rec, txid=txid, phase=CheckpointPhase.COMMITTING), entry)
-                crash_point("after_committing", txid)
-                self.participants.commit_all(txid, self.epoch, lambda: crash_point("between_commits", txid))
-                if entry is not None:
-                    entry.commit_ms = round((time.perf_counter() - t1) * 1000, 3)
-                    entry.mark("COMMITTED", "committed")
-                self._save(replace(rec, txid=txid, phase=CheckpointPhase.COMMITTED), entry)
-                report.commit_ms = (time.perf_counter() - t1) * 1000
-                crash_point("after_committed", txid)
-                self.participants.after_commit(txid)
-                return report
-            last_failures = outcome.failures
-            first = last_failures[0]
-            log.warning(
-                "topology %s: txid %d attempt %d failed in component %r task %d: %s",
-                self.topology,
-                txid,
-                attempt + 1,
-                first.component,
-                first.task,
-                first.error,
-            )
-            self.participants.rollback_all(self.epoch)
+            self.participants.rollback_all(epoch)
             if entry is not None:
-                entry.add_failures(last_failures, attempt + 1)
+                entry.add_failures(outcome.failures, attempt + 1)
                 entry.mark("ROLLED_BACK", "failed" if attempt == self.max_retries else "retrying")
             self._save(replace(rec, txid=txid - 1, phase=CheckpointPhase.COMMITTED), entry)
             rec = self._rec()
-        raise batch_failed_error(self.topology, txid, last_failures, self.max_retries)
+
+        outcome = retry_batch(
+            self.topology,
+            txid,
+            self.max_retries,
+            report,
+            lambda attempt: job(txid, epoch, attempt),
+            before=prepare,
+            failed=roll_back,
+        )
+        if entry is not None:
+            entry.job_ms = round(report.job_ms, 3)
+            entry.add_stats(outcome.stats)
+        crash_point("after_prepared", txid)
+        t1 = time.perf_counter()
+        if entry is not None:
+            entry.mark("COMMITTING", "committing")
+        if rebase and rec.txid_base is not None:
+            rec = replace(rec, txid_base=rec.txid_base + rebase)
+        self._save(replace(rec, txid=txid, phase=CheckpointPhase.COMMITTING), entry)
+        crash_point("after_committing", txid)
+        self.participants.commit_all(txid, epoch, lambda: crash_point("between_commits", txid))
+        if entry is not None:
+            entry.commit_ms = round((time.perf_counter() - t1) * 1000, 3)
+            entry.mark("COMMITTED", "committed")
+        self._save(replace(rec, txid=txid, phase=CheckpointPhase.COMMITTED), entry)
+        report.commit_ms = (time.perf_counter() - t1) * 1000
+        crash_point("after_committed", txid)
+        self.participants.after_commit(txid)
+        return report

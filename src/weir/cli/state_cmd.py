@@ -11,11 +11,13 @@ The store is chosen by ``--url`` (``sqlite:///PATH``, ``redis://HOST:PORT/DB``,
 (``weir.state.dir``). Keys and values are read and shown as JSON; ``--key-class`` /
 ``--value-class`` pick other serializers, like Storm's ``keyClass`` / ``valueClass``.
 
-Trident map states in the same store (SQLite tables, Redis key prefixes; see
-:mod:`weir.trident.backing.catalog`) are shown too, as namespaces ``trident:<name>``: keys are the
-JSON arrays of the grouping values, cells are decoded (opaque ``{"txid", "curr", "prev"}``,
+Trident map states in the same store (SQLite and PostgreSQL tables, Redis and HBase key prefixes;
+see :mod:`weir.trident.backing.catalog`) are shown too, as namespaces ``trident:<name>``: keys are
+the JSON arrays of the grouping values, cells are decoded (opaque ``{"txid", "curr", "prev"}``,
 transactional ``{"txid", "val"}``). ``put`` / ``delete`` refuse opaque and transactional map states,
-whose cells carry the txids their replays are checked against.
+whose cells carry the txids their replays are checked against. ``--url memcached://HOST:PORT``
+opens memcached, which holds map states only: they are listed (without a key count: memcached
+cannot enumerate its items) and read key by key with ``get``.
 """
 
 from __future__ import annotations
@@ -95,17 +97,31 @@ def load_conf(conf_file: str | None, items: Sequence[str], url: str | None) -> d
 
 @dataclass
 class Store:
-    """An open backend with the key and value serializers the command uses."""
+    """An open backend with the key and value serializers the command uses.
+
+    ``catalog`` is set for a store that holds Trident map states only (memcached): ``backend`` is
+    then an empty stand-in that nothing is written to.
+    """
 
     backend: Backend
     config: ProviderConfig
     key_serializer: Serializer
     value_serializer: Serializer
+    catalog: MapCatalog | None = None
 
     @property
     def where(self) -> str:
         """The store, for messages."""
-        return self.backend.describe()
+        return self.catalog.describe() if self.catalog is not None else self.backend.describe()
+
+    def refuse_key_value(self, namespace: str) -> None:
+        """Raise for a key-value namespace in a store of map states only."""
+        if self.catalog is not None:
+            msg = (
+                f"{self.where} holds Trident map states only (trident:<key prefix>, see weir state ls), "
+                f"not namespace {namespace!r}"
+            )
+            raise StateError(msg)
 
 
 def _serializer(explicit: str | None, cfg: ProviderConfig, keys: tuple[str, str], what: str) -> Serializer:
@@ -143,9 +159,23 @@ def open_backend_for(conf: dict[str, Any], *, must_exist: bool) -> tuple[Backend
     return open_backend(cfg, fresh=True), cfg
 
 
+def is_maps_only(url: str | None) -> bool:
+    """Whether ``url`` names a store of Trident map states only (``memcached://``)."""
+    return bool(url) and str(url).split("://", 1)[0].lower() == "memcached"
+
+
 @contextmanager
 def open_store(args: argparse.Namespace, *, must_exist: bool = True) -> Iterator[Store]:
     """Open the store selected by the common options of ``args``; close it afterwards."""
+    if is_maps_only(args.url):
+        from weir.cli._conf import expand_env
+        from weir.state.memcached.maps import catalog_for_url
+        from weir.state.memory import MemoryBackend
+
+        catalog = catalog_for_url(expand_env(args.url, where="--url"))
+        json_ser = JsonSerializer()
+        yield Store(MemoryBackend(), ProviderConfig("memory", {}), json_ser, json_ser, catalog)
+        return
     conf = load_conf(args.conf_file, args.conf or [], args.url)
     backend, cfg = open_backend_for(conf, must_exist=must_exist)
     try:
@@ -275,7 +305,7 @@ def _undecodable(namespace: str, skey: bytes, exc: Exception) -> SerializationEr
 def _catalog(store: Store) -> MapCatalog | None:
     from weir.trident.backing.catalog import catalog_for
 
-    return catalog_for(store.backend)
+    return store.catalog if store.catalog is not None else catalog_for(store.backend)
 
 
 def _trident_maps(store: Store) -> list[MapInfo]:
@@ -313,8 +343,11 @@ def _maps_table(catalog: MapCatalog, maps: list[MapInfo], *, txids: bool) -> Non
     """``ls`` / ``inspect``: one row per map state (``inspect`` also reads every cell for the last txid)."""
     from weir.trident.backing.catalog import last_txid
 
-    rows = []
+    rows: list[list[Any]] = []
     for info in maps:
+        if not catalog.can_scan:  # memcached: the map state is known, its keys are not
+            rows.append([info.namespace, info.state_type.value, "?"] + (["?"] if txids else []))
+            continue
         if txids:
             n, last = 0, None
             for _, cell in catalog.cells(info):
@@ -369,6 +402,7 @@ def _cmd_get(args: argparse.Namespace) -> int:
         found = _trident(store, args.namespace)
         if found is not None:
             return _cmd_get_map(store, args, *found)
+        store.refuse_key_value(args.namespace)
         key = parse_arg(args.key, store.key_serializer, "key")
         skey = store.key_serializer.serialize(key)
         data = store.backend.get(args.namespace, skey)
@@ -434,6 +468,7 @@ def _cmd_put(args: argparse.Namespace) -> int:
             catalog.store(info.name).backing_map(info.state_type).multi_put([key], [value])
             print(f"{info.namespace}: {dumps(list(key))} = {dumps(value)}")
             return 0
+        store.refuse_key_value(args.namespace)
         key = parse_arg(args.key, store.key_serializer, "key")
         value = parse_arg(args.value, store.value_serializer, "value")
         skey = store.key_serializer.serialize(key)
@@ -459,6 +494,7 @@ def _cmd_delete(args: argparse.Namespace) -> int:
             catalog.delete(info.name, [key])
             print(f"{info.namespace}: deleted {dumps(list(key))} (was {dumps(old)})")
             return 0
+        store.refuse_key_value(args.namespace)
         key = parse_arg(args.key, store.key_serializer, "key")
         skey = store.key_serializer.serialize(key)
         previous = store.backend.get(args.namespace, skey)
@@ -493,6 +529,9 @@ def _cell(value: Any) -> Any:
 
 def _verify(args: argparse.Namespace) -> int:
     """``inspect --verify``: the store's full integrity check; 1 when it found problems."""
+    if is_maps_only(args.url):
+        msg = f"--verify checks a key-value store; {args.url} holds Trident map states only (weir state inspect)"
+        raise ConfigError(msg)
     conf = load_conf(args.conf_file, args.conf or [], args.url)
     try:
         backend, _ = open_backend_for(conf, must_exist=True)
@@ -605,7 +644,9 @@ def _store_options() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("store")
     g.add_argument(
-        "--url", help="store URL: sqlite:///PATH, redis://H:P/DB, redis+cluster://H:P,…, postgresql://…"
+        "--url",
+        help="store URL: sqlite:///PATH, redis://H:P/DB, redis+cluster://H:P,…, postgresql://…, "
+        "hbase://H:P/TABLE?family=CF, memcached://H:P (Trident map states only)",
     )
     g.add_argument(
         "--conf",

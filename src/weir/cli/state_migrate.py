@@ -14,9 +14,11 @@ Per namespace, in order:
 No serializer is involved: what is copied is the stored bytes.
 
 Trident map states (``trident:<name>``, see :mod:`weir.trident.backing.catalog`) are copied too:
-their cells are read decoded and written with the target store's backing map (a SQLite table and a
-Redis key prefix of the same name), then verified by a checksum of the decoded cells. A map state
-that exists in the target is refused unless ``--force`` (then it is dropped first).
+their cells are read decoded and written with the target store's backing map (a SQLite or
+PostgreSQL table, a Redis or HBase key prefix of the same name; a PostgreSQL table needs its key
+columns and value type, so only a PostgreSQL map state can be copied into one), then verified by a
+checksum of the decoded cells. A map state that exists in the target is refused unless ``--force``
+(then it is emptied first). Memcached map states cannot be listed, so they are not migrated.
 """
 
 from __future__ import annotations
@@ -154,7 +156,7 @@ def copy_map(
     progress: _Progress | None = None,
 ) -> int:
     """Copy every cell of the Trident map state ``info`` (the target map must be new or dropped)."""
-    target.register(info.name, info.state_type)
+    target.create_like(info)
     backing = target.store(info.name).backing_map(info.state_type)
     total = source.count(info.name)
     copied = 0
@@ -191,14 +193,22 @@ def _plan_maps(
     if target is None:
         msg = (
             f"--to {target_where} cannot hold Trident map states ({', '.join(m.namespace for m in chosen)}); "
-            "migrate them to a SQLite or Redis store, or leave them out with --namespace"
+            "migrate them to a SQLite, Redis, PostgreSQL or HBase store, or leave them out with --namespace"
+        )
+        raise ConfigError(msg)
+    assert source is not None  # noqa: S101 - chosen came from it
+    if not source.can_scan or not target.can_scan:
+        msg = (
+            f"{source.describe() if not source.can_scan else target.describe()} cannot list the keys of its "
+            "Trident map states (memcached has no way to enumerate items), so they cannot be migrated or "
+            "verified; leave them out with --namespace"
         )
         raise ConfigError(msg)
     if verify_only:
         return chosen
     problems = []
     for info in chosen:
-        target.store(info.name)  # a name the target cannot hold (a SQLite table name) fails here
+        target.check_target(info)
         there = target.find(info.namespace)
         if there is not None and not force and (there.state_type is not info.state_type or target.count(info.name)):
             problems.append(
@@ -331,6 +341,13 @@ def _plan(
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
     positive_int(args.chunk_size, "--chunk-size")
+    for option, url in (("--from", args.source), ("--to", args.target)):
+        if str(url).split("://", 1)[0].lower() == "memcached":
+            msg = (
+                f"{option} {url}: memcached cannot list the keys of its Trident map states (it has no way to "
+                "enumerate items), so weir state migrate can neither copy nor verify them"
+            )
+            raise ConfigError(msg)
     source = _open(args.open_backend, args.source, "--from", must_exist=True)
     try:
         target = _open(args.open_backend, args.target, "--to", must_exist=False)
@@ -411,7 +428,8 @@ def register(sub: Any, opener: Opener) -> None:
         description=(
             "Copy every namespace's committed rows and txid record (committed txid, epoch) as raw bytes "
             "from one store to another, then verify key counts and checksums on both sides. Trident map "
-            "states (trident:<name>) are copied cell by cell (SQLite table <-> Redis key prefix <name>)."
+            "states (trident:<name>) are copied cell by cell (a SQLite or PostgreSQL table, a Redis or HBase key "
+            "prefix <name>)."
         ),
     )
     p.add_argument("--from", dest="source", required=True, metavar="URL", help="source store URL")

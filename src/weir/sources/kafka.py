@@ -46,6 +46,7 @@ from weir._kafka import (
     explain,
     topic_partitions,
 )
+from weir._util import positive_int
 from weir.errors import ConfigError, SourceError
 from weir.sources._schema import Column, converter, parse_columns
 from weir.sources.replayable import Offset, ReadLimit, ReplayableSpout
@@ -171,9 +172,7 @@ class KafkaSpout(ReplayableSpout):
 
     def _check_start(self, start: Any, ts: Any) -> Any:
         if ts is not None:
-            if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
-                msg = f"{self.describe()}: start_timestamp_ms must be epoch milliseconds ≥ 0, got {ts!r}"
-                raise ConfigError(msg)
+            positive_int(ts, f"{self.describe()}: start_timestamp_ms", minimum=0, expected="epoch milliseconds ≥ 0")
             return "timestamp"
         if start in ("earliest", "latest"):
             return start

@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from weir._redact import collect_secrets, redact_text, redact_url
+from weir._util import positive_float, positive_int
 from weir.errors import ConfigError, SourceError
 from weir.sources._schema import Column, converter, parse_columns
 from weir.sources.replayable import Offset, ReadLimit, ReplayableSpout
@@ -189,16 +190,15 @@ class NatsSpout(ReplayableSpout):
             msg = f"NatsSpout({stream!r}): guarantee must be a weir.topology.Guarantee, got {guarantee!r}"
             raise ConfigError(msg)
         self.guarantee = guarantee
-        if isinstance(fetch_batch, bool) or not isinstance(fetch_batch, int) or fetch_batch < 1:
-            msg = f"NatsSpout({stream!r}): fetch_batch must be a positive int, got {fetch_batch!r}"
-            raise ConfigError(msg)
-        self.fetch_batch = fetch_batch
-        if isinstance(read_partitions, bool) or not isinstance(read_partitions, int) or read_partitions < 1:
-            msg = f"NatsSpout({stream!r}): read_partitions must be a positive int, got {read_partitions!r}"
-            raise ConfigError(msg)
-        self.read_partitions = read_partitions
-        self.connect_timeout_s = float(connect_timeout_s)
-        self.request_timeout_s = float(request_timeout_s)
+        self.fetch_batch = positive_int(fetch_batch, f"NatsSpout({stream!r}): fetch_batch")
+        self.read_partitions = positive_int(read_partitions, f"NatsSpout({stream!r}): read_partitions")
+        seconds = "a positive number of seconds"
+        self.connect_timeout_s = positive_float(
+            connect_timeout_s, f"NatsSpout({stream!r}): connect_timeout_s", expected=seconds
+        )
+        self.request_timeout_s = positive_float(
+            request_timeout_s, f"NatsSpout({stream!r}): request_timeout_s", expected=seconds
+        )
         self.max_records_per_batch = max_records_per_batch
         self.max_bytes_per_batch = max_bytes_per_batch
         if format == "raw" and fields is None and schema is None:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from weir._util import positive_float, positive_int
 from weir.errors import ConfigError, SourceError
 from weir.sources._schema import Column, converter, parse_columns
 from weir.sources.replayable import Offset, ReadLimit, ReplayableSpout
@@ -145,18 +146,14 @@ class RedisStreamSpout(ReplayableSpout):
             except ValueError as exc:
                 msg = f"RedisStreamSpout: start must be '0', '$' or an entry id like '1700000000000-0', got {start!r}"
                 raise ConfigError(msg) from exc
-        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
-            msg = f"RedisStreamSpout: page_size must be a positive int, got {page_size!r}"
-            raise ConfigError(msg)
-        self.page_size = page_size
-        if isinstance(read_partitions, bool) or not isinstance(read_partitions, int) or read_partitions < 1:
-            msg = f"RedisStreamSpout: read_partitions must be a positive int, got {read_partitions!r}"
-            raise ConfigError(msg)
-        self.read_partitions = read_partitions
+        self.page_size = positive_int(page_size, "RedisStreamSpout: page_size")
+        self.read_partitions = positive_int(read_partitions, "RedisStreamSpout: read_partitions")
         self._splits: dict[str, tuple[str, str, list[dict[str, Any]]]] = {}
         self._prefetched: tuple[str, threading.Thread, dict[str, Any]] | None = None
         self.prefetch = bool(prefetch)
-        self.connect_timeout_s = float(connect_timeout_s)
+        self.connect_timeout_s = positive_float(
+            connect_timeout_s, "RedisStreamSpout: connect_timeout_s", expected="a positive number of seconds"
+        )
         self.max_records_per_batch = max_records_per_batch
         self.max_bytes_per_batch = max_bytes_per_batch
         self.entry_columns = parse_columns(schema, fields, where=self.describe())

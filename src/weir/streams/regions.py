@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from weir._util import positive_float, positive_int
 from weir.errors import ConfigError, TopologyError
 from weir.topology.builder import Topology
 
@@ -59,17 +60,14 @@ class RegionOptions:
         out = {}
         for key in ("drain_timeout", "reset_timeout"):
             v = options.get(key, getattr(cls, key))
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-                msg = f"topology {topology!r}: consistent_region() #{index}: {key} must be seconds > 0, got {v!r}"
-                raise ConfigError(msg)
-            out[key] = float(v)
-        v = options.get("max_consecutive_reset_attempts", DEFAULT_MAX_RESETS)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            msg = (
-                f"topology {topology!r}: consistent_region() #{index}: max_consecutive_reset_attempts must be "
-                f"an int ≥ 1, got {v!r}"
+            out[key] = positive_float(
+                v, f"topology {topology!r}: consistent_region() #{index}: {key}", expected="seconds > 0"
             )
-            raise ConfigError(msg)
+        v = options.get("max_consecutive_reset_attempts", DEFAULT_MAX_RESETS)
+        positive_int(
+            v, f"topology {topology!r}: consistent_region() #{index}: max_consecutive_reset_attempts",
+            expected="an int ≥ 1",
+        )
         return cls(out["drain_timeout"], out["reset_timeout"], v)
 
 
@@ -141,12 +139,9 @@ def _period(topology_name: str, cid: str, conf: Mapping[str, Any]) -> int | None
             v = int(v.strip())
         except ValueError:
             pass
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        msg = (
-            f"topology {topology_name!r}, operator {cid!r}: {PERIOD_KEY} must be an integer ≥ 0 (ms), "
-            f"got {v!r}"
-        )
-        raise ConfigError(msg)
+    positive_int(
+        v, f"topology {topology_name!r}, operator {cid!r}: {PERIOD_KEY}", minimum=0, expected="an integer ≥ 0 (ms)"
+    )
     return v
 
 

@@ -78,9 +78,7 @@ class Duration:
     value: int  # milliseconds
 
     def __post_init__(self) -> None:
-        if isinstance(self.value, bool) or not isinstance(self.value, int) or self.value < 1:
-            msg = f"Duration must be a positive number of milliseconds, got {self.value!r}"
-            raise ValueError(msg)
+        positive_int(self.value, "Duration", error=ValueError, expected="a positive number of milliseconds")
 
     @classmethod
     def of(cls, millis: int) -> Duration:

@@ -4,9 +4,12 @@ A task runs inside a Spark task (a Python worker) and tells the driver how it we
 :class:`TaskReport` — its counts, its failure (component, task, txid, traceback, whether a newer
 driver fenced it) and the tuples it routed to the dead-letter sink — the way PySpark's
 ``DataSourceStreamWriter.write()`` returns a ``WriterCommitMessage`` that the driver's ``commit()``
-receives. Reports of successful tasks travel in an accumulator (:class:`ReportAccumulatorParam`);
-the driver turns them into the batch's :class:`~weir.checkpoint.coordinator.JobOutcome` with
-:func:`outcome_of`.
+receives. A task that fails ends normally too, with a failed report: reports travel in an
+accumulator (:class:`ReportAccumulatorParam`), and the driver turns them into the batch's
+:class:`~weir.checkpoint.coordinator.JobOutcome` with :func:`outcome_of`. The one exception is a
+Trident stage that must stop its Spark job (its output feeds a state update in the same job): Spark
+drops a failed task's accumulator updates, so its report travels in its error's text
+(:meth:`TaskReport.to_text`; see ``docs/architecture.md``).
 
 The task loops of the Storm and Streams dialects are generators of plain records:
 

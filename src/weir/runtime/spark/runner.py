@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark import cloudpickle
 
-from weir.checkpoint.coordinator import BatchReport, CheckpointStore, Coordinator, JobOutcome, batch_failed_error
+from weir.checkpoint.coordinator import BatchReport, CheckpointStore, Coordinator, JobOutcome, retry_batch
 from weir.checkpoint.history import CheckpointHistory
 from weir.errors import ConfigError, FencedError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
@@ -436,17 +436,19 @@ class TopologyRun:
             raise
 
     def _stateless(self, rdd: Any, batch_id: int) -> BatchReport:
+        """A batch of a topology without state: the coordinator's retry loop, with nothing to store or roll back."""
         txid = batch_id + 1
         report = BatchReport(txid=txid)
-        for attempt in range(self.rc.max_retries + 1):
-            report.attempts = attempt + 1
-            t0 = time.perf_counter()
-            outcome = self.runner.run(rdd, self._spout_id, txid, None)
-            report.job_ms = (time.perf_counter() - t0) * 1000
-            report.stats = outcome.stats
-            if outcome.ok:
-                return report
-        raise batch_failed_error(self.name, txid, outcome.failures, self.rc.max_retries, rolled_back=False)
+        runner, spout_id = self.runner, self._spout_id
+        retry_batch(
+            self.name,
+            txid,
+            self.rc.max_retries,
+            report,
+            lambda attempt: runner.run(rdd, spout_id, txid, None),
+            rolled_back=False,
+        )
+        return report
 
     def _record(self, report: BatchReport) -> None:
         if self.metrics is not None:
@@ -539,15 +541,13 @@ class TopologyRun:
 
         if self.coordinator is None:
             txid = (self._status.last_txid or 0) + 1
-            outcome = job(txid, None, 0)
-            if not outcome.ok:
-                first = outcome.failures[0]
-                msg = (
-                    f"topology {self.name!r}: the final mark failed in {first.component!r} task {first.task}: "
-                    f"{first.error}"
-                )
-                raise TopologyError(msg, topology=self.name, component=first.component, task=first.task, txid=txid)
-            self._record(BatchReport(txid=txid, stats=outcome.stats))
+            report = BatchReport(txid=txid)
+            final = job  # the final mark of a run without state: the same retry loop as every batch
+            retry_batch(
+                self.name, txid, self.rc.max_retries, report, lambda attempt: final(txid, None, attempt),
+                rolled_back=False,
+            )
+            self._record(report)
             return
         spark_log = read_spark_log(self.rc.checkpoint_location)
         last = spark_log.last_commit if spark_log is not None else None

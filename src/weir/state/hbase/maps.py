@@ -17,21 +17,24 @@ altered by weir (as for the state provider, a missing one is a clear error namin
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from weir.errors import ConfigError, StateError
 from weir.state.connections import shared_connections
 from weir.state.hbase.client import HBaseClient, HBaseSettings, hbase_settings_from_storm
+from weir.trident.backing.catalog import PREFIX, MapCatalog, MapInfo
 from weir.trident.backing.codec import decode_cell, encode_cell, encode_key
 from weir.trident.backing.factory import MapStateFamily, MapStore
 from weir.trident.state import BackingMap, Key, StateType, as_keys
 from weir.trident.state.map_state import check_same_length
 
-__all__ = ["HBaseBackingMap", "HBaseMapState", "HBaseMapStore"]
+__all__ = ["REGISTRY_ROW", "HBaseBackingMap", "HBaseMapCatalog", "HBaseMapState", "HBaseMapStore"]
 
 _LONG_ROW = 16_000
+#: the row whose columns ``<family>:<key prefix>`` = state type list the table's map states (``weir state``)
+REGISTRY_ROW = b"weir:trident:maps"
 
 
 def _close(client: HBaseClient) -> None:
@@ -79,12 +82,38 @@ class HBaseMapStore(MapStore):
         return shared_connections(("hbase", settings), lambda: HBaseClient(settings), _close, per_thread=False).get()
 
     def validate(self, state_type: StateType) -> None:
-        """Connect now and check that the table and the column family exist."""
+        """Connect now, check that the table and the column family exist, and record the map state.
+
+        The record (column ``<family>:<key prefix>`` of row :data:`REGISTRY_ROW`) is what ``weir
+        state`` lists; it is written here, at submit time, not on the batches' path.
+        """
         try:
             self.client().check_table()
-        except ConfigError as exc:
+            self.register(state_type)
+        except (ConfigError, StateError) as exc:
             msg = f"HBaseMapState (key prefix {self.key_prefix!r}): {exc}"
             raise ConfigError(msg) from exc
+
+    def register(self, state_type: StateType) -> None:
+        """Record this key prefix's state type in row :data:`REGISTRY_ROW` (one put)."""
+        client = self.client()
+        column = client.column(self.key_prefix.encode())
+        client.mutate_rows([(REGISTRY_ROW, [client.put(column, state_type.value.encode())])])
+
+    def scan_rows(self, *, hashed: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        """``(JSON key, cell)`` of every row of this map state, in row order (one scan).
+
+        With ``hashed``, the rows of keys too long to be a row key (``<key_prefix>#<sha256>``)
+        instead: their key is not stored, so the first item of each pair is the row's hash part.
+        """
+        client = self.client()
+        col = client.column(b"c")
+        prefix = self.key_prefix.encode()
+        start, stop = (prefix + b"#", prefix + b"$") if hashed else (prefix + b"[", prefix + b"\\")
+        for r in client.scan(start, stop, [col]):
+            cell = r.columns.get(col)
+            if cell is not None:
+                yield r.row[len(prefix) :], cell.value
 
     def backing_map(self, state_type: StateType) -> HBaseBackingMap:
         """An :class:`HBaseBackingMap` of ``state_type`` cells under this prefix."""
@@ -228,3 +257,89 @@ class HBaseMapState(MapStateFamily):
             The topology configuration, for ``hbaseConfigKey``.
         """
         return HBaseMapStore(_settings(url, conf), key_prefix)
+
+
+class HBaseMapCatalog(MapCatalog):
+    """The Trident map states of one HBase table (the key prefixes row :data:`REGISTRY_ROW` lists).
+
+    Keys are listed with a scan of the rows ``<key_prefix>[…``. A key whose JSON is longer than
+    16,000 bytes is stored under its hash (``<key_prefix>#…``) without the key itself: such rows are
+    counted, and deleted by :meth:`drop`, but cannot be listed — :meth:`scan` raises after the
+    others when a map has any, so ``dump`` and ``migrate`` never silently leave them out.
+    """
+
+    def __init__(self, settings: HBaseSettings) -> None:
+        self.settings = settings
+
+    def describe(self) -> str:
+        """The table, without credentials."""
+        return self.settings.describe()
+
+    def _client(self) -> HBaseClient:
+        return HBaseMapStore(self.settings).client()
+
+    def maps(self) -> list[MapInfo]:
+        """Every key prefix recorded in row :data:`REGISTRY_ROW`, with its state type."""
+        client = self._client()
+        family = client.column(b"")
+        try:
+            found = client.get_rows([REGISTRY_ROW], [client.family]).get(REGISTRY_ROW, {})
+        except StateError as exc:
+            msg = f"reading the Trident map states of {self.describe()} failed ({exc}); check that HBase is up"
+            raise StateError(msg) from exc
+        out = [
+            MapInfo(col[len(family) :].decode(errors="replace"), StateType.parse(value.decode()))
+            for col, value in found.items()
+            if col.startswith(family)
+        ]
+        return sorted(out, key=lambda m: m.name)
+
+    def store(self, name: str) -> HBaseMapStore:
+        """The :class:`HBaseMapStore` of the key prefix ``name``."""
+        return HBaseMapStore(self.settings, name)
+
+    def scan(self, name: str) -> Iterator[tuple[str, bytes | str]]:
+        """``(JSON key, JSON cell)`` of every row, in key order; raises if some keys are only stored hashed."""
+        store = self.store(name)
+        for key, cell in store.scan_rows():
+            yield key.decode("utf-8", "surrogatepass"), cell
+        hashed = sum(1 for _ in store.scan_rows(hashed=True))
+        if hashed:
+            msg = (
+                f"map state {PREFIX}{name} in {self.describe()}: {hashed} key(s) longer than {_LONG_ROW} bytes of "
+                "JSON are stored under their hash, without the key, and cannot be listed (weir state get reads them)"
+            )
+            raise StateError(msg)
+
+    def count(self, name: str) -> int:
+        """Rows of the map state (hashed ones included)."""
+        store = self.store(name)
+        return sum(1 for _ in store.scan_rows()) + sum(1 for _ in store.scan_rows(hashed=True))
+
+    def delete(self, name: str, keys: list[Key]) -> None:
+        """Delete the rows of ``keys`` (one batched mutation)."""
+        store = self.store(name)
+        client = store.client()
+        col = client.column(b"c")
+        rows = HBaseBackingMap(store, StateType.NON_TRANSACTIONAL).rows(keys)
+        client.mutate_rows([(r, [client.delete(col)]) for r in rows])
+
+    def drop(self, name: str) -> None:
+        """Delete every row of the map state and its :data:`REGISTRY_ROW` column."""
+        store = self.store(name)
+        client = store.client()
+        col = client.column(b"c")
+        prefix = name.encode()
+        rows = [prefix + k for hashed in (False, True) for k, _ in store.scan_rows(hashed=hashed)]
+        for i in range(0, len(rows), 5000):
+            client.mutate_rows([(r, [client.delete(col)]) for r in rows[i : i + 5000]])
+        client.mutate_rows([(REGISTRY_ROW, [client.delete(client.column(prefix))])])
+
+    def register(self, name: str, state_type: StateType) -> None:
+        """Record ``name`` as a map state of ``state_type``."""
+        self.store(name).register(state_type)
+
+
+def catalog_for(backend: Any) -> HBaseMapCatalog:
+    """The catalog of the table of a :class:`~weir.state.hbase.kv.HBaseBackend`."""
+    return HBaseMapCatalog(backend.settings)

@@ -16,14 +16,24 @@ count with it (as in Storm). Give memcached enough memory, or use SQLite, Redis 
 state that must last.
 
 Several servers are spread over with pymemcache's ``HashClient`` (rendezvous hashing).
+
+``weir state`` finds the map states in the item :data:`REGISTRY_KEY` (JSON: key prefix → state type),
+which :meth:`MemcachedMapStore.validate` updates at submit time (a ``gets`` / ``cas`` loop). It can
+read a key (``weir state get``) but never list keys: memcached has no way to enumerate its items,
+and keeping a list of every key written would cost a second write per batch and one ever-growing
+item that an eviction would empty anyway. So a memcached map state shows no key count, and ``weir
+state dump`` / ``inspect`` / ``migrate`` refuse it. The registry is an item like any other: an
+eviction or a restart of its server forgets it until the next submit re-records each map state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from weir._util import positive_float, positive_int
 from weir.errors import ConfigError, StateError
 from weir.state.connections import ProcessConnections, shared_connections
 from weir.state.memcached.client import (
@@ -35,12 +45,24 @@ from weir.state.memcached.client import (
     memcached_key,
     open_client,
 )
+from weir.trident.backing.catalog import MapCatalog, MapInfo
 from weir.trident.backing.codec import decode_cell, encode_cell, encode_key
 from weir.trident.backing.factory import MapStateFamily, MapStore
 from weir.trident.state import BackingMap, Key, StateType, as_keys
 from weir.trident.state.map_state import check_same_length
 
-__all__ = ["MemcachedBackingMap", "MemcachedMapState", "MemcachedMapStore", "memcached_key"]
+__all__ = [
+    "REGISTRY_KEY",
+    "MemcachedBackingMap",
+    "MemcachedMapCatalog",
+    "MemcachedMapState",
+    "MemcachedMapStore",
+    "memcached_key",
+]
+
+#: the item listing every map state's key prefix and state type (JSON), for ``weir state``
+REGISTRY_KEY = "weir:trident:maps"
+_CAS_TRIES = 20
 
 @dataclass(frozen=True)
 class MemcachedMapStore(MapStore):
@@ -72,13 +94,8 @@ class MemcachedMapStore(MapStore):
                 f"MemcachedMapState key_prefix {p!r} must be 1-{_MAX_PREFIX} printable ASCII characters without spaces"
             )
             raise ConfigError(msg)
-        if isinstance(self.expire, bool) or not isinstance(self.expire, int) or self.expire < 0:
-            msg = f"MemcachedMapState expire must be a non-negative int of seconds, got {self.expire!r}"
-            raise ConfigError(msg)
-        t = self.timeout
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
-            msg = f"MemcachedMapState timeout must be a positive number of seconds, got {t!r}"
-            raise ConfigError(msg)
+        positive_int(self.expire, "MemcachedMapState expire", minimum=0, expected="a non-negative int of seconds")
+        positive_float(self.timeout, "MemcachedMapState timeout", expected="a positive number of seconds")
 
     def describe(self) -> str:
         """``memcached://h:p[,h:p] key prefix '…'``."""
@@ -123,6 +140,45 @@ class MemcachedMapStore(MapStore):
                 raise ConfigError(msg) from exc
             finally:
                 probe.close()
+        self.register(state_type)
+
+    def registry(self) -> dict[str, str]:
+        """The map states recorded in :data:`REGISTRY_KEY` (key prefix → state type); ``{}`` when absent."""
+        pymemcache = _import_pymemcache()
+        client = self.client()
+        try:
+            raw = client.get(REGISTRY_KEY)
+        except (OSError, pymemcache.exceptions.MemcacheError) as exc:
+            self.discard(client)
+            msg = f"reading {REGISTRY_KEY!r} from {self.describe()} failed ({type(exc).__name__}: {exc})"
+            raise StateError(msg) from exc
+        return _registry(raw, self.describe())
+
+    def register(self, state_type: StateType) -> None:
+        """Record this key prefix's state type in :data:`REGISTRY_KEY` (``gets`` + ``cas``, retried on a race)."""
+        pymemcache = _import_pymemcache()
+        client = self.client()
+        try:
+            for _ in range(_CAS_TRIES):
+                raw, token = client.gets(REGISTRY_KEY)
+                known = _registry(raw, self.describe())
+                if known.get(self.key_prefix) == state_type.value:
+                    return
+                known[self.key_prefix] = state_type.value
+                data = json.dumps(known, sort_keys=True).encode()
+                if raw is None and client.add(REGISTRY_KEY, data, noreply=False):
+                    return
+                if raw is not None and client.cas(REGISTRY_KEY, data, token, noreply=False):
+                    return
+        except (OSError, pymemcache.exceptions.MemcacheError) as exc:
+            self.discard(client)
+            msg = (
+                f"MemcachedMapState {self.describe()}: recording the map state in {REGISTRY_KEY!r} failed "
+                f"({type(exc).__name__}: {exc})"
+            )
+            raise ConfigError(msg) from exc
+        msg = f"MemcachedMapState {self.describe()}: {REGISTRY_KEY!r} kept changing; submit again"
+        raise ConfigError(msg)
 
     def backing_map(self, state_type: StateType) -> MemcachedBackingMap:
         """A :class:`MemcachedBackingMap` of ``state_type`` cells under this prefix."""
@@ -248,3 +304,82 @@ class MemcachedMapState(MapStateFamily):
             Connect and socket timeout in seconds.
         """
         return MemcachedMapStore(_servers(servers), key_prefix, expire, float(timeout))
+
+
+def _registry(raw: bytes | None, where: str) -> dict[str, str]:
+    if raw is None:
+        return {}
+    try:
+        found = json.loads(raw)
+    except ValueError:
+        found = None
+    if not isinstance(found, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in found.items()):
+        msg = f"{where}: the item {REGISTRY_KEY!r} is not weir's registry of map states (a JSON object); delete it"
+        raise StateError(msg)
+    return found
+
+
+class MemcachedMapCatalog(MapCatalog):
+    """The Trident map states of memcached servers: listed from :data:`REGISTRY_KEY`, read key by key.
+
+    Memcached cannot enumerate items, so :meth:`scan` and :meth:`count` raise (see the module
+    docstring); ``weir state ls`` shows the map states without a key count and ``get`` reads a key.
+    """
+
+    can_scan = False
+
+    def __init__(self, servers: tuple[tuple[str, int], ...], timeout: float = 5.0) -> None:
+        self.servers = servers
+        self.timeout = timeout
+
+    def describe(self) -> str:
+        """``memcached://host:port[,host:port]``."""
+        return "memcached://" + ",".join(f"{h}:{p}" for h, p in self.servers)
+
+    def maps(self) -> list[MapInfo]:
+        """Every key prefix recorded in :data:`REGISTRY_KEY`, with its state type."""
+        found = MemcachedMapStore(self.servers, timeout=self.timeout).registry()
+        return sorted((MapInfo(k, StateType.parse(v)) for k, v in found.items()), key=lambda m: m.name)
+
+    def store(self, name: str) -> MemcachedMapStore:
+        """The :class:`MemcachedMapStore` of the key prefix ``name``."""
+        return MemcachedMapStore(self.servers, name, timeout=self.timeout)
+
+    def _unlistable(self, name: str) -> StateError:
+        return StateError(
+            f"{self.describe()}: memcached cannot list the keys of map state trident:{name} (it has no way to "
+            "enumerate items); read a key with weir state get"
+        )
+
+    def scan(self, name: str) -> Iterator[tuple[str, bytes | str]]:
+        """Impossible in memcached: raises :class:`~weir.errors.StateError`."""
+        raise self._unlistable(name)
+
+    def count(self, name: str) -> int:
+        """Impossible in memcached: raises :class:`~weir.errors.StateError`."""
+        raise self._unlistable(name)
+
+    def delete(self, name: str, keys: list[Key]) -> None:
+        """Delete the items of ``keys``."""
+        store = self.store(name)
+        pymemcache = _import_pymemcache()
+        client = store.client()
+        try:
+            client.delete_many(MemcachedBackingMap(store, StateType.NON_TRANSACTIONAL).memcached_keys(keys))
+        except (OSError, pymemcache.exceptions.MemcacheError) as exc:
+            store.discard(client)
+            msg = f"deleting keys of map state {name!r} in {self.describe()} failed ({type(exc).__name__}: {exc})"
+            raise StateError(msg) from exc
+
+    def drop(self, name: str) -> None:
+        """Impossible in memcached (its items cannot be listed): raises :class:`~weir.errors.StateError`."""
+        raise self._unlistable(name)
+
+    def register(self, name: str, state_type: StateType) -> None:
+        """Record ``name`` as a map state of ``state_type``."""
+        self.store(name).register(state_type)
+
+
+def catalog_for_url(url: str) -> MemcachedMapCatalog:
+    """The catalog of the servers of ``memcached://host:port[,host:port]``."""
+    return MemcachedMapCatalog(_servers(url))

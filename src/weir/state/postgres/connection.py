@@ -16,6 +16,7 @@ from typing import Any
 
 from weir._redact import collect_secrets, redact_text
 from weir._redact import redact_url as _redact_url
+from weir._util import positive_float
 from weir.errors import ConfigError
 
 __all__ = ["close", "connect_hint", "import_psycopg", "redact_url", "scrub"]
@@ -81,16 +82,11 @@ def check_connection_options(
         shown = repr(redact_url(url)) if isinstance(url, str) else type(url).__name__
         msg = f"{what}: url {shown} must look like postgresql://user@host:port/database"
         raise ConfigError(msg)
-    t = connect_timeout
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
-        msg = f"{what}: {names[0]} must be a positive number of seconds, got {t!r}"
-        raise ConfigError(msg)
+    positive_float(connect_timeout, f"{what}: {names[0]}", expected="a positive number of seconds")
     for key, v in ((names[1], statement_timeout), (names[2], socket_timeout)):
         if v is None and key == names[2]:
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-            msg = f"{what}: {key} must be a number of seconds ≥ 0 (0 = no limit), got {v!r}"
-            raise ConfigError(msg)
+        positive_float(v, f"{what}: {key}", allow_zero=True, expected="a number of seconds ≥ 0 (0 = no limit)")
     if socket_timeout is None:
         return float(statement_timeout) + 60.0 if statement_timeout else 360.0  # type: ignore[arg-type]
     return float(socket_timeout)  # type: ignore[arg-type]

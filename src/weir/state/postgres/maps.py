@@ -41,9 +41,11 @@ stalling the topology; the connection is replaced on the next call.
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, ClassVar, TypeVar
@@ -56,12 +58,19 @@ from weir.state.connections import ProcessConnections, shared_connections
 from weir.state.postgres.connection import check_connection_options, redact_url
 from weir.state.postgres.connection import close as _close
 from weir.state.postgres.connection import import_psycopg as _import_psycopg
-from weir.trident.backing.codec import decode_json, encode_json, to_cell, to_stored
+from weir.trident.backing.catalog import PREFIX, MapCatalog, MapInfo, missing
+from weir.trident.backing.codec import decode_json, encode_cell, encode_json, encode_key, to_cell, to_stored
 from weir.trident.backing.factory import MapStateFamily, MapStore
 from weir.trident.state import BackingMap, Key, StateType, as_keys
 from weir.trident.state.map_state import check_same_length
 
-__all__ = ["PostgresBackingMap", "PostgresMapState", "PostgresMapStore"]
+__all__ = ["REGISTRY_TABLE", "PostgresBackingMap", "PostgresMapCatalog", "PostgresMapState", "PostgresMapStore"]
+
+log = logging.getLogger("weir.trident")
+
+#: the table of a schema's map states (table → state type, key columns, value type), for ``weir state``
+REGISTRY_TABLE = "weir_trident_maps"
+_SCAN_PAGE = 5000
 
 T = TypeVar("T")
 
@@ -383,6 +392,7 @@ class PostgresMapStore(MapStore):
                 found = self._found_layout(conn)
             assert found is not None
             self._check_layout(state_type, found)
+            self._register(conn, state_type)
 
         psycopg = _import_psycopg()
         try:
@@ -392,8 +402,35 @@ class PostgresMapStore(MapStore):
         with _ENSURED_LOCK:
             _ENSURED.add(mark)
 
+    def _register(self, conn: Any, state_type: StateType) -> None:
+        """Record the table in ``<schema>.weir_trident_maps`` (best effort: without CREATE the map still works)."""
+        psycopg = _import_psycopg()
+        registry = f'"{self.schema}"."{REGISTRY_TABLE}"'
+        try:
+            if conn.execute("SELECT to_regclass(%s)", (registry,)).fetchone()[0] is None:
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_CREATE_LOCK,))
+                    conn.execute(
+                        f"CREATE TABLE IF NOT EXISTS {registry} (name TEXT NOT NULL PRIMARY KEY, "
+                        "state_type TEXT NOT NULL, key_columns TEXT NOT NULL, value_type TEXT NOT NULL)"
+                    )
+            conn.execute(
+                f"INSERT INTO {registry} (name, state_type, key_columns, value_type) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (name) DO UPDATE SET state_type = EXCLUDED.state_type, "
+                "key_columns = EXCLUDED.key_columns, value_type = EXCLUDED.value_type",
+                (self.table, state_type.value, json.dumps([list(c) for c in self.key_columns]), self.value_type),
+            )
+        except psycopg.Error as exc:
+            log.warning(
+                "PostgresMapState %s: cannot record the map state in %s (%s); it works, but weir state will "
+                "not list it",
+                self.describe(),
+                registry,
+                self._scrub(exc),
+            )
+
     def validate(self, state_type: StateType) -> None:
-        """Connect now, create the table if needed and check its layout."""
+        """Connect now, create the table if needed, check its layout and record it for ``weir state``."""
         self.ensure_table(state_type)
 
     def backing_map(self, state_type: StateType) -> PostgresBackingMap:
@@ -615,3 +652,205 @@ class PostgresMapState(MapStateFamily):
             statement_timeout,
             socket_timeout,
         )
+
+
+# ---- weir state --------------------------------------------------------------------------------
+def _map_name(schema: str, table: str) -> str:
+    return table if schema == "public" else f"{schema}.{table}"
+
+
+class PostgresMapCatalog(MapCatalog):
+    """The Trident map states of one PostgreSQL database: the tables every ``<schema>.weir_trident_maps`` lists.
+
+    A map state is named by its table (``schema.table`` outside ``public``). Reads go through the
+    typed table itself, in key order; :meth:`drop` empties the table but never drops it (it may be
+    one the user created, granted and indexed).
+    """
+
+    def __init__(self, url: str, connect_timeout: float = 5.0, statement_timeout: float = 300.0,
+                 socket_timeout: float | None = None) -> None:
+        self.url = url
+        # a store of this database whose connections (and bounded, translated calls) the catalog borrows
+        self._db = PostgresMapStore(
+            url, REGISTRY_TABLE, (("name", "TEXT"),), "TEXT",
+            connect_timeout=connect_timeout, statement_timeout=statement_timeout, socket_timeout=socket_timeout,
+        )
+        self._layouts: dict[str, tuple[tuple[tuple[str, str], ...], str]] = {}
+
+    def describe(self) -> str:
+        """The database URL, without password."""
+        return redact_url(self.url)
+
+    def _read(self, body: Callable[[Any], T], what: str) -> T:
+        return self._db.run(body, what=what, in_transaction=False)
+
+    def maps(self) -> list[MapInfo]:
+        """Every registered table that still exists, with its state type and layout."""
+
+        def body(conn: Any) -> list[tuple[str, str, str, str, str]]:
+            schemas = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT table_schema FROM information_schema.tables WHERE table_name = %s "
+                    "AND table_type = 'BASE TABLE' ORDER BY table_schema",
+                    (REGISTRY_TABLE,),
+                ).fetchall()
+            ]
+            rows = []
+            for schema in schemas:
+                try:
+                    validate_identifier(schema, what="schema")  # it goes into SQL below
+                except ConfigError:
+                    continue
+                rows += [
+                    (schema, *r)
+                    for r in conn.execute(
+                        f'SELECT name, state_type, key_columns, value_type FROM "{schema}"."{REGISTRY_TABLE}" '
+                        "WHERE to_regclass(format('%%I.%%I', %s::text, name)) IS NOT NULL ORDER BY name",
+                        (schema,),
+                    ).fetchall()
+                ]
+            return rows
+
+        out = []
+        for schema, table, kind, key_columns, value_type in self._read(body, "listing the Trident map states"):
+            name = _map_name(schema, table)
+            columns = tuple((str(n), str(t)) for n, t in json.loads(key_columns))
+            self._layouts[name] = (columns, value_type)
+            layout = {"key_columns": [list(c) for c in columns], "value_type": value_type}
+            out.append(MapInfo(name, StateType.parse(kind), layout))
+        return sorted(out, key=lambda m: m.name)
+
+    @staticmethod
+    def _split(name: str) -> tuple[str, str]:
+        schema, _, table = name.rpartition(".")
+        return schema or "public", table
+
+    def _store(self, name: str, layout: tuple[tuple[tuple[str, str], ...], str]) -> PostgresMapStore:
+        schema, table = self._split(name)
+        db = self._db
+        return PostgresMapStore(
+            self.url, table, layout[0], layout[1], schema, db.connect_timeout, db.statement_timeout, db.socket_timeout
+        )
+
+    def _layout(self, name: str) -> tuple[tuple[tuple[str, str], ...], str] | None:
+        if name not in self._layouts:
+            self.maps()
+        return self._layouts.get(name)
+
+    def store(self, name: str) -> PostgresMapStore:
+        """The :class:`PostgresMapStore` of the registered table ``name``."""
+        layout = self._layout(name)
+        if layout is None:
+            raise missing(PREFIX + name, self.describe())
+        return self._store(name, layout)
+
+    def cells(self, info: MapInfo) -> Iterator[tuple[Key, Any]]:
+        """``(key, cell)`` of every row, in key order (pages of 5,000 rows, each one ``SELECT``)."""
+        store = self.store(info.name)
+        st = info.state_type
+        keys = [f'"{n}"' for n, _ in store.key_columns]
+        cols = ", ".join([*keys, *(f'"{c}"' for c in _CELL_COLUMNS[st])])
+        order = ", ".join(keys)
+        first = f"SELECT {cols} FROM {store.qualified} ORDER BY {order} LIMIT {_SCAN_PAGE}"
+        after = (
+            f"SELECT {cols} FROM {store.qualified} WHERE ({order}) > ({', '.join(['%s'] * len(keys))}) "
+            f"ORDER BY {order} LIMIT {_SCAN_PAGE}"
+        )
+        n = len(keys)
+        where = store.describe()
+        last: tuple[Any, ...] | None = None
+        while True:
+            sql, args = (first, ()) if last is None else (after, last)
+
+            def page(conn: Any, q: str = sql, a: tuple[Any, ...] = args) -> list[Any]:
+                return list(conn.execute(q, a).fetchall())
+
+            rows = store.run(page, what=f"reading map state {info.name!r}", in_transaction=False)
+            for row in rows:
+                key = tuple(row[:n])
+                if st is StateType.OPAQUE:
+                    value, txid, prev = row[n:]
+                    cell = to_cell([txid, value, prev], st, key, where=where)
+                elif st is StateType.TRANSACTIONAL:
+                    value, txid = row[n:]
+                    cell = to_cell([txid, value], st, key, where=where)
+                else:
+                    cell = row[n]
+                yield key, cell
+            if len(rows) < _SCAN_PAGE:
+                return
+            last = tuple(rows[-1][:n])
+            if any(t in ("JSON", "JSONB") for _, t in store.key_columns):  # a decoded JSON key: wrap it again
+                last = tuple(column[0] for column in PostgresBackingMap(store, st)._key_arrays([last]))
+
+    def scan(self, name: str) -> Iterator[tuple[str, bytes | str]]:
+        """``(JSON key, JSON cell)`` of every row, in key order."""
+        info = next((m for m in self.maps() if m.name == name), None)
+        if info is None:
+            raise missing(PREFIX + name, self.describe())
+        where = self.describe()
+        for key, cell in self.cells(info):
+            yield encode_key(key, where=where), encode_cell(cell, info.state_type, key, where=where)
+
+    def count(self, name: str) -> int:
+        """Rows of the table."""
+        store = self.store(name)
+        sql = f"SELECT count(*) FROM {store.qualified}"
+        return int(self._read(lambda conn: conn.execute(sql).fetchone()[0], f"counting map state {name!r}"))
+
+    def delete(self, name: str, keys: list[Key]) -> None:
+        """Delete the rows of ``keys`` in one transaction."""
+        store = self.store(name)
+        arrays = PostgresBackingMap(store, StateType.NON_TRANSACTIONAL)._key_arrays(as_keys(keys))
+        cols = ", ".join(f'"{n}"' for n, _ in store.key_columns)
+        unnest = ", ".join(f"%s::{t}[]" for _, t in store.key_columns)
+        sql = f"DELETE FROM {store.qualified} WHERE ({cols}) IN (SELECT * FROM unnest({unnest}))"
+        store.run(lambda conn: conn.execute(sql, arrays), what=f"deleting {len(keys)} keys", in_transaction=True)
+
+    def drop(self, name: str) -> None:
+        """Delete every row of the table (the table itself, and its registry row, stay)."""
+        store = self.store(name)
+        sql = f"DELETE FROM {store.qualified}"
+        store.run(lambda conn: conn.execute(sql), what="emptying the map state", in_transaction=True)
+
+    def _needs_layout(self, name: str) -> StateError:
+        return StateError(
+            f"{self.describe()}: a PostgreSQL map state is a typed table, so a copy of trident:{name} needs its key "
+            "columns and value type, which only a PostgreSQL map state has; run its topology against this "
+            "database once (it creates the table), then migrate"
+        )
+
+    def register(self, name: str, state_type: StateType) -> None:
+        """Create (or check) the table ``name`` for ``state_type`` with its registered layout."""
+        layout = self._layout(name)
+        if layout is None:
+            raise self._needs_layout(name)
+        self._store(name, layout).ensure_table(state_type)
+
+    def _target_layout(self, info: MapInfo) -> tuple[tuple[tuple[str, str], ...], str]:
+        if isinstance(info.layout, Mapping) and "key_columns" in info.layout:
+            return _key_columns(info.layout["key_columns"]), str(info.layout.get("value_type", "JSONB"))
+        layout = self._layout(info.name)
+        if layout is None:
+            raise self._needs_layout(info.name)
+        return layout
+
+    def check_target(self, info: MapInfo) -> None:
+        """A copy needs a valid ``[schema.]table`` name and a layout (from a PostgreSQL source, or registered)."""
+        schema, table = self._split(info.name)
+        validate_identifier(table, what="PostgreSQL map state table")
+        validate_identifier(schema, what="PostgreSQL map state schema")
+        self._store(info.name, self._target_layout(info))
+
+    def create_like(self, info: MapInfo) -> None:
+        """Create the table of ``info`` (key columns and value type from ``info.layout``) and register it."""
+        layout = self._target_layout(info)
+        self._store(info.name, layout).ensure_table(info.state_type)
+        self._layouts[info.name] = layout
+
+
+def catalog_for(backend: Any) -> PostgresMapCatalog:
+    """The catalog of the database of a :class:`~weir.state.postgres.kv.PostgresBackend`."""
+    o = backend.options
+    return PostgresMapCatalog(o.url, o.connect_timeout, o.statement_timeout, o.socket_timeout)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from weir._util import positive_float, positive_int
 from weir.errors import ConfigError, StateError
 from weir.state.config import ProviderConfig
 
@@ -64,9 +65,7 @@ def check_options(path: str, timeout: object, synchronous: object, *, what: str)
             "sqlite:///PATH or a file path (the memory provider / MemoryMapState keep state in memory)"
         )
         raise ConfigError(msg)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        msg = f"{what}: timeout must be a positive number of seconds, got {timeout!r}"
-        raise ConfigError(msg)
+    positive_float(timeout, f"{what}: timeout", expected="a positive number of seconds")
     if not isinstance(synchronous, str) or synchronous.upper() not in ("NORMAL", "FULL"):
         msg = f"{what}: synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}"
         raise ConfigError(msg)
@@ -103,9 +102,7 @@ class SqliteOptions:
     def __post_init__(self) -> None:
         path, timeout, synchronous = check_options(self.path, self.timeout, self.synchronous, what="sqlite provider")
         m = self.merge_rows
-        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-            msg = f"sqlite provider: 'mergeRows' must be a positive int, got {m!r}"
-            raise ConfigError(msg)
+        positive_int(m, "sqlite provider: 'mergeRows'")
         object.__setattr__(self, "path", path)
         object.__setattr__(self, "timeout", timeout)
         object.__setattr__(self, "synchronous", synchronous)

@@ -1,9 +1,22 @@
 """The Trident map states a store holds, for ``weir state``: list, read, and (where safe) write them.
 
 A :class:`MapCatalog` is the read side of a store's map states, found without the topology that
-wrote them: SQLite keeps a table ``weir_trident_maps (name, state_type)``, Redis a hash
-``weir:trident:maps`` (key prefix → state type), both written by the backing maps on first use.
-``weir state`` names a map state ``trident:<name>`` (the SQLite table or the Redis key prefix).
+wrote them, from a registry the backing maps write when they are first used (or validated at submit):
+
+=========== ====================================================== =====================================
+store       registry                                               ``<name>``
+=========== ====================================================== =====================================
+SQLite      table ``weir_trident_maps (name, state_type)``         the table
+Redis       hash ``weir:trident:maps`` (key prefix → state type)   the key prefix
+PostgreSQL  table ``<schema>.weir_trident_maps`` (table, type,      the table (``schema.table`` outside
+            key columns, value type)                               ``public``)
+HBase       row ``weir:trident:maps`` (a column per key prefix)    the key prefix
+memcached   item ``weir:trident:maps`` (JSON: key prefix → type)   the key prefix
+=========== ====================================================== =====================================
+
+``weir state`` names a map state ``trident:<name>``. Memcached cannot list its items, so a
+memcached map state is listed and read key by key (``weir state get``), never scanned: its key
+count is unknown and ``dump`` / ``inspect`` / ``migrate`` refuse it (:class:`MapCatalog.can_scan`).
 
 Cells are shown decoded — an opaque cell as ``{"txid", "curr", "prev"}``, a transactional one as
 ``{"txid", "val"}``. Opaque and transactional map states are **read-only** here: their cells carry
@@ -16,7 +29,7 @@ from __future__ import annotations
 import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from weir.errors import StateError
@@ -30,7 +43,12 @@ __all__ = ["PREFIX", "MapCatalog", "MapInfo", "catalog_for", "cell_to_json", "ch
 PREFIX = "trident:"
 
 # which store module has the catalog of a Storm backend's kind
-_CATALOGS = {"sqlite": "weir.state.sqlite.maps", "redis": "weir.state.redis.maps"}
+_CATALOGS = {
+    "sqlite": "weir.state.sqlite.maps",
+    "redis": "weir.state.redis.maps",
+    "postgres": "weir.state.postgres.maps",
+    "hbase": "weir.state.hbase.maps",
+}
 
 
 @dataclass(frozen=True)
@@ -39,6 +57,8 @@ class MapInfo:
 
     name: str
     state_type: StateType
+    #: what else a store needs to re-create the map elsewhere (PostgreSQL: key columns and value type)
+    layout: Any = field(default=None, compare=False)
 
     @property
     def namespace(self) -> str:
@@ -80,6 +100,17 @@ class MapCatalog(ABC):
     @abstractmethod
     def describe(self) -> str:
         """Where the map states live, without credentials."""
+
+    #: whether the store can list the keys of a map state (memcached cannot)
+    can_scan: bool = True
+
+    def check_target(self, info: MapInfo) -> None:
+        """Raise when this store cannot hold a copy of ``info`` (before ``weir state migrate`` writes)."""
+        self.store(info.name)  # a name the store cannot hold (a SQLite table name) fails here
+
+    def create_like(self, info: MapInfo) -> None:
+        """Make the (new or emptied) map state ``info.name`` here, of ``info``'s type and layout."""
+        self.register(info.name, info.state_type)
 
     def find(self, namespace: str) -> MapInfo | None:
         """The map state ``trident:<name>``, or None."""

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
+from weir._util import positive_int
 from weir.errors import ConfigError
 from weir.trident.state import (
     BackingMap,
@@ -143,10 +144,7 @@ _MAP_CLASSES: dict[StateType, type[Any]] = {
 def _check_cache_size(cache_size: object) -> int | None:
     if cache_size is None:
         return None
-    if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
-        msg = f"cache_size must be None, 0 (no cache) or a positive int, got {cache_size!r}"
-        raise ConfigError(msg)
-    return cache_size or None
+    return positive_int(cache_size, "cache_size", minimum=0, expected="None, 0 (no cache) or a positive int") or None
 
 
 @dataclass(frozen=True)

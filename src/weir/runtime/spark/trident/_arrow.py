@@ -3,9 +3,11 @@
 Trident stages run as ``mapInArrow`` functions: they read Arrow record batches, run the user's
 Python on decoded values and write record batches of the declared output schema. A stage that ends
 well adds its :class:`~weir.runtime.spark.executor.TaskReport` to the batch's accumulator
-(:func:`report`). A failed stage must stop the Spark job (states commit inside later stages of the
-same job), and a failed Spark task's only way to the driver is its error: it raises
-:class:`TridentTaskFailure`, whose message carries the same ``TaskReport``
+(:func:`report`), and so does a failed stage whose output reaches no state update
+(:func:`failure_report`). A failed stage whose output does must stop the Spark job — states commit
+inside later stages of the same job, which would commit a partial input — and a failed Spark task's
+only way to the driver is its error (Spark drops the accumulator updates of a failed task): it
+raises :class:`TridentTaskFailure`, whose message carries the same ``TaskReport``
 (:meth:`~weir.runtime.spark.executor.TaskReport.to_text`), decoded on the driver by :func:`parse_failure`.
 """
 
@@ -28,6 +30,7 @@ __all__ = [
     "TridentTaskFailure",
     "arrow_schema",
     "build_array",
+    "failure_report",
     "parse_failure",
     "spout_failure_prefix",
     "partition_id",
@@ -45,6 +48,7 @@ class TridentTaskFailure(RuntimeError):
 
     def __init__(self, component: str, task: int, txid: int, error: str, tb: str, *, fenced: bool = False) -> None:
         rep = TaskReport(component, task, txid, ok=False, error=error, traceback=tb, fenced=fenced)
+        self.report: TaskReport | None = rep
         super().__init__(f"{component} task {task} txid {txid}: {error} {rep.to_text()}")
 
 
@@ -55,6 +59,16 @@ def fail(component: str, task: int, txid: int, exc: BaseException) -> TridentTas
     return TridentTaskFailure(
         component, task, txid, f"{type(exc).__name__}: {exc}", traceback.format_exc(),
         fenced=isinstance(exc, FencedError),
+    )
+
+
+def failure_report(component: str, task: int, txid: int, exc: BaseException, n_in: int, n_out: int) -> TaskReport:
+    """The :class:`~weir.runtime.spark.executor.TaskReport` of a stage that failed with ``exc`` (in ``except``)."""
+    if isinstance(exc, TridentTaskFailure) and exc.report is not None:
+        return exc.report
+    return TaskReport(
+        component, task, txid, ok=False, n_in=n_in, n_out=n_out, error=f"{type(exc).__name__}: {exc}",
+        error_type=type(exc).__name__, traceback=traceback.format_exc(), fenced=isinstance(exc, FencedError),
     )
 
 

@@ -14,6 +14,7 @@ once; a state node's output is always persisted before anything reads it.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from weir.trident.nodes import Node
 __all__ = ["BatchPlanner", "Compiled", "RunContext"]
 
 P_COL, Q_COL, V_COL, N_COL = "_weir_p", "_weir_q", "_weir_v", "_weir_n"
+_WRITERS = frozenset({"persist_agg", "partition_persist"})  # plan nodes that update a state
 _OBSERVATIONS = itertools.count()  # Spark observation names must not repeat
 
 
@@ -87,6 +89,18 @@ class RunContext:
         #: Spark types of nodes' outputs (asking Spark for a schema is a driver round trip)
         self.columns: dict[str, Any] = {}
         self.types: dict[tuple[int, str], list[FieldSpec]] = {}
+
+    @functools.cached_property
+    def feeds_state(self) -> frozenset[int]:
+        """Ids of the nodes whose output reaches a state update: their stages' failures must stop the Spark job."""
+        found: set[int] = set()
+        stack = [p for n in self.nodes if n.kind in _WRITERS for p in n.parents]
+        while stack:
+            n = stack.pop()
+            if n.id not in found:
+                found.add(n.id)
+                stack.extend(n.parents)
+        return frozenset(found)
 
 
 class BatchPlanner:
@@ -188,6 +202,7 @@ class BatchPlanner:
         return {
             "topology": self.ctx.topology, "component": node.name, "txid": self.txid, "conf": dict(self.ctx.conf),
             "in_fields": in_fields, "out_fields": out_fields, "acc": self.acc,
+            "stops_job": node.id in self.ctx.feeds_state,
         }
 
     def _map(self, df: Any, stage: Any, out_fields: list[FieldSpec]) -> Compiled:
@@ -428,6 +443,7 @@ class BatchPlanner:
         out = out + [FieldSpec(P_COL, IntegerType()), FieldSpec(Q_COL, IntegerType())]
         args = self._stage_args(node, comp.fields, out)
         args["component"] = f"{node.name}/route"
+        args["stops_job"] = args["stops_job"] or node.kind in _WRITERS  # the route feeds the node's own update
         stage = RouteStage(**args, how=how, n=n, key_idx=key_idx, **extra)
         routed = self._map(comp.df, stage, out)
         return Compiled(routed.df.repartition(n, self.col(Q_COL)), routed.fields)

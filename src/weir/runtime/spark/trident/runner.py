@@ -25,7 +25,7 @@ from weir.checkpoint.coordinator import JobOutcome, Participants, TaskFailure, c
 from weir.errors import FencedError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.dialect import BatchRunner, Dialect, Prepared, register_dialect
-from weir.runtime.spark.executor import ReportAccumulatorParam, TaskReport
+from weir.runtime.spark.executor import ReportAccumulatorParam, TaskReport, outcome_of
 from weir.runtime.spark.runner import master_for, picklable_or_raise, resolve_provider, spark_for
 from weir.runtime.spark.trident._arrow import parse_failure
 from weir.runtime.spark.trident.planner import BatchPlanner, RunContext, check_plan
@@ -151,8 +151,15 @@ class TridentBatchRunner(BatchRunner):
             planner.release()
             if shared is not None:
                 shared.unpersist(blocking=False)
-        stats = self._stats(list(acc.value), planner.tuples_in(), (time.perf_counter() - t0) * 1000)
+        reports = list(acc.value)
+        stats = self._stats(reports, planner.tuples_in(), (time.perf_counter() - t0) * 1000)
         self.last_stats = stats
+        if any(not r.ok for r in reports):  # a stage that feeds no state update ended its task and reported
+            try:
+                return outcome_of(reports, (), stats)[0]
+            except FencedError as exc:
+                msg = f"topology {self.ctx.topology!r}, {exc}"
+                raise FencedError(msg) from exc
         return JobOutcome(stats=stats)
 
     def _failure(self, exc: BaseException, txid: int) -> TaskFailure:

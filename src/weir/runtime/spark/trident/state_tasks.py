@@ -439,33 +439,45 @@ class PersistAggStage(_StateStage):
 
 
 @dataclass
-class QueryStage(_StateStage):
+class _TupleStateStage(_StateStage):
+    """A state stage that hands a user object (query function, updater) the tuples of each state partition."""
+
+    in_idx: list[int] = field(default_factory=list)
+    in_names: list[str] = field(default_factory=list)
+
+    def _tuples_by_partition(
+        self, task: int, batches: Iterator[pa.RecordBatch], counts: list[int], op: Any
+    ) -> Iterator[tuple[int, pa.Table, list[Any]]]:
+        """``prepare`` ``op``; per state partition of the task, sorted: ``(p, its rows, their tuples)``; ``cleanup``."""
+        table = concat(batches)
+        parts = self._partitions(table)
+        if table is None or not parts:
+            return
+        counts[0] += table.num_rows
+        cls = tuple_class(tuple(self.in_names))
+        _prepare(op, self.conf, self.context(task, self.n))
+        for p in sorted(parts):
+            sub = table.take(pa.array(parts[p], type=pa.int64()))
+            yield p, sub, [cls(r) for r in rows_of(py_columns(sub, self.in_idx, self.in_fields), sub.num_rows)]
+        _cleanup(op)
+
+
+@dataclass
+class QueryStage(_TupleStateStage):
     """``state_query``: one ``batch_retrieve`` per state partition, then ``execute`` per tuple."""
 
     qf: Any = None
-    in_idx: list[int] = field(default_factory=list)
-    in_names: list[str] = field(default_factory=list)
     keep: int = 0  # the first ``keep`` input columns are the stream's fields (then _weir_p, _weir_q)
     new_fields: list[FieldSpec] = field(default_factory=list)
     snapshot: bool = False  # a global state: hand the query a Snapshottable
 
     def run(self, task: int, batches: Iterator[pa.RecordBatch], counts: list[int]) -> Iterator[pa.RecordBatch]:
         """Query each state partition of the task."""
-        table = concat(batches)
-        parts = self._partitions(table)
-        if table is None or not parts:
-            return
-        counts[0] += table.num_rows
         qf = self.qf
         schema = self.out_schema()
         what = f"{self.component} ({type(qf).__name__})"
-        cls = tuple_class(tuple(self.in_names))
         n_new = len(self.new_fields)
-        _prepare(qf, self.conf, self.context(task, self.n))
-        for p in sorted(parts):
-            rows = parts[p]
-            sub = table.take(pa.array(rows, type=pa.int64()))
-            tuples = [cls(r) for r in rows_of(py_columns(sub, self.in_idx, self.in_fields), sub.num_rows)]
+        for p, sub, tuples in self._tuples_by_partition(task, batches, counts, qf):
             state = self._make_state(p)
             if self.snapshot:
                 state = as_snapshottable(state, what)
@@ -493,33 +505,21 @@ class QueryStage(_StateStage):
                 arrays.append(build_array(new_cols[j], f, schema.field(self.keep + j).type, what))
             counts[1] += len(src)
             yield to_batch(arrays, schema)
-        _cleanup(qf)
 
 
 @dataclass
-class PersistStage(_StateStage):
+class PersistStage(_TupleStateStage):
     """``partition_persist``: ``begin_commit``, one ``update_state`` with the partition's tuples, ``commit``."""
 
     updater: Any = None
-    in_idx: list[int] = field(default_factory=list)
-    in_names: list[str] = field(default_factory=list)
 
     def run(self, task: int, batches: Iterator[pa.RecordBatch], counts: list[int]) -> Iterator[pa.RecordBatch]:
         """Update each state partition of the task once."""
-        table = concat(batches)
-        parts = self._partitions(table)
-        if table is None or not parts:
-            return
-        counts[0] += table.num_rows
         up = self.updater
         schema = self.out_schema()
         what = f"{self.component} ({type(up).__name__})"
-        cls = tuple_class(tuple(self.in_names))
         n_out = len(self.out_fields)
-        _prepare(up, self.conf, self.context(task, self.n))
-        for p in sorted(parts):
-            sub = table.take(pa.array(parts[p], type=pa.int64()))
-            tuples = [cls(r) for r in rows_of(py_columns(sub, self.in_idx, self.in_fields), sub.num_rows)]
+        for p, _, tuples in self._tuples_by_partition(task, batches, counts, up):
             coll = TridentCollector(n_out, what)
             state = self._make_state(p)
             state.begin_commit(self.txid)
@@ -534,7 +534,6 @@ class PersistStage(_StateStage):
             arrays = [build_array(list(cols[j]), f, schema.field(j).type, what) for j, f in enumerate(self.out_fields)]
             counts[1] += len(emitted)
             yield to_batch(arrays, schema)
-        _cleanup(up)
 
 
 def conf_dict(conf: Mapping[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from weir.runtime.spark.trident._arrow import (
     build_array,
     concat,
     fail,
+    failure_report,
     partition_id,
     py_columns,
     report,
@@ -36,7 +37,14 @@ __all__ = ["AggStage", "OpStage"]
 
 @dataclass
 class StageBase:
-    """What every stage knows: where it runs and what flows in."""
+    """What every stage knows: where it runs and what flows in.
+
+    ``stops_job``: whether a failure must stop the batch's Spark job — true for a stage whose output
+    reaches a state update in the same job (a partial input would be committed), so its failure
+    can only reach the driver in the error's text. Any other stage ends its task and sends the
+    failure as a :class:`~weir.runtime.spark.executor.TaskReport` in the accumulator, like a task of
+    the Storm dialect.
+    """
 
     topology: str
     component: str
@@ -45,6 +53,7 @@ class StageBase:
     in_fields: list[FieldSpec]
     out_fields: list[FieldSpec]
     acc: Any = None
+    stops_job: bool = True
     _schema: Any = field(default=None, init=False, repr=False)
 
     def out_schema(self) -> pa.Schema:
@@ -64,7 +73,10 @@ class StageBase:
         try:
             yield from self.run(task, batches, counts)
         except Exception as exc:
-            raise fail(self.component, task, self.txid, exc) from exc
+            if self.stops_job or self.acc is None:
+                raise fail(self.component, task, self.txid, exc) from exc
+            self.acc.add([failure_report(self.component, task, self.txid, exc, counts[0], counts[1])])
+            return
         report(self.acc, self.component, task, self.txid, counts[0], counts[1], (time.perf_counter() - t0) * 1000)
 
     def run(self, task: int, batches: Iterator[pa.RecordBatch], counts: list[int]) -> Iterator[pa.RecordBatch]:
