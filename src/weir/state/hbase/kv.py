@@ -508,13 +508,7 @@ class HBaseBackend(Backend):
 
         def read(overlay: dict[bytes, bytes | None], layout: Layout) -> dict[bytes, bytes]:
             if layout.kind == "buckets":
-                out = self._scan_bucketed(prefix, keys_only)
-                for k, v in overlay.items():
-                    if v is None:
-                        out.pop(k, None)
-                    else:
-                        out[k] = v
-                return out
+                return _overlaid(self._scan_bucketed(prefix, keys_only), overlay)
             rows = self.hb.scan(
                 start,
                 prefix + b"e",
@@ -526,12 +520,7 @@ class HBaseBackend(Backend):
             for r in self.hb.scan(prefix + b"h", prefix + b"i", [vcol, kcol]):
                 if vcol in r.columns and kcol in r.columns:
                     out[r.columns[kcol].value] = r.columns[vcol].value
-            for k, v in overlay.items():
-                if v is None:
-                    out.pop(k, None)
-                else:
-                    out[k] = v
-            return out
+            return _overlaid(out, overlay)
 
         try:
             result: dict[bytes, bytes] = self._consistent(namespace, read)
@@ -737,3 +726,13 @@ def open_backend(cfg: ProviderConfig) -> HBaseBackend:
     backend = HBaseBackend(HBaseSettings.from_url(url))
     backend.hb.check_table()
     return backend
+
+
+def _overlaid(rows: dict[bytes, bytes], overlay: dict[bytes, bytes | None]) -> dict[bytes, bytes]:
+    """``rows`` with a half-applied commit's changes laid over them (``None`` deletes a key)."""
+    for k, v in overlay.items():
+        if v is None:
+            rows.pop(k, None)
+        else:
+            rows[k] = v
+    return rows
