@@ -113,6 +113,10 @@ def validate_identifier(name: str, *, what: str) -> str:
     return name
 
 
+#: key types a cache of hashes may hold: exact types only (``1 == 1.0 == True`` share a dict slot, not a hash)
+HASH_CACHEABLE = (str, int, bytes)
+
+
 def stable_hash(value: Any) -> int:
     """A hash of ``value`` that is the same in every process (unlike the salted builtin ``hash``).
 

@@ -21,6 +21,7 @@ import enum
 from collections.abc import Iterator
 from typing import Any
 
+from weir._util import HASH_CACHEABLE
 from weir.errors import SerializationError, StateError
 from weir.state.backend import Backend
 from weir.state.base import KeyValueState
@@ -106,8 +107,7 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
     def _skey(self, key: Any) -> bytes:
         if key is self._last_key:  # get(k) then put(k): serialize once
             return self._last_skey
-        t = type(key)
-        cacheable = t is str or t is int or t is bytes  # exact types: 1 == 1.0 == True must not share a slot
+        cacheable = type(key) in HASH_CACHEABLE  # exact types: 1 == 1.0 == True must not share a slot
         if cacheable:
             found = self._skeys.get(key)
             if found is not None:

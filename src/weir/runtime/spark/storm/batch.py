@@ -21,7 +21,7 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.rdd import RDD
 
-from weir._util import stable_hash
+from weir._util import HASH_CACHEABLE, stable_hash
 from weir.checkpoint.coordinator import JobOutcome, TaskFailure
 from weir.runtime.spark.executor import ReportAccumulatorParam, TaskReport, TaskSpec, outcome_of, send_reports
 from weir.runtime.spark.runner import BatchRunner
@@ -63,7 +63,7 @@ def key_for_grouping(
             payload = (source, stream, r[2], r[3])
             if kind is GroupingKind.FIELDS:
                 vals = r[2]
-                if len(field_idx) == 1 and type(vals[field_idx[0]]) in _CACHEABLE:
+                if len(field_idx) == 1 and type(vals[field_idx[0]]) in HASH_CACHEABLE:
                     key = vals[field_idx[0]]
                     k = cache.get(key)
                     if k is None:
@@ -102,7 +102,6 @@ def key_for_grouping(
 _SHUFFLE_CHUNK = 2048  # tuples per shuffled value
 
 
-_CACHEABLE = (str, int, bytes)  # exact types (bool is not int here): 1 == 1.0 == True would share a slot
 _NARROW = (GroupingKind.SHUFFLE, GroupingKind.NONE, GroupingKind.LOCAL_OR_SHUFFLE)
 
 

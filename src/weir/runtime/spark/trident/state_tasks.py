@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from weir import _data
 from weir._faults import crash_point
-from weir._util import stable_hash
+from weir._util import HASH_CACHEABLE, stable_hash
 from weir.errors import StateError, TopologyError
 from weir.runtime.spark.trident._arrow import build_array, concat, py_columns, rows_of, take_column, to_batch
 from weir.runtime.spark.trident.tasks import StageBase, _cleanup, _prepare
@@ -96,7 +96,6 @@ def spark_routing_values(n: int) -> list[int]:
 #: per parallelism, the state partition of keys seen before in this process (keys repeat batch after batch)
 _PARTITIONS: dict[int, dict[tuple[Any, ...], int]] = {}
 _PARTITION_CACHE_LIMIT = 500_000
-_CACHEABLE = (str, int, bytes)  # exact types: 1 == 1.0 == True must not share a slot
 
 
 def partitions_of(keys: list[tuple[Any, ...]], n: int) -> list[int]:
@@ -107,7 +106,7 @@ def partitions_of(keys: list[tuple[Any, ...]], n: int) -> list[int]:
     out = []
     get = cache.get
     for k in keys:
-        if len(k) == 1 and type(k[0]) in _CACHEABLE:
+        if len(k) == 1 and type(k[0]) in HASH_CACHEABLE:
             p = get(k)
             if p is None:
                 p = cache[k] = stable_hash(k) % n

@@ -155,23 +155,11 @@ class OpStage(StageBase):
                     [batch.column(i).cast(schema.field(i).type) for i in range(batch.num_columns)], schema
                 )
                 continue
-            src: list[int] = []
-            new_cols: list[list[Any]] = [[] for _ in range(n_new)]
-            coll = SingleFieldCollector(what) if n_new == 1 else TridentCollector(n_new, what)
             if kind == "function":
+                coll = SingleFieldCollector(what) if n_new == 1 else TridentCollector(n_new, what)
                 src, new_cols = _run_function(call, cls, rows, coll, n_new, self.keep_idx != [])
-                rows = []
-            for i, r in enumerate(rows):
-                if kind == "map":
-                    emitted = [_values(call(cls(r)), n_new, what)]
-                elif kind == "flat_map":
-                    emitted = [_values(v, n_new, what) for v in call(cls(r))]
-                else:  # to_values (a spout's record parser)
-                    emitted = [_values(call(r), n_new, what)]
-                for vals in emitted:
-                    src.append(i)
-                    for j in range(n_new):
-                        new_cols[j].append(vals[j])
+            else:
+                src, new_cols = _run_values(call, cls, rows, kind, n_new, what)
             if not src:
                 continue
             counts[1] += len(src)
@@ -217,6 +205,26 @@ def _run_function(
         return src, [emitted]
     cols = [list(c) for c in zip(*emitted, strict=True)] if emitted else [[] for _ in range(n_new)]
     return src, cols
+
+
+def _run_values(
+    call: Any, cls: Any, rows: list[tuple[Any, ...]], kind: str, n_new: int, what: str
+) -> tuple[list[int], list[list[Any]]]:
+    """``map`` / ``flat_map`` / ``to_values`` over every row: each output's input row and its values per field."""
+    src: list[int] = []
+    new_cols: list[list[Any]] = [[] for _ in range(n_new)]
+    for i, r in enumerate(rows):
+        if kind == "map":
+            emitted = [_values(call(cls(r)), n_new, what)]
+        elif kind == "flat_map":
+            emitted = [_values(v, n_new, what) for v in call(cls(r))]
+        else:  # to_values (a spout's record parser)
+            emitted = [_values(call(r), n_new, what)]
+        for vals in emitted:
+            src.append(i)
+            for j in range(n_new):
+                new_cols[j].append(vals[j])
+    return src, new_cols
 
 
 def _values(v: Any, n: int, what: str) -> tuple[Any, ...]:
