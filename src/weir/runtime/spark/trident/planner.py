@@ -23,6 +23,7 @@ from typing import Any
 from weir.errors import TopologyError
 from weir.runtime.spark.trident._arrow import spout_failure_prefix
 from weir.runtime.spark.trident.state_tasks import (
+    SPARK_HASHED_TYPES,
     JournalSpec,
     PersistAggStage,
     PersistStage,
@@ -31,7 +32,7 @@ from weir.runtime.spark.trident.state_tasks import (
     read_touches,
     spark_routing_values,
 )
-from weir.runtime.spark.trident.tasks import AggStage, OpStage
+from weir.runtime.spark.trident.tasks import BATCH_PROPERTY, AggStage, OpStage, batch_property
 from weir.trident.fields import FieldSpec, StreamSchema
 from weir.trident.nodes import Node
 
@@ -89,6 +90,21 @@ class RunContext:
         #: Spark types of nodes' outputs (asking Spark for a schema is a driver round trip)
         self.columns: dict[str, Any] = {}
         self.types: dict[tuple[int, str], list[FieldSpec]] = {}
+        #: the Python stages' UDF expressions, made once per run: a stage takes its batch's txid from
+        #: its job's local property, so one pickled stage (and one JVM function) serves every batch
+        self.udfs: dict[tuple[int, str], Any] = {}
+        self.default_n: int | None = None
+        self.shuffle_now: int | None = None
+        #: JVM sequences of column expressions or names, keyed by what they hold (each a driver
+        #: round trip per element to build: a batch's select/groupBy/repartition reuse them)
+        self.seqs: dict[tuple[Any, ...], Any] = {}
+        #: per aggregation node, its Spark SQL aggregate expression (``None``: a Python aggregator)
+        self.aggs: dict[tuple[int, str], Any] = {}
+        #: per state id, the key types of a state partitioned by Spark's hash (``None``: stable_hash)
+        self.routing: dict[str, list[str] | None] = {}
+        #: per state-writing node, the shuffle partitions its job needs (its state's parallelism)
+        self.shuffles: dict[int, int] = {}
+        self.count_rows: Any = None  # the spouts' observed row count, ``count(1) AS n``
 
     @functools.cached_property
     def feeds_state(self) -> frozenset[int]:
@@ -116,7 +132,9 @@ class BatchPlanner:
         self.memo: dict[int, Compiled] = {}
         self.persisted: list[Any] = []
         self.observations: list[Any] = []
-        self.default_n = int(self.spark.conf.get("spark.sql.shuffle.partitions") or 2)
+        if ctx.default_n is None:  # the query's session keeps its shuffle partitions for the run
+            ctx.default_n = ctx.shuffle_now = int(self.spark.conf.get("spark.sql.shuffle.partitions") or 2)
+        self.default_n = ctx.default_n
 
     # ---- driving -------------------------------------------------------------------------
     def actions(self) -> list[Node]:
@@ -127,9 +145,23 @@ class BatchPlanner:
         return states + leaves
 
     def run(self) -> None:
-        """Execute every action (one Spark job each)."""
-        for node in self.actions():
-            self.compile(node).df.write.format("noop").mode("overwrite").save()
+        """Execute every action (one Spark job each), the batch named in the jobs' local property."""
+        sc = self.spark.sparkContext
+        sc.setLocalProperty(BATCH_PROPERTY, batch_property(self.txid, self.epoch))
+        try:
+            for node in self.actions():
+                df = self.compile(node).df
+                # a Spark-hash-routed state's aggregate shuffles straight into its n state partitions
+                self._shuffle_partitions(self.ctx.shuffles.get(node.id, self.default_n))
+                df.write.format("noop").mode("overwrite").save()
+        finally:
+            sc.setLocalProperty(BATCH_PROPERTY, None)
+
+    def _shuffle_partitions(self, n: int) -> None:
+        """Set the batch session's ``spark.sql.shuffle.partitions`` (the query's own clone) to ``n``."""
+        if self.ctx.shuffle_now != n:
+            self.spark.conf.set("spark.sql.shuffle.partitions", str(n))
+            self.ctx.shuffle_now = n
 
     def release(self) -> None:
         """Unpersist what this batch persisted."""
@@ -178,6 +210,51 @@ class BatchPlanner:
             found = self.ctx.types[key] = typed_fields(df, any_names)
         return found
 
+    def _seq(self, key: tuple[Any, ...], make: Any) -> Any:
+        """The JVM ``Seq`` of ``make()`` (Java objects or strings), built once per run for ``key``."""
+        seq = self.ctx.seqs.get(key)
+        if seq is None:
+            from pyspark.sql.classic.column import _to_seq
+
+            seq = self.ctx.seqs[key] = _to_seq(self.spark.sparkContext, make())
+        return seq
+
+    def _jcols(self, names: list[str]) -> Any:
+        return self._seq(("cols", *names), lambda: [self.col(n)._jc for n in names])
+
+    def _df(self, jdf: Any) -> Any:
+        from pyspark.sql import DataFrame
+
+        return DataFrame(jdf, self.spark)
+
+    def select(self, df: Any, names: list[str]) -> Any:
+        """``df.select(*names)`` (quoted names)."""
+        jdf = getattr(df, "_jdf", None)
+        if jdf is None:
+            return df.select(*[self.col(n) for n in names])
+        return self._df(jdf.select(self._jcols(names)))
+
+    def rename(self, df: Any, names: list[str]) -> Any:
+        """``df.toDF(*names)``."""
+        jdf = getattr(df, "_jdf", None)
+        if jdf is None:
+            return df.toDF(*names)
+        return self._df(jdf.toDF(self._seq(("names", *names), lambda: list(names))))
+
+    def repartition(self, df: Any, n: int, names: list[str]) -> Any:
+        """``df.repartition(n, *names)``."""
+        jdf = getattr(df, "_jdf", None)
+        if jdf is None:
+            return df.repartition(n, *[self.col(c) for c in names])
+        return self._df(jdf.repartition(n, self._jcols(names)))
+
+    def group_agg(self, df: Any, keys: list[str], expr: Any) -> Any:
+        """``df.groupBy(*keys).agg(expr)``."""
+        jdf = getattr(df, "_jdf", None)
+        if jdf is None:
+            return df.groupBy(*[self.col(k) for k in keys]).agg(expr)
+        return self._df(jdf.groupBy(self._jcols(keys)).agg(expr._jc, self._seq(("empty",), list)))
+
     # ---- compiling -----------------------------------------------------------------------
     def compile(self, node: Node) -> Compiled:
         """The node's DataFrame for this batch."""
@@ -200,14 +277,20 @@ class BatchPlanner:
 
     def _stage_args(self, node: Node, in_fields: list[FieldSpec], out_fields: list[FieldSpec]) -> dict[str, Any]:
         return {
-            "topology": self.ctx.topology, "component": node.name, "txid": self.txid, "conf": dict(self.ctx.conf),
+            "topology": self.ctx.topology, "component": node.name, "txid": None, "conf": self.ctx.conf,
             "in_fields": in_fields, "out_fields": out_fields, "acc": self.acc,
             "stops_job": node.id in self.ctx.feeds_state,
         }
 
-    def _map(self, df: Any, stage: Any, out_fields: list[FieldSpec]) -> Compiled:
-        schema = StreamSchema(tuple(out_fields)).spark_schema()
-        return Compiled(map_in_arrow(df, stage, schema, [self.col(f.name) for f in stage.in_fields]), out_fields)
+    def _map(self, df: Any, stage: Any, out_fields: list[FieldSpec], key: tuple[int, str]) -> Compiled:
+        """``stage`` over ``df``: its UDF made once per run (``key``) unless the stage is this batch's own."""
+        udf = self.ctx.udfs.get(key) if stage.txid is None else None
+        if udf is None:
+            schema = StreamSchema(tuple(out_fields)).spark_schema()
+            udf = arrow_udf(stage, schema, [self.col(f.name) for f in stage.in_fields])
+            if stage.txid is None:
+                self.ctx.udfs[key] = udf
+        return Compiled(map_in_arrow(df, udf), out_fields)
 
     def _n(self, node: Node) -> int:
         return node.parallelism or self.default_n
@@ -227,7 +310,8 @@ class BatchPlanner:
         sql_spout = isinstance(spout, FileSpout) or (
             isinstance(spout, ReplayableSpout) and type(spout).to_values is ReplayableSpout.to_values
         )
-        if sql_spout and CORRUPT in df.columns:
+        columns = [f.name for f in self.fields_of(node, "raw", df)]
+        if sql_spout and CORRUPT in columns:
             # a malformed record fails the batch in Spark SQL, naming the spout: no Python pass
             what = (
                 f"FileSpout({spout.path!r}): malformed {spout.format} record: " if isinstance(spout, FileSpout)
@@ -244,15 +328,17 @@ class BatchPlanner:
                 **self._stage_args(node, raw, outs), kind="to_values", op=spout,
                 in_idx=list(range(len(raw))), in_names=[f.name for f in raw],
             )
-            df = self._map(df, stage, outs).df
+            df = self._map(df, stage, outs, (node.id, "to_values")).df
             comp = Compiled(df, outs)
             return self._spout_tail(node, comp)
-        elif len(df.columns) == len(names):
-            df = df.toDF(*names)
+        elif len(columns) == len(names):
+            df = self.rename(df, names)
         else:
-            df = df.select(*[F.col(f"`{n}`") for n in names])
+            df = self.select(df, names)
         obs = Observation(f"weir-trident-{self.txid}-{next(_OBSERVATIONS)}")
-        df = df.observe(obs, F.count(F.lit(1)).alias("n"))
+        if self.ctx.count_rows is None:
+            self.ctx.count_rows = F.count(F.lit(1)).alias("n")
+        df = df.observe(obs, self.ctx.count_rows)
         self.observations.append(obs)
         return self._spout_tail(node, Compiled(df, self.fields_of(node, "spout", df)))
 
@@ -283,7 +369,7 @@ class BatchPlanner:
             **self._stage_args(node, parent.fields, out), kind=kind, op=node.params["op"],
             in_idx=parent.index(inp), in_names=inp, new_fields=list(node.new_fields), keep_idx=keep_idx,
         )
-        return self._map(parent.df, stage, out)
+        return self._map(parent.df, stage, out, (node.id, "op"))
 
     def _prune(self, comp: Compiled, keep: frozenset[str] | None) -> Compiled:
         """``comp`` restricted to the fields in ``keep`` (in its order), before a Python stage reads it."""
@@ -291,14 +377,14 @@ class BatchPlanner:
             return comp
 
         fields = [f for f in comp.fields if f.name in keep]
-        return Compiled(comp.df.select(*[self.col(f.name) for f in fields]), fields)
+        return Compiled(self.select(comp.df, [f.name for f in fields]), fields)
 
     def _c_project(self, node: Node) -> Compiled:
 
         parent = self.compile(node.parents[0])
         keep = list(node.params["fields"])
         fields = [parent.fields[i] for i in parent.index(keep)]
-        return Compiled(parent.df.select(*[self.col(n) for n in keep]), fields)
+        return Compiled(self.select(parent.df, keep), fields)
 
     def _c_partition(self, node: Node) -> Compiled:
         from pyspark.sql import functions as F  # noqa: N812
@@ -307,7 +393,7 @@ class BatchPlanner:
         how = node.params["how"]
         df = parent.df
         if how == "fields":
-            df = df.repartition(self._n(node), *[F.col(f"`{n}`") for n in node.params["fields"]])
+            df = self.repartition(df, self._n(node), list(node.params["fields"]))
         elif how == "shuffle":
             df = df.repartition(self._n(node))
         elif how == "global":
@@ -319,14 +405,17 @@ class BatchPlanner:
         return Compiled(df, parent.fields)
 
     # -- aggregation -------------------------------------------------------------------------
-    def _spark_agg(self, agg: Any, parent: Compiled, inp: list[str]) -> Any:
-        from pyspark.sql import functions as F  # noqa: N812
-
+    def _spark_agg(self, node: Node, agg: Any, parent: Compiled, inp: list[str]) -> Any:
+        """The aggregator's Spark SQL expression over ``inp`` (made once per run), or ``None``."""
+        key = (node.id, "")
+        if key in self.ctx.aggs:
+            return self.ctx.aggs[key]
+        expr = None
         if node_kind_is_combiner(agg):
             idx = parent.index(inp)
-            cols = [F.col(f"`{n}`") for n in inp]
-            return agg.spark_agg(cols, [parent.fields[i].dtype for i in idx])
-        return None
+            expr = agg.spark_agg([self.col(n) for n in inp], [parent.fields[i].dtype for i in idx])
+        self.ctx.aggs[key] = expr
+        return expr
 
     def _c_agg(self, node: Node) -> Compiled:
         from pyspark.sql import functions as F  # noqa: N812
@@ -337,7 +426,7 @@ class BatchPlanner:
         keys = list(node.params["group"] or ())
         key_fields = [parent.fields[i] for i in parent.index(keys)]
         outs = list(node.new_fields)
-        expr = self._spark_agg(agg, parent, inp)
+        expr = self._spark_agg(node, agg, parent, inp)
         kcols = [F.col(f"`{k}`") for k in keys]
         if expr is not None:
             name = outs[0].name
@@ -355,24 +444,24 @@ class BatchPlanner:
         base = {"agg": agg, "key_idx": parent.index(keys), "in_idx": parent.index(inp), "in_names": inp}
         if scope == "partition":
             stage = AggStage(**self._stage_args(node, parent.fields, out_fields), mode=kind, **base)
-            return self._map(parent.df, stage, out_fields)
+            return self._map(parent.df, stage, out_fields, (node.id, "agg"))
         df = parent.df
         if kind == "combiner":
             partial_out = key_fields + [FieldSpec(V_COL, None)]
             partial = AggStage(**self._stage_args(node, parent.fields, partial_out), mode="partial", **base)
-            pre = self._map(df, partial, partial_out)
+            pre = self._map(df, partial, partial_out, (node.id, "partial"))
             pre_df = pre.df.repartition(self._n(node), *kcols) if keys else pre.df.repartition(1)
             final = AggStage(
                 **self._stage_args(node, partial_out, out_fields), mode="combine", agg=agg,
                 key_idx=list(range(len(keys))), value_idx=len(keys), emit_if_empty=not keys,
             )
-            return self._map(pre_df, final, out_fields)
+            return self._map(pre_df, final, out_fields, (node.id, "combine"))
         df = df.repartition(self._n(node), *kcols) if keys else df.repartition(1)
         stage = AggStage(**self._stage_args(node, parent.fields, out_fields), mode=kind, emit_if_empty=not keys, **base)
-        return self._map(df, stage, out_fields)
+        return self._map(df, stage, out_fields, (node.id, "agg"))
 
     # -- combining streams ---------------------------------------------------------------------
-    def _encode(self, node: Node, comp: Compiled, names: set[str]) -> Compiled:
+    def _encode(self, node: Node, comp: Compiled, names: set[str], tag: str) -> Compiled:
         """Re-encode the typed columns ``names`` of ``comp`` as any-fields (to union or join them)."""
         targets = [i for i, f in enumerate(comp.fields) if f.name in names and not f.is_any]
         if not targets:
@@ -382,7 +471,7 @@ class BatchPlanner:
             **self._stage_args(node, comp.fields, out), kind="map", op=_identity,
             in_idx=list(range(len(comp.fields))), in_names=comp.names,
         )
-        return self._map(comp.df, stage, out)
+        return self._map(comp.df, stage, out, (node.id, f"encode/{tag}"))
 
     def _c_merge(self, node: Node) -> Compiled:
         names = list(node.names)
@@ -391,7 +480,7 @@ class BatchPlanner:
                    for c in parts]
         mixed = {n for i, n in enumerate(names) if len({_type_key(c.fields[i]) for c in renamed}) > 1}
         if mixed:
-            renamed = [self._encode(node, c, mixed) for c in renamed]
+            renamed = [self._encode(node, c, mixed, str(i)) for i, c in enumerate(renamed)]
         df = renamed[0].df
         for c in renamed[1:]:
             df = df.unionByName(c.df)
@@ -409,8 +498,8 @@ class BatchPlanner:
             if _type_key(fa) != _type_key(fb):
                 mixed_l.add(a)
                 mixed_r.add(b)
-        left = self._encode(node, left, mixed_l)
-        right = self._encode(node, right, mixed_r)
+        left = self._encode(node, left, mixed_l, "left")
+        right = self._encode(node, right, mixed_r, "right")
         kn = [f"_weir_k{i}" for i in range(len(k1))]
         ldf = left.df.select(
             *[F.col(f"`{a}`").alias(k) for a, k in zip(k1, kn, strict=True)],
@@ -445,8 +534,8 @@ class BatchPlanner:
         args["component"] = f"{node.name}/route"
         args["stops_job"] = args["stops_job"] or node.kind in _WRITERS  # the route feeds the node's own update
         stage = RouteStage(**args, how=how, n=n, key_idx=key_idx, **extra)
-        routed = self._map(comp.df, stage, out)
-        return Compiled(routed.df.repartition(n, self.col(Q_COL)), routed.fields)
+        routed = self._map(comp.df, stage, out, (node.id, "route"))
+        return Compiled(self.repartition(routed.df, n, [Q_COL]), routed.fields)
 
     def _state_common(self, node: Node, in_fields: list[FieldSpec], out_fields: list[FieldSpec], n: int,
                       p_idx: int) -> dict[str, Any]:
@@ -479,13 +568,26 @@ class BatchPlanner:
             journal = JournalSpec(self.ctx.provider, self.ctx.journal_namespace, state.state_id, self.epoch)
             touches = read_touches(self.ctx.provider, self.ctx.journal_namespace, state.state_id, n, self.txid)
         k = len(keys)
-        expr = self._spark_agg(agg, parent, inp)
+        expr = self._spark_agg(node, agg, parent, inp)
         if expr is not None and keys:
-            kcols = [self.col(c) for c in keys]
-            pre = parent.df.groupBy(*kcols).agg(expr.alias(V_COL))
+            aliased = self.ctx.aggs.get((node.id, V_COL))
+            if aliased is None:
+                aliased = self.ctx.aggs[(node.id, V_COL)] = expr.alias(V_COL)
+            pre = self.group_agg(parent.df, keys, aliased)
             pre_c = Compiled(pre, key_fields + self.fields_of(node, "pre", pre)[-1:])
-            routed = self._route(node, pre_c, "key", n, list(range(k)))
             args: dict[str, Any] = {"mode": "combiner", "key_idx": list(range(k)), "value_idx": k}
+            if self._spark_routed(state.state_id) is not None:
+                # the aggregate's own exchange puts each key in its state partition: no routing stage
+                # and no second shuffle (the repartition is dropped by Spark when the aggregate's
+                # exchange already has ``n`` partitions, see ``run``)
+                self.ctx.shuffles[node.id] = n
+                routed = Compiled(self.repartition(pre, n, keys), pre_c.fields)
+                common = self._state_common(node, routed.fields, out_fields, n, -1)
+                if touches:
+                    common.update(txid=self.txid, epoch=self.epoch)
+                stage = PersistAggStage(**common, agg=agg, journal=journal, touches=touches, **args)
+                return self._map(routed.df, stage, out_fields, (node.id, "persist"))
+            routed = self._route(node, pre_c, "key", n, list(range(k)))
         elif expr is not None:
             pre = parent.df.agg(expr.alias(V_COL), F.count(F.lit(1)).alias(N_COL)).withColumn(P_COL, F.lit(0))
             routed = Compiled(pre, typed_fields(pre))
@@ -499,25 +601,57 @@ class BatchPlanner:
         else:
             routed = self._route(node, parent, "key" if keys else "single", n, parent.index(keys))
             args = {"mode": "reducer", "key_idx": parent.index(keys), "in_idx": parent.index(inp), "in_names": inp}
-        stage = PersistAggStage(
-            **self._state_common(node, routed.fields, out_fields, n, routed.index([P_COL])[0]),
-            agg=agg, journal=journal, touches=touches, **args,
-        )
-        return self._map(routed.df, stage, out_fields)
+        common = self._state_common(node, routed.fields, out_fields, n, routed.index([P_COL])[0])
+        if touches:  # an opaque replay after a failed attempt: this batch's own stage carries the keys
+            common.update(txid=self.txid, epoch=self.epoch)
+        stage = PersistAggStage(**common, agg=agg, journal=journal, touches=touches, **args)
+        return self._map(routed.df, stage, out_fields, (node.id, "persist"))
+
+    def _spark_routed(self, state_id: str) -> list[str] | None:
+        """The key types of a state whose partitions are Spark's hash partitions of its keys, or ``None``.
+
+        A state written by one ``persistent_aggregate`` whose aggregator runs in Spark SQL, grouped
+        by keys of types whose hash weir computes too (string, int, bigint): the aggregate's own
+        shuffle then places each key in its state partition (``pmod(hash(keys), n)``), and
+        ``state_query`` routes its keys by the same hash. Every other state partitions keys by
+        :func:`~weir._util.stable_hash`.
+        """
+        if state_id in self.ctx.routing:
+            return self.ctx.routing[state_id]
+        writers = [
+            n for n in self.ctx.nodes if n.kind in _WRITERS and n.params["state"].state_id == state_id
+        ]
+        kinds = None
+        if len(writers) == 1 and writers[0].kind == "persist_agg" and writers[0].params.get("group"):
+            w = writers[0]
+            parent = self.compile(w.parents[0])
+            keys = list(w.params["group"])
+            fields = [parent.fields[i] for i in parent.index(keys)]
+            simple = [f.dtype.simpleString() if f.dtype is not None else "" for f in fields]
+            if all(t in SPARK_HASHED_TYPES for t in simple) and (
+                self._spark_agg(w, w.params["agg"], parent, agg_input(w)) is not None
+            ):
+                kinds = simple
+        self.ctx.routing[state_id] = kinds
+        return kinds
 
     def _c_state_query(self, node: Node) -> Compiled:
         parent = self.compile(node.parents[0])
         state = node.params["state"]
         inp = list(node.params["input"])
         n = state.parallelism if state.kind != "snapshot" else 1
-        routed = self._route(node, parent, "key", n, parent.index(inp))
+        kinds = self._spark_routed(state.state_id) if state.kind != "snapshot" else None
+        if kinds is not None and len(kinds) == len(inp):
+            routed = self._route(node, parent, "spark", n, parent.index(inp), key_kinds=kinds)
+        else:
+            routed = self._route(node, parent, "key", n, parent.index(inp))
         out = parent.fields + list(node.new_fields)
         stage = QueryStage(
             **self._state_common(node, routed.fields, out, n, len(parent.fields)),
             qf=node.params["qf"], in_idx=parent.index(inp), in_names=inp, keep=len(parent.fields),
             new_fields=list(node.new_fields), snapshot=state.kind == "snapshot",
         )
-        return self._map(routed.df, stage, out)
+        return self._map(routed.df, stage, out, (node.id, "query"))
 
     def _c_partition_persist(self, node: Node) -> Compiled:
         parent = self.compile(node.parents[0])
@@ -540,7 +674,7 @@ class BatchPlanner:
             **self._state_common(node, routed.fields, out, n, len(parent.fields)),
             updater=node.params["updater"], in_idx=parent.index(inp), in_names=inp,
         )
-        return self._map(routed.df, stage, out)
+        return self._map(routed.df, stage, out, (node.id, "persist"))
 
 
 def _required(node: Node, needed: frozenset[str] | None) -> frozenset[str] | None:
@@ -604,21 +738,40 @@ def needed_fields(nodes: list[Node]) -> dict[int, frozenset[str] | None]:
     return needed
 
 
-def map_in_arrow(df: Any, stage: Any, schema: Any, columns: list[Any]) -> Any:
-    """``df.mapInArrow(stage, schema)`` given the input's column references.
+@dataclass(frozen=True)
+class ArrowUdf:
+    """A stage as a ``mapInArrow`` function: its UDF expression over the input's columns, made once."""
 
-    PySpark's own ``mapInArrow`` asks the driver's JVM for the schema and for each column again;
-    the planner knows both. Falls back to the public call where the classic internals differ.
-    """
-    from pyspark.sql import DataFrame
+    stage: Any
+    schema: Any
+    jcol: Any  # the JVM's UDF expression (None where the classic internals are missing)
+
+
+def arrow_udf(stage: Any, schema: Any, columns: list[Any]) -> ArrowUdf:
+    """The ``mapInArrow`` UDF of ``stage`` over ``columns`` (pickled and sent to the JVM once)."""
     from pyspark.sql.pandas.functions import pandas_udf
     from pyspark.util import PythonEvalType
 
+    jcol = None
+    if columns and all(hasattr(c, "_jc") for c in columns):
+        udf = pandas_udf(stage, returnType=schema, functionType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF)
+        jcol = getattr(udf(*columns), "_jc", None)
+    return ArrowUdf(stage, schema, jcol)
+
+
+def map_in_arrow(df: Any, udf: ArrowUdf) -> Any:
+    """``df.mapInArrow(stage, schema)`` with the UDF already made.
+
+    PySpark's own ``mapInArrow`` pickles the function and asks the driver's JVM for the schema and
+    each column again on every call; a batch would pay that for every stage. Falls back to the
+    public call where the classic internals differ.
+    """
+    from pyspark.sql import DataFrame
+
     jdf = getattr(df, "_jdf", None)
-    if jdf is None or not columns:
-        return df.mapInArrow(stage, schema)
-    udf = pandas_udf(stage, returnType=schema, functionType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF)
-    return DataFrame(jdf.mapInArrow(udf(*columns)._jc, False, None), df.sparkSession)
+    if jdf is None or udf.jcol is None:
+        return df.mapInArrow(udf.stage, udf.schema)
+    return DataFrame(jdf.mapInArrow(udf.jcol, False, None), df.sparkSession)
 
 
 def _identity(tup: Any) -> Any:

@@ -119,6 +119,8 @@ class TridentBatchRunner(BatchRunner):
         self.ctx = ctx
         self.last_stats: dict[str, Any] = {}
         self._aqe_off = False
+        #: one accumulator per run: the stages (and their UDFs) are made once and carry it
+        self._acc: Any = None
 
     def wants_dataframe(self) -> bool:
         """The batch's DataFrame: the plan runs in Spark SQL."""
@@ -138,8 +140,10 @@ class TridentBatchRunner(BatchRunner):
             # into fewer tasks and split every batch into one job per shuffle (measured: 5-7 % slower)
             batch.sparkSession.conf.set("spark.sql.adaptive.enabled", "false")
             self._aqe_off = True
-        sc = batch.sparkSession.sparkContext
-        acc = sc.accumulator([], ReportAccumulatorParam())
+        if self._acc is None:
+            self._acc = batch.sparkSession.sparkContext.accumulator([], ReportAccumulatorParam())
+        acc = self._acc
+        acc.value = []  # a failed job's tasks send nothing (Spark drops their updates); reports name their txid
         shared = None
         if self.ctx.source.multi:
             from pyspark import StorageLevel
@@ -158,7 +162,7 @@ class TridentBatchRunner(BatchRunner):
             planner.release()
             if shared is not None:
                 shared.unpersist(blocking=False)
-        reports = list(acc.value)
+        reports = [r for r in acc.value if r.txid == txid]
         stats = self._stats(reports, planner.tuples_in(), (time.perf_counter() - t0) * 1000)
         self.last_stats = stats
         if any(not r.ok for r in reports):  # a stage that feeds no state update ended its task and reported

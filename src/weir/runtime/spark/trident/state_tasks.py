@@ -24,8 +24,9 @@ committed, even when the replayed batch differs.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -50,6 +51,8 @@ __all__ = [
     "decode_journal",
     "journal_key",
     "read_touches",
+    "spark_key_hash",
+    "spark_partitions_of",
     "spark_routing_values",
 ]
 
@@ -63,11 +66,80 @@ def _rotl(x: int, r: int) -> int:
     return ((x << r) | (x >> (32 - r))) & _M
 
 
+def _mix(h1: int, word: int) -> int:
+    """One 4-byte block of Murmur3 x86_32 (``mixK1`` then ``mixH1``)."""
+    k1 = (word * 0xCC9E2D51) & _M
+    k1 = (_rotl(k1, 15) * 0x1B873593) & _M
+    h1 = _rotl(h1 ^ k1, 13)
+    return (h1 * 5 + 0xE6546B64) & _M
+
+
+def _fmix(h1: int, length: int) -> int:
+    h1 ^= length
+    h1 ^= h1 >> 16
+    h1 = (h1 * 0x85EBCA6B) & _M
+    h1 ^= h1 >> 13
+    h1 = (h1 * 0xC2B2AE35) & _M
+    h1 ^= h1 >> 16
+    return h1
+
+
+def _signed(h: int) -> int:
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def spark_long_hash(i: int, seed: int = 42) -> int:
+    """Spark's ``hash()`` of a ``bigint`` value (Murmur3 x86_32 ``hashLong``)."""
+    v = i & 0xFFFFFFFFFFFFFFFF
+    h1 = _mix(_mix(seed & _M, v & _M), v >> 32)
+    return _signed(_fmix(h1, 8))
+
+
+def spark_string_hash(s: str, seed: int = 42) -> int:
+    """Spark's ``hash()`` of a ``string`` value: Murmur3 x86_32 over its UTF-8 bytes.
+
+    Spark's variant (``hashUnsafeBytes``): the bytes after the last whole 4-byte block are mixed in
+    one by one, as signed bytes.
+    """
+    data = s.encode("utf-8", "surrogatepass")
+    n = len(data)
+    aligned = n - n % 4
+    h1 = seed & _M
+    for word in struct.unpack_from(f"<{aligned // 4}I", data):
+        h1 = _mix(h1, word)
+    for b in data[aligned:]:
+        h1 = _mix(h1, (b - 256 if b > 127 else b) & _M)
+    return _signed(_fmix(h1, n))
+
+
+#: Spark SQL types whose ``hash()`` weir computes in Python (``spark_key_hash``)
+SPARK_HASHED_TYPES = frozenset({"string", "int", "bigint"})
+
+
+def spark_key_hash(key: tuple[Any, ...], kinds: list[str]) -> int:
+    """Spark's ``hash(c1, c2, ...)`` of a key whose columns have the Spark types ``kinds``.
+
+    Each column's hash seeds the next; a null column leaves the seed as it is. A value that cannot
+    be of its column's type (a query key of the wrong type) hashes by its text: no stored key has it.
+    """
+    h = 42
+    for v, kind in zip(key, kinds, strict=True):
+        if v is None:
+            continue
+        if kind == "string" or type(v) is not int:
+            h = spark_string_hash(v if isinstance(v, str) else repr(v), h)
+        elif kind == "int" and -(1 << 31) <= v < (1 << 31):
+            h = spark_int_hash(v, h)
+        else:
+            h = spark_long_hash(v, h)
+    return h
+
+
 def spark_int_hash(i: int, seed: int = 42) -> int:
     """Spark's ``hash()`` of an ``int`` column value (Murmur3 x86_32 ``hashInt``, seed 42)."""
     k1 = ((i & _M) * 0xCC9E2D51) & _M
     k1 = (_rotl(k1, 15) * 0x1B873593) & _M
-    h1 = _rotl(seed ^ k1, 13)
+    h1 = _rotl((seed & _M) ^ k1, 13)
     h1 = (h1 * 5 + 0xE6546B64) & _M
     h1 ^= 4
     h1 ^= h1 >> 16
@@ -96,6 +168,28 @@ def spark_routing_values(n: int) -> list[int]:
 #: per parallelism, the state partition of keys seen before in this process (keys repeat batch after batch)
 _PARTITIONS: dict[int, dict[tuple[Any, ...], int]] = {}
 _PARTITION_CACHE_LIMIT = 500_000
+
+
+#: per (parallelism, key types), the Spark-hash partition of keys seen before in this process
+_SPARK_PARTITIONS: dict[tuple[int, tuple[str, ...]], dict[tuple[Any, ...], int]] = {}
+
+
+def spark_partitions_of(keys: list[tuple[Any, ...]], kinds: list[str], n: int) -> list[int]:
+    """``pmod(hash(key...), n)``: the partition Spark's hash partitioning into ``n`` gives each key."""
+    cache = _SPARK_PARTITIONS.setdefault((n, tuple(kinds)), {})
+    if len(cache) > _PARTITION_CACHE_LIMIT:
+        cache.clear()
+    out = []
+    get = cache.get
+    for k in keys:
+        cacheable = all(type(v) in HASH_CACHEABLE for v in k)
+        p = get(k) if cacheable else None
+        if p is None:
+            p = spark_key_hash(k, kinds) % n
+            if cacheable:
+                cache[k] = p
+        out.append(p)
+    return out
 
 
 def partitions_of(keys: list[tuple[Any, ...]], n: int) -> list[int]:
@@ -228,6 +322,8 @@ class RouteStage(StageBase):
     combine_agg: Any = None
     in_idx: list[int] = field(default_factory=list)
     in_names: list[str] = field(default_factory=list)
+    #: with ``how`` ``spark``: the state's key types, partitions being Spark's hash partitioning
+    key_kinds: list[str] = field(default_factory=list)
 
     def run(self, task: int, batches: Iterator[pa.RecordBatch], counts: list[int]) -> Iterator[pa.RecordBatch]:
         """Route the task's rows."""
@@ -242,9 +338,9 @@ class RouteStage(StageBase):
             counts[0] += rows
             if rows == 0:
                 continue
-            if self.how == "key":
+            if self.how in ("key", "spark"):
                 keys = rows_of(py_columns(batch, self.key_idx, self.in_fields), rows)
-                ps = partitions_of(keys, n)
+                ps = partitions_of(keys, n) if self.how == "key" else spark_partitions_of(keys, self.key_kinds, n)
                 src = None  # every row once, in order
             elif self.how == "broadcast":
                 src = [i for i in range(rows) for _ in range(n)]
@@ -305,10 +401,17 @@ class _StateStage(StageBase):
     state_id: str = ""
     p_idx: int = -1
 
-    def _partitions(self, table: pa.Table | None) -> dict[int, list[int]]:
+    def _partitions(self, table: pa.Table | None, task: int) -> dict[int, list[int]]:
+        """Row numbers per state partition.
+
+        From column ``p_idx``; with ``p_idx`` -1 all rows are in partition ``task`` (Spark's hash
+        partitioning put each key in its state partition).
+        """
         out: dict[int, list[int]] = {}
         if table is None:
             return out
+        if self.p_idx < 0:
+            return {task: list(range(table.num_rows))} if table.num_rows else {}
         for i, p in enumerate(table.column(self.p_idx).to_pylist()):
             out.setdefault(int(p), []).append(i)
         return out
@@ -340,10 +443,16 @@ class PersistAggStage(_StateStage):
     journal: JournalSpec | None = None
     touches: dict[int, list[tuple[Any, ...]]] = field(default_factory=dict)
 
+    def bind(self, txid: int, epoch: int | None) -> None:
+        """Take the batch's txid; the journal is fenced by the driver's ``epoch``."""
+        super().bind(txid, epoch)
+        if self.journal is not None:
+            self.journal = replace(self.journal, epoch=epoch)
+
     def run(self, task: int, batches: Iterator[pa.RecordBatch], counts: list[int]) -> Iterator[pa.RecordBatch]:
         """Update each state partition of the task once."""
         table = concat(batches)
-        parts = self._partitions(table)
+        parts = self._partitions(table, task)
         if task in self.touches and task not in parts:
             parts[task] = []
         if table is not None:
@@ -449,7 +558,7 @@ class _TupleStateStage(_StateStage):
     ) -> Iterator[tuple[int, pa.Table, list[Any]]]:
         """``prepare`` ``op``; per state partition of the task, sorted: ``(p, its rows, their tuples)``; ``cleanup``."""
         table = concat(batches)
-        parts = self._partitions(table)
+        parts = self._partitions(table, task)
         if table is None or not parts:
             return
         counts[0] += table.num_rows

@@ -48,12 +48,15 @@ class StageBase:
 
     topology: str
     component: str
-    txid: int
+    #: the batch's txid; ``None`` for a stage planned once per run, which reads its batch's txid (and
+    #: the driver's epoch) from the Spark job's local property :data:`BATCH_PROPERTY` when it runs
+    txid: int | None
     conf: Mapping[str, Any]
     in_fields: list[FieldSpec]
     out_fields: list[FieldSpec]
     acc: Any = None
     stops_job: bool = True
+    epoch: int | None = None
     _schema: Any = field(default=None, init=False, repr=False)
 
     def out_schema(self) -> pa.Schema:
@@ -66,9 +69,16 @@ class StageBase:
         """The operation context of task ``task``."""
         return OperationContext(self.topology, self.component, task, n, self.txid, self.conf)
 
+    def bind(self, txid: int, epoch: int | None) -> None:
+        """Take the batch's ``txid`` and the driver's ``epoch`` (in the task's copy of a run-wide stage)."""
+        self.txid = txid
+        self.epoch = epoch
+
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         task = partition_id()
         t0 = time.perf_counter()
+        if self.txid is None:
+            self.bind(*batch_of_job(self.component))
         counts = [0, 0]
         try:
             yield from self.run(task, batches, counts)
@@ -82,6 +92,31 @@ class StageBase:
     def run(self, task: int, batches: Iterator[pa.RecordBatch], counts: list[int]) -> Iterator[pa.RecordBatch]:
         """The stage's work; ``counts`` = [tuples in, tuples out]."""
         raise NotImplementedError
+
+
+#: the Spark local property naming the batch a job runs (``"<txid>:<epoch>"``, epoch empty if none)
+BATCH_PROPERTY = "weir.trident.batch"
+
+
+def batch_property(txid: int, epoch: int | None) -> str:
+    """The value of :data:`BATCH_PROPERTY` for batch ``txid`` of a driver with ``epoch``."""
+    return f"{txid}:{'' if epoch is None else epoch}"
+
+
+def batch_of_job(component: str) -> tuple[int, int | None]:
+    """``(txid, epoch)`` of the batch the running Spark task belongs to (its job's local property)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    raw = ctx.getLocalProperty(BATCH_PROPERTY) if ctx is not None else None
+    if not raw:
+        msg = (
+            f"{component}: this stage was planned for every batch of a run but its Spark job has no "
+            f"{BATCH_PROPERTY!r} local property (jobs of a Trident batch are started by BatchPlanner.run)"
+        )
+        raise RuntimeError(msg)
+    txid, _, epoch = raw.partition(":")
+    return int(txid), int(epoch) if epoch else None
 
 
 def _prepare(op: Any, conf: Mapping[str, Any], ctx: OperationContext) -> None:

@@ -1,0 +1,130 @@
+"""States partitioned by Spark's own hash: the aggregate's shuffle places each key in its state partition."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import weir
+from tests.trident._support import Split, record, recorded, word_files
+from weir.runtime.spark.trident.state_tasks import spark_key_hash, spark_partitions_of
+from weir.sources import FileSpout
+from weir.trident import Count, MapGet, StateFactory, TridentTopology
+from weir.trident.backing import SqliteMapState
+
+pytestmark = pytest.mark.spark
+
+BATCHES = [["the cat sat on the mat", "the dog"], ["a cat and a dog", "the end", "héllo wörld 日本"]]
+QUERIES = [["cat the nope"], ["dog héllo end"]]
+
+
+def test_weir_computes_sparks_hash_of_strings_ints_and_bigints(spark: Any) -> None:
+    from pyspark.sql import functions as F  # noqa: N812
+
+    strs = ["", "a", "ab", "abc", "abcd", "abcde", "héllo", "日本語テキスト", "\x7f\x80", "emoji 😀 x", "x" * 37]
+    rows = [(s, i * 7919 - 20, i * 10**10) for i, s in enumerate(strs)]
+    rows += [(None, -(2**31), -(2**63)), ("z", None, None), ("q", 2**31 - 1, -1)]
+    df = spark.createDataFrame(rows, "s string, i int, l bigint")
+    got = df.select(
+        "s", "i", "l", F.hash("s").alias("hs"), F.hash("i").alias("hi"), F.hash("l").alias("hl"),
+        F.hash("s", "i", "l").alias("h3"), F.pmod(F.hash("s", "i"), F.lit(3)).alias("p"),
+    ).collect()
+    assert len(got) == len(rows)
+    for r in got:
+        assert spark_key_hash((r.s,), ["string"]) == r.hs, r
+        assert spark_key_hash((r.i,), ["int"]) == r.hi, r
+        assert spark_key_hash((r.l,), ["bigint"]) == r.hl, r
+        assert spark_key_hash((r.s, r.i, r.l), ["string", "int", "bigint"]) == r.h3, r
+        assert spark_partitions_of([(r.s, r.i)], ["string", "int"], 3) == [r.p], r
+
+
+class PartitionLocal(StateFactory):
+    """An opaque SQLite map whose partition ``p`` keeps its keys in its own table ``part<p>``:
+    a key read from another partition than the one that wrote it is not found."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def make_state(self, conf: Mapping[str, Any], partition_index: int, num_partitions: int) -> Any:
+        factory = SqliteMapState.opaque(self.path, table=f"part{partition_index}")
+        return factory.make_state(conf, partition_index, num_partitions)
+
+
+def test_counts_land_in_sparks_hash_partition_and_queries_find_them(spark: Any, tmp_path: Path) -> None:
+    from pyspark.sql import functions as F  # noqa: N812
+
+    lines, queries = tmp_path / "lines", tmp_path / "queries"
+    expected = word_files(lines, BATCHES)
+    word_files(queries, QUERIES)
+    db, rec = str(tmp_path / "local.db"), str(tmp_path / "rec.db")
+    topo = TridentTopology()
+    counts = (
+        topo.new_stream("lines", FileSpout(str(lines)))
+        .each(["line"], Split(), ["word:str"])
+        .group_by(["word"])
+        .persistent_aggregate(PartitionLocal(db), Count(), "count")
+        .parallelism_hint(3)  # not the session's shuffle partitions: the batch's job uses 3
+    )
+    answers = (
+        topo.new_stream("queries", FileSpout(str(queries)))
+        .each(["line"], Split(), ["word"])  # an any-typed field: hashed in Python on the query side
+        .state_query(counts, ["word"], MapGet(), ["count"])
+        .project(["word", "count"])
+    )
+    record(answers, rec, "answers")
+    conf = {"weir.state.dir": str(tmp_path / "state"), "weir.batch.max.retries": 0}
+    status = weir.submit("routing", conf, topo, spark=spark).process_available()
+    assert status.last_txid == len(BATCHES)
+    assert spark.conf.get("spark.sql.shuffle.partitions") != "3"  # the user's session is untouched
+    # every key is stored in partition pmod(hash(word), 3), as Spark SQL itself computes it
+    words = spark.createDataFrame([(w,) for w in expected], "word string")
+    want_part = {r.word: r.p for r in words.select("word", F.pmod(F.hash("word"), F.lit(3)).alias("p")).collect()}
+    with sqlite3.connect(db) as conn:
+        tables = [t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'part%'")]
+        stored = {t: conn.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in tables}
+    assert sum(stored.values()) == len(expected)
+    assert stored == {f"part{p}": n for p, n in Counter(want_part.values()).items()}
+    # queries of batch t see the counts after batch t: found in the partition that wrote them
+    running: Counter[str] = Counter()
+    want = []
+    for txid, (batch, qs) in enumerate(zip(BATCHES, QUERIES, strict=True), start=1):
+        running.update(w for line in batch for w in line.split())
+        want += [(txid, w, running.get(w)) for q in qs for w in q.split()]
+    assert sorted((t, *v) for t, _, v in recorded(rec, "answers")) == sorted(want, key=str)
+
+
+def test_the_batch_job_shuffles_once_into_the_state_partitions(spark: Any, tmp_path: Path) -> None:
+    from weir.runtime.spark.executor import ReportAccumulatorParam
+    from weir.runtime.spark.trident.planner import BatchPlanner, RunContext
+    from weir.runtime.spark.trident.runner import TridentSource
+
+    lines = tmp_path / "lines"
+    word_files(lines, BATCHES)
+    topo = TridentTopology()
+    spout = FileSpout(str(lines))
+    (
+        topo.new_stream("lines", spout)
+        .each(["line"], Split(), ["word:str"])
+        .group_by(["word"])
+        .persistent_aggregate(SqliteMapState.opaque(str(tmp_path / "m.db"), table="wc"), Count(), "count")
+        .parallelism_hint(3)
+    )
+    ctx = RunContext(topology="t", conf={}, nodes=topo.nodes, source=TridentSource("t", {}, [("lines", spout)]))
+    session = spark.newSession()  # what the query's own clone is to the user's session
+    batch = session.read.text(str(lines))
+    planner = BatchPlanner(ctx, batch, 1, None, spark.sparkContext.accumulator([], ReportAccumulatorParam()))
+    planner.run()
+    (action,) = planner.actions()
+    plan = planner.compile(action).df._jdf.queryExecution().executedPlan().toString()
+    assert plan.count("Exchange") == 1, plan  # the aggregate's own, into the 3 state partitions
+    assert "hashpartitioning(word" in plan and ", 3)" in plan, plan
+    assert "RouteStage" not in plan, plan
+    with sqlite3.connect(tmp_path / "m.db") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM wc").fetchone()[0] == len(
+            {w for b in BATCHES for line in b for w in line.split()}
+        )
