@@ -55,8 +55,18 @@ class PartitionLocal(StateFactory):
         return factory.make_state(conf, partition_index, num_partitions)
 
 
-def test_counts_land_in_sparks_hash_partition_and_queries_find_them(spark: Any, tmp_path: Path) -> None:
+class NewPartitionLocal(PartitionLocal):
+    """The same, declaring that its keys may go to any partition (a new state: nothing stored yet)."""
+
+    shared_keyspace = True
+
+
+@pytest.mark.parametrize("factory", [NewPartitionLocal, PartitionLocal])
+def test_counts_land_in_their_partition_and_queries_find_them(spark: Any, tmp_path: Path, factory: type) -> None:
+    """A ``shared_keyspace`` factory gets Spark's hash partitions; any other keeps the stable hash."""
     from pyspark.sql import functions as F  # noqa: N812
+
+    from weir._util import stable_hash
 
     lines, queries = tmp_path / "lines", tmp_path / "queries"
     expected = word_files(lines, BATCHES)
@@ -67,7 +77,7 @@ def test_counts_land_in_sparks_hash_partition_and_queries_find_them(spark: Any, 
         topo.new_stream("lines", FileSpout(str(lines)))
         .each(["line"], Split(), ["word:str"])
         .group_by(["word"])
-        .persistent_aggregate(PartitionLocal(db), Count(), "count")
+        .persistent_aggregate(factory(db), Count(), "count")
         .parallelism_hint(3)  # not the session's shuffle partitions: the batch's job uses 3
     )
     answers = (
@@ -81,14 +91,18 @@ def test_counts_land_in_sparks_hash_partition_and_queries_find_them(spark: Any, 
     status = weir.submit("routing", conf, topo, spark=spark).process_available()
     assert status.last_txid == len(BATCHES)
     assert spark.conf.get("spark.sql.shuffle.partitions") != "3"  # the user's session is untouched
-    # every key is stored in partition pmod(hash(word), 3), as Spark SQL itself computes it
+    # every key is stored in partition pmod(hash(word), 3), as Spark SQL itself computes it, or in
+    # stable_hash((word,)) % 3 for a factory that keeps partitions apart
     words = spark.createDataFrame([(w,) for w in expected], "word string")
     want_part = {r.word: r.p for r in words.select("word", F.pmod(F.hash("word"), F.lit(3)).alias("p")).collect()}
+    if not factory.shared_keyspace:
+        want_part = {w: stable_hash((w,)) % 3 for w in expected}
     with sqlite3.connect(db) as conn:
         tables = [t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'part%'")]
         stored = {t: conn.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in tables}
     assert sum(stored.values()) == len(expected)
     assert stored == {f"part{p}": n for p, n in Counter(want_part.values()).items()}
+    assert len(stored) == 3
     # queries of batch t see the counts after batch t: found in the partition that wrote them
     running: Counter[str] = Counter()
     want = []

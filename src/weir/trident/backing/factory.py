@@ -165,6 +165,9 @@ class MapStateFactory(StateFactory):
         Key of the global value (``get`` / ``update`` / ``set`` of a snapshottable state).
     """
 
+    #: every partition's map reaches every key of the store (one table / keyspace)
+    shared_keyspace: ClassVar[bool] = True
+
     store: MapStore
     state_type: StateType  # type: ignore[assignment]
     cache_size: int | None = None

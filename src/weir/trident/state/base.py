@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from weir._util import positive_int
 from weir.errors import ConfigError
@@ -107,9 +107,16 @@ class StateFactory(ABC):
     state_type : StateType or None
         The fault-tolerance level of the states this factory makes, used by the build-time check
         of spout type × state type. ``None`` (the default) means the factory does not say.
+    shared_keyspace : bool
+        ``True`` when which partition a key is routed to does not change what is stored: every
+        partition's state reads and writes one keyspace (weir's own map states: one table, one
+        key prefix). weir may then place keys in partitions by Spark's own hash partitioning (one
+        shuffle less per batch; see docs/trident.md). ``False`` (the default) keeps every key in
+        the partition a stable hash of its values gives it, in every version of weir.
     """
 
     state_type: StateType | None = None
+    shared_keyspace: ClassVar[bool] = False
 
     @abstractmethod
     def make_state(self, conf: Mapping[str, Any], partition_index: int, num_partitions: int) -> State:

@@ -610,8 +610,9 @@ class BatchPlanner:
     def _spark_routed(self, state_id: str) -> list[str] | None:
         """The key types of a state whose partitions are Spark's hash partitions of its keys, or ``None``.
 
-        A state written by one ``persistent_aggregate`` whose aggregator runs in Spark SQL, grouped
-        by keys of types whose hash weir computes too (string, int, bigint): the aggregate's own
+        A state whose factory has a ``shared_keyspace`` (weir's own map states), written by one
+        ``persistent_aggregate`` whose aggregator runs in Spark SQL, grouped by keys of types whose
+        hash weir computes too (string, int, bigint): the aggregate's own
         shuffle then places each key in its state partition (``pmod(hash(keys), n)``), and
         ``state_query`` routes its keys by the same hash. Every other state partitions keys by
         :func:`~weir._util.stable_hash`.
@@ -622,7 +623,13 @@ class BatchPlanner:
             n for n in self.ctx.nodes if n.kind in _WRITERS and n.params["state"].state_id == state_id
         ]
         kinds = None
-        if len(writers) == 1 and writers[0].kind == "persist_agg" and writers[0].params.get("group"):
+        factory = self.ctx.factories.get(state_id)
+        if factory is None and writers:
+            factory = writers[0].params["state"].factory
+        if (
+            len(writers) == 1 and writers[0].kind == "persist_agg" and writers[0].params.get("group")
+            and getattr(factory, "shared_keyspace", False) is True
+        ):
             w = writers[0]
             parent = self.compile(w.parents[0])
             keys = list(w.params["group"])
