@@ -130,6 +130,7 @@ def test_the_batch_job_shuffles_once_into_the_state_partitions(spark: Any, tmp_p
     )
     ctx = RunContext(topology="t", conf={}, nodes=topo.nodes, source=TridentSource("t", {}, [("lines", spout)]))
     session = spark.newSession()  # what the query's own clone is to the user's session
+    session.conf.set("spark.sql.adaptive.enabled", "false")  # as weir sets it in the clone
     batch = session.read.text(str(lines))
     planner = BatchPlanner(ctx, batch, 1, None, spark.sparkContext.accumulator([], ReportAccumulatorParam()))
     planner.run()
@@ -142,3 +143,31 @@ def test_the_batch_job_shuffles_once_into_the_state_partitions(spark: Any, tmp_p
         assert conn.execute("SELECT COUNT(*) FROM wc").fetchone()[0] == len(
             {w for b in BATCHES for line in b for w in line.split()}
         )
+
+
+def test_a_task_holding_several_state_partitions_fails_clearly(spark: Any, tmp_path: Path) -> None:
+    """Adaptive execution coalescing the state partitions into fewer tasks is caught, not written."""
+    from weir.errors import StateError
+    from weir.runtime.spark.trident.state_tasks import PersistAggStage
+    from weir.trident.fields import FieldSpec
+
+    rows = [("the",), ("cat",), ("sat",), ("mat",), ("dog",), ("end",)]
+    parts = spark_partitions_of(rows, ["string"], 3)
+    assert len(set(parts)) > 1
+    rows = [r for _, r in sorted(zip(parts, rows, strict=True))]  # partitions 0.. in order, as Spark reads them
+    import pyarrow as pa
+
+    from pyspark.sql.types import LongType, StringType
+
+    batch = pa.RecordBatch.from_pylist([{"word": w, "n": 1} for (w,) in rows])
+    typed = [FieldSpec("word", StringType()), FieldSpec("n", LongType())]
+    stage = PersistAggStage(
+        topology="t", component="wc", txid=1, conf={}, in_fields=typed,
+        out_fields=[FieldSpec("word", StringType()), FieldSpec("count", LongType())], n=3, state_id="wc", p_idx=-1,
+        factory=SqliteMapState.opaque(str(tmp_path / "m.db"), table="wc"), agg=Count(), key_idx=[0],
+        value_idx=1, key_kinds=["string"],
+    )
+    with pytest.raises(StateError, match=r"state 'wc': Spark task 0 holds keys of state partitions \[.*\] of 3"):
+        list(stage.run(0, iter([batch]), [0, 0]))
+    with sqlite3.connect(tmp_path / "m.db") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM wc").fetchone()[0] == 0  # nothing written

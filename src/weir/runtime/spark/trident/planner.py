@@ -576,7 +576,7 @@ class BatchPlanner:
             pre = self.group_agg(parent.df, keys, aliased)
             pre_c = Compiled(pre, key_fields + self.fields_of(node, "pre", pre)[-1:])
             args: dict[str, Any] = {"mode": "combiner", "key_idx": list(range(k)), "value_idx": k}
-            if self._spark_routed(state.state_id) is not None:
+            if self._spark_routed(state.state_id):
                 # the aggregate's own exchange puts each key in its state partition: no routing stage
                 # and no second shuffle (the repartition is dropped by Spark when the aggregate's
                 # exchange already has ``n`` partitions, see ``run``)
@@ -585,7 +585,10 @@ class BatchPlanner:
                 common = self._state_common(node, routed.fields, out_fields, n, -1)
                 if touches:
                     common.update(txid=self.txid, epoch=self.epoch)
-                stage = PersistAggStage(**common, agg=agg, journal=journal, touches=touches, **args)
+                kinds = self._spark_routed(state.state_id)
+                stage = PersistAggStage(
+                    **common, agg=agg, journal=journal, touches=touches, key_kinds=kinds or [], **args
+                )
                 return self._map(routed.df, stage, out_fields, (node.id, "persist"))
             routed = self._route(node, pre_c, "key", n, list(range(k)))
         elif expr is not None:

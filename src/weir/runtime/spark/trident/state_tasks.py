@@ -442,6 +442,8 @@ class PersistAggStage(_StateStage):
     count_idx: int = -1
     journal: JournalSpec | None = None
     touches: dict[int, list[tuple[Any, ...]]] = field(default_factory=dict)
+    #: with ``p_idx`` -1: the key types of a state partitioned by Spark's hash (checked per task)
+    key_kinds: list[str] = field(default_factory=list)
 
     def bind(self, txid: int, epoch: int | None) -> None:
         """Take the batch's txid; the journal is fenced by the driver's ``epoch``."""
@@ -453,6 +455,8 @@ class PersistAggStage(_StateStage):
         """Update each state partition of the task once."""
         table = concat(batches)
         parts = self._partitions(table, task)
+        if self.p_idx < 0 and table is not None and table.num_rows:
+            self._check_spark_partition(task, table)
         if task in self.touches and task not in parts:
             parts[task] = []
         if table is not None:
@@ -463,6 +467,23 @@ class PersistAggStage(_StateStage):
             if out is not None:
                 counts[1] += out.num_rows
                 yield out
+
+    def _check_spark_partition(self, task: int, table: pa.Table) -> None:
+        """Fail unless this task's keys are Spark partition ``task``'s of ``n`` (its first and last key).
+
+        Spark reads a task's shuffle partitions in order, so if adaptive execution had coalesced
+        several into one task, the first or the last key would belong to another partition.
+        """
+        ends = table.take(pa.array([0, table.num_rows - 1], type=pa.int64()))
+        keys = rows_of(py_columns(ends, self.key_idx, self.in_fields), 2)
+        found = spark_partitions_of(keys, self.key_kinds, self.n)
+        if found != [task, task]:
+            msg = (
+                f"state {self.state_id!r}: Spark task {task} holds keys of state partitions {sorted(set(found))} "
+                f"of {self.n}; the batch's shuffle must keep its {self.n} hash partitions "
+                "(spark.sql.adaptive.enabled must be false in the batch's session, as weir sets it)"
+            )
+            raise StateError(msg)
 
     def _groups(
         self, rows: list[int], table: pa.Table | None
