@@ -457,6 +457,8 @@ class PersistAggStage(_StateStage):
         parts = self._partitions(table, task)
         if self.p_idx < 0 and table is not None and table.num_rows:
             self._check_spark_partition(task, table)
+        if self.touches:
+            self.touches = self._touches_now()
         if task in self.touches and task not in parts:
             parts[task] = []
         if table is not None:
@@ -467,6 +469,23 @@ class PersistAggStage(_StateStage):
             if out is not None:
                 counts[1] += out.num_rows
                 yield out
+
+    def _touches_now(self) -> dict[int, list[tuple[Any, ...]]]:
+        """The touched keys per partition *as this run places keys*.
+
+        The journal recorded them under the partitioning of the failed attempt; placing them again
+        keeps each key in the one task that also updates it (after an upgrade that changed how keys
+        are placed, or another parallelism), so no two tasks ever write one key.
+        """
+        keys = [k for ks in self.touches.values() for k in ks]
+        if self.p_idx < 0:
+            ps = spark_partitions_of(keys, self.key_kinds, self.n)
+        else:
+            ps = partitions_of(keys, self.n)
+        out: dict[int, list[tuple[Any, ...]]] = {}
+        for k, p in zip(keys, ps, strict=True):
+            out.setdefault(p, []).append(k)
+        return out
 
     def _check_spark_partition(self, task: int, table: pa.Table) -> None:
         """Fail unless this task's keys are Spark partition ``task``'s of ``n`` (its first and last key).
