@@ -156,7 +156,6 @@ def test_a_task_holding_several_state_partitions_fails_clearly(spark: Any, tmp_p
     assert len(set(parts)) > 1
     rows = [r for _, r in sorted(zip(parts, rows, strict=True))]  # partitions 0.. in order, as Spark reads them
     import pyarrow as pa
-
     from pyspark.sql.types import LongType, StringType
 
     batch = pa.RecordBatch.from_pylist([{"word": w, "n": 1} for (w,) in rows])
