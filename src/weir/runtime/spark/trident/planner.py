@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,6 +132,7 @@ class BatchPlanner:
         self.memo: dict[int, Compiled] = {}
         self.persisted: list[Any] = []
         self.observations: list[Any] = []
+        self.counted_by: list[str] = []  # components whose reports count a spout's rows
         if ctx.default_n is None:  # the query's session keeps its shuffle partitions for the run
             ctx.default_n = ctx.shuffle_now = int(self.spark.conf.get("spark.sql.shuffle.partitions") or 2)
         self.default_n = ctx.default_n
@@ -172,10 +173,16 @@ class BatchPlanner:
                 pass
         self.persisted.clear()
 
-    def tuples_in(self, timeout: float = 10.0) -> int:
-        """Tuples read from the spouts in this batch (0 if unknown within ``timeout`` seconds)."""
+    def tuples_in(self, reports: Sequence[Any] = (), timeout: float = 10.0) -> int:
+        """Tuples read from the spouts in this batch (0 if unknown within ``timeout`` seconds).
+
+        Observed counts, plus the rows the first Python stage of a spout read (its ``reports``).
+        """
         import threading
 
+        counted = sum(r.n_in for r in reports if r.component in self.counted_by)
+        if not self.observations:
+            return counted
         found: list[int] = []
 
         def read() -> None:
@@ -190,7 +197,7 @@ class BatchPlanner:
         t = threading.Thread(target=read, name="weir-trident-stats", daemon=True)
         t.start()
         t.join(timeout)  # an observation only blocks if its plan never ran; never hold up the batch
-        return found[0] if found else 0
+        return counted + (found[0] if found else 0)
 
     # ---- planning helpers ----------------------------------------------------------------------
     def col(self, name: str) -> Any:
@@ -335,12 +342,31 @@ class BatchPlanner:
             df = self.rename(df, names)
         else:
             df = self.select(df, names)
+        counter = self._spout_counter(node)
+        if counter is not None:  # its one reader, a Python stage, reports how many rows it read
+            self.counted_by.append(counter)
+            return self._spout_tail(node, Compiled(df, self.fields_of(node, "spout", df)))
         obs = Observation(f"weir-trident-{self.txid}-{next(_OBSERVATIONS)}")
         if self.ctx.count_rows is None:
             self.ctx.count_rows = F.count(F.lit(1)).alias("n")
         df = df.observe(obs, self.ctx.count_rows)
         self.observations.append(obs)
         return self._spout_tail(node, Compiled(df, self.fields_of(node, "spout", df)))
+
+    def _spout_counter(self, node: Node) -> str | None:
+        """The component that counts ``node``'s rows in its task reports, or ``None`` (observe them).
+
+        A spout read by exactly one per-tuple Python operation (and by nothing else) needs no
+        observed count: that stage reads every row of the spout (only projections come between)
+        and its reports say how many.
+        """
+        readers = [n for n in self.ctx.nodes if node in n.parents]
+        if len(readers) != 1 or readers[0].kind != "op" or node.parallelism:
+            return None
+        name = readers[0].name
+        if sum(1 for n in self.ctx.nodes if n.name == name) != 1:
+            return None
+        return name
 
     def _spout_tail(self, node: Node, comp: Compiled) -> Compiled:
         if node.parallelism:

@@ -163,7 +163,7 @@ class TridentBatchRunner(BatchRunner):
             if shared is not None:
                 shared.unpersist(blocking=False)
         reports = [r for r in acc.value if r.txid == txid]
-        stats = self._stats(reports, planner.tuples_in(), (time.perf_counter() - t0) * 1000)
+        stats = self._stats(reports, planner.tuples_in(reports), (time.perf_counter() - t0) * 1000)
         self.last_stats = stats
         if any(not r.ok for r in reports):  # a stage that feeds no state update ended its task and reported
             try:
