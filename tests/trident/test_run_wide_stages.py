@@ -74,3 +74,23 @@ def test_a_run_wide_stage_outside_a_batch_job_names_the_missing_property() -> No
     )
     with pytest.raises(RuntimeError, match=r"split: .*'weir\.trident\.batch' local property"):
         list(stage(iter([])))
+
+
+@pytest.mark.spark
+def test_tuples_in_counts_spouts_read_by_a_python_stage_and_by_spark_sql(spark: Any, tmp_path: Path) -> None:
+    lines, raw = tmp_path / "lines", tmp_path / "raw"
+    word_files(lines, BATCHES)
+    word_files(raw, [["x", "y"], ["x"], ["z", "z", "z"]])
+    topo = TridentTopology()
+    # read by one Python stage: its reports count the rows
+    topo.new_stream("lines", FileSpout(str(lines))).each(["line"], Split(), ["word:str"]).group_by(
+        ["word"]
+    ).persistent_aggregate(SqliteMapState.opaque(str(tmp_path / "a.db"), table="wc"), Count(), "count")
+    # read by Spark SQL only: an observed count
+    topo.new_stream("raw", FileSpout(str(raw))).group_by(["line"]).persistent_aggregate(
+        SqliteMapState.opaque(str(tmp_path / "b.db"), table="lc"), Count(), "count"
+    )
+    conf = {"weir.state.dir": str(tmp_path / "state"), "weir.batch.max.retries": 0}
+    status = weir.submit("counted", conf, topo, spark=spark).process_available()
+    assert status.batches == len(BATCHES)
+    assert status.tuples_in == sum(len(b) for b in BATCHES) + 6
