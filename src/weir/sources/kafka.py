@@ -367,7 +367,9 @@ class KafkaSpout(ReplayableSpout):
             "fetch.wait.max.ms": "50",
         })
         settings.setdefault("queued.max.messages.kbytes", "65536")
-        settings.setdefault("max.partition.fetch.bytes", "8388608")  # fewer fetch round trips per range
+        # a fetch returns whole record batches up to this size whatever the range's end, and every
+        # record in it is decompressed and parsed; larger fetches threw away more (8 MiB: ~20% more CPU)
+        settings.setdefault("max.partition.fetch.bytes", "1048576")
         key = tuple(sorted(settings.items()))
         pid = os.getpid()
         mine = _CONSUMERS.get(key)
