@@ -78,12 +78,11 @@ def median(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def cpu_seconds(exclude: tuple[str, ...] = ("kafka.Kafka", "redis-server", "nats-server")) -> float:
-    """CPU seconds (user + system) of this process and its descendants so far, servers left out.
+def cpu_snapshot(exclude: tuple[str, ...] = ("kafka.Kafka", "redis-server", "nats-server")) -> dict[int, float]:
+    """CPU seconds (user + system, with reaped children's) per process of this process's tree, servers left out.
 
-    Exited children count through their parent (``cutime``), so the Spark JVM's total includes its
-    finished Python workers. Processes whose command line contains an ``exclude`` string are left
-    out with their subtrees (the brokers a benchmark starts). Linux only (``/proc``); 0.0 elsewhere.
+    Processes whose command line contains an ``exclude`` string are left out with their subtrees
+    (the brokers a benchmark starts). Linux only (``/proc``); empty elsewhere.
     """
     tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     children: dict[int, list[int]] = {}
@@ -91,7 +90,7 @@ def cpu_seconds(exclude: tuple[str, ...] = ("kafka.Kafka", "redis-server", "nats
     try:
         pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
     except OSError:
-        return 0.0
+        return {}
     for pid in pids:
         try:
             text = Path(f"/proc/{pid}/stat").read_text()
@@ -100,7 +99,7 @@ def cpu_seconds(exclude: tuple[str, ...] = ("kafka.Kafka", "redis-server", "nats
         rest = text[text.rfind(")") + 2:].split()
         stats[pid] = rest
         children.setdefault(int(rest[1]), []).append(pid)
-    total = 0.0
+    out: dict[int, float] = {}
     todo = [os.getpid()]
     while todo:
         pid = todo.pop()
@@ -109,9 +108,19 @@ def cpu_seconds(exclude: tuple[str, ...] = ("kafka.Kafka", "redis-server", "nats
         except OSError:
             continue
         if pid in stats and not any(x in cmd for x in exclude):
-            total += sum(int(v) for v in stats[pid][11:15]) / tick
+            out[pid] = sum(int(v) for v in stats[pid][11:15]) / tick
             todo.extend(children.get(pid, []))
-    return total
+    return out
+
+
+def cpu_since(before: dict[int, float]) -> float:
+    """CPU seconds this process's tree (servers left out) used since ``before`` (a :func:`cpu_snapshot`).
+
+    A process that exited counts through the parent that reaped it (its ``cutime``): the Spark
+    JVM's total includes its finished Python workers. Approximate: a process that existed at
+    ``before`` and was reaped since counts its whole life; one reaped outside the tree is lost.
+    """
+    return sum(v - before.get(pid, 0.0) for pid, v in cpu_snapshot().items())
 
 
 # ---- results -----------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))  # tests.servers: the broker fixture
 
-from _common import cpu_seconds, local_spark, machine, write_results  # noqa: E402
+from _common import cpu_since, cpu_snapshot, local_spark, machine, write_results  # noqa: E402
 
 from sources import spark_alone_run, trident_count  # noqa: E402
 from weir.cli._table import format_table, human_rate  # noqa: E402
@@ -247,10 +247,10 @@ def main() -> int:  # noqa: PLR0915 - a script
         fill(bs, warm, 40_000, keys)
         times, cpus = [], []
         for _ in range(args.repeat):
-            c0, t0 = cpu_seconds(), time.perf_counter()
+            c0, t0 = cpu_snapshot(), time.perf_counter()
             got = plain_loop(bs, topic, args.partitions, n)
             times.append(time.perf_counter() - t0)
-            cpus.append(cpu_seconds() - c0)
+            cpus.append(cpu_since(c0))
             assert got == expected, "plain loop: wrong counts"
         rows.append({"variant": "plain loop: confluent-kafka consume()", "seconds": min(times),
                      "events_per_s": n / min(times), "batches": None, "runs_s": times, "cpu_s": min(cpus),
@@ -258,9 +258,9 @@ def main() -> int:  # noqa: PLR0915 - a script
         print(f"  plain loop: {human_rate(n / min(times))}", flush=True)
         times, cpus = [], []
         for _ in range(args.repeat):
-            c0 = cpu_seconds()
+            c0 = cpu_snapshot()
             times.append(spout_read(KafkaSpout(bs, topic), n))
-            cpus.append(cpu_seconds() - c0)
+            cpus.append(cpu_since(c0))
         rows.append({"variant": "KafkaSpout.read() outside Spark (Arrow batches)", "seconds": min(times),
                      "events_per_s": n / min(times), "batches": None, "runs_s": times, "cpu_s": min(cpus),
                      "load_1m": os.getloadavg()[0]})
@@ -276,9 +276,9 @@ def main() -> int:  # noqa: PLR0915 - a script
             load = os.getloadavg()[0]
             for _ in range(args.weir_repeat):
                 spout = KafkaSpout(bs, topic, max_records_per_batch=per_batch)
-                c0 = cpu_seconds()
+                c0 = cpu_snapshot()
                 secs, batches, got = retrying(run, spark, spout, workdir)
-                cpus.append(cpu_seconds() - c0)
+                cpus.append(cpu_since(c0))
                 assert got == expected, f"{kind}: counts differ from the events written"
                 runs.append(secs)
             rows.append({"variant": label, "seconds": min(runs), "events_per_s": n / min(runs),

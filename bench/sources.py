@@ -54,7 +54,8 @@ from _common import (  # noqa: E402
     _binary,
     _stop,
     _wait,
-    cpu_seconds,
+    cpu_since,
+    cpu_snapshot,
     free_port,
     local_spark,
     machine,
@@ -373,10 +374,10 @@ def main() -> int:
                     cpus = []
                     load = os.getloadavg()[0]
                     for _ in range(1 if slow else args.repeat):
-                        c0, t0 = cpu_seconds(), time.perf_counter()
+                        c0, t0 = cpu_snapshot(), time.perf_counter()
                         got = fn()
                         times.append(time.perf_counter() - t0)
-                        cpus.append(cpu_seconds() - c0)
+                        cpus.append(cpu_since(c0))
                         assert got == expected, f"plain loop {b} {label}: wrong counts"
                     secs = min(times)
                     rows.append({"broker": b, "variant": f"plain loop: {label}", "seconds": secs,
@@ -398,9 +399,9 @@ def main() -> int:
                     runs, cpus = [], []
                     load = os.getloadavg()[0]
                     for _ in range(args.weir_repeat):
-                        c0 = cpu_seconds()
+                        c0 = cpu_snapshot()
                         secs, batches, got = weir_run(spark, kind, spouts[b]("EVENTS", per_batch), workdir)
-                        cpus.append(cpu_seconds() - c0)
+                        cpus.append(cpu_since(c0))
                         assert got == expected, f"{kind} from {b}: counts differ from the events written"
                         runs.append(secs)
                     secs = min(runs)
