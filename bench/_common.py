@@ -78,6 +78,51 @@ def median(values: list[float]) -> float:
     return statistics.median(values)
 
 
+def cpu_snapshot(exclude: tuple[str, ...] = ("kafka.Kafka", "redis-server", "nats-server")) -> dict[int, float]:
+    """CPU seconds (user + system, with reaped children's) per process of this process's tree, servers left out.
+
+    Processes whose command line contains an ``exclude`` string are left out with their subtrees
+    (the brokers a benchmark starts). Linux only (``/proc``); empty elsewhere.
+    """
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    children: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    try:
+        pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
+    except OSError:
+        return {}
+    for pid in pids:
+        try:
+            text = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        rest = text[text.rfind(")") + 2:].split()
+        stats[pid] = rest
+        children.setdefault(int(rest[1]), []).append(pid)
+    out: dict[int, float] = {}
+    todo = [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if pid in stats and not any(x in cmd for x in exclude):
+            out[pid] = sum(int(v) for v in stats[pid][11:15]) / tick
+            todo.extend(children.get(pid, []))
+    return out
+
+
+def cpu_since(before: dict[int, float]) -> float:
+    """CPU seconds this process's tree (servers left out) used since ``before`` (a :func:`cpu_snapshot`).
+
+    A process that exited counts through the parent that reaped it (its ``cutime``): the Spark
+    JVM's total includes its finished Python workers. Approximate: a process that existed at
+    ``before`` and was reaped since counts its whole life; one reaped outside the tree is lost.
+    """
+    return sum(v - before.get(pid, 0.0) for pid, v in cpu_snapshot().items())
+
+
 # ---- results -----------------------------------------------------------------------------------
 def machine() -> dict[str, Any]:
     """What the numbers were measured on."""

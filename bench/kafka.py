@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -43,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))  # tests.servers: the broker fixture
 
-from _common import local_spark, machine, write_results  # noqa: E402
+from _common import cpu_since, cpu_snapshot, local_spark, machine, write_results  # noqa: E402
 
 from sources import spark_alone_run, trident_count  # noqa: E402
 from weir.cli._table import format_table, human_rate  # noqa: E402
@@ -191,6 +192,29 @@ def count_topic(bootstrap: str, topic: str, partitions: int) -> int:
     return total
 
 
+def close_kafka_clients() -> None:
+    """Close the Kafka clients weir caches in this process, so none outlives the broker (and logs refusals)."""
+    import gc
+
+    from weir import _kafka
+    from weir.sinks import kafka as sinks
+    from weir.sources import kafka as sources
+
+    for _pid, consumer in list(sources._CONSUMERS.values()):
+        with contextlib.suppress(Exception):
+            consumer.close()
+    sources._CONSUMERS.clear()
+    for pub in list(sinks._PUBLISHERS.values()):
+        producer = pub._producer
+        if producer is not None:
+            with contextlib.suppress(Exception):
+                producer.flush(5)
+        pub._producer = None
+    sinks._PUBLISHERS.clear()
+    _kafka._ADMINS.clear()
+    gc.collect()  # the last references: librdkafka handles are destroyed with their Python objects
+
+
 def main() -> int:  # noqa: PLR0915 - a script
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--events", type=int, default=1_000_000)
@@ -221,18 +245,25 @@ def main() -> int:  # noqa: PLR0915 - a script
         print(f"writing {n:,} events ({keys} keys, {args.partitions} partitions) ...", flush=True)
         fill(bs, topic, n, keys)
         fill(bs, warm, 40_000, keys)
-        times = []
+        times, cpus = [], []
         for _ in range(args.repeat):
-            t0 = time.perf_counter()
+            c0, t0 = cpu_snapshot(), time.perf_counter()
             got = plain_loop(bs, topic, args.partitions, n)
             times.append(time.perf_counter() - t0)
+            cpus.append(cpu_since(c0))
             assert got == expected, "plain loop: wrong counts"
         rows.append({"variant": "plain loop: confluent-kafka consume()", "seconds": min(times),
-                     "events_per_s": n / min(times), "batches": None, "runs_s": times})
+                     "events_per_s": n / min(times), "batches": None, "runs_s": times, "cpu_s": min(cpus),
+                     "load_1m": os.getloadavg()[0]})
         print(f"  plain loop: {human_rate(n / min(times))}", flush=True)
-        times = [spout_read(KafkaSpout(bs, topic), n) for _ in range(args.repeat)]
+        times, cpus = [], []
+        for _ in range(args.repeat):
+            c0 = cpu_snapshot()
+            times.append(spout_read(KafkaSpout(bs, topic), n))
+            cpus.append(cpu_since(c0))
         rows.append({"variant": "KafkaSpout.read() outside Spark (Arrow batches)", "seconds": min(times),
-                     "events_per_s": n / min(times), "batches": None, "runs_s": times})
+                     "events_per_s": n / min(times), "batches": None, "runs_s": times, "cpu_s": min(cpus),
+                     "load_1m": os.getloadavg()[0]})
         print(f"  KafkaSpout.read(): {human_rate(n / min(times))}", flush=True)
 
         spark = local_spark("weir-bench-kafka")
@@ -240,15 +271,18 @@ def main() -> int:  # noqa: PLR0915 - a script
             label = "Spark alone (KafkaSpout source, not exactly-once)" if kind == "spark" else "weir Trident"
             run = spark_alone_run if kind == "spark" else trident_run
             retrying(run, spark, KafkaSpout(bs, warm, max_records_per_batch=20_000), workdir)  # warm-up
-            runs = []
+            runs, cpus = [], []
             batches = 0
+            load = os.getloadavg()[0]
             for _ in range(args.weir_repeat):
                 spout = KafkaSpout(bs, topic, max_records_per_batch=per_batch)
+                c0 = cpu_snapshot()
                 secs, batches, got = retrying(run, spark, spout, workdir)
+                cpus.append(cpu_since(c0))
                 assert got == expected, f"{kind}: counts differ from the events written"
                 runs.append(secs)
             rows.append({"variant": label, "seconds": min(runs), "events_per_s": n / min(runs),
-                         "batches": batches, "runs_s": runs})
+                         "batches": batches, "runs_s": runs, "cpu_s": min(cpus), "load_1m": load})
             print(f"  {label}: {human_rate(n / min(runs))} ({batches} batches)", flush=True)
 
         m, per_txn = args.out_records, args.out_batch
@@ -267,6 +301,7 @@ def main() -> int:  # noqa: PLR0915 - a script
                          "records_per_s": m / secs})
         spark.stop()
     finally:
+        close_kafka_clients()
         broker.close()
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -277,7 +312,8 @@ def main() -> int:  # noqa: PLR0915 - a script
         r["vs_plain"] = r["events_per_s"] / ceiling
         r["vs_spark"] = r["events_per_s"] / spark_alone
         table.append([r["variant"], f"{r['seconds']:.2f} s", human_rate(r["events_per_s"]),
-                      "" if r["batches"] is None else r["batches"], f"{r['vs_plain']:.2f}x", f"{r['vs_spark']:.2f}x"])
+                      "" if r["batches"] is None else r["batches"], f"{r['vs_plain']:.2f}x", f"{r['vs_spark']:.2f}x",
+                      f"{r['cpu_s']:.1f} s", f"{r['load_1m']:.1f}"])
     base = out_rows[0]["records_per_s"]
     out_table = []
     for r in out_rows:
@@ -286,7 +322,9 @@ def main() -> int:  # noqa: PLR0915 - a script
                           f"{r['vs_plain']:.2f}x"])
     print()
     print(f"{n:,} events, {args.partitions} partitions, batches of {per_batch:,}")
-    print(format_table(["input", "time", "events/s", "batches", "vs plain", "vs Spark alone"], table))
+    print(format_table(["input", "time", "events/s", "batches", "vs plain", "vs Spark alone", "CPU", "load"], table))
+    print("CPU: seconds of this process and its children (Spark's JVM, Python workers), the broker left out;")
+    print("load: the 1-minute load average when the variant started (wall times are only comparable when low)")
     print()
     print(f"{args.out_records:,} records out, {args.out_batch:,} per Kafka transaction")
     print(format_table(["output", "time", "records/s", "vs plain"], out_table))

@@ -34,6 +34,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -53,6 +54,8 @@ from _common import (  # noqa: E402
     _binary,
     _stop,
     _wait,
+    cpu_since,
+    cpu_snapshot,
     free_port,
     local_spark,
     machine,
@@ -368,14 +371,18 @@ def main() -> int:
                 for label, fn in loops:
                     times = []
                     slow = label == "pull fetch()"  # informational, not the ceiling: once is enough
+                    cpus = []
+                    load = os.getloadavg()[0]
                     for _ in range(1 if slow else args.repeat):
-                        t0 = time.perf_counter()
+                        c0, t0 = cpu_snapshot(), time.perf_counter()
                         got = fn()
                         times.append(time.perf_counter() - t0)
+                        cpus.append(cpu_since(c0))
                         assert got == expected, f"plain loop {b} {label}: wrong counts"
                     secs = min(times)
                     rows.append({"broker": b, "variant": f"plain loop: {label}", "seconds": secs,
-                                 "events_per_s": n / secs, "batches": None, "runs_s": times})
+                                 "events_per_s": n / secs, "batches": None, "runs_s": times, "cpu_s": min(cpus),
+                                 "load_1m": load})
                     print(f"  {b:5s} plain loop ({label}): {human_rate(n / secs)}", flush=True)
 
             spark = get_spark()
@@ -389,14 +396,18 @@ def main() -> int:
                     # warm-up: JVM, Python workers for every read partition
                     _, _, got = weir_run(spark, kind, spouts[b]("WARMUP", warm_n // 2), workdir)
                     assert got == warm_expected, f"{kind} from {b}: warm-up counts differ"
-                    runs = []
+                    runs, cpus = [], []
+                    load = os.getloadavg()[0]
                     for _ in range(args.weir_repeat):
+                        c0 = cpu_snapshot()
                         secs, batches, got = weir_run(spark, kind, spouts[b]("EVENTS", per_batch), workdir)
+                        cpus.append(cpu_since(c0))
                         assert got == expected, f"{kind} from {b}: counts differ from the events written"
                         runs.append(secs)
                     secs = min(runs)
                     rows.append({"broker": b, "variant": VARIANT_LABEL[kind], "seconds": secs,
-                                 "events_per_s": n / secs, "batches": batches, "runs_s": runs})
+                                 "events_per_s": n / secs, "batches": batches, "runs_s": runs, "cpu_s": min(cpus),
+                                 "load_1m": load})
                     print(f"  {b:5s} {VARIANT_LABEL[kind]}: {human_rate(n / secs)} ({batches} batches)", flush=True)
             spark.stop()
     except Unavailable as exc:
@@ -415,12 +426,16 @@ def main() -> int:
         else:
             ok = ""
         table.append([r["broker"], r["variant"], f"{r['seconds']:.2f} s", human_rate(r["events_per_s"]),
-                      "" if r["batches"] is None else r["batches"], f"{r['vs_ceiling']:.2f}x", ok])
+                      "" if r["batches"] is None else r["batches"], f"{r['vs_ceiling']:.2f}x", ok,
+                      f"{r['cpu_s']:.1f} s", f"{r['load_1m']:.1f}"])
     clients = client_versions()
     print()
     print(f"{n:,} events per broker, batches of {per_batch:,}; clients: "
           + ", ".join(f"{k} {v}" for k, v in clients.items()))
-    print(format_table(["broker", "variant", "time", "events/s", "batches", "vs ceiling", f"≥{TARGET}x"], table))
+    print(format_table(["broker", "variant", "time", "events/s", "batches", "vs ceiling", f"≥{TARGET}x", "CPU", "load"],
+                       table))
+    print("CPU: seconds of this process and its children (Spark's JVM, Python workers), the servers left out;")
+    print("load: the 1-minute load average when the variant started (wall times are only comparable when low)")
     path = write_results("sources", {
         "events": n, "keys": keys, "max_records_per_batch": per_batch, "target_vs_ceiling": TARGET,
         "target_applies_to": VARIANT_LABEL["trident"], "clients": clients, "machine": machine(), "results": rows,

@@ -146,3 +146,23 @@ def count_topology(spouts: Mapping[str, Any], parallelism: int = 2, field: str =
         b.set_spout(name, spout)
         bolt.fields_grouping(name, Fields(field))
     return b.create_topology()
+
+
+class HeapProbe(ReplayableSpout):
+    """One record per read partition: the reading process's frozen-object count and pid."""
+
+    schema = "frozen BIGINT, pid BIGINT"
+
+    def initial_offset(self) -> dict[str, Any]:
+        return {"n": 0}
+
+    def latest_offset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        return {"n": 4}
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[tuple[dict[str, Any], dict[str, Any]]]:
+        return [({"n": i}, {"n": i + 1}) for i in range(start["n"], end["n"])]
+
+    def read(self, start: dict[str, Any], end: dict[str, Any]) -> Iterable[tuple[Any, ...]]:
+        import gc
+
+        return [(gc.get_freeze_count(), os.getpid())]

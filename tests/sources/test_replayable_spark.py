@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -130,3 +131,30 @@ def test_storm_bolts_see_python_values_of_every_plain_column_type(spout_cls: Any
     assert seen["b"][1] == ["NoneType", "None"] and seen["b"][6] == ["int", repr(2**63 - 1)]
     assert seen["b"][8] == ["float", repr(1e300)]
     assert seen["c"] == [["str", "'c'"], ["bytes", "b''"]] + [["NoneType", "None"]] * 7
+
+
+def test_a_spark_worker_reading_a_spout_freezes_its_long_lived_heap_the_driver_does_not(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Spark's reused workers run gc.collect() after each task: the worker's module objects are frozen first."""
+    import gc
+
+    from tests.sources._spouts import HeapProbe
+    from weir.sources.replayable import _Range, _SpoutReader
+    from weir.topology.context import TopologyContext
+
+    before = gc.get_freeze_count()
+    local = list(_SpoutReader(HeapProbe(), "probe", {"n": 0}).read(_Range(0, {"n": 0}, {"n": 1})))
+    assert local[0].column(0).to_pylist() == [before]  # outside a Spark task: the heap is left alone
+    assert gc.get_freeze_count() == before
+
+    conf = {"weir.state.dir": str(tmp_path / "state")}
+    df = HeapProbe().create_stream(spark, TopologyContext("probe", "heap", 0, 1, conf))
+    seen: list[tuple[int, int]] = []
+    q = (df.writeStream.foreachBatch(lambda batch, _i: seen.extend(tuple(r) for r in batch.collect()))
+         .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
+    q.awaitTermination(600)
+    assert len(seen) == 4
+    assert all(frozen > 1000 for frozen, _pid in seen)  # pyspark, pyarrow and weir's modules, in every worker
+    assert all(pid != os.getpid() for _frozen, pid in seen)
+    assert gc.get_freeze_count() == before

@@ -22,8 +22,10 @@ weir sorts their keys so the same offset always has the same JSON text.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
+import os
 import re
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -403,6 +405,7 @@ class _SpoutReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, _Range)
+        _freeze_worker_heap()
         return _read(self.spout, self.where, partition)
 
     def commit(self, end: Offset) -> None:
@@ -416,6 +419,30 @@ class _SpoutReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
             self.spout.stop()
         except Exception:
             log.warning("%s: stop() failed", self.where, exc_info=True)
+
+
+_FROZEN_IN: list[int] = [0]  # the pid of the Python worker whose heap _freeze_worker_heap froze
+
+
+def _freeze_worker_heap() -> None:
+    """Once per Python worker process: exempt the objects alive now from the cyclic garbage collector.
+
+    A reused Spark worker runs a full ``gc.collect()`` after every task, and a batch's read allocates
+    many collectable objects (a broker client's messages), which trigger full collections too. Each
+    one walks every object of the worker: about 80,000 once pyspark and pyarrow are imported, some
+    30 ms a pass. Frozen here (before this task's records exist), those long-lived objects (modules,
+    classes, this first task's reader) are skipped; reference counting still frees them as usual.
+    Only in a Spark task: elsewhere (the driver, a test) the heap is left alone.
+    """
+    pid = os.getpid()
+    if _FROZEN_IN[0] == pid:  # a worker forked from Spark's daemon starts with the daemon's value
+        return
+    from pyspark import TaskContext
+
+    if TaskContext.get() is None:  # not a Spark task (a test, a driver): leave the heap alone
+        return
+    _FROZEN_IN[0] = pid
+    gc.freeze()
 
 
 _CHUNK = 10_000  # rows per Arrow record batch (Spark's default maxRecordsPerBatch)
