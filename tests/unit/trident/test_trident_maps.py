@@ -351,3 +351,14 @@ def test_bulk_calls_pause_the_gc_and_always_restore_it(cls: Any, recording: Any)
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_gc_paused_is_scoped_to_large_steps_and_survives_errors() -> None:
+    from weir.trident.state.maps import gc_paused
+
+    with gc_paused(GC_PAUSE_KEYS - 1):
+        assert gc.isenabled()
+    with pytest.raises(KeyError), gc_paused(GC_PAUSE_KEYS):
+        assert not gc.isenabled()
+        raise KeyError("x")
+    assert gc.isenabled()
