@@ -122,7 +122,12 @@ def stable_hash(value: Any) -> int:
 
     Strings, bytes, ints, floats, bools, None and tuples/lists of them are supported.
     """
-    h = hashlib.blake2b(_hash_bytes(value), digest_size=8).digest()
+    if type(value) is tuple and len(value) == 1 and type(value[0]) is str:  # a one-word key: same bytes
+        p = value[0].encode("utf-8", "surrogatepass")
+        data = b"t" + (len(p) + 1).to_bytes(4, "big") + b"s" + p
+    else:
+        data = _hash_bytes(value)
+    h = hashlib.blake2b(data, digest_size=8).digest()
     return int.from_bytes(h, "big") & 0x7FFFFFFFFFFFFFFF
 
 

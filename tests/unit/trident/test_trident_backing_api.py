@@ -19,7 +19,7 @@ from weir.trident.backing import (
     SqliteMapState,
     close_connections,
 )
-from weir.trident.backing.codec import decode_cell, encode_cell, encode_key
+from weir.trident.backing.codec import decode_cell, encode_cell, encode_cell_text, encode_key
 from weir.trident.state import (
     CombinerValueUpdater,
     MemoryBackingMap,
@@ -63,6 +63,41 @@ def test_cells_round_trip_and_foreign_data_is_refused() -> None:
     with pytest.raises(SerializationError, match=r"not valid JSON"):
         decode_cell(b"{nope", StateType.NON_TRANSACTIONAL, ("k",), where="w")
 
+
+
+_SCALAR = st.one_of(
+    st.none(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.booleans(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=6),
+    st.sampled_from(['a"b', "a\\b", "tab\t", "\u2028", "naïve", "\ud800"]),
+)
+_VALUE = st.one_of(_SCALAR, st.lists(_SCALAR, max_size=3))
+_TXID = st.one_of(st.none(), st.integers(min_value=0, max_value=2**63))
+
+
+@settings(max_examples=150)
+@given(txid=_TXID, curr=_VALUE, prev=_VALUE)
+def test_cell_text_is_the_text_of_encode_cell(txid: int | None, curr: object, prev: object) -> None:
+    """The direct text of the usual cells is, character for character, what the JSON serializer writes."""
+    for cell, state_type in (
+        (OpaqueValue(txid, curr, prev), StateType.OPAQUE),
+        (TransactionalValue(txid, curr), StateType.TRANSACTIONAL),
+        ([txid, curr, prev], StateType.OPAQUE),
+        (curr, StateType.NON_TRANSACTIONAL),
+    ):
+        data = encode_cell(cell, state_type, ("k",), where="w")
+        text = encode_cell_text(cell, state_type, ("k",), where="w")
+        assert text == data.decode("utf-8", "surrogatepass")
+        assert decode_cell(text, state_type, ("k",), where="w") == decode_cell(data, state_type, ("k",), where="w")
+
+
+def test_cell_text_refuses_what_encode_cell_refuses() -> None:
+    with pytest.raises(SerializationError, match=r"w: key \('k',\): cannot store 7"):
+        encode_cell_text(7, StateType.OPAQUE, ("k",), where="w")
+    with pytest.raises(SerializationError, match=r"w: value of key \('k',\)"):
+        encode_cell_text(OpaqueValue(1, float("nan")), StateType.OPAQUE, ("k",), where="w")
 
 # ---- factories -------------------------------------------------------------------------------
 def test_factory_is_a_picklable_state_factory(tmp_path: Path) -> None:
@@ -154,3 +189,15 @@ def test_sqlite_opaque_and_transactional_maps_match_memory(
         words = [["a"], ["b"], ["c"], ["d"]]
         assert factory.make_state({}, 0, 1).multi_get(words) == memory.multi_get(words)
     close_connections()
+
+
+def test_sqlite_backing_map_answers_in_key_order_and_last_put_wins(tmp_path: Path) -> None:
+    """Keys are read and written sorted; answers still follow the caller's order, and a key put twice keeps the last."""
+    store = SqliteMapState.store(tmp_path / "t.db", table="order")
+    backing = store.backing_map(StateType.NON_TRANSACTIONAL)
+    words = [f"w{i:04d}" for i in range(1200)][::-1]  # descending, more than one IN (...) chunk
+    backing.multi_put([(w,) for w in words], list(range(len(words))))
+    backing.multi_put([("w0003",), ("zz",), ("w0003",), ("a",)], ["z first", 1, "a last", 2])  # the last sorts first
+    asked = [("zz",), ("w1199",), ("missing",), ("w0003",), ("a",), ("w1199",)]
+    assert backing.multi_get(asked) == [1, 0, None, "a last", 2, 0]
+    assert backing.multi_get([("missing",), ("nope",)]) == [None, None]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ from weir.trident.state import (
     TransactionalMap,
     TransactionalValue,
 )
+from weir.trident.state.maps import GC_PAUSE_KEYS
 
 
 def add(summer: Any, *deltas: int) -> list[CombinerValueUpdater[int]]:
@@ -311,3 +313,52 @@ class TestMisuse:
             m.multi_put([], [])
             m.commit(1)
         assert recording.gets == [] and recording.puts == []
+
+
+class _GcProbe:
+    """An updater that records whether the cyclic GC was on when it ran (and may raise)."""
+
+    def __init__(self, seen: list[bool], fail: bool = False) -> None:
+        self.seen, self.fail = seen, fail
+
+    def update(self, stored: Any) -> Any:
+        self.seen.append(gc.isenabled())
+        if self.fail:
+            raise ValueError("updater failed")
+        return (stored or 0) + 1
+
+
+@pytest.mark.parametrize("cls", [OpaqueMap, TransactionalMap, NonTransactionalMap])
+def test_bulk_calls_pause_the_gc_and_always_restore_it(cls: Any, recording: Any) -> None:
+    """From GC_PAUSE_KEYS keys the collector waits for the call; it is back on after, also after an error."""
+    assert gc.isenabled()
+    m = cls.build(recording)
+    n = GC_PAUSE_KEYS
+    seen: list[bool] = []
+    assert batch(m, 1, [[i] for i in range(n)], [_GcProbe(seen) for _ in range(n)]) == [1] * n
+    assert seen == [False] * n and gc.isenabled()
+    seen.clear()
+    batch(m, 2, [["small"]], [_GcProbe(seen)])
+    assert seen == [True] and gc.isenabled()  # a small call leaves the collector alone
+    seen.clear()
+    m.begin_commit(3)
+    with pytest.raises(ValueError, match="updater failed"):
+        m.multi_update([[i] for i in range(n)], [_GcProbe(seen, fail=True) for _ in range(n)])
+    assert seen == [False] and gc.isenabled()
+    gc.disable()
+    try:  # a collector the caller switched off stays off
+        m.multi_update([[i] for i in range(n)], [_GcProbe(seen) for _ in range(n)])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_gc_paused_is_scoped_to_large_steps_and_survives_errors() -> None:
+    from weir.trident.state.maps import gc_paused
+
+    with gc_paused(GC_PAUSE_KEYS - 1):
+        assert gc.isenabled()
+    with pytest.raises(KeyError), gc_paused(GC_PAUSE_KEYS):
+        assert not gc.isenabled()
+        raise KeyError("x")
+    assert gc.isenabled()

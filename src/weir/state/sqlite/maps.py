@@ -23,6 +23,7 @@ Examples
 from __future__ import annotations
 
 import functools
+import operator
 import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
@@ -43,7 +44,7 @@ from weir.state.sqlite.connection import (
     write_transaction,
 )
 from weir.trident.backing.catalog import MapCatalog, MapInfo
-from weir.trident.backing.codec import chunked, decode_cell, encode_cell, encode_key
+from weir.trident.backing.codec import chunked, decode_cell, encode_cell_text, encode_key
 from weir.trident.backing.factory import MapStateFamily, MapStore
 from weir.trident.state import BackingMap, Key, StateType, as_keys
 from weir.trident.state.map_state import check_same_length
@@ -53,6 +54,7 @@ __all__ = ["SqliteBackingMap", "SqliteMapState", "SqliteMapStore"]
 T = TypeVar("T")
 
 _CHUNK = 500  # bound parameters per IN (...) query
+_first = operator.itemgetter(0)
 _META = (
     "CREATE TABLE IF NOT EXISTS weir_trident_maps "
     "(name TEXT NOT NULL PRIMARY KEY, state_type TEXT NOT NULL) WITHOUT ROWID"
@@ -227,7 +229,11 @@ class SqliteBackingMap(BackingMap[Any]):
         return sql
 
     def multi_get(self, keys: Sequence[Key]) -> list[Any]:
-        """Cells of ``keys`` (``None`` where absent): one query per 500 keys, one read transaction."""
+        """Cells of ``keys`` (``None`` where absent): one query per 500 keys, one read transaction.
+
+        The keys are looked up in sorted order, so consecutive lookups walk neighbouring B-tree
+        pages (at millions of keys, a batch's keys are spread over the whole table).
+        """
         ks = as_keys(keys)
         if not ks:
             return []
@@ -235,7 +241,7 @@ class SqliteBackingMap(BackingMap[Any]):
         where = store.describe()
         store.ensure_table(self.state_type)
         encoded = [encode_key(k, where=where) for k in ks]
-        distinct = list(dict.fromkeys(encoded))
+        distinct = sorted(set(encoded))
         conn = store.connection()
         found: dict[str, str | None] = {}
         chunks = chunked(distinct, _CHUNK)
@@ -251,14 +257,20 @@ class SqliteBackingMap(BackingMap[Any]):
         except sqlite3.Error as exc:
             msg = f"SQLite map state {where}: multi_get of {len(distinct)} keys failed: {exc}"
             raise StateError(msg) from exc
+        if not found:  # none of the keys is stored (new keys)
+            return [None] * len(ks)
         st = self.state_type
+        get = found.get
         return [
-            decode_cell(found.get(e), st, k, where=where) if e in found else None
-            for e, k in zip(encoded, ks, strict=True)
+            decode_cell(get(e), st, k, where=where) if e in found else None for e, k in zip(encoded, ks, strict=True)
         ]
 
     def multi_put(self, keys: Sequence[Key], vals: Sequence[Any]) -> None:
-        """Store every cell in one transaction (all or nothing)."""
+        """Store every cell in one transaction (all or nothing), in key order.
+
+        Rows are written sorted by key (B-tree neighbours one after the other); for a key listed
+        twice the last value still wins (the sort is stable).
+        """
         ks = as_keys(keys)
         check_same_length(ks, vals, what="values", op="SqliteBackingMap.multi_put")
         if not ks:
@@ -268,9 +280,9 @@ class SqliteBackingMap(BackingMap[Any]):
         store.ensure_table(self.state_type)
         st = self.state_type
         rows = [
-            (encode_key(k, where=where), encode_cell(v, st, k, where=where).decode("utf-8", "surrogatepass"))
-            for k, v in zip(ks, vals, strict=True)
+            (encode_key(k, where=where), encode_cell_text(v, st, k, where=where)) for k, v in zip(ks, vals, strict=True)
         ]
+        rows.sort(key=_first)
         sql = self._upsert
         store.write(lambda conn: conn.executemany(sql, rows), what=f"multi_put of {len(rows)} keys")
 

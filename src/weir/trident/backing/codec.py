@@ -27,6 +27,7 @@ __all__ = [
     "decode_cell",
     "decode_json",
     "encode_cell",
+    "encode_cell_text",
     "encode_json",
     "encode_key",
     "to_cell",
@@ -151,6 +152,41 @@ def encode_cell(cell: Any, state_type: StateType, key: Key, *, where: str) -> by
     except SerializationError as exc:
         msg = f"{where}: value of key {key!r}: {exc}"
         raise SerializationError(msg) from exc
+
+
+def _scalar_text(x: Any) -> str | None:
+    """The JSON text of an int, ``None`` or plain printable str; ``None`` for anything else."""
+    t = type(x)
+    if t is int:
+        return str(x)
+    if x is None:
+        return "null"
+    if t is str and x.isprintable() and '"' not in x and "\\" not in x:
+        return '"' + x + '"'
+    return None
+
+
+def encode_cell_text(cell: Any, state_type: StateType, key: Key, *, where: str) -> str:
+    """:func:`encode_cell` as text (what a ``TEXT`` column stores).
+
+    The usual cells — an :class:`~weir.trident.state.OpaqueValue` or
+    :class:`~weir.trident.state.TransactionalValue` of ints, ``None`` or plain text — are written
+    directly; the text is the same as :func:`encode_cell` gives, for every cell.
+    """
+    t = type(cell)
+    if t is OpaqueValue and state_type is StateType.OPAQUE:
+        txid = cell.curr_txid
+        if txid is None or type(txid) is int:
+            curr, prev = _scalar_text(cell.curr), _scalar_text(cell.prev)
+            if curr is not None and prev is not None:
+                return f"[{'null' if txid is None else txid},{curr},{prev}]"
+    elif t is TransactionalValue and state_type is StateType.TRANSACTIONAL:
+        txid = cell.txid
+        if txid is None or type(txid) is int:
+            val = _scalar_text(cell.val)
+            if val is not None:
+                return f"[{'null' if txid is None else txid},{val}]"
+    return encode_cell(cell, state_type, key, where=where).decode("utf-8", "surrogatepass")
 
 
 def decode_cell(data: bytes | str | None, state_type: StateType, key: Key, *, where: str) -> Any:

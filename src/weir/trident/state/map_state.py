@@ -56,9 +56,12 @@ def as_key(key: Sequence[Any]) -> Key:
         If ``key`` is a string, bytes or not a sequence: a single grouping value must still be
         wrapped, e.g. ``["apple"]``, not ``"apple"``.
     """
-    if type(key) is tuple and len(key) == 1:  # the usual key: one grouping value
+    t = type(key)
+    if (t is tuple or t is list) and len(key) == 1:  # the usual key: one grouping value
         v = key[0]
-        return key if not isinstance(v, list) else (_freeze(v),)
+        if isinstance(v, list):
+            return (_freeze(v),)
+        return key if t is tuple else (v,)
     if isinstance(key, tuple):
         frozen = key
     elif isinstance(key, list):

@@ -38,6 +38,7 @@ from weir.errors import StateError, TopologyError
 from weir.runtime.spark.trident._arrow import build_array, concat, py_columns, rows_of, take_column, to_batch
 from weir.runtime.spark.trident.tasks import StageBase, _cleanup, _prepare
 from weir.trident.fields import FieldSpec, encode_any
+from weir.trident.state.maps import gc_paused
 from weir.trident.tuple import TridentCollector, tuple_class
 
 __all__ = [
@@ -465,7 +466,8 @@ class PersistAggStage(_StateStage):
             counts[0] += table.num_rows
         schema = self.out_schema()
         for p in sorted(parts):
-            out = self._one(p, parts[p], table, schema)
+            with gc_paused(len(parts[p])):  # the keys' objects live until the partition is written
+                out = self._one(p, parts[p], table, schema)
             if out is not None:
                 counts[1] += out.num_rows
                 yield out
