@@ -126,25 +126,34 @@ def test_a_transactional_state_skips_a_replayed_txid() -> None:
 
 
 def test_the_journal_makes_an_opaque_replay_with_other_keys_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    from weir.runtime.spark.trident.state_tasks import partitions_of
+
+    def p(word: str) -> int:  # the state partition routing gives the word (stable hash)
+        return partitions_of([(word,)], 2)[0]
+
     provider = KVStateFactory.from_url(f"memory://journal-{uuid.uuid4().hex[:8]}")
     journal = JournalSpec(provider, "$checkpointspout-t", "counts", None)
     f = Recording()
-    persist(f, 1, [("cat", 1, 0), ("dog", 1, 1)], journal=journal)
+    persist(f, 1, [("cat", 1, p("cat")), ("dog", 1, p("dog"))], journal=journal)
     # attempt 1 of txid 2 writes cat, dog and emu, then the batch fails
-    persist(f, 2, [("cat", 5, 0), ("dog", 5, 1), ("emu", 5, 1)], journal=journal)
+    persist(f, 2, [("cat", 5, p("cat")), ("dog", 5, p("dog")), ("emu", 5, p("emu"))], journal=journal)
     touches = read_touches(provider, "$checkpointspout-t", "counts", 2, 2)
     assert sorted(k for ks in touches.values() for k in ks) == [("cat",), ("dog",), ("emu",)]
     assert read_touches(provider, "$checkpointspout-t", "counts", 2, 3) == {}  # another txid: nothing
-    # the replay of txid 2 only has cat: dog and emu fall back to their value before txid 2
-    out = persist(f, 2, [("cat", 2, 0)], journal=journal, touches=touches)
+    # the replay of txid 2 only has cat: dog and emu fall back to their value before txid 2. Spark
+    # runs a task for every partition (state partition p = Spark partition p), with or without rows
+    out = []
+    for task in (0, 1):
+        monkeypatch.setattr("weir.runtime.spark.trident.tasks.partition_id", lambda task=task: task)
+        rows = [("cat", 2, task)] if p("cat") == task else []
+        out += persist(f, 2, rows, journal=journal, touches=touches)
     assert out == [("cat", 3)]  # touched keys are not new values
-    # Spark runs a task for partition 1 too (state partition p = Spark partition p), without rows
-    monkeypatch.setattr("weir.runtime.spark.trident.tasks.partition_id", lambda: 1)
-    assert persist(f, 2, [], journal=journal, touches=touches) == []
-    state = f.inner.make_state({}, 1, 2)
-    assert state.multi_get([["dog"], ["emu"]]) == [1, None]
-    persist(f, 3, [("dog", 1, 1)], journal=journal)
-    assert f.inner.make_state({}, 1, 2).multi_get([["dog"]]) == [2]
+    def stored(word: str) -> Any:  # each partition's own map (a memory map keeps partitions apart)
+        return f.inner.make_state({}, p(word), 2).multi_get([[word]])[0]
+
+    assert [stored("dog"), stored("emu"), stored("cat")] == [1, None, 3]
+    persist(f, 3, [("dog", 1, p("dog"))], journal=journal)
+    assert stored("dog") == 2
 
 
 def test_route_stage_spreads_keys_by_a_stable_hash() -> None:
