@@ -602,21 +602,16 @@ class BatchPlanner:
             pre = self.group_agg(parent.df, keys, aliased)
             pre_c = Compiled(pre, key_fields + self.fields_of(node, "pre", pre)[-1:])
             args: dict[str, Any] = {"mode": "combiner", "key_idx": list(range(k)), "value_idx": k}
-            if self._spark_routed(state.state_id):
+            kinds = self._spark_routed(state.state_id)
+            if kinds:
                 # the aggregate's own exchange puts each key in its state partition: no routing stage
                 # and no second shuffle (the repartition is dropped by Spark when the aggregate's
                 # exchange already has ``n`` partitions, see ``run``)
                 self.ctx.shuffles[node.id] = n
                 routed = Compiled(self.repartition(pre, n, keys), pre_c.fields)
-                common = self._state_common(node, routed.fields, out_fields, n, -1)
-                if touches:
-                    common.update(txid=self.txid, epoch=self.epoch)
-                kinds = self._spark_routed(state.state_id)
-                stage = PersistAggStage(
-                    **common, agg=agg, journal=journal, touches=touches, key_kinds=kinds or [], **args
-                )
-                return self._map(routed.df, stage, out_fields, (node.id, "persist"))
-            routed = self._route(node, pre_c, "key", n, list(range(k)))
+                args["key_kinds"] = kinds
+            else:
+                routed = self._route(node, pre_c, "key", n, list(range(k)))
         elif expr is not None:
             pre = parent.df.agg(expr.alias(V_COL), F.count(F.lit(1)).alias(N_COL)).withColumn(P_COL, F.lit(0))
             routed = Compiled(pre, typed_fields(pre))
@@ -630,7 +625,8 @@ class BatchPlanner:
         else:
             routed = self._route(node, parent, "key" if keys else "single", n, parent.index(keys))
             args = {"mode": "reducer", "key_idx": parent.index(keys), "in_idx": parent.index(inp), "in_names": inp}
-        common = self._state_common(node, routed.fields, out_fields, n, routed.index([P_COL])[0])
+        p_idx = -1 if "key_kinds" in args else routed.index([P_COL])[0]  # -1: the task's partition
+        common = self._state_common(node, routed.fields, out_fields, n, p_idx)
         if touches:  # an opaque replay after a failed attempt: this batch's own stage carries the keys
             common.update(txid=self.txid, epoch=self.epoch)
         stage = PersistAggStage(**common, agg=agg, journal=journal, touches=touches, **args)
