@@ -188,6 +188,7 @@ def test_count_window_forwards_window_marks_and_flushes_its_open_window_on_the_f
 
 def test_routing_sends_marks_to_every_consumer_task_in_their_place() -> None:
     from weir.runtime.spark.storm.batch import key_for_grouping
+    from weir.runtime.spark.storm.task import records_of
     from weir.topology import TopologyBuilder
     from weir.topology.punctuation import MarkRecord
 
@@ -199,7 +200,7 @@ def test_routing_sends_marks_to_every_consumer_task_in_their_place() -> None:
                 ("P", "other", W, 0, None), ("P", "default", F, 0, None)]  # fmt: skip
     routed: dict[int, list[Any]] = {}
     for task, chunk in key_for_grouping(sub, [0], 3, producers=2)(0, iter(produced)):
-        routed.setdefault(task, []).extend(chunk)
+        routed.setdefault(task, []).extend(records_of(chunk))
     for task in range(3):
         got = [r[2] for r in routed[task]]
         assert [g for g in got if isinstance(g, MarkRecord)] == [MarkRecord(W, 2), MarkRecord(F, 2)]

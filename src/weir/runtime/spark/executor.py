@@ -260,7 +260,7 @@ def send_reports(acc: Any, gen: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any
     dead: list[dict[str, Any]] = []
     for rec in gen:
         kind = rec[0]
-        if kind == "T" or kind == "P":
+        if kind == "B" or kind == "T" or kind == "P":
             yield rec
         elif kind == "D":
             dead.append(rec[1])

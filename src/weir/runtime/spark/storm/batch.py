@@ -25,7 +25,7 @@ from weir._util import HASH_CACHEABLE, stable_hash
 from weir.checkpoint.coordinator import JobOutcome, TaskFailure
 from weir.runtime.spark.executor import ReportAccumulatorParam, TaskReport, TaskSpec, outcome_of, send_reports
 from weir.runtime.spark.runner import BatchRunner
-from weir.runtime.spark.storm.task import run_spout_task, run_task
+from weir.runtime.spark.storm.task import run_spout_task, run_task_blocks
 from weir.topology.builder import GroupingKind, Subscription, Topology
 from weir.topology.punctuation import MarkRecord
 
@@ -35,63 +35,94 @@ __all__ = ["BatchJob", "key_for_grouping"]
 def key_for_grouping(
     sub: Subscription, field_idx: list[int], n: int, producers: int = 1
 ) -> Callable[[int, Iterator[tuple[Any, ...]]], Iterator[tuple[int, list[tuple[Any, ...]]]]]:
-    """A ``mapPartitionsWithIndex`` function routing a producer's tuples to consumer tasks (parallelism ``n``).
+    """A ``mapPartitionsWithIndex`` function routing a producer's output to consumer tasks (parallelism ``n``).
 
-    It yields ``(task, chunk)`` pairs, a chunk being a list of up to ``_SHUFFLE_CHUNK`` payloads in
-    their order: PySpark's shuffle then handles a few large values instead of one pair per tuple.
-    A mark (``("P", ...)`` record) goes to every consumer task, in its place among the tuples, as a
+    It yields ``(task, chunk)`` pairs, a chunk being a list of input blocks of that consumer task
+    (``(source, stream, [values, ...], source_task)``, see
+    :func:`~weir.runtime.spark.storm.task.run_task_blocks`) holding up to ``_SHUFFLE_CHUNK`` tuples
+    in their order: PySpark's shuffle then handles a few large values instead of one pair per
+    tuple, and a tuple travels as its values only. A mark (``("P", ...)`` record) goes to every
+    consumer task, in its place among the tuples, as a
     :class:`~weir.topology.punctuation.MarkRecord` saying that ``producers`` tasks send it.
     """
     kind = sub.grouping.kind
     source, stream = sub.source, sub.stream
     limit = _SHUFFLE_CHUNK
+    one = field_idx[0] if len(field_idx) == 1 else -1
 
     def keyed(pidx: int, recs: Iterator[tuple[Any, ...]]) -> Iterator[tuple[int, list[tuple[Any, ...]]]]:
         rr = pidx
         cache: dict[Any, int] = {}  # key -> task: a batch repeats keys far more often than it has them
         chunks: list[list[tuple[Any, ...]]] = [[] for _ in range(n)]
+        runs: list[list[Any] | None] = [None] * n  # the open block of each consumer task
+        sizes = [0] * n
+        run_task = -1  # the producing task of the open blocks
+
+        def close(t: int) -> Iterator[tuple[int, list[tuple[Any, ...]]]]:
+            yield t, chunks[t]
+            chunks[t] = []
+            runs[t] = None
+            sizes[t] = 0
+
         for r in recs:
-            if r[0] != "T" or r[1] != stream:
-                if r[0] == "P" and r[1] == stream:  # punctuation: to every consumer task, in order
+            tag = r[0]
+            if r[1] != stream:
+                continue
+            if tag == "B":
+                batch = r[2]
+            elif tag == "T":
+                batch = (r[2],)
+            else:
+                if tag == "P":  # punctuation: to every consumer task, in order
                     mark = (source, stream, MarkRecord(r[2], producers), r[3])
                     for t in range(n):
                         chunks[t].append(mark)
-                        if len(chunks[t]) >= limit:
-                            yield t, chunks[t]
-                            chunks[t] = []
+                        runs[t] = None
+                        sizes[t] += 1
+                        if sizes[t] >= limit:
+                            yield from close(t)
                 continue
-            payload = (source, stream, r[2], r[3])
+            if r[3] != run_task:
+                run_task = r[3]
+                runs = [None] * n
             if kind is GroupingKind.FIELDS:
-                vals = r[2]
-                if len(field_idx) == 1 and type(vals[field_idx[0]]) in HASH_CACHEABLE:
-                    key = vals[field_idx[0]]
-                    k = cache.get(key)
-                    if k is None:
-                        if len(cache) > 200_000:
-                            cache.clear()
-                        k = cache[key] = stable_hash(key) % n
-                else:  # tuples, floats, bools...: equal-but-different values must not share a cache slot
-                    key = vals[field_idx[0]] if len(field_idx) == 1 else tuple(vals[i] for i in field_idx)
-                    k = stable_hash(key) % n
-            elif kind is GroupingKind.GLOBAL:
-                k = 0
-            elif kind is GroupingKind.ALL:
-                for t in range(n):
-                    chunks[t].append(payload)
-                    if len(chunks[t]) >= limit:
-                        yield t, chunks[t]
-                        chunks[t] = []
+                for vals in batch:
+                    if one >= 0 and type(key := vals[one]) in HASH_CACHEABLE:
+                        k = cache.get(key)
+                        if k is None:
+                            if len(cache) > 200_000:
+                                cache.clear()
+                            k = cache[key] = stable_hash(key) % n
+                    else:  # tuples, floats, bools...: equal-but-different values must not share a cache slot
+                        k = stable_hash(vals[one] if one >= 0 else tuple(vals[i] for i in field_idx)) % n
+                    run = runs[k]
+                    if run is None:
+                        run = runs[k] = []
+                        chunks[k].append((source, stream, run, run_task))
+                    run.append(vals)
+                    sizes[k] += 1
+                    if sizes[k] >= limit:
+                        yield from close(k)
                 continue
-            elif kind is GroupingKind.DIRECT:
-                k = (r[4] if r[4] is not None else 0) % n
-            else:  # shuffle, none, local_or_shuffle
-                k = rr % n
-                rr += 1
-            chunk = chunks[k]
-            chunk.append(payload)
-            if len(chunk) >= limit:
-                yield k, chunk
-                chunks[k] = []
+            for vals in batch:
+                if kind is GroupingKind.GLOBAL:
+                    targets: Any = (0,)
+                elif kind is GroupingKind.ALL:
+                    targets = range(n)
+                elif kind is GroupingKind.DIRECT:
+                    targets = (((r[4] if tag == "T" and r[4] is not None else 0) % n),)
+                else:  # shuffle, none, local_or_shuffle
+                    targets = (rr % n,)
+                    rr += 1
+                for k in targets:
+                    run = runs[k]
+                    if run is None:
+                        run = runs[k] = []
+                        chunks[k].append((source, stream, run, run_task))
+                    run.append(vals)
+                    sizes[k] += 1
+                    if sizes[k] >= limit:
+                        yield from close(k)
         for t, chunk in enumerate(chunks):
             if chunk:
                 yield t, chunk
@@ -181,17 +212,19 @@ class BatchJob(BatchRunner):
         n = comp.parallelism
 
         def run_part(pidx: int, it: Iterator[Any], _spec: TaskSpec = spec) -> Iterator[Any]:
-            return send_reports(acc, run_task(_spec, pidx, txid, epoch, it))
+            return send_reports(acc, run_task_blocks(_spec, pidx, txid, epoch, it))
 
         if len(comp.inputs) == 1 and comp.inputs[0].grouping.kind in _NARROW:
             sub = comp.inputs[0]
             src = outs[sub.source]
             if src.getNumPartitions() == n:
                 stream, source = sub.stream, sub.source
-                narrow = src.filter(lambda r, _s=stream: r[1] == _s).map(
-                    lambda r, _c=source: (_c, r[1], r[2] if r[0] == "T" else MarkRecord(r[2], 1), r[3])
-                )
-                return narrow.mapPartitionsWithIndex(run_part)
+
+                def narrow(pidx: int, it: Iterator[Any], _s: str = stream, _c: str = source) -> Iterator[Any]:
+                    blocks = (_as_block(_c, r) for r in it if r[1] == _s)
+                    return send_reports(acc, run_task_blocks(spec, pidx, txid, epoch, blocks))
+
+                return src.mapPartitionsWithIndex(narrow)
         parts = []
         for sub in comp.inputs:
             src_fields = topo.components[sub.source].outputs[sub.stream]
@@ -253,6 +286,16 @@ class BatchJob(BatchRunner):
             "job_ms": ms,
             "keys_written": keys,
         }
+
+
+def _as_block(source: str, r: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The input block of a producer's output record ``r`` read without a shuffle (one producer task)."""
+    tag = r[0]
+    if tag == "B":
+        return (source, r[1], r[2], r[3])
+    if tag == "T":
+        return (source, r[1], [r[2]], r[3])
+    return (source, r[1], MarkRecord(r[2], 1), r[3])
 
 
 def topology_punctuates(topology: Topology) -> bool:

@@ -22,6 +22,7 @@ from typing import Any
 from weir._faults import crash_point
 from weir.errors import FencedError, TopologyError
 from weir.runtime.spark.executor import (
+    _PLAIN,
     TaskReport,
     TaskSpec,
     check_emitted,
@@ -32,7 +33,7 @@ from weir.runtime.spark.executor import (
 from weir.state.kv import TransactionalKeyValueState
 from weir.topology.collector import BasicOutputCollector, FailedTuple, OutputCollector
 from weir.topology.components import BasicBolt, Spout, StatefulBolt, execute_shape
-from weir.topology.punctuation import Aligner, Punctuation
+from weir.topology.punctuation import Aligner, MarkRecord, Punctuation
 from weir.topology.tuple import Tuple
 
 __all__ = ["TaskSpec", "run_spout_task", "run_task", "unacked_error"]
@@ -135,10 +136,51 @@ def _forwarding_marks(
                 yield (None, None, ("P", s, mark, task, None), None)
 
 
+def records_of(blocks: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+    """The input records ``(source, stream, values, source_task)`` of input blocks (marks pass as they are)."""
+    for b in blocks:
+        payload = b[2]
+        if payload.__class__ is MarkRecord:
+            yield b
+            continue
+        source, stream, source_task = b[0], b[1], b[3]
+        for values in payload:
+            yield (source, stream, values, source_task)
+
+
 def run_task(
     spec: TaskSpec, task: int, txid: int, epoch: int | None, records: Iterable[tuple[Any, ...]]
 ) -> Iterator[tuple[Any, ...]]:
-    """Run task ``task`` of a bolt over its input ``records`` (``(source, stream, values, source_task)``)."""
+    """Run task ``task`` of a bolt over its input ``records`` (``(source, stream, values, source_task)``).
+
+    The record-at-a-time form of :func:`run_task_blocks` (the one the batch job runs): each input
+    record is a block of one, and each emitted block comes out as ``("T", stream, values, task, None)``
+    records.
+    """
+    blocks = ((r[0], r[1], r[2] if r[2].__class__ is MarkRecord else [r[2]], r[3]) for r in records)
+    for rec in run_task_blocks(spec, task, txid, epoch, blocks):
+        if rec[0] == "B":
+            stream, src_task = rec[1], rec[3]
+            for values in rec[2]:
+                yield ("T", stream, values, src_task, None)
+        else:
+            yield rec
+
+
+_BLOCK = 1024  # emitted tuples per ("B", ...) record
+
+
+def run_task_blocks(
+    spec: TaskSpec, task: int, txid: int, epoch: int | None, blocks: Iterable[tuple[Any, ...]]
+) -> Iterator[tuple[Any, ...]]:
+    """Run task ``task`` of a bolt over its input blocks; yield its output records.
+
+    An input block is ``(source, stream, [values, ...], source_task)``: a run of tuples one
+    upstream task emitted on one stream, in order; a mark travels as ``(source, stream,
+    MarkRecord, source_task)``. The output: ``("B", stream, [values, ...], task)`` runs of emitted
+    tuples (up to ``_BLOCK``), ``("T", stream, values, task, direct)`` for a direct emit, ``("P", ...)``
+    marks, ``("D", ...)`` dead letters and the task's ``("R", report)`` last.
+    """
     t0 = time.perf_counter()
     comp = spec.component
     from weir.streams.operator import Operator
@@ -147,12 +189,12 @@ def run_task(
     if isinstance(comp, Operator):  # IBM Streams operators have their own task loop (state handlers)
         from weir.runtime.spark.streams.operators import run_operator_task
 
-        yield from run_operator_task(spec, task, txid, epoch, records)
+        yield from run_operator_task(spec, task, txid, epoch, records_of(blocks))
         return
     if isinstance(comp, WindowedBolt):  # Storm's windowed bolts: windows kept in the state store
         from weir.runtime.spark.storm.windowed import run_windowed_task
 
-        yield from run_windowed_task(spec, task, txid, epoch, records)
+        yield from run_windowed_task(spec, task, txid, epoch, records_of(blocks))
         return
     ctx = spec.context(task)
     out = OutputCollector(
@@ -163,6 +205,8 @@ def run_task(
     keys_written: dict[str, int] = {}
     stage = "prepare"
     current: Tuple | None = None
+    run: list[Any] = []  # the output block being filled: tuples emitted on run_stream
+    run_stream = ""
     crash_after = -1
     if os.environ.get("WEIR_CRASH_AT", "").startswith("during_processing@"):
         crash_after = 0
@@ -183,51 +227,84 @@ def run_task(
             comp.init_state(state)
         stage = "execute"
         fields_of = spec.input_fields
-        if spec.punctuation:
-            records = _forwarding_marks(spec, task, records)
-        for source, stream, values, source_task in records:
+        if spec.punctuation:  # align marks record by record; each record travels as a block of one
+            blocks = (
+                (r[0], r[1], r[2] if r[0] is None else [r[2]], r[3])
+                for r in _forwarding_marks(spec, task, records_of(blocks))
+            )
+        consumed = spec.consumed_streams
+        token = out.token
+        pending = out._pending if basic is None and out.acking else None
+        emitted = out.emitted
+        failed = out.failed
+        for source, stream, payload, source_task in blocks:
             if source is None:  # a mark this bolt forwards (Storm bolts know no punctuation)
-                yield values
+                if run:
+                    yield ("B", run_stream, run, task)
+                    run = []
+                yield payload
                 continue
-            current = Tuple(values, fields_of[(source, stream)], source, stream, source_task, txid)
-            current.owner = out.token
-            if basic is None and out.acking:
-                out.received(current)
-            n_in += 1
-            if crash_after >= 0 and n_in > crash_after:
-                crash_point("during_processing", txid, task=task)
-            try:
-                if basic is not None:
-                    basic.current = current
-                    comp.execute(current, basic)
-                    out.ack(current)  # Storm's IBasicBolt: acked automatically unless it failed
-                else:
-                    comp.execute(current)
-            except FailedTuple as exc:
-                out.fail(current, str(exc) or "FailedTuple")
-            except FencedError:
-                raise
-            except Exception as exc:
-                if not spec.deadletter:
+            fields = fields_of[(source, stream)]
+            for values in payload:
+                current = Tuple(values, fields, source, stream, source_task, txid)
+                current.owner = token
+                if pending is not None:
+                    pending[id(current)] = current
+                n_in += 1
+                if crash_after >= 0 and n_in > crash_after:
+                    crash_point("during_processing", txid, task=task)
+                try:
+                    if basic is not None:
+                        basic.current = current
+                        comp.execute(current, basic)
+                        out.ack(current)  # Storm's IBasicBolt: acked automatically unless it failed
+                    else:
+                        comp.execute(current)
+                except FailedTuple as exc:
+                    out.fail(current, str(exc) or "FailedTuple")
+                except FencedError:
                     raise
-                out.fail(current, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
-            if out.failed:
-                if not spec.deadletter:
-                    tup, reason = out.failed[0]
-                    msg = f"tuple {list(tup.values)!r:.200} failed: {reason}"
-                    raise TopologyError(msg, component=spec.component_id, task=task, txid=txid)
-                for tup, reason in out.failed:
-                    n_failed += 1
-                    yield dead_letter(spec, task, txid, tup, list(tup.values), reason)
-                out.failed.clear()
-            if out.emitted:
-                consumed = spec.consumed_streams
-                for stream_id, vals, direct in out.emitted:
-                    n_out += 1
-                    if stream_id in consumed:
-                        check_emitted(spec, task, vals)
-                        yield ("T", stream_id, vals, task, direct)
-                out.emitted.clear()
+                except Exception as exc:
+                    if not spec.deadletter:
+                        raise
+                    out.fail(current, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+                if failed:
+                    if not spec.deadletter:
+                        tup, reason = failed[0]
+                        msg = f"tuple {list(tup.values)!r:.200} failed: {reason}"
+                        raise TopologyError(msg, component=spec.component_id, task=task, txid=txid)
+                    for tup, reason in failed:
+                        n_failed += 1
+                        yield dead_letter(spec, task, txid, tup, list(tup.values), reason)
+                    failed.clear()
+                if emitted:
+                    n_out += len(emitted)
+                    for stream_id, vals, direct in emitted:
+                        if stream_id not in consumed:
+                            continue
+                        for v in vals:
+                            if type(v) not in _PLAIN:
+                                check_emitted(spec, task, vals)
+                                break
+                        if direct is None:
+                            if stream_id != run_stream:
+                                if run:
+                                    yield ("B", run_stream, run, task)
+                                    run = []
+                                run_stream = stream_id
+                            run.append(vals)
+                        else:  # a direct emit names its consumer task: a record of its own, in its place
+                            if run:
+                                yield ("B", run_stream, run, task)
+                                run = []
+                            yield ("T", stream_id, vals, task, direct)
+                    emitted.clear()
+                    if len(run) >= _BLOCK:
+                        yield ("B", run_stream, run, task)
+                        run = []
+        if run:
+            yield ("B", run_stream, run, task)
+            run = []
         current = None
         if out.acking and out._pending:
             stage = "ack check"
@@ -247,6 +324,8 @@ def run_task(
         stage = "cleanup"
         comp.cleanup()
     except Exception as exc:
+        if run:  # what was emitted before the failure, in its place before the report
+            yield ("B", run_stream, run, task)
         yield _failure_report(spec, task, txid, exc, stage, current, n_in, n_out)
         return
     yield task_report(
