@@ -72,7 +72,7 @@ def test_a_run_wide_stage_outside_a_batch_job_names_the_missing_property() -> No
         topology="t", component="split", txid=None, conf={}, in_fields=[FieldSpec("line", None)],
         out_fields=[FieldSpec("line", None)], kind="filter", op=lambda tup: True, in_idx=[0], in_names=["line"],
     )
-    with pytest.raises(RuntimeError, match=r"split: .*'weir\.trident\.batch' local property"):
+    with pytest.raises(RuntimeError, match=r"split: .*'weir\.batch' local property"):
         list(stage(iter([])))
 
 

@@ -195,20 +195,28 @@ class OutputCollector:
         Anchors must be tuples this task received in this batch; the micro-batch is the unit of
         replay, so an anchor does not change what is replayed.
         """
-        if len(args) == 1 and type(args[0]) in _FAST and not _all_tuples(args[0]):
-            if anchors is None:
+        if len(args) == 1:
+            values = args[0]
+            tv = type(values)
+            if tv is Values or ((tv is list or tv is tuple) and not _all_tuples(values)):
                 s = stream or DEFAULT_STREAM
-                self.emitted.append((s, self._check(s, args[0]), None))
-                return
-            ta = type(anchors)
-            if ta is Tuple or ((ta is list or ta is tuple) and len(anchors) == 1 and type(anchors[0]) is Tuple):
-                # emit(values, anchors=[tup]): the other usual call, one anchor this task received
-                a = anchors if ta is Tuple else anchors[0]
-                if self.acking and a.owner != self.token:
-                    self._check_anchor(a, "emit")
-                s = stream or DEFAULT_STREAM
-                self.emitted.append((s, self._check(s, args[0]), None))
-                return
+                if anchors is None:
+                    if len(values) == self._arity.get(s, -1):
+                        self.emitted.append((s, tuple(values), None))
+                    else:
+                        self.emitted.append((s, self._check(s, values), None))
+                    return
+                ta = type(anchors)
+                if ta is Tuple or ((ta is list or ta is tuple) and len(anchors) == 1 and type(anchors[0]) is Tuple):
+                    # emit(values, anchors=[tup]): the other usual call, one anchor this task received
+                    a = anchors if ta is Tuple else anchors[0]
+                    if self.acking and a.owner != self.token:
+                        self._check_anchor(a, "emit")
+                    if len(values) == self._arity.get(s, -1):
+                        self.emitted.append((s, tuple(values), None))
+                    else:
+                        self.emitted.append((s, self._check(s, values), None))
+                    return
         if len(args) == 2 and anchors is None and type(args[0]) is Tuple and type(args[1]) in _FAST:
             # emit(anchor, values), Storm's usual call
             if self.acking and args[0].owner != self.token:
@@ -292,11 +300,17 @@ class BasicOutputCollector:
 
     def emit(self, *args: Any, stream: str | None = None) -> None:
         """Emit ``values`` (on ``stream``) anchored to the current input tuple."""
-        if len(args) == 1 and type(args[0]) in _FAST and not _all_tuples(args[0]):  # the common case
-            out = self._out
-            s = stream or DEFAULT_STREAM
-            out.emitted.append((s, out._check(s, args[0]), None))
-            return
+        if len(args) == 1:  # the common case: emit(values)
+            values = args[0]
+            tv = type(values)
+            if tv is Values or ((tv is list or tv is tuple) and not _all_tuples(values)):
+                out = self._out
+                s = stream or DEFAULT_STREAM
+                if len(values) == out._arity.get(s, -1):
+                    out.emitted.append((s, tuple(values), None))
+                else:
+                    out.emitted.append((s, out._check(s, values), None))
+                return
         s, values = self._split("emit", args, stream)
         self._out.emit(values, anchors=self.current, stream=s)
 

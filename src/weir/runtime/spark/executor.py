@@ -254,6 +254,33 @@ class ReportAccumulatorParam(AccumulatorParam):  # type: ignore[type-arg]
         return a
 
 
+#: the Spark local property naming the batch a job runs (``"<txid>:<epoch>"``, epoch empty if none):
+#: the Python functions of a run's components are made (and sent to the JVM) once per run, and each
+#: task reads its batch from its job
+BATCH_PROPERTY = "weir.batch"
+
+
+def batch_property(txid: int, epoch: int | None) -> str:
+    """The value of :data:`BATCH_PROPERTY` for batch ``txid`` of a driver with ``epoch``."""
+    return f"{txid}:{'' if epoch is None else epoch}"
+
+
+def batch_of_job(component: str) -> tuple[int, int | None]:
+    """``(txid, epoch)`` of the batch the running Spark task belongs to (its job's local property)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    raw = ctx.getLocalProperty(BATCH_PROPERTY) if ctx is not None else None
+    if not raw:
+        msg = (
+            f"{component}: this function was planned for every batch of a run but its Spark job has no "
+            f"{BATCH_PROPERTY!r} local property (weir's batch runners set it around a batch's jobs)"
+        )
+        raise RuntimeError(msg)
+    txid, _, epoch = raw.partition(":")
+    return int(txid), int(epoch) if epoch else None
+
+
 def send_reports(acc: Any, gen: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
     """Pass emitted tuples and punctuation marks on; send the reports (dead letters attached) to ``acc``."""
     reports: list[TaskReport] = []

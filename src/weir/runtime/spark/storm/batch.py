@@ -23,7 +23,16 @@ from pyspark.rdd import RDD
 
 from weir._util import HASH_CACHEABLE, stable_hash
 from weir.checkpoint.coordinator import JobOutcome, TaskFailure
-from weir.runtime.spark.executor import ReportAccumulatorParam, TaskReport, TaskSpec, outcome_of, send_reports
+from weir.runtime.spark.executor import (
+    BATCH_PROPERTY,
+    ReportAccumulatorParam,
+    TaskReport,
+    TaskSpec,
+    batch_of_job,
+    batch_property,
+    outcome_of,
+    send_reports,
+)
 from weir.runtime.spark.runner import BatchRunner
 from weir.runtime.spark.storm.task import run_spout_task, run_task_blocks
 from weir.topology.builder import GroupingKind, Subscription, Topology
@@ -136,6 +145,91 @@ _SHUFFLE_CHUNK = 2048  # tuples per shuffled value
 _NARROW = (GroupingKind.SHUFFLE, GroupingKind.NONE, GroupingKind.LOCAL_OR_SHUFFLE)
 
 
+@dataclass(frozen=True)
+class _Chain:
+    """Python functions to run, pipelined in one Python pass, over a JVM RDD (a PySpark ``PipelinedRDD``).
+
+    ``key`` names the composed function in the run's cache: the functions of a run's components
+    read their batch from the job (:func:`~weir.runtime.spark.executor.batch_of_job`), so each
+    composed function is pickled and sent to the JVM once per run, not once per batch.
+    """
+
+    rdd: Any  # the (Scala) RDD it reads
+    deserializer: Any  # how the Python side reads that RDD's records
+    key: tuple[Any, ...]
+    funcs: tuple[Callable[[int, Iterator[Any]], Iterator[Any]], ...] = ()
+
+    def then(self, part: Any, func: Callable[[int, Iterator[Any]], Iterator[Any]]) -> _Chain:
+        return _Chain(self.rdd, self.deserializer, (*self.key, part), (*self.funcs, func))
+
+
+def _compose(funcs: tuple[Callable[[int, Iterator[Any]], Iterator[Any]], ...]) -> Callable[..., Iterator[Any]]:
+    def run(pidx: int, it: Iterator[Any]) -> Iterator[Any]:
+        for f in funcs:
+            it = f(pidx, it)
+        return it
+
+    return run
+
+
+def _drain(pidx: int, it: Iterator[Any]) -> Iterator[Any]:
+    """The end of a terminal component: run it, send nothing back."""
+    for _ in it:
+        pass
+    return iter(())
+
+
+def _shuffle_out(pidx: int, it: Iterator[tuple[int, list[Any]]]) -> Iterator[bytes]:
+    """``(task, chunk)`` pairs as PySpark's shuffle frames: the task (a long), then the pickled chunk."""
+    from pyspark.serializers import CPickleSerializer, pack_long
+
+    dumps = CPickleSerializer().dumps
+    for task, chunk in it:
+        yield pack_long(task)
+        yield dumps(chunk)
+
+
+class _RunPlan:
+    """What a run's batches share on the JVM: classes, partitioners, and each composed Python function."""
+
+    def __init__(self, sc: Any) -> None:
+        from pyspark.serializers import AutoBatchedSerializer, CPickleSerializer, NoOpSerializer
+
+        self.sc = sc
+        python = sc._jvm.org.apache.spark.api.python
+        self.PythonRDD = python.PythonRDD
+        self.PairwiseRDD = python.PairwiseRDD
+        self.PythonPartitioner = python.PythonPartitioner
+        self.partitioners: dict[int, Any] = {}
+        self.functions: dict[tuple[Any, ...], Any] = {}
+        self.raw = NoOpSerializer()
+        self.pickled = CPickleSerializer()
+        self.batched = AutoBatchedSerializer(CPickleSerializer())
+        self.storage_level: Any = None
+
+    def materialize(self, chain: _Chain, serializer: Any) -> Any:
+        """The (Scala) ``PythonRDD`` running ``chain``; its output written with ``serializer``."""
+        from pyspark.core.rdd import _wrap_function
+
+        key = (*chain.key, type(serializer).__name__)
+        func = self.functions.get(key)
+        if func is None:
+            run = _compose(chain.funcs) if len(chain.funcs) != 1 else chain.funcs[0]
+            func = self.functions[key] = _wrap_function(self.sc, run, chain.deserializer, serializer)
+        return self.PythonRDD(chain.rdd, func, False, False)
+
+    def partitioner(self, n: int) -> Any:
+        p = self.partitioners.get(n)
+        if p is None:
+            p = self.partitioners[n] = self.PythonPartitioner(n, 0)
+        return p
+
+    def persist(self, rdd: Any) -> Any:
+        if self.storage_level is None:
+            self.storage_level = self.sc._getJavaStorageLevel(StorageLevel.MEMORY_AND_DISK)
+        return rdd.persist(self.storage_level)
+
+
 @dataclass
 class BatchJob(BatchRunner):
     """Builds and runs the RDD graph of one batch for a topology."""
@@ -150,6 +244,9 @@ class BatchJob(BatchRunner):
         self.punctuation = topology_punctuates(self.topology)
         for spec in self.specs.values():
             spec.punctuation = self.punctuation
+        self._plan: _RunPlan | None = None
+        #: one accumulator per run: every component's function is made once and carries it
+        self._acc: Any = None
 
     def punctuates(self) -> bool:
         """Whether marks flow in this topology (Streams operators or punctuating spouts)."""
@@ -168,25 +265,41 @@ class BatchJob(BatchRunner):
         """
         t0 = time.perf_counter()
         sc = batch_rdd.context
-        acc = sc.accumulator([], ReportAccumulatorParam())
-        outs: dict[str, RDD[Any]] = {}
-        persisted: list[RDD[Any]] = []
+        if self._plan is None or self._plan.sc is not sc:
+            self._plan = _RunPlan(sc)
+            self._acc = sc.accumulator([], ReportAccumulatorParam())
+        plan, acc = self._plan, self._acc
+        acc.value = []  # a failed job's tasks send nothing (Spark drops their updates); reports name their txid
+        outs: dict[str, tuple[_Chain, int]] = {}  # component -> (its output, its partitions)
+        persisted: list[Any] = []
         topo = self.topology
-        for cid in topo.order:
-            spec = self.specs[cid]
-            comp = topo.components[cid]
-            if comp.is_spout:
-                rdd = self._spout_rdd(batch_rdd, spout_id, cid, spec, txid, acc, final=final)
-            else:
-                rdd = self._bolt_rdd(comp, spec, outs, txid, epoch, acc)
-            if len(topo.consumers(cid)) > 1:
-                rdd = rdd.persist(StorageLevel.MEMORY_AND_DISK)
-                persisted.append(rdd)
-            outs[cid] = rdd
-        terminals = [outs[c] for c in topo.order if not topo.consumers(c)]
         try:
-            (terminals[0] if len(terminals) == 1 else sc.union(terminals)).count()
-            sent: list[TaskReport] = list(acc.value)
+            batch = _Chain(batch_rdd._jrdd.rdd(), batch_rdd._jrdd_deserializer, ("batch",))
+            batch_parts = -1
+            for cid in topo.order:
+                comp = topo.components[cid]
+                if comp.is_spout:
+                    if batch_parts < 0:
+                        batch_parts = batch.rdd.getNumPartitions()
+                    out = (self._spout_chain(batch, spout_id, cid, acc, final), batch_parts)
+                else:
+                    out = self._bolt_chain(comp, outs, acc)
+                if len(topo.consumers(cid)) > 1:  # read by several: computed once, kept for the batch
+                    rdd = plan.persist(plan.materialize(out[0], plan.batched))
+                    persisted.append(rdd)
+                    out = (_Chain(rdd, plan.batched, ("persisted", cid)), out[1])
+                outs[cid] = out
+            terminals = [plan.materialize(outs[c][0].then("drain", _drain), plan.raw)
+                         for c in topo.order if not topo.consumers(c)]  # fmt: skip
+            job = terminals[0]
+            for other in terminals[1:]:
+                job = job.union(other)
+            sc.setLocalProperty(BATCH_PROPERTY, batch_property(txid, epoch))
+            try:
+                job.count()
+            finally:
+                sc.setLocalProperty(BATCH_PROPERTY, None)
+            sent: list[TaskReport] = [r for r in acc.value if r.txid == txid]
         except Exception as exc:  # a worker died, OOM, ...: the whole job failed
             return JobOutcome(
                 failures=[
@@ -195,7 +308,7 @@ class BatchJob(BatchRunner):
             )
         finally:
             for r in persisted:
-                r.unpersist(blocking=False)
+                r.unpersist(False)
         outcome, reports = outcome_of(sent, self._expected_tasks(), {})
         dead = [d for r in reports for d in r.dead_letters]
         stats = self._stats(reports, dead, (time.perf_counter() - t0) * 1000)
@@ -205,35 +318,39 @@ class BatchJob(BatchRunner):
             self.on_dead_letters(txid, dead)
         return outcome
 
-    def _bolt_rdd(
-        self, comp: Any, spec: TaskSpec, outs: dict[str, RDD[Any]], txid: int, epoch: int | None, acc: Any
-    ) -> RDD[Any]:
+    def _bolt_chain(self, comp: Any, outs: dict[str, tuple[_Chain, int]], acc: Any) -> tuple[_Chain, int]:
         topo = self.topology
+        plan = self._plan
+        assert plan is not None
         n = comp.parallelism
+        cid = comp.id
+        spec = self.specs[cid]
 
-        def run_part(pidx: int, it: Iterator[Any], _spec: TaskSpec = spec) -> Iterator[Any]:
+        def run_part(pidx: int, it: Iterator[Any], _spec: TaskSpec = spec, _cid: str = cid) -> Iterator[Any]:
+            txid, epoch = batch_of_job(f"component {_cid!r}")
             return send_reports(acc, run_task_blocks(_spec, pidx, txid, epoch, it))
 
         if len(comp.inputs) == 1 and comp.inputs[0].grouping.kind in _NARROW:
             sub = comp.inputs[0]
-            src = outs[sub.source]
-            if src.getNumPartitions() == n:
+            src, parts = outs[sub.source]
+            if parts == n:  # each producer task feeds the consumer task of its index: no shuffle
                 stream, source = sub.stream, sub.source
 
                 def narrow(pidx: int, it: Iterator[Any], _s: str = stream, _c: str = source) -> Iterator[Any]:
-                    blocks = (_as_block(_c, r) for r in it if r[1] == _s)
-                    return send_reports(acc, run_task_blocks(spec, pidx, txid, epoch, blocks))
+                    return (_as_block(_c, r) for r in it if r[1] == _s)
 
-                return src.mapPartitionsWithIndex(narrow)
-        parts = []
-        for sub in comp.inputs:
+                return src.then(("narrow", cid, source, stream), narrow).then(("run", cid), run_part), n
+        pairs = None
+        for i, sub in enumerate(comp.inputs):
+            src, producers = outs[sub.source]
             src_fields = topo.components[sub.source].outputs[sub.stream]
             idx = [src_fields.field_index(f) for f in sub.grouping.fields]
-            producers = outs[sub.source].getNumPartitions()
-            parts.append(outs[sub.source].mapPartitionsWithIndex(key_for_grouping(sub, idx, n, producers)))
-        merged = parts[0] if len(parts) == 1 else parts[0].context.union(parts)
-        grouped = merged.partitionBy(n, lambda k: k).flatMap(lambda kv: kv[1])
-        return grouped.mapPartitionsWithIndex(run_part)
+            keyed = src.then(("keyed", cid, i, producers), key_for_grouping(sub, idx, n, producers))
+            part = plan.PairwiseRDD(plan.materialize(keyed.then("out", _shuffle_out), plan.raw)).asJavaPairRDD()
+            pairs = part if pairs is None else pairs.union(part)
+        assert pairs is not None
+        shuffled = plan.PythonRDD.valueOfPair(pairs.partitionBy(plan.partitioner(n))).rdd()
+        return _Chain(shuffled, plan.pickled, ("shuffled", cid), (_chunks,)).then(("run", cid), run_part), n
 
     def _expected_tasks(self) -> list[tuple[str, int]]:
         """Every (bolt, task) that must report (a spout's partitions vary with its source)."""
@@ -241,30 +358,23 @@ class BatchJob(BatchRunner):
             (cid, t) for cid, c in self.topology.components.items() if not c.is_spout for t in range(c.parallelism)
         ]
 
-    def _spout_rdd(
-        self,
-        batch_rdd: RDD[Any],
-        spout_id: str | None,
-        cid: str,
-        spec: TaskSpec,
-        txid: int,
-        acc: Any,
-        *,
-        final: bool = False,
-    ) -> RDD[Any]:
+    def _spout_chain(self, batch: _Chain, spout_id: str | None, cid: str, acc: Any, final: bool) -> _Chain:
+        spec = self.specs[cid]
         if spout_id is None:  # several spouts share the batch: rows are (spout id, json values)
             import json
 
             def pick(pidx: int, it: Iterator[Any], _c: str = cid, _s: TaskSpec = spec) -> Iterator[Any]:
+                txid, _epoch = batch_of_job(f"spout {_c!r}")
                 rows = (list(json.loads(r[1]).values()) for r in it if r[0] == _c)
                 return send_reports(acc, run_spout_task(_s, pidx, txid, rows, final=final))
 
-            return batch_rdd.mapPartitionsWithIndex(pick)
+            return batch.then(("spout", cid, final), pick)
 
-        def conv(pidx: int, it: Iterator[Any], _s: TaskSpec = spec) -> Iterator[Any]:
+        def conv(pidx: int, it: Iterator[Any], _s: TaskSpec = spec, _c: str = cid) -> Iterator[Any]:
+            txid, _epoch = batch_of_job(f"spout {_c!r}")
             return send_reports(acc, run_spout_task(_s, pidx, txid, it, final=final))
 
-        return batch_rdd.mapPartitionsWithIndex(conv)
+        return batch.then(("spout", cid, final), conv)
 
     def _stats(self, reports: list[TaskReport], dead: list[dict[str, Any]], ms: float) -> dict[str, Any]:
         per: dict[str, dict[str, Any]] = {}
@@ -286,6 +396,12 @@ class BatchJob(BatchRunner):
             "job_ms": ms,
             "keys_written": keys,
         }
+
+
+def _chunks(pidx: int, it: Iterator[list[Any]]) -> Iterator[Any]:
+    """The input blocks of the chunks a consumer task received from the shuffle."""
+    for chunk in it:
+        yield from chunk
 
 
 def _as_block(source: str, r: tuple[Any, ...]) -> tuple[Any, ...]:

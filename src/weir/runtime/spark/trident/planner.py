@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from weir.errors import TopologyError
+from weir.runtime.spark.executor import BATCH_PROPERTY, batch_property
 from weir.runtime.spark.trident._arrow import spout_failure_prefix
 from weir.runtime.spark.trident.state_tasks import (
     SPARK_HASHED_TYPES,
@@ -32,7 +33,7 @@ from weir.runtime.spark.trident.state_tasks import (
     read_touches,
     spark_routing_values,
 )
-from weir.runtime.spark.trident.tasks import BATCH_PROPERTY, AggStage, OpStage, batch_property
+from weir.runtime.spark.trident.tasks import AggStage, OpStage
 from weir.trident.fields import FieldSpec, StreamSchema
 from weir.trident.nodes import Node
 

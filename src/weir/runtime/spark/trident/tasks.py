@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from weir.runtime.spark.executor import batch_of_job
 from weir.runtime.spark.trident._arrow import (
     arrow_schema,
     build_array,
@@ -92,31 +93,6 @@ class StageBase:
     def run(self, task: int, batches: Iterator[pa.RecordBatch], counts: list[int]) -> Iterator[pa.RecordBatch]:
         """The stage's work; ``counts`` = [tuples in, tuples out]."""
         raise NotImplementedError
-
-
-#: the Spark local property naming the batch a job runs (``"<txid>:<epoch>"``, epoch empty if none)
-BATCH_PROPERTY = "weir.trident.batch"
-
-
-def batch_property(txid: int, epoch: int | None) -> str:
-    """The value of :data:`BATCH_PROPERTY` for batch ``txid`` of a driver with ``epoch``."""
-    return f"{txid}:{'' if epoch is None else epoch}"
-
-
-def batch_of_job(component: str) -> tuple[int, int | None]:
-    """``(txid, epoch)`` of the batch the running Spark task belongs to (its job's local property)."""
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    raw = ctx.getLocalProperty(BATCH_PROPERTY) if ctx is not None else None
-    if not raw:
-        msg = (
-            f"{component}: this stage was planned for every batch of a run but its Spark job has no "
-            f"{BATCH_PROPERTY!r} local property (jobs of a Trident batch are started by BatchPlanner.run)"
-        )
-        raise RuntimeError(msg)
-    txid, _, epoch = raw.partition(":")
-    return int(txid), int(epoch) if epoch else None
 
 
 def _prepare(op: Any, conf: Mapping[str, Any], ctx: OperationContext) -> None:
