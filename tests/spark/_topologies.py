@@ -74,6 +74,20 @@ class TaskRecorder(StatefulBolt):
         self.collector.ack(tup)
 
 
+class TxidRecorder(StatefulBolt):
+    """Stores, per word, the txid of the batch whose tuple carried it."""
+
+    def declare_output_fields(self, d: Any) -> None:
+        pass
+
+    def init_state(self, state: Any) -> None:
+        self.seen = state
+
+    def execute(self, tup: Any) -> None:
+        self.seen.put(tup.get_value(0), tup.txid)
+        self.collector.ack(tup)
+
+
 class Router(BasicBolt):
     """Emits each word on stream ``short`` or ``long`` and directly to task len(word) % 2 on ``direct``."""
 

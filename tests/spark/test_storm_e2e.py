@@ -4,6 +4,7 @@ groupings, hooks, fencing and submit-time errors."""
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,16 @@ from weir.sources import FileSpout
 from weir.state import StateFactory
 from weir.topology import Fields, TopologyBuilder
 
-from ._topologies import FlakyCount, HookRecorder, KvOps, PickyCount, Router, TaskRecorder, Unpicklable
+from ._topologies import (
+    FlakyCount,
+    HookRecorder,
+    KvOps,
+    PickyCount,
+    Router,
+    TaskRecorder,
+    TxidRecorder,
+    Unpicklable,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -53,6 +63,39 @@ def test_wordcount_exact_and_status(spark: Any, tmp_path: Path) -> None:
     assert st3.last_txid == 4
     expected.update(["alpha", "beta", "alpha"])
     assert read_counts(conf, "wc") == expected
+
+
+def test_a_run_makes_each_component_function_once_and_every_task_reads_its_own_batch(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pyspark.core.rdd as pyrdd
+
+    made: list[str] = []
+    real = pyrdd._wrap_function
+
+    def counting(sc: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
+        made.append(func.__qualname__)
+        return real(sc, func, *args, **kwargs)
+
+    monkeypatch.setattr(pyrdd, "_wrap_function", counting)
+    corpus = tmp_path / "in"
+    for i, lines in enumerate([["a1 a2", "a3"], ["b1 b2"], ["c1"]]):
+        _write(corpus, f"part-{i}.txt", lines)
+        os.utime(corpus / f"part-{i}.txt", (1_700_000_000 + i, 1_700_000_000 + i))  # Spark reads oldest first
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(str(corpus), files_per_batch=1))
+    b.set_bolt("split", SplitSentence(), 2).shuffle_grouping("lines")
+    b.set_bolt("seen", TxidRecorder(), 2).fields_grouping("split", Fields("word"))
+    conf = _conf(tmp_path)
+    st = weir.submit("once", conf, b.create_topology(), spark=spark).process_available()
+    assert (st.last_txid, st.error) == (3, None)
+    got: dict[str, int] = {}
+    for task in range(2):
+        got.update(dict(StateFactory.get_state(f"once-seen-{task}", conf)))
+    assert got == {"a1": 1, "a2": 1, "a3": 1, "b1": 2, "b2": 2, "c1": 3}
+    # three Python passes (a one-file batch is one partition, so the split tasks are fed by a shuffle:
+    # lines + routing, split + routing, the recorder), each pickled once for the run's three batches
+    assert [q for q in made if q.startswith("_compose")] == ["_compose.<locals>.run"] * 3
 
 
 def _flaky_topology(corpus: Path, marker: Path) -> Any:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from weir._util import stable_hash
 from weir.runtime.spark.storm.participants import StatefulParticipants
 from weir.runtime.spark.storm.task import TaskSpec, run_spout_task, run_task
 from weir.state.factory import KeyValueStateProvider, StateFactory, close_backends
@@ -211,6 +212,65 @@ def test_bolt_emits_records_and_reports_counts() -> None:
     assert (rep.component, rep.task, rep.txid, rep.pid) == ("len", 1, TXID, os.getpid())
     assert (rep.n_in, rep.n_out, rep.failed, rep.acked, rep.errors) == (3, 4, 0, 3, [])
     assert rep.ms >= 0
+
+
+def test_a_task_emits_runs_of_tuples_as_blocks_with_direct_emits_in_their_place() -> None:
+    from weir.runtime.spark.storm.task import _BLOCK, run_task_blocks
+
+    spec = spec_for(Lengths(), cid="len", outputs={"default": Fields("word", "n"), "long": Fields("word")})
+    ws = ["a", "bb", "storm", "c"] + [str(i % 100) for i in range(_BLOCK + 5)]  # only "storm" is long
+    blocks = [("split", "default", [(w,) for w in ws[:3]], 0), ("split", "default", [(w,) for w in ws[3:]], 1)]
+    out = list(run_task_blocks(spec, 1, TXID, None, blocks))
+    assert out[-1][0] == "R" and out[-1][1].ok and out[-1][1].n_in == len(ws)
+    recs = out[:-1]
+    # the run before the direct emit ends where it was made; the direct emit follows it
+    assert recs[0] == ("B", "default", [("a", 1), ("bb", 2), ("storm", 5)], 1)
+    assert recs[1] == ("T", "long", ("storm",), 1, 1)
+    assert {r[0] for r in recs[2:]} == {"B"} and all(len(r[2]) <= _BLOCK for r in recs)
+    flat = [v for r in recs for v in (r[2] if r[0] == "B" else [r[2]])]
+    expected = [(w, len(w)) for w in ws]
+    expected.insert(3, ("storm",))
+    assert flat == expected  # every tuple once, in emit order
+    # the record-at-a-time form gives the same tuples, one record each
+    tuples, rep, _ = run(spec, words(*ws), task=1)
+    assert [t[2] for t in tuples] == flat and rep.n_out == len(flat)
+
+
+def test_routing_a_block_keeps_each_consumer_tasks_tuples_in_order_with_their_source_task() -> None:
+    from weir.runtime.spark.storm.batch import key_for_grouping
+    from weir.runtime.spark.storm.task import records_of
+    from weir.topology import TopologyBuilder
+
+    class Src(Spout):
+        def declare_output_fields(self, declarer: Any) -> None:
+            declarer.declare(Fields("word"))
+
+        def create_stream(self, spark: Any, context: Any) -> Any:  # pragma: no cover - never called
+            raise NotImplementedError
+
+    b = TopologyBuilder()
+    b.set_spout("split", Src())
+    b.set_bolt("count", PlainCount(), 3).fields_grouping("split", Fields("word"))
+    b.set_bolt("all", PlainCount(), 2).all_grouping("split")
+    topo = b.create_topology()
+    ws = [f"w{i % 40}" for i in range(5000)]
+    produced = [("B", "default", [(w,) for w in ws[:3000]], 4), ("B", "other", [("x",)], 4),
+                ("T", "default", (ws[3000],), 4, None), ("B", "default", [(w,) for w in ws[3001:]], 4)]  # fmt: skip
+    fields = key_for_grouping(topo.components["count"].inputs[0], [0], 3)
+    routed: dict[int, list[Any]] = {}
+    for task, chunk in fields(4, iter(produced)):
+        assert sum(len(b[2]) for b in chunk) <= 2048  # a chunk is at most _SHUFFLE_CHUNK tuples
+        routed.setdefault(task, []).extend(records_of(chunk))
+    assert sum(len(v) for v in routed.values()) == len(ws)
+    for task, recs in routed.items():
+        assert {(r[0], r[1], r[3]) for r in recs} == {("split", "default", 4)}
+        mine = [w for w in ws if stable_hash(w) % 3 == task]
+        assert [r[2][0] for r in recs] == mine
+    every = key_for_grouping(topo.components["all"].inputs[0], [], 2)
+    for_all: dict[int, list[Any]] = {}
+    for task, chunk in every(0, iter(produced)):
+        for_all.setdefault(task, []).extend(r[2][0] for r in records_of(chunk))
+    assert for_all == {0: ws, 1: ws}
 
 
 def test_tuples_on_streams_nobody_consumes_are_counted_not_shipped() -> None:

@@ -52,7 +52,8 @@ __all__ = [
     "task_report",
 ]
 
-_PLAIN = (str, int, float, bool, bytes, type(None))
+#: value types that always pickle: an emitted value of another type is checked before it leaves its task
+PLAIN_TYPES = (str, int, float, bool, bytes, type(None))
 
 
 @dataclass
@@ -229,7 +230,7 @@ def _jsonable(values: Any) -> Any:
 def check_emitted(spec: TaskSpec, task: int, values: tuple[Any, ...]) -> None:
     """Raise a :class:`TopologyError` naming the task when an emitted value cannot reach the next stage."""
     for v in values:
-        if type(v) in _PLAIN:
+        if type(v) in PLAIN_TYPES:
             continue
         try:
             pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL)

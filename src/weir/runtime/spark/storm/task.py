@@ -22,7 +22,7 @@ from typing import Any
 from weir._faults import crash_point
 from weir.errors import FencedError, TopologyError
 from weir.runtime.spark.executor import (
-    _PLAIN,
+    PLAIN_TYPES,
     TaskReport,
     TaskSpec,
     check_emitted,
@@ -283,7 +283,7 @@ def run_task_blocks(
                         if stream_id not in consumed:
                             continue
                         for v in vals:
-                            if type(v) not in _PLAIN:
+                            if type(v) not in PLAIN_TYPES:
                                 check_emitted(spec, task, vals)
                                 break
                         if direct is None:
