@@ -221,10 +221,17 @@ class _RunPlan:
 
         key = (*chain.key, type(serializer).__name__)
         func = self.functions.get(key)
+        profiler = None
         if func is None:
             run = _compose(chain.funcs) if len(chain.funcs) != 1 else chain.funcs[0]
-            func = self.functions[key] = _wrap_function(self.sc, run, chain.deserializer, serializer)
-        return self.PythonRDD(chain.rdd, func, False, False)
+            sc = self.sc
+            if sc.profiler_collector and sc._conf.get("spark.python.profile", "false") == "true":
+                profiler = sc.profiler_collector.new_profiler(sc)  # one per function: it sums the run's batches
+            func = self.functions[key] = _wrap_function(sc, run, chain.deserializer, serializer, profiler)
+        rdd = self.PythonRDD(chain.rdd, func, False, False)
+        if profiler is not None:
+            self.sc.profiler_collector.add_profiler(rdd.id(), profiler)
+        return rdd
 
     def partitioner(self, n: int) -> Any:
         p = self.partitioners.get(n)
