@@ -233,6 +233,7 @@ def run_task_blocks(
                 for r in _forwarding_marks(spec, task, records_of(blocks))
             )
         consumed = spec.consumed_streams
+        new_object = object.__new__
         token = out.token
         pending = out._pending if basic is None and out.acking else None
         emitted = out.emitted
@@ -246,7 +247,13 @@ def run_task_blocks(
                 continue
             fields = fields_of[(source, stream)]
             for values in payload:
-                current = Tuple(values, fields, source, stream, source_task, txid)
+                current = new_object(Tuple)  # Tuple(values, fields, ...) without the call: one per input tuple
+                current.values = values
+                current.fields = fields
+                current.source_component = source
+                current.source_stream_id = stream
+                current.source_task = source_task
+                current.txid = txid
                 current.owner = token
                 if pending is not None:
                     pending[id(current)] = current
