@@ -305,11 +305,11 @@ class BasicOutputCollector:
             tv = type(values)
             if tv is Values or ((tv is list or tv is tuple) and not _all_tuples(values)):
                 out = self._out
-                s = stream or DEFAULT_STREAM
-                if len(values) == out._arity.get(s, -1):
-                    out.emitted.append((s, tuple(values), None))
+                name = stream or DEFAULT_STREAM
+                if len(values) == out._arity.get(name, -1):
+                    out.emitted.append((name, tuple(values), None))
                 else:
-                    out.emitted.append((s, out._check(s, values), None))
+                    out.emitted.append((name, out._check(name, values), None))
                 return
         s, values = self._split("emit", args, stream)
         self._out.emit(values, anchors=self.current, stream=s)
