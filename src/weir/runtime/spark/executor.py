@@ -52,6 +52,41 @@ __all__ = [
     "task_report",
 ]
 
+def _keep_spark_zip_directories() -> None:
+    """Spare each Python task PySpark's re-read of its own zips (``pyspark.zip``, py4j's source zip).
+
+    PySpark's worker calls ``importlib.invalidate_caches()`` before every task. On CPython 3.11 a
+    ``zipimporter`` then re-reads its archive's whole directory in Python, and a worker holds one
+    importer per package it imported from an archive on its path: 18 of them after a weir task,
+    over ``pyspark.zip``, py4j's zip and Spark's ``spark-core`` jar (which Spark also puts on the
+    worker's path), measured at 150-270 ms of CPU per task on this project's 2-core machine
+    (``docs/performance.md``). Spark's own archives do not change while a worker lives, so their
+    importers keep the directory they read; every other archive (a user's ``addPyFile`` zip) is
+    re-read as before. Called when this module is imported, in the driver and in every worker that runs a
+    weir function (the first task of a worker still pays once).
+    """
+    import zipimport
+
+    current = zipimport.zipimporter.invalidate_caches
+    if getattr(current, "_weir", False):
+        return
+
+    def invalidate_caches(self: Any) -> None:
+        archive = str(getattr(self, "archive", ""))
+        name = os.path.basename(archive)
+        parent = os.path.basename(os.path.dirname(archive))
+        if parent == "lib" and (name == "pyspark.zip" or (name.startswith("py4j-") and name.endswith("-src.zip"))):
+            return
+        if parent == "jars" and name.startswith("spark-core_") and name.endswith(".jar"):
+            return  # Spark puts its core jar on the worker's path too: thousands of entries
+        current(self)
+
+    invalidate_caches._weir = True  # type: ignore[attr-defined]
+    zipimport.zipimporter.invalidate_caches = invalidate_caches  # type: ignore[method-assign]
+
+
+_keep_spark_zip_directories()
+
 #: value types that always pickle: an emitted value of another type is checked before it leaves its task
 PLAIN_TYPES = (str, int, float, bool, bytes, type(None))
 
