@@ -455,9 +455,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_warmup:
             for v in chosen:
                 secs, got, _ = run(v, work / "warm", 1, "warm", sorted(warm_expected))
-                ok, _detail = (
-                    verify_tallies(got, warm_tallies) if v in TALLIED else verify(got, warm_expected)
-                )
+                ok, _detail = verify_tallies(got, warm_tallies) if v in TALLIED else verify(got, warm_expected)
                 print(f"  warm-up {v:<12} {secs:6.1f} s  verified={'yes' if ok else 'NO'}", flush=True)
 
         for rnd in range(args.repeat):
