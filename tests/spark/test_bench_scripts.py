@@ -54,7 +54,7 @@ def test_trident_wordcount_benchmark_runs_and_verifies_every_variant(
     assert _common.PG_ADMIN_DSN
 
     out = tmp_path / "twc.json"
-    variants = "native,pysplit,nostate,to-sqlite,tt-redis,to-postgres"
+    variants = "native,pysplit,nostate,floor,to-null,to-sqlite,tt-redis,to-postgres"
     argv = ["--words", "3000", "--keys", "200", "--files", "2", "--files-per-batch", "1", "--repeat", "1",
             "--no-warmup", "--variants", variants, "--out", str(out)]  # fmt: skip
     assert trident_wordcount.main(argv) == 0
@@ -103,3 +103,31 @@ def test_stage_timings_are_read_from_a_benchmark_event_log(tmp_path: Path) -> No
     kinds = " ".join(res["stages"])
     assert "MapInArrow" in kinds and "Exchange" in kinds  # the Trident stages: Python split, state routing
     assert all(k["n"] >= 1 and k["wall_ms"] >= 0 for k in res["stages"].values())
+
+
+def test_the_floors_checksums_catch_a_wrong_count(bench_path: None, tmp_path: Path) -> None:
+    """``floor`` and ``to-null`` keep no counts: their per-batch checksums must still catch one wrong count."""
+    import trident_wordcount as twc
+    from wordcount_corpus import generate_corpus
+
+    expected = generate_corpus(tmp_path / "in", 400, 30, 4, 7)
+    want = twc.batch_tallies(tmp_path / "in", 2)
+    assert [files for files, _ in want] == [["part-00000.txt", "part-00001.txt"], ["part-00002.txt", "part-00003.txt"]]
+    assert sum(t[1] for _, t in want) == sum(expected.values()) == 400
+    assert twc.verify_tallies(list(want), want) == (True, "")
+    (groups, words, chk), word = want[1][1], sorted(expected)[0]
+    import zlib
+
+    one_more = (groups, words, chk + zlib.crc32(word.encode()))  # one word counted once too often...
+    assert not twc.verify_tallies([want[0], (None, one_more)], want)[0]
+    other = sorted(expected)[1]
+    moved = (groups, words, chk + zlib.crc32(other.encode()) - zlib.crc32(word.encode()))  # ...or moved to another word
+    assert not twc.verify_tallies([want[0], (None, moved)], want)[0]
+    assert not twc.verify_tallies([(want[1][0], want[0][1]), want[1]], want)[0]  # the wrong files in a batch
+    assert not twc.verify_tallies(want[:1], want)[0]  # a missing batch
+
+    # the null store's lines, summed over the partitions of each txid, in txid order
+    tally = tmp_path / "null.tallies"
+    (g1, w1, c1), (g2, w2, c2) = want[0][1], want[1][1]
+    tally.write_text(f"2 {g2} {w2} {c2}\n1 {g1 - 3} {w1 - 5} {c1 - 9}\n1 3 5 9\n")
+    assert twc.verify_tallies(twc.null_tallies(tally), want) == (True, "")
