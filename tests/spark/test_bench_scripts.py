@@ -131,3 +131,22 @@ def test_the_floors_checksums_catch_a_wrong_count(bench_path: None, tmp_path: Pa
     (g1, w1, c1), (g2, w2, c2) = want[0][1], want[1][1]
     tally.write_text(f"2 {g2} {w2} {c2}\n1 {g1 - 3} {w1 - 5} {c1 - 9}\n1 3 5 9\n")
     assert twc.verify_tallies(twc.null_tallies(tally), want) == (True, "")
+
+
+def test_sqlite_many_keys_benchmark_measures_the_store_and_sqlite(bench_path: None, tmp_path: Path) -> None:
+    """``bench/sqlite_many_keys.py`` on a tiny input: both parts run, the state part's table is checked."""
+    import sqlite_many_keys
+
+    out = tmp_path / "keys.json"
+    argv = ["--keys", "2000", "--batches", "2", "--rows", "3000", "--batch", "1000", "--rounds", "1", "--out", str(out)]
+    assert sqlite_many_keys.main(argv) == 0  # the state part exits non-zero unless every key holds count 1
+    data = json.loads(out.read_text())
+    state = data["state"]
+    assert state["keys"] == 2000 and not state["engine_only"]
+    assert state["update_cpu"] > 0 and state["get_wall"] > 0 and state["put_wall"] > 0 and state["wal_mib"] > 0
+    for label in ("one connection", "two connections, taking turns"):
+        costs = data["sqlite"][label]
+        assert sorted(costs) == ["commit", "read", "replace", "update", "upsert"]
+        assert all(v >= 0 for v in costs.values()) and costs["upsert"] > 0
+    with pytest.raises(SystemExit):
+        sqlite_many_keys.main(["--pragma", "cache_size=1; DROP TABLE wc"])
