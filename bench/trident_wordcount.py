@@ -26,9 +26,9 @@ Every variant is verified against the generator's exact counts: Spark's by colle
 updated counts, weir's by reading the map state back (``multi_get`` over every word). The two
 floors keep no counts, so they are verified batch by batch instead: each batch's number of groups,
 sum of counts and checksum ``sum(crc32(word) * count)`` (computed in Spark for ``floor``, by the
-null store for ``to-null``) must equal those of the batch's files (two files per batch, in name
-order, checked against the files Spark read for ``floor``); across batches this checks every
-word's count exactly (up to a crc32 collision).
+null store for ``to-null``) must equal those of the files Spark put in that batch (read from the
+file source's log in the query's checkpoint), and every file must be read once; across batches
+this checks every word's count exactly (up to a crc32 collision).
 
 Usage::
 
@@ -129,29 +129,24 @@ def _words(spark: Any, input_dir: Path, fpb: int, python_split: bool) -> Any:
     return words.where(F.col("word") != "")
 
 
-def batch_tallies(input_dir: Path, fpb: int) -> list[tuple[list[str], Tally]]:
-    """Each batch's files (``fpb`` per batch, in name order) and the checksums of their words' counts."""
-    files = corpus_files(input_dir)
-    out = []
-    for i in range(0, len(files), fpb):
-        names = files[i : i + fpb]
-        counts: Counter[str] = Counter()
-        for f in names:
-            counts.update(f.read_text().split())
-        chk = sum(zlib.crc32(w.encode()) * c for w, c in counts.items())
-        out.append(([f.name for f in names], (len(counts), sum(counts.values()), chk)))
-    return out
+def tally_of(files: list[Path]) -> Tally:
+    """The checksums of the words of ``files`` counted together (one batch)."""
+    counts: Counter[str] = Counter()
+    for f in files:
+        counts.update(f.read_text().split())
+    return len(counts), sum(counts.values()), sum(zlib.crc32(w.encode()) * c for w, c in counts.items())
 
 
-def verify_tallies(got: list[tuple[list[str] | None, Tally]], want: list[tuple[list[str], Tally]]) -> tuple[bool, str]:
-    """Every batch's checksums (and, where known, files) against the generator's, in batch order."""
-    if len(got) != len(want):
-        return False, f"{len(got)} batches, expected {len(want)}"
-    for i, ((files, tally), (want_files, want_tally)) in enumerate(zip(got, want, strict=True)):
-        if files is not None and sorted(files) != want_files:
-            return False, f"batch {i} read {sorted(files)}, expected {want_files}"
-        if tally != want_tally:
-            return False, f"batch {i}: (groups, words, checksum) {tally}, expected {want_tally}"
+def verify_tallies(got: list[tuple[list[str], Tally]], input_dir: Path) -> tuple[bool, str]:
+    """Each batch's checksums against those of the files Spark put in it; every file read once."""
+    names = sorted(f.name for f in corpus_files(input_dir))
+    read = sorted(name for files, _ in got for name in files)
+    if read != names:
+        return False, f"the batches read {read}, the input holds {names}"
+    for i, (files, tally) in enumerate(got):
+        want = tally_of([input_dir / f for f in files])
+        if tally != want:
+            return False, f"batch {i} ({', '.join(files)}): (groups, words, checksum) {tally}, expected {want}"
     return True, ""
 
 
@@ -175,7 +170,7 @@ def run_spark(spark: Any, progress: ProgressLog, kind: str, input_dir: Path, ckp
     from pyspark.sql import functions as F  # noqa: N812
 
     counts: dict[str, int] = {}
-    tallies: list[tuple[list[str] | None, Tally]] = []
+    tallies: list[tuple[int, Tally]] = []
 
     def keep_latest(batch_df: Any, batch_id: int) -> None:
         for row in batch_df.collect():
@@ -192,7 +187,7 @@ def run_spark(spark: Any, progress: ProgressLog, kind: str, input_dir: Path, ckp
         row = grouped.agg(
             F.count(F.lit(1)), F.sum("count"), F.sum(F.crc32(F.col("word").cast("binary")) * F.col("count"))
         ).collect()[0]
-        tallies.append(([str(batch_id)], (int(row[0]), int(row[1] or 0), int(row[2] or 0))))
+        tallies.append((batch_id, (int(row[0]), int(row[1] or 0), int(row[2] or 0))))
 
     cpu0 = tree_cpu_seconds()
     t0 = time.perf_counter()
@@ -211,7 +206,7 @@ def run_spark(spark: Any, progress: ProgressLog, kind: str, input_dir: Path, ckp
     got: Any = counts
     if kind == "floor":  # each batch's files, as the file source logged them in the checkpoint
         read = _source_files(ckpt)
-        got = [(read.get(int(b[0]), []), tally) for b, tally in tallies]
+        got = [(read.get(batch_id, []), tally) for batch_id, tally in tallies]
     return seconds, got, {"cpu_s": cpu, "batches": q["batches"], "spark_ms": q["spark_ms"]}
 
 
@@ -284,8 +279,12 @@ def null_factory(tally_path: Path) -> Any:
     return MapStateFactory(NullStore(str(tally_path)), StateType.OPAQUE)
 
 
-def null_tallies(tally_path: Path) -> list[tuple[None, Tally]]:
-    """The null store's checksums, summed over the state partitions of each txid, in txid order."""
+def null_tallies(tally_path: Path, ckpt: Path) -> list[tuple[list[str], Tally]]:
+    """The null store's checksums summed over the partitions of each txid, with each batch's files.
+
+    Txids and the file source's batch ids both count up, one per batch: the n-th txid is the
+    n-th batch.
+    """
     per: dict[int, list[int]] = {}
     lines = tally_path.read_text().split("\n") if tally_path.exists() else []
     for line in filter(None, lines):
@@ -294,7 +293,12 @@ def null_tallies(tally_path: Path) -> list[tuple[None, Tally]]:
         acc[0] += groups
         acc[1] += total
         acc[2] += chk
-    return [(None, (a[0], a[1], a[2])) for _, a in sorted(per.items())]
+    read = _source_files(ckpt) if (ckpt / "sources" / "0").is_dir() else {}
+    batches = [read[b] for b in sorted(read)]
+    tallies = [(a[0], a[1], a[2]) for _, a in sorted(per.items())]
+    if len(batches) != len(tallies):  # verify_tallies names the mismatch
+        batches = [[] for _ in tallies]
+    return list(zip(batches, tallies, strict=True))
 
 
 def trident_topology(input_dir: Path, fpb: int, factory: Any) -> Any:
@@ -351,7 +355,7 @@ def run_trident(
         raise RuntimeError(f"weir run {name} failed: {status.error}")
     q = progress.summary(str(run.query.id))
     if store == "null":
-        got = null_tallies(work / f"{table}.tallies")
+        got = null_tallies(work / f"{table}.tallies", Path(run.rc.checkpoint_location))
         return seconds, got, {"cpu_s": cpu, "batches": q["batches"], "spark_ms": q["spark_ms"]}
     state = factory.make_state({}, 0, 1)
     counts: dict[str, int] = {}
@@ -426,8 +430,6 @@ def main(argv: list[str] | None = None) -> int:
         expected = generate_corpus(work / "input", args.words, args.keys, args.files, args.seed)
         warm_expected = generate_corpus(work / "warm", 20_000, 2_000, 2, args.seed + 1)
         n_words = sum(expected.values())
-        tallies = batch_tallies(work / "input", args.files_per_batch)
-        warm_tallies = batch_tallies(work / "warm", 1)
         keys = sorted(expected)
         print(
             f"corpus: {n_words:,} words, {len(expected):,} distinct, {args.files} files, "
@@ -455,13 +457,13 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_warmup:
             for v in chosen:
                 secs, got, _ = run(v, work / "warm", 1, "warm", sorted(warm_expected))
-                ok, _detail = verify_tallies(got, warm_tallies) if v in TALLIED else verify(got, warm_expected)
+                ok, _detail = verify_tallies(got, work / "warm") if v in TALLIED else verify(got, warm_expected)
                 print(f"  warm-up {v:<12} {secs:6.1f} s  verified={'yes' if ok else 'NO'}", flush=True)
 
         for rnd in range(args.repeat):
             for v in chosen:
                 secs, got, breakdown = run(v, work / "input", args.files_per_batch, f"r{rnd}", keys)
-                ok, detail = verify_tallies(got, tallies) if v in TALLIED else verify(got, expected)
+                ok, detail = verify_tallies(got, work / "input") if v in TALLIED else verify(got, expected)
                 r = results[v]
                 r.runs_s.append(round(secs, 2))
                 r.runs_cpu_s.append(breakdown.get("cpu_s"))

@@ -107,30 +107,38 @@ def test_stage_timings_are_read_from_a_benchmark_event_log(tmp_path: Path) -> No
 
 def test_the_floors_checksums_catch_a_wrong_count(bench_path: None, tmp_path: Path) -> None:
     """``floor`` and ``to-null`` keep no counts: their per-batch checksums must still catch one wrong count."""
+    import zlib
+
     import trident_wordcount as twc
     from wordcount_corpus import generate_corpus
 
-    expected = generate_corpus(tmp_path / "in", 400, 30, 4, 7)
-    want = twc.batch_tallies(tmp_path / "in", 2)
-    assert [files for files, _ in want] == [["part-00000.txt", "part-00001.txt"], ["part-00002.txt", "part-00003.txt"]]
-    assert sum(t[1] for _, t in want) == sum(expected.values()) == 400
-    assert twc.verify_tallies(list(want), want) == (True, "")
-    (groups, words, chk), word = want[1][1], sorted(expected)[0]
-    import zlib
-
+    inp = tmp_path / "in"
+    expected = generate_corpus(inp, 400, 30, 4, 7)
+    batches = [["part-00000.txt", "part-00002.txt"], ["part-00001.txt", "part-00003.txt"]]  # as Spark may batch them
+    good = [(files, twc.tally_of([inp / f for f in files])) for files in batches]
+    assert sum(t[1] for _, t in good) == sum(expected.values()) == 400
+    assert twc.verify_tallies(good, inp) == (True, "")
+    (groups, words, chk), (word, other) = good[1][1], sorted(expected)[:2]
     one_more = (groups, words, chk + zlib.crc32(word.encode()))  # one word counted once too often...
-    assert not twc.verify_tallies([want[0], (None, one_more)], want)[0]
-    other = sorted(expected)[1]
-    moved = (groups, words, chk + zlib.crc32(other.encode()) - zlib.crc32(word.encode()))  # ...or moved to another word
-    assert not twc.verify_tallies([want[0], (None, moved)], want)[0]
-    assert not twc.verify_tallies([(want[1][0], want[0][1]), want[1]], want)[0]  # the wrong files in a batch
-    assert not twc.verify_tallies(want[:1], want)[0]  # a missing batch
+    moved = (groups, words, chk + zlib.crc32(other.encode()) - zlib.crc32(word.encode()))  # ...or moved
+    for wrong in (one_more, moved, (groups - 1, words, chk)):
+        assert not twc.verify_tallies([good[0], (batches[1], wrong)], inp)[0]
+    assert not twc.verify_tallies([(batches[1], good[0][1]), (batches[0], good[1][1])], inp)[0]  # swapped
+    assert "the batches read" in twc.verify_tallies(good[:1], inp)[1]  # a batch missing
+    assert "the batches read" in twc.verify_tallies([*good, good[0]], inp)[1]  # a file read twice
 
-    # the null store's lines, summed over the partitions of each txid, in txid order
+    # the null store's lines, summed over the partitions of each txid, in txid order, with the
+    # files of the file source's batches (its log in the query's checkpoint)
+    ckpt = tmp_path / "ckpt"
+    (ckpt / "sources" / "0").mkdir(parents=True)
+    for b, files in enumerate(batches):
+        entries = [json.dumps({"path": f"file://{inp / f}", "timestamp": 1, "batchId": b}) for f in files]
+        (ckpt / "sources" / "0" / str(b)).write_text("\n".join(["v1", *entries]) + "\n")
     tally = tmp_path / "null.tallies"
-    (g1, w1, c1), (g2, w2, c2) = want[0][1], want[1][1]
-    tally.write_text(f"2 {g2} {w2} {c2}\n1 {g1 - 3} {w1 - 5} {c1 - 9}\n1 3 5 9\n")
-    assert twc.verify_tallies(twc.null_tallies(tally), want) == (True, "")
+    (g1, w1, c1), (g2, w2, c2) = good[0][1], good[1][1]
+    tally.write_text(f"8 {g2} {w2} {c2}\n7 {g1 - 3} {w1 - 5} {c1 - 9}\n7 3 5 9\n")
+    assert twc.null_tallies(tally, ckpt) == good
+    assert twc.verify_tallies(twc.null_tallies(tally, ckpt), inp) == (True, "")
 
 
 def test_sqlite_many_keys_benchmark_measures_the_store_and_sqlite(bench_path: None, tmp_path: Path) -> None:
