@@ -16,7 +16,8 @@ time far more than CPU time):
 ``sqlite``
     SQLite alone through ``sqlite3``: a table of the map state's layout (``k TEXT PRIMARY KEY, v TEXT``,
     ``WITHOUT ROWID``, WAL, ``synchronous=NORMAL``, 64 MiB cache) holding ``--rows`` rows; sorted
-    reads of ``--batch`` random keys (``IN`` lists of 500), then the same keys written by three
+    reads of ``--batch`` random keys (``IN`` lists of 500 as weir reads, one ``json_each`` join, a
+    temporary table join), then the same keys written by three
     statement shapes (``INSERT ... ON CONFLICT DO UPDATE`` as weir writes, ``UPDATE``, ``INSERT OR
     REPLACE``) and ``COMMIT``, by one connection or by two taking turns (each commit of the other
     throws away a connection's page cache, as the two state partitions do to each other).
@@ -172,6 +173,32 @@ _SHAPES = {
 }
 
 
+def _read_in(c: sqlite3.Connection, keys: list[str]) -> int:
+    """weir's read: ``IN`` lists of 500 keys."""
+    n = 0
+    for i in range(0, len(keys), 500):
+        chunk = keys[i : i + 500]
+        n += len(c.execute(f"SELECT k, v FROM t WHERE k IN ({','.join('?' * len(chunk))})", chunk).fetchall())
+    return n
+
+
+def _read_json_each(c: sqlite3.Connection, keys: list[str]) -> int:
+    """One statement: the keys as one JSON array parameter, joined to the table."""
+    sql = "SELECT t.k, t.v FROM json_each(?) AS j JOIN t ON t.k = j.value"
+    return len(c.execute(sql, (json.dumps(keys),)).fetchall())
+
+
+def _read_temp_table(c: sqlite3.Connection, keys: list[str]) -> int:
+    """The keys inserted into a temporary table, joined to the table."""
+    c.execute("CREATE TEMP TABLE IF NOT EXISTS q (k TEXT PRIMARY KEY) WITHOUT ROWID")
+    c.execute("DELETE FROM q")
+    c.executemany("INSERT OR IGNORE INTO q VALUES (?)", [(k,) for k in keys])
+    return len(c.execute("SELECT t.k, t.v FROM q JOIN t ON t.k = q.k").fetchall())
+
+
+_READS = {"read": _read_in, "read json_each": _read_json_each, "read temp table": _read_temp_table}
+
+
 def part_sqlite(work: Path, n_rows: int, batch: int, rounds: int) -> dict[str, Any]:
     """CPU of sorted reads, three write shapes and commits of ``batch`` keys in ``n_rows`` rows."""
     db = str(work / "sqlite.db")
@@ -194,16 +221,17 @@ def part_sqlite(work: Path, n_rows: int, batch: int, rounds: int) -> dict[str, A
     for label, conns in (("one connection", [a]), ("two connections, taking turns", [a, b])):
         acc: dict[str, float] = defaultdict(float)
         for r in range(rounds):
-            for shape, (sql, value_first) in _SHAPES.items():
-                c = conns[r % len(conns)]
+            for i, (shape, (sql, value_first)) in enumerate(_SHAPES.items()):
+                c = conns[(r * len(_SHAPES) + i) % len(conns)]  # two connections: each write by the other one
                 sample = sorted(rng.sample(keys, batch))
-                c0 = _cpu()
-                c.execute("BEGIN")
-                for i in range(0, batch, 500):
-                    chunk = sample[i : i + 500]
-                    c.execute(f"SELECT k, v FROM t WHERE k IN ({','.join('?' * len(chunk))})", chunk).fetchall()
-                c.execute("COMMIT")
-                acc["read"] += _cpu() - c0
+                for read, fn in _READS.items():
+                    c0 = _cpu()
+                    c.execute("BEGIN")
+                    found = fn(c, sample)
+                    c.execute("COMMIT")
+                    acc[read] += _cpu() - c0
+                    if found != batch:
+                        raise SystemExit(f"sqlite part: {read} found {found} of {batch} keys")
                 rows = [("[2,2,1]", k) if value_first else (k, "[2,2,1]") for k in sample]
                 c0 = _cpu()
                 c.execute("BEGIN IMMEDIATE")
@@ -213,9 +241,8 @@ def part_sqlite(work: Path, n_rows: int, batch: int, rounds: int) -> dict[str, A
                 acc[shape] += c1 - c0
                 acc["commit"] += _cpu() - c1
         n = rounds * batch
-        out[label] = {
-            k: round(1e6 * v / (n * (len(_SHAPES) if k in ("read", "commit") else 1)), 2) for k, v in acc.items()
-        }
+        per_shape = {k: len(_SHAPES) if k in _READS or k == "commit" else 1 for k in acc}  # once per write shape
+        out[label] = {k: round(1e6 * v / (n * per_shape[k]), 2) for k, v in acc.items()}
     a.close()
     b.close()
     return out
@@ -260,10 +287,10 @@ def main(argv: list[str] | None = None) -> int:
             q = part_sqlite(work, args.rows, args.batch, args.rounds)
             result["sqlite"] = q
             print(f"sqlite: {args.batch:,} sorted random keys in {args.rows:,} rows, µs CPU per key")
-            cols = ["read", *_SHAPES, "commit"]
-            print(f"  {'':<32}" + "".join(f"{c:>9}" for c in cols))
+            cols = [*_READS, *_SHAPES, "commit"]
+            print(f"  {'':<32}" + "".join(f"{c:>16}" for c in cols))
             for label in ("one connection", "two connections, taking turns"):
-                print(f"  {label:<32}" + "".join(f"{q[label][c]:>9.2f}" for c in cols))
+                print(f"  {label:<32}" + "".join(f"{q[label][c]:>16.2f}" for c in cols))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if args.out:
