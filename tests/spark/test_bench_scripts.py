@@ -54,7 +54,7 @@ def test_trident_wordcount_benchmark_runs_and_verifies_every_variant(
     assert _common.PG_ADMIN_DSN
 
     out = tmp_path / "twc.json"
-    variants = "native,pysplit,nostate,to-sqlite,tt-redis,to-postgres"
+    variants = "native,pysplit,nostate,floor,to-null,to-sqlite,tt-redis,to-postgres"
     argv = ["--words", "3000", "--keys", "200", "--files", "2", "--files-per-batch", "1", "--repeat", "1",
             "--no-warmup", "--variants", variants, "--out", str(out)]  # fmt: skip
     assert trident_wordcount.main(argv) == 0
@@ -103,3 +103,58 @@ def test_stage_timings_are_read_from_a_benchmark_event_log(tmp_path: Path) -> No
     kinds = " ".join(res["stages"])
     assert "MapInArrow" in kinds and "Exchange" in kinds  # the Trident stages: Python split, state routing
     assert all(k["n"] >= 1 and k["wall_ms"] >= 0 for k in res["stages"].values())
+
+
+def test_the_floors_checksums_catch_a_wrong_count(bench_path: None, tmp_path: Path) -> None:
+    """``floor`` and ``to-null`` keep no counts: their per-batch checksums must still catch one wrong count."""
+    import zlib
+
+    import trident_wordcount as twc
+    from wordcount_corpus import generate_corpus
+
+    inp = tmp_path / "in"
+    expected = generate_corpus(inp, 400, 30, 4, 7)
+    batches = [["part-00000.txt", "part-00002.txt"], ["part-00001.txt", "part-00003.txt"]]  # as Spark may batch them
+    good = [(files, twc.tally_of([inp / f for f in files])) for files in batches]
+    assert sum(t[1] for _, t in good) == sum(expected.values()) == 400
+    assert twc.verify_tallies(good, inp) == (True, "")
+    (groups, words, chk), (word, other) = good[1][1], sorted(expected)[:2]
+    one_more = (groups, words, chk + zlib.crc32(word.encode()))  # one word counted once too often...
+    moved = (groups, words, chk + zlib.crc32(other.encode()) - zlib.crc32(word.encode()))  # ...or moved
+    for wrong in (one_more, moved, (groups - 1, words, chk)):
+        assert not twc.verify_tallies([good[0], (batches[1], wrong)], inp)[0]
+    assert not twc.verify_tallies([(batches[1], good[0][1]), (batches[0], good[1][1])], inp)[0]  # swapped
+    assert "the batches read" in twc.verify_tallies(good[:1], inp)[1]  # a batch missing
+    assert "the batches read" in twc.verify_tallies([*good, good[0]], inp)[1]  # a file read twice
+
+    # the null store's lines, summed over the partitions of each txid, in txid order, with the
+    # files of the file source's batches (its log in the query's checkpoint)
+    ckpt = tmp_path / "ckpt"
+    (ckpt / "sources" / "0").mkdir(parents=True)
+    for b, files in enumerate(batches):
+        entries = [json.dumps({"path": f"file://{inp / f}", "timestamp": 1, "batchId": b}) for f in files]
+        (ckpt / "sources" / "0" / str(b)).write_text("\n".join(["v1", *entries]) + "\n")
+    tally = tmp_path / "null.tallies"
+    (g1, w1, c1), (g2, w2, c2) = good[0][1], good[1][1]
+    tally.write_text(f"8 {g2} {w2} {c2}\n7 {g1 - 3} {w1 - 5} {c1 - 9}\n7 3 5 9\n")
+    assert twc.null_tallies(tally, ckpt) == good
+    assert twc.verify_tallies(twc.null_tallies(tally, ckpt), inp) == (True, "")
+
+
+def test_sqlite_many_keys_benchmark_measures_the_store_and_sqlite(bench_path: None, tmp_path: Path) -> None:
+    """``bench/sqlite_many_keys.py`` on a tiny input: both parts run, the state part's table is checked."""
+    import sqlite_many_keys
+
+    out = tmp_path / "keys.json"
+    argv = ["--keys", "2000", "--batches", "2", "--rows", "3000", "--batch", "1000", "--rounds", "1", "--out", str(out)]
+    assert sqlite_many_keys.main(argv) == 0  # the state part exits non-zero unless every key holds count 1
+    data = json.loads(out.read_text())
+    state = data["state"]
+    assert state["keys"] == 2000 and not state["engine_only"]
+    assert state["update_cpu"] > 0 and state["get_wall"] > 0 and state["put_wall"] > 0 and state["wal_mib"] > 0
+    for label in ("one connection", "two connections, taking turns"):
+        costs = data["sqlite"][label]
+        assert sorted(costs) == ["commit", "read", "read json_each", "read temp table", "replace", "update", "upsert"]
+        assert all(v >= 0 for v in costs.values()) and costs["upsert"] > 0
+    with pytest.raises(SystemExit):
+        sqlite_many_keys.main(["--pragma", "cache_size=1; DROP TABLE wc"])
