@@ -382,6 +382,67 @@ def bolt_code_floor(input_dir: Path) -> dict[str, float]:
     }
 
 
+def task_loop_cost(input_dir: Path, state_dir: Path, max_words: int = 200_000) -> dict[str, float]:
+    """CPU µs per word of weir's own Storm tasks without Spark, over the corpus's first ``max_words``.
+
+    One task of the spout and the split bolt (as the batch job pipelines them), the routing of the
+    split's output to the count bolt's two tasks with the chunks pickled and unpickled, then one
+    count task over all of it on a SQLite state (``prepare_commit`` included): the engine's loop,
+    acking, checks and state layers around the same bolt code, with no JVM, worker or shuffle.
+    Best of 3 batches.
+    """
+    import pickle
+
+    from wordcount_corpus import corpus_files
+
+    from weir.runtime.spark.executor import TaskSpec
+    from weir.runtime.spark.storm.batch import key_for_grouping
+    from weir.runtime.spark.storm.task import run_spout_task, run_task_blocks
+    from weir.state import StateFactory
+
+    lines: list[tuple[str]] = []
+    words = 0
+    for f in corpus_files(input_dir):
+        for ln in f.read_text(encoding="utf-8").splitlines():
+            lines.append((ln,))
+            words += len(ln.split())
+            if words >= max_words:
+                break
+        if words >= max_words:
+            break
+    conf = {"weir.state.dir": str(state_dir)}
+    topo = weir_topology(input_dir, 1)
+    provider = StateFactory.get_provider(conf)
+    specs = {}
+    for cid in topo.order:
+        c = topo.components[cid]
+        specs[cid] = TaskSpec(
+            topology="loop", component_id=cid, component=c.obj, parallelism=c.parallelism,
+            outputs=dict(c.outputs), conf=conf, provider=provider if c.is_stateful else None,
+            input_fields={(s.source, s.stream): topo.components[s.source].outputs[s.stream] for s in c.inputs},
+            component_tasks={k: v.parallelism for k, v in topo.components.items()}, stateful=c.is_stateful,
+            consumed_streams=frozenset(sub.stream for _, sub in topo.consumers(cid)),
+        )  # fmt: skip
+    route = key_for_grouping(topo.components["count"].inputs[0], [0], 2, 1)
+    best = (float("inf"), float("inf"))
+    for txid in (1, 2, 3):
+        t0 = time.process_time()
+        spout = run_spout_task(specs["lines"], 0, txid, iter(lines))
+        blocks = (("lines", r[1], [r[2]], r[3]) for r in spout if r[0] == "T")
+        split = run_task_blocks(specs["split"], 0, txid, None, blocks)
+        chunks = [pickle.dumps(c, pickle.HIGHEST_PROTOCOL) for _t, c in route(0, (r for r in split if r[0] in "BT"))]
+        t1 = time.process_time()
+        inputs = (b for c in chunks for b in pickle.loads(c))
+        report = [r for r in run_task_blocks(specs["count"], 0, txid, None, inputs) if r[0] == "R"][0][1]
+        t2 = time.process_time()
+        if not report.ok:
+            raise RuntimeError(f"the count task failed: {report.error}")
+        best = (min(best[0], t1 - t0), min(best[1], t2 - t1))
+    split_us, count_us = 1e6 * best[0] / words, 1e6 * best[1] / words
+    return {"words": words, "split_us": round(split_us, 3), "count_us": round(count_us, 3),
+            "total_us": round(split_us + count_us, 3)}  # fmt: skip
+
+
 # ---- Spark ---------------------------------------------------------------------------------
 def words_stream(spark: Any, input_dir: Path, fpb: int) -> Any:
     """readStream text → explode(split(value, ' ')) as ``word``."""
@@ -596,6 +657,7 @@ def main(argv: list[str] | None = None) -> int:
     redis_url: str | None = None
     results: list[Result] = []
     floor: dict[str, float] | None = None
+    loop: dict[str, float] | None = None
     warm: dict[str, Any] = {}
     try:
         t = time.perf_counter()
@@ -642,6 +704,7 @@ def main(argv: list[str] | None = None) -> int:
         results = [best_of(rs) for rs in runs.values()]
         profile_text = dump_profiles(spark, Path(args.profile)) if args.profile else None
         floor = bolt_code_floor(work / "input") if "a" in chosen else None
+        loop = task_loop_cost(work / "input", work / "loop-state") if "a" in chosen else None
     finally:
         stack.close()
         if not args.workdir:
@@ -670,6 +733,12 @@ def main(argv: list[str] | None = None) -> int:
             f"split {floor['split_us']:.2f} + count {floor['count_us']:.2f} = {floor['total_us']:.2f} µs of CPU "
             f"per word, at most {floor['words_per_core_s']:,.0f} words/s per core"
         )
+    if loop:
+        print(
+            f"weir's Storm tasks without Spark (the same bolts, acking, checks, routing, SQLite state; "
+            f"{loop['words']:,.0f} words): spout+split {loop['split_us']:.2f} + count {loop['count_us']:.2f} = "
+            f"{loop['total_us']:.2f} µs of CPU per word"
+        )
     if profile_text:
         print("\nexecutor profile (merged over all Python workers):\n" + profile_text)
 
@@ -691,6 +760,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "targets": {**TARGETS, "verdicts": target_lines},
         "bolt_code": floor,
+        "tasks_without_spark": loop,
         "warmup": warm,
         "results": [asdict(r) for r in results],
     }

@@ -66,6 +66,26 @@ def test_trident_wordcount_benchmark_runs_and_verifies_every_variant(
     assert any(v.startswith("target to-sqlite") for v in data["targets"])
 
 
+def test_storm_wordcount_benchmark_verifies_and_measures_the_bolts_alone_and_weirs_tasks(
+    spark: Any, bench_path: None, tmp_path: Path
+) -> None:
+    import storm_wordcount
+
+    out = tmp_path / "swc.json"
+    argv = ["--words", "3000", "--distinct", "200", "--files", "2", "--files-per-batch", "1",
+            "--variants", "a,e", "--no-warmup", "--out", str(out)]  # fmt: skip
+    assert storm_wordcount.main(argv) == 0
+    data = json.loads(out.read_text())
+    got = {r["variant"]: r for r in data["results"]}
+    assert sorted(got) == ["a", "e"] and all(r["verified"] and r["words"] == 3000 for r in got.values())
+    assert any(v.startswith("target (a) >= 0.75x (e)") for v in data["targets"]["verdicts"])
+    bolts, tasks = data["bolt_code"], data["tasks_without_spark"]
+    assert tasks["words"] == 3000  # the whole (small) corpus went through one task of each bolt
+    for part in (bolts, tasks):
+        assert part["split_us"] > 0 and part["count_us"] > 0
+        assert part["total_us"] == pytest.approx(part["split_us"] + part["count_us"], abs=0.002)
+
+
 def test_latency_benchmark_reports_percentiles_per_variant(spark: Any, bench_path: None, tmp_path: Path) -> None:
     import latency
 
