@@ -42,7 +42,7 @@ def _alive_workers(ui_port: int) -> int:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as r:
             return sum(1 for w in json.load(r).get("workers", []) if w.get("state") == "ALIVE")
-    except OSError:
+    except (OSError, ValueError):  # not up yet; a master still starting may answer /json/ with an HTML page
         return 0
 
 
