@@ -201,10 +201,7 @@ class OutputCollector:
             if tv is Values or ((tv is list or tv is tuple) and not _all_tuples(values)):
                 s = stream or DEFAULT_STREAM
                 if anchors is None:
-                    if len(values) == self._arity.get(s, -1):
-                        self.emitted.append((s, tuple(values), None))
-                    else:
-                        self.emitted.append((s, self._check(s, values), None))
+                    self.emitted.append((s, self._check(s, values), None))
                     return
                 ta = type(anchors)
                 if ta is Tuple or ((ta is list or ta is tuple) and len(anchors) == 1 and type(anchors[0]) is Tuple):
@@ -212,10 +209,7 @@ class OutputCollector:
                     a = anchors if ta is Tuple else anchors[0]
                     if self.acking and a.owner != self.token:
                         self._check_anchor(a, "emit")
-                    if len(values) == self._arity.get(s, -1):
-                        self.emitted.append((s, tuple(values), None))
-                    else:
-                        self.emitted.append((s, self._check(s, values), None))
+                    self.emitted.append((s, self._check(s, values), None))
                     return
         if len(args) == 2 and anchors is None and type(args[0]) is Tuple and type(args[1]) in _FAST:
             # emit(anchor, values), Storm's usual call
@@ -306,10 +300,7 @@ class BasicOutputCollector:
             if tv is Values or ((tv is list or tv is tuple) and not _all_tuples(values)):
                 out = self._out
                 name = stream or DEFAULT_STREAM
-                if len(values) == out._arity.get(name, -1):
-                    out.emitted.append((name, tuple(values), None))
-                else:
-                    out.emitted.append((name, out._check(name, values), None))
+                out.emitted.append((name, out._check(name, values), None))
                 return
         s, values = self._split("emit", args, stream)
         self._out.emit(values, anchors=self.current, stream=s)

@@ -88,7 +88,7 @@ def _keep_spark_zip_directories() -> None:
 _keep_spark_zip_directories()
 
 #: value types that always pickle: an emitted value of another type is checked before it leaves its task
-PLAIN_TYPES = (str, int, float, bool, bytes, type(None))
+_PLAIN = (str, int, float, bool, bytes, type(None))
 
 
 @dataclass
@@ -265,7 +265,7 @@ def _jsonable(values: Any) -> Any:
 def check_emitted(spec: TaskSpec, task: int, values: tuple[Any, ...]) -> None:
     """Raise a :class:`TopologyError` naming the task when an emitted value cannot reach the next stage."""
     for v in values:
-        if type(v) in PLAIN_TYPES:
+        if type(v) in _PLAIN:
             continue
         try:
             pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL)

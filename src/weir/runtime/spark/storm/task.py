@@ -22,7 +22,6 @@ from typing import Any
 from weir._faults import crash_point
 from weir.errors import FencedError, TopologyError
 from weir.runtime.spark.executor import (
-    PLAIN_TYPES,
     TaskReport,
     TaskSpec,
     check_emitted,
@@ -289,10 +288,7 @@ def run_task_blocks(
                     for stream_id, vals, direct in emitted:
                         if stream_id not in consumed:
                             continue
-                        for v in vals:
-                            if type(v) not in PLAIN_TYPES:
-                                check_emitted(spec, task, vals)
-                                break
+                        check_emitted(spec, task, vals)
                         if direct is None:
                             if stream_id != run_stream:
                                 if run:
