@@ -665,7 +665,11 @@ class TopologyRun:
 
     def _stop_query(self) -> None:
         if self.query is not None and self.query.isActive:
-            self.query.stop()
+            try:
+                self.query.stop()
+            except Exception as exc:  # Ctrl-C: the JVM's own shutdown hook may have stopped Spark first
+                if "stopped SparkContext" not in str(exc):
+                    raise
 
     def stop(self) -> None:
         """Stop the query now (a batch in flight is interrupted and rolled back on the next start).
