@@ -57,6 +57,7 @@ VARIANTS = {
     "c": "spark transformWithStateInPandas",
     "d": "spark transformWithState (Row)",
     "e": "spark groupBy.count (native)",
+    "f": "the bolts alone on spark (arrow)",
 }
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 TARGETS = {"a_vs_c": 5.0, "a_vs_d": 1.5, "a_vs_e": 0.75}
@@ -146,6 +147,30 @@ def format_table(rows: list[Result]) -> str:
     return "\n".join([line(head), "  ".join("-" * w for w in widths), *(line(row) for row in body)])
 
 
+def format_cpu_kinds(rows: list[Result]) -> str:
+    """A table of each variant's CPU per word by process kind (empty without ``/proc``)."""
+    head = ["variant", "JVM", "of it JIT", "Python workers", "driver", "other", "total"]
+    body = []
+    for r in rows:
+        k = r.breakdown.get("cpu_by_kind")
+        if not k:
+            continue
+        us = {name: 1e6 * v / r.words for name, v in k.items()}
+        total = us["jvm"] + us["python_workers"] + us["driver"] + us["other"]
+        parts = ("jvm", "jit", "python_workers", "driver", "other")
+        body.append([f"({r.variant}) {r.label}", *(f"{us[n]:.2f}" for n in parts), f"{total:.2f}"])
+    if not body:
+        return ""
+    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+
+    return "\n".join([line(head), "  ".join("-" * w for w in widths), *(line(row) for row in body)])
+
+
 # ---- infrastructure ------------------------------------------------------------------------
 def tree_cpu_seconds() -> float | None:
     """CPU seconds (user + system) used so far by this process and all its descendants.
@@ -176,6 +201,58 @@ def tree_cpu_seconds() -> float | None:
         total += ticks.get(pid, 0)
         todo.extend(children.get(pid, []))
     return total / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_by_kind() -> dict[str, float] | None:
+    """CPU seconds so far of this process tree by kind: ``jvm`` (with ``jit``, its compiler threads, a part
+    of it), ``python_workers`` (PySpark's daemon and the workers it forked, exited ones included),
+    ``driver`` (this process) and ``other`` (e.g. a redis-server). None without ``/proc``."""
+    proc = Path("/proc")
+    if not (proc / "self" / "stat").exists():
+        return None
+    tck = os.sysconf("SC_CLK_TCK")
+    stat: dict[int, tuple[int, list[str], str]] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "stat").read_text()
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = raw[raw.rindex(")") + 2 :].split()
+        stat[int(entry.name)] = (int(fields[1]), fields, cmd)
+    kids: dict[int, list[int]] = collections.defaultdict(list)
+    for pid, (ppid, _f, _c) in stat.items():
+        kids[ppid].append(pid)
+    out = {"jvm": 0.0, "jit": 0.0, "python_workers": 0.0, "driver": 0.0, "other": 0.0}
+    todo, me = [os.getpid()], os.getpid()
+    while todo:
+        pid = todo.pop()
+        todo.extend(kids.get(pid, []))
+        if pid not in stat:
+            continue
+        _pp, f, cmd = stat[pid]
+        own = (int(f[11]) + int(f[12])) / tck
+        exe = cmd.split(" ", 1)[0]
+        if pid == me:
+            out["driver"] += own
+        elif exe.endswith("/java") or exe == "java":
+            out["jvm"] += own
+            for t in (proc / str(pid) / "task").iterdir():
+                try:
+                    traw = (t / "stat").read_text()
+                except OSError:
+                    continue
+                if "CompilerThre" in traw[: traw.rindex(")")]:
+                    tf = traw[traw.rindex(")") + 2 :].split()
+                    out["jit"] += (int(tf[11]) + int(tf[12])) / tck
+        elif "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
+            daemon = _pp not in stat or "pyspark" not in stat[_pp][2]  # the workers' parent: reaps the exited ones
+            out["python_workers"] += own + ((int(f[13]) + int(f[14])) / tck if daemon else 0.0)
+        else:
+            out["other"] += own
+    return out
 
 
 class ProgressLog:
@@ -281,7 +358,7 @@ def run_weir(
         conf["topology.state.provider"] = "redis"
         conf["topology.state.provider.config"] = {"url": redis_url}
     reports: list[Any] = []
-    cpu0 = tree_cpu_seconds()
+    cpu0, kinds0 = tree_cpu_seconds(), tree_cpu_by_kind()
     t0 = time.perf_counter()
     run = weir.submit(name, conf, weir_topology(input_dir, fpb), spark=spark)
     coord = run.coordinator
@@ -296,7 +373,7 @@ def run_weir(
     t_submit = time.perf_counter() - t0
     status = run.process_available()
     seconds = time.perf_counter() - t0
-    cpu = _cpu_delta(cpu0)
+    cpu, kinds = _cpu_delta(cpu0), _kinds_delta(kinds0)
     if status.error:
         raise RuntimeError(f"weir run {name} failed: {status.error}")
 
@@ -315,6 +392,7 @@ def run_weir(
     add_ms = q["spark_ms"].get("addBatch", 0)
     breakdown = {
         "cpu_s": cpu,
+        "cpu_by_kind": kinds,
         "submit_s": round(t_submit, 3),
         "batches": q["batches"],
         "job_ms": round(job_ms),
@@ -457,6 +535,66 @@ def words_stream(spark: Any, input_dir: Path, fpb: int) -> Any:
     return words.where(F.col("word") != "")
 
 
+def bolts_on_arrow(spark: Any, input_dir: Path, fpb: int) -> Any:
+    """Variant (f): the topology's own bolts with nothing of weir, on Spark's Arrow data plane.
+
+    The same ``Split`` and ``WordCount`` classes as (a), driven as in :func:`bolt_code_floor` (a weir
+    ``Tuple`` per input, a list for the collector, a ``dict`` for the state): Spark reads the lines
+    and hands them to Python as Arrow batches (``mapInArrow``), the split's words come back as an
+    Arrow column, Spark shuffles them by word to two partitions (``repartition``), and a second
+    ``mapInArrow`` runs the count bolt and returns each word's count in the batch (the driver sums
+    them). No acking, checks, routing, store, exactly-once or recovery: the least any Storm-API
+    engine on Spark could spend around these bolts.
+    """
+    from weir.topology import Fields
+    from weir.topology.tuple import Tuple
+
+    topo = weir_topology(input_dir, 1)
+    split_cls, count_cls = type(topo.components["split"].obj), type(topo.components["count"].obj)
+    f_line, f_word = Fields("line"), Fields("word")
+
+    class Out:
+        def __init__(self) -> None:
+            self.values: list[Any] = []
+
+        def emit(self, values: Any, anchors: Any = None) -> None:
+            self.values.append(values)
+
+        def ack(self, tup: Any) -> None:
+            pass
+
+    class DictState(dict):  # type: ignore[type-arg]
+        put = dict.__setitem__
+
+    def split_part(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        split = split_cls()
+        for b in batches:
+            out = Out()
+            for ln in b.column(0).to_pylist():
+                split.execute(Tuple((ln,), f_line, "lines"), out)
+            yield pa.RecordBatch.from_arrays([pa.array([v[0] for v in out.values], pa.string())], names=["word"])
+
+    def count_part(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        count, state = count_cls(), DictState()
+        count.init_state(state)
+        count.collector = Out()
+        for b in batches:
+            for w in b.column(0).to_pylist():
+                count.execute(Tuple((w,), f_word, "split"))
+            count.collector.values.clear()
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(list(state), pa.string()), pa.array(list(state.values()), pa.int64())], names=["word", "count"]
+        )
+
+    lines = spark.readStream.format("text").option("maxFilesPerTrigger", fpb).load(str(input_dir))
+    words = lines.mapInArrow(split_part, "word string")
+    return words.repartition(2, "word").mapInArrow(count_part, "word string, count long")
+
+
 def pandas_processor() -> Any:
     """A StatefulProcessor counting rows per key in a ValueState (pandas batches)."""
     import pandas as pd
@@ -510,20 +648,27 @@ def row_processor() -> Any:
 def run_spark(
     spark: Any, progress: ProgressLog, kind: str, input_dir: Path, ckpt: Path, fpb: int
 ) -> tuple[float, dict[str, int], dict[str, Any]]:
-    """Run one Spark variant (``c``, ``d`` or ``e``) to the end of its input."""
+    """Run one Spark variant (``c``, ``d``, ``e`` or ``f``) to the end of its input."""
     conf_key = "spark.sql.streaming.stateStore.providerClass"
     prev = spark.conf.get(conf_key, None)
     counts: dict[str, int] = {}
 
     def collect(batch_df: Any, batch_id: int) -> None:
+        if kind == "f":  # each batch's own counts: summed here
+            for row in batch_df.collect():
+                counts[row[0]] = counts.get(row[0], 0) + int(row[1])
+            return
         for row in batch_df.collect():
             counts[row[0]] = int(row[1])
 
-    cpu0 = tree_cpu_seconds()
+    cpu0, kinds0 = tree_cpu_seconds(), tree_cpu_by_kind()
     t0 = time.perf_counter()
     try:
         words = words_stream(spark, input_dir, fpb)
-        if kind == "e":
+        if kind == "f":
+            spark.conf.unset(conf_key)
+            out = bolts_on_arrow(spark, input_dir, fpb)
+        elif kind == "e":
             spark.conf.unset(conf_key)
             out = words.groupBy("word").count()
         else:
@@ -543,7 +688,7 @@ def run_spark(
         )
         query.awaitTermination()
         seconds = time.perf_counter() - t0
-        cpu = _cpu_delta(cpu0)
+        cpu, kinds = _cpu_delta(cpu0), _kinds_delta(kinds0)
     finally:
         if prev is None:
             spark.conf.unset(conf_key)
@@ -555,6 +700,7 @@ def run_spark(
         counts,
         {
             "cpu_s": cpu,
+            "cpu_by_kind": kinds,
             "batches": q["batches"],
             "spark_ms": q["spark_ms"],
             "per_batch_addBatch_ms": q["per_batch_addBatch_ms"],
@@ -586,6 +732,13 @@ def run_variant(
 def _cpu_delta(before: float | None) -> float | None:
     after = tree_cpu_seconds()
     return None if before is None or after is None else round(after - before, 2)
+
+
+def _kinds_delta(before: dict[str, float] | None) -> dict[str, float] | None:
+    after = tree_cpu_by_kind()
+    if before is None or after is None:
+        return None
+    return {k: round(after[k] - before[k], 2) for k in after}
 
 
 def best_of(runs: list[Result]) -> Result:
@@ -641,7 +794,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--files", type=int, default=20, help="input files (default 20)")
     p.add_argument("--files-per-batch", type=int, default=2, help="files per micro-batch (default 2)")
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--variants", default="a,b,c,d,e", help="comma-separated subset of a,b,c,d,e")
+    p.add_argument("--variants", default="a,b,c,d,e", help="comma-separated subset of a,b,c,d,e,f")
     p.add_argument("--repeat", type=int, default=1, help="timed rounds over all variants; the best counts")
     p.add_argument("--no-warmup", action="store_true", help="skip the small warm-up run of each variant")
     p.add_argument("--workdir", help="keep inputs, state and checkpoints here (default: a temp dir, removed)")
@@ -731,6 +884,10 @@ def main(argv: list[str] | None = None) -> int:
                 target_lines.append(line)
     for line in target_lines:
         print(line)
+    kinds_table = format_cpu_kinds(results)
+    if kinds_table:
+        print("\nwhere the CPU went, µs per word (the best run of each variant; the JIT is a part of the JVM):")
+        print(kinds_table)
     if floor:
         print(
             f"the bolts' own code alone (a dict for the state, a list for the collector, no weir, no Spark): "
@@ -765,6 +922,11 @@ def main(argv: list[str] | None = None) -> int:
         "targets": {**TARGETS, "verdicts": target_lines},
         "bolt_code": floor,
         "tasks_without_spark": loop,
+        "cpu_by_kind_us_per_word": {
+            r.variant: {k: round(1e6 * v / r.words, 3) for k, v in r.breakdown["cpu_by_kind"].items()}
+            for r in results
+            if r.breakdown.get("cpu_by_kind")
+        },
         "warmup": warm,
         "results": [asdict(r) for r in results],
     }
