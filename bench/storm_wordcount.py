@@ -40,7 +40,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,7 @@ VARIANTS = {
     "d": "spark transformWithState (Row)",
     "e": "spark groupBy.count (native)",
     "f": "the bolts alone on spark (arrow)",
+    "g": "the bolts alone on spark (rdds)",
 }
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 TARGETS = {"a_vs_c": 5.0, "a_vs_d": 1.5, "a_vs_e": 0.75}
@@ -409,48 +410,25 @@ def bolt_code_floor(input_dir: Path) -> dict[str, float]:
     """CPU µs per word of the topology's own bolt code in a plain loop over the corpus (best of 3).
 
     The same ``Split`` and ``WordCount`` classes, each tuple a weir ``Tuple``, but a ``dict`` for the
-    state and a list for the collector: no task loop, acking, routing, store or Spark. What Storm's
-    API costs by itself — the user's ``execute`` per tuple — whatever runs it.
+    state and a list for the collector (:func:`_bare_bolts`): no task loop, acking, routing, store
+    or Spark. What Storm's API costs by itself — the user's ``execute`` per tuple — whatever runs it.
     """
     from wordcount_corpus import corpus_files
 
-    from weir.topology import Fields
-    from weir.topology.tuple import Tuple
-
-    topo = weir_topology(input_dir, 1)
-    split_cls, count_cls = type(topo.components["split"].obj), type(topo.components["count"].obj)
-    lines = [(ln,) for f in corpus_files(input_dir) for ln in f.read_text(encoding="utf-8").splitlines()]
-
-    class Out:
-        def __init__(self) -> None:
-            self.values: list[Any] = []
-
-        def emit(self, values: Any, anchors: Any = None) -> None:
-            self.values.append(values)
-
-        def ack(self, tup: Any) -> None:
-            pass
-
-    class DictState(dict):  # type: ignore[type-arg]
-        put = dict.__setitem__
-
-    f_line, f_word = Fields("line"), Fields("word")
+    lines = [ln for f in corpus_files(input_dir) for ln in f.read_text(encoding="utf-8").splitlines()]
+    split_lines, count_words = _bare_bolts(input_dir)
     best = (float("inf"), float("inf"))
     words = 0
     for _ in range(3):
-        split, out = split_cls(), Out()
         t0 = time.process_time()
-        for ln in lines:
-            split.execute(Tuple(ln, f_line, "lines"), out)
+        emitted = split_lines(lines)
         t1 = time.process_time()
-        count = count_cls()
-        count.init_state(DictState())
-        count.collector = Out()
-        for v in out.values:
-            count.execute(Tuple(v, f_word, "split"))
+        ws = [v[0] for v in emitted]
         t2 = time.process_time()
-        words = len(out.values)
-        best = (min(best[0], t1 - t0), min(best[1], t2 - t1))
+        count_words(ws)
+        t3 = time.process_time()
+        words = len(ws)
+        best = (min(best[0], t1 - t0), min(best[1], t3 - t2))
     split_us, count_us = 1e6 * best[0] / words, 1e6 * best[1] / words
     return {
         "split_us": round(split_us, 3),
@@ -546,6 +524,31 @@ def bolts_on_arrow(spark: Any, input_dir: Path, fpb: int) -> Any:
     them). No acking, checks, routing, store, exactly-once or recovery: the least any Storm-API
     engine on Spark could spend around these bolts.
     """
+    split_lines, count_words = _bare_bolts(input_dir)
+
+    def split_part(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        for b in batches:
+            words = [v[0] for v in split_lines(b.column(0).to_pylist())]
+            yield pa.RecordBatch.from_arrays([pa.array(words, pa.string())], names=["word"])
+
+    def count_part(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        state = count_words(w for b in batches for w in b.column(0).to_pylist())
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(list(state), pa.string()), pa.array(list(state.values()), pa.int64())], names=["word", "count"]
+        )
+
+    lines = spark.readStream.format("text").option("maxFilesPerTrigger", fpb).load(str(input_dir))
+    words = lines.mapInArrow(split_part, "word string")
+    return words.repartition(2, "word").mapInArrow(count_part, "word string, count long")
+
+
+def _bare_bolts(input_dir: Path) -> tuple[Any, Any]:
+    """The topology's two bolts driven bare, as in :func:`bolt_code_floor`: ``split_lines(lines)`` → the
+    split's emitted values; ``count_words(words)`` → the count bolt's state (a ``dict``) after them."""
     from weir.topology import Fields
     from weir.topology.tuple import Tuple
 
@@ -566,33 +569,41 @@ def bolts_on_arrow(spark: Any, input_dir: Path, fpb: int) -> Any:
     class DictState(dict):  # type: ignore[type-arg]
         put = dict.__setitem__
 
-    def split_part(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
+    def split_lines(lines: Iterable[str]) -> list[Any]:
+        split, out = split_cls(), Out()
+        for ln in lines:
+            split.execute(Tuple((ln,), f_line, "lines"), out)
+        return out.values
 
-        split = split_cls()
-        for b in batches:
-            out = Out()
-            for ln in b.column(0).to_pylist():
-                split.execute(Tuple((ln,), f_line, "lines"), out)
-            yield pa.RecordBatch.from_arrays([pa.array([v[0] for v in out.values], pa.string())], names=["word"])
-
-    def count_part(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-
+    def count_words(words: Iterable[str]) -> dict[str, int]:
         count, state = count_cls(), DictState()
         count.init_state(state)
-        count.collector = Out()
-        for b in batches:
-            for w in b.column(0).to_pylist():
-                count.execute(Tuple((w,), f_word, "split"))
-            count.collector.values.clear()
-        yield pa.RecordBatch.from_arrays(
-            [pa.array(list(state), pa.string()), pa.array(list(state.values()), pa.int64())], names=["word", "count"]
-        )
+        count.collector = out = Out()
+        for i, w in enumerate(words):
+            count.execute(Tuple((w,), f_word, "split"))
+            if i & 1023 == 1023:
+                out.values.clear()
+        return state
 
-    lines = spark.readStream.format("text").option("maxFilesPerTrigger", fpb).load(str(input_dir))
-    words = lines.mapInArrow(split_part, "word string")
-    return words.repartition(2, "word").mapInArrow(count_part, "word string, count long")
+    return split_lines, count_words
+
+
+def bolts_on_rdds(batch_df: Any, input_dir: Path) -> Any:
+    """Variant (g): the topology's own bolts with nothing of weir on PySpark's RDDs (weir's data plane).
+
+    A micro-batch's lines as an RDD (``batch_df.rdd``), the split bolt per partition
+    (``mapPartitions``) emitting ``(word, None)`` pairs, ``partitionBy(2)`` (PySpark's hash of the
+    word), the count bolt per partition: an RDD of ``(word, count in the batch)``.
+    """
+    split_lines, count_words = _bare_bolts(input_dir)
+
+    def split_part(rows: Iterator[Any]) -> Iterator[tuple[str, None]]:
+        return ((v[0], None) for v in split_lines(r[0] for r in rows))
+
+    def count_part(pairs: Iterator[tuple[str, None]]) -> Iterator[tuple[str, int]]:
+        return iter(count_words(p[0] for p in pairs).items())
+
+    return batch_df.rdd.mapPartitions(split_part).partitionBy(2).mapPartitions(count_part)
 
 
 def pandas_processor() -> Any:
@@ -648,14 +659,15 @@ def row_processor() -> Any:
 def run_spark(
     spark: Any, progress: ProgressLog, kind: str, input_dir: Path, ckpt: Path, fpb: int
 ) -> tuple[float, dict[str, int], dict[str, Any]]:
-    """Run one Spark variant (``c``, ``d``, ``e`` or ``f``) to the end of its input."""
+    """Run one Spark variant (``c`` to ``g``) to the end of its input."""
     conf_key = "spark.sql.streaming.stateStore.providerClass"
     prev = spark.conf.get(conf_key, None)
     counts: dict[str, int] = {}
 
     def collect(batch_df: Any, batch_id: int) -> None:
-        if kind == "f":  # each batch's own counts: summed here
-            for row in batch_df.collect():
+        if kind in ("f", "g"):  # each batch's own counts: summed here
+            rows = batch_df.collect() if kind == "f" else bolts_on_rdds(batch_df, input_dir).collect()
+            for row in rows:
                 counts[row[0]] = counts.get(row[0], 0) + int(row[1])
             return
         for row in batch_df.collect():
@@ -668,6 +680,9 @@ def run_spark(
         if kind == "f":
             spark.conf.unset(conf_key)
             out = bolts_on_arrow(spark, input_dir, fpb)
+        elif kind == "g":
+            spark.conf.unset(conf_key)
+            out = spark.readStream.format("text").option("maxFilesPerTrigger", fpb).load(str(input_dir))
         elif kind == "e":
             spark.conf.unset(conf_key)
             out = words.groupBy("word").count()
@@ -794,7 +809,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--files", type=int, default=20, help="input files (default 20)")
     p.add_argument("--files-per-batch", type=int, default=2, help="files per micro-batch (default 2)")
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--variants", default="a,b,c,d,e", help="comma-separated subset of a,b,c,d,e,f")
+    p.add_argument("--variants", default="a,b,c,d,e", help="comma-separated subset of a,b,c,d,e,f,g")
     p.add_argument("--repeat", type=int, default=1, help="timed rounds over all variants; the best counts")
     p.add_argument("--no-warmup", action="store_true", help="skip the small warm-up run of each variant")
     p.add_argument("--workdir", help="keep inputs, state and checkpoints here (default: a temp dir, removed)")
