@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import subprocess
 import sys
@@ -163,6 +164,11 @@ def _spark_children() -> list[int]:
     return out
 
 
+def _drop_py4j_send_errors(record: logging.LogRecord) -> bool:
+    """A root-logger filter: py4j's report of a command the stopped JVM did not answer is not the user's."""
+    return not (record.name == "root" and record.getMessage() == "Exception while sending command.")
+
+
 def stop_spark() -> None:
     """Stop the SparkSession of this process, and its JVM, whatever state start-up reached.
 
@@ -181,6 +187,12 @@ def stop_spark() -> None:
     except Exception:  # noqa: BLE001, S110 - stopping on the way out; the JVM is killed below anyway
         pass
     gateway = SparkContext._gateway
+    client = getattr(gateway, "_gateway_client", None)
+    if client is not None:
+        # py4j would tell the JVM about every Java object Python collects from now on, and log an
+        # "Exception while sending command." traceback for each one the exiting JVM cannot answer
+        client.is_connected = False
+    logging.getLogger().addFilter(_drop_py4j_send_errors)
     proc: subprocess.Popen[bytes] | None = getattr(gateway, "proc", None) if gateway is not None else None
     if proc is not None and proc.poll() is None:
         try:
