@@ -139,6 +139,11 @@ def format_table(rows: list[Result]) -> str:
         if several:
             cells.insert(3, "/".join(f"{x:.1f}" for x in r.runs_s))
         body.append(cells)
+    return _render(head, body)
+
+
+def _render(head: list[str], body: list[list[str]]) -> str:
+    """Columns padded to their widest cell: the first left-aligned, the others right-aligned."""
     widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
 
     def line(cells: list[str]) -> str:
@@ -160,59 +165,18 @@ def format_cpu_kinds(rows: list[Result]) -> str:
         total = us["jvm"] + us["python_workers"] + us["driver"] + us["other"]
         parts = ("jvm", "jit", "python_workers", "driver", "other")
         body.append([f"({r.variant}) {r.label}", *(f"{us[n]:.2f}" for n in parts), f"{total:.2f}"])
-    if not body:
-        return ""
-    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(
-            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        )
-
-    return "\n".join([line(head), "  ".join("-" * w for w in widths), *(line(row) for row in body)])
+    return _render(head, body) if body else ""
 
 
 # ---- infrastructure ------------------------------------------------------------------------
-def tree_cpu_seconds() -> float | None:
-    """CPU seconds (user + system) used so far by this process and all its descendants.
-
-    The descendants are the Spark JVM, its Python workers and the private redis-server; the CPU of
-    children that already exited is included through their parents' ``cutime``/``cstime``. Unlike
-    wall time, this hardly moves when other programs compete for the cores. None without ``/proc``.
-    """
+def _process_tree() -> dict[int, tuple[int, list[str], str]] | None:
+    """This process and its descendants: pid -> (parent pid, ``/proc/PID/stat`` fields after the
+    command name, command line). None without ``/proc``."""
     proc = Path("/proc")
     if not (proc / "self" / "stat").exists():
         return None
-    children: dict[int, list[int]] = collections.defaultdict(list)
-    ticks: dict[int, int] = {}
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            raw = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = raw[raw.rindex(")") + 2 :].split()  # after "pid (comm) "
-        pid = int(entry.name)
-        children[int(fields[1])].append(pid)
-        ticks[pid] = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
-    total, todo = 0, [os.getpid()]
-    while todo:
-        pid = todo.pop()
-        total += ticks.get(pid, 0)
-        todo.extend(children.get(pid, []))
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-def tree_cpu_by_kind() -> dict[str, float] | None:
-    """CPU seconds so far of this process tree by kind: ``jvm`` (with ``jit``, its compiler threads, a part
-    of it), ``python_workers`` (PySpark's daemon and the workers it forked, exited ones included),
-    ``driver`` (this process) and ``other`` (e.g. a redis-server). None without ``/proc``."""
-    proc = Path("/proc")
-    if not (proc / "self" / "stat").exists():
-        return None
-    tck = os.sysconf("SC_CLK_TCK")
     stat: dict[int, tuple[int, list[str], str]] = {}
+    kids: dict[int, list[int]] = collections.defaultdict(list)
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
@@ -221,26 +185,49 @@ def tree_cpu_by_kind() -> dict[str, float] | None:
             cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        fields = raw[raw.rindex(")") + 2 :].split()
+        fields = raw[raw.rindex(")") + 2 :].split()  # after "pid (comm) "
         stat[int(entry.name)] = (int(fields[1]), fields, cmd)
-    kids: dict[int, list[int]] = collections.defaultdict(list)
-    for pid, (ppid, _f, _c) in stat.items():
-        kids[ppid].append(pid)
-    out = {"jvm": 0.0, "jit": 0.0, "python_workers": 0.0, "driver": 0.0, "other": 0.0}
-    todo, me = [os.getpid()], os.getpid()
+        kids[int(fields[1])].append(int(entry.name))
+    tree, todo = {}, [os.getpid()]
     while todo:
         pid = todo.pop()
         todo.extend(kids.get(pid, []))
-        if pid not in stat:
-            continue
-        _pp, f, cmd = stat[pid]
+        if pid in stat:
+            tree[pid] = stat[pid]
+    return tree
+
+
+def tree_cpu_seconds() -> float | None:
+    """CPU seconds (user + system) used so far by this process and all its descendants.
+
+    The descendants are the Spark JVM, its Python workers and the private redis-server; the CPU of
+    children that already exited is included through their parents' ``cutime``/``cstime``. Unlike
+    wall time, this hardly moves when other programs compete for the cores. None without ``/proc``.
+    """
+    tree = _process_tree()
+    if tree is None:
+        return None
+    ticks = sum(int(x) for _pp, f, _c in tree.values() for x in f[11:15])  # utime stime cutime cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_by_kind() -> dict[str, float] | None:
+    """CPU seconds so far of this process tree by kind: ``jvm`` (with ``jit``, its compiler threads, a part
+    of it), ``python_workers`` (PySpark's daemon and the workers it forked, exited ones included),
+    ``driver`` (this process) and ``other`` (e.g. a redis-server). None without ``/proc``."""
+    tree = _process_tree()
+    if tree is None:
+        return None
+    tck = os.sysconf("SC_CLK_TCK")
+    out = {"jvm": 0.0, "jit": 0.0, "python_workers": 0.0, "driver": 0.0, "other": 0.0}
+    for pid, (ppid, f, cmd) in tree.items():
         own = (int(f[11]) + int(f[12])) / tck
         exe = cmd.split(" ", 1)[0]
-        if pid == me:
+        if pid == os.getpid():
             out["driver"] += own
         elif exe.endswith("/java") or exe == "java":
             out["jvm"] += own
-            for t in (proc / str(pid) / "task").iterdir():
+            for t in Path(f"/proc/{pid}/task").iterdir():
                 try:
                     traw = (t / "stat").read_text()
                 except OSError:
@@ -249,7 +236,7 @@ def tree_cpu_by_kind() -> dict[str, float] | None:
                     tf = traw[traw.rindex(")") + 2 :].split()
                     out["jit"] += (int(tf[11]) + int(tf[12])) / tck
         elif "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
-            daemon = _pp not in stat or "pyspark" not in stat[_pp][2]  # the workers' parent: reaps the exited ones
+            daemon = ppid not in tree or "pyspark" not in tree[ppid][2]  # the workers' parent: reaps the exited ones
             out["python_workers"] += own + ((int(f[13]) + int(f[14])) / tck if daemon else 0.0)
         else:
             out["other"] += own
