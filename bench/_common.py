@@ -96,7 +96,7 @@ def cpu_snapshot(exclude: tuple[str, ...] = ("kafka.Kafka", "redis-server", "nat
             text = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             continue
-        rest = text[text.rfind(")") + 2:].split()
+        rest = text[text.rfind(")") + 2 :].split()
         stats[pid] = rest
         children.setdefault(int(rest[1]), []).append(pid)
     out: dict[int, float] = {}
@@ -296,8 +296,7 @@ def postgres_database() -> Iterator[str]:
         close_backends()
         with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as conn:
             conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
-                "AND pid <> pg_backend_pid()",
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
                 (name,),
             )
             conn.execute(f'DROP DATABASE IF EXISTS "{name}"')

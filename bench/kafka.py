@@ -57,8 +57,9 @@ def key_of(i: int, keys: int) -> str:
 def fill(bootstrap: str, topic: str, n: int, keys: int) -> None:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000,
-                  "compression.type": "lz4"})
+    p = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000, "compression.type": "lz4"}
+    )
     for i in range(n):
         while True:
             try:
@@ -72,8 +73,14 @@ def fill(bootstrap: str, topic: str, n: int, keys: int) -> None:
 def plain_loop(bootstrap: str, topic: str, partitions: int, n: int) -> Counter[str]:
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"plain-{uuid.uuid4().hex}",
-                  "enable.auto.commit": False, "isolation.level": "read_committed"})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"plain-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     counts: Counter[str] = Counter()
     seen = 0
@@ -252,18 +259,34 @@ def main() -> int:  # noqa: PLR0915 - a script
             times.append(time.perf_counter() - t0)
             cpus.append(cpu_since(c0))
             assert got == expected, "plain loop: wrong counts"
-        rows.append({"variant": "plain loop: confluent-kafka consume()", "seconds": min(times),
-                     "events_per_s": n / min(times), "batches": None, "runs_s": times, "cpu_s": min(cpus),
-                     "load_1m": os.getloadavg()[0]})
+        rows.append(
+            {
+                "variant": "plain loop: confluent-kafka consume()",
+                "seconds": min(times),
+                "events_per_s": n / min(times),
+                "batches": None,
+                "runs_s": times,
+                "cpu_s": min(cpus),
+                "load_1m": os.getloadavg()[0],
+            }
+        )
         print(f"  plain loop: {human_rate(n / min(times))}", flush=True)
         times, cpus = [], []
         for _ in range(args.repeat):
             c0 = cpu_snapshot()
             times.append(spout_read(KafkaSpout(bs, topic), n))
             cpus.append(cpu_since(c0))
-        rows.append({"variant": "KafkaSpout.read() outside Spark (Arrow batches)", "seconds": min(times),
-                     "events_per_s": n / min(times), "batches": None, "runs_s": times, "cpu_s": min(cpus),
-                     "load_1m": os.getloadavg()[0]})
+        rows.append(
+            {
+                "variant": "KafkaSpout.read() outside Spark (Arrow batches)",
+                "seconds": min(times),
+                "events_per_s": n / min(times),
+                "batches": None,
+                "runs_s": times,
+                "cpu_s": min(cpus),
+                "load_1m": os.getloadavg()[0],
+            }
+        )
         print(f"  KafkaSpout.read(): {human_rate(n / min(times))}", flush=True)
 
         spark = local_spark("weir-bench-kafka")
@@ -281,8 +304,17 @@ def main() -> int:  # noqa: PLR0915 - a script
                 cpus.append(cpu_since(c0))
                 assert got == expected, f"{kind}: counts differ from the events written"
                 runs.append(secs)
-            rows.append({"variant": label, "seconds": min(runs), "events_per_s": n / min(runs),
-                         "batches": batches, "runs_s": runs, "cpu_s": min(cpus), "load_1m": load})
+            rows.append(
+                {
+                    "variant": label,
+                    "seconds": min(runs),
+                    "events_per_s": n / min(runs),
+                    "batches": batches,
+                    "runs_s": runs,
+                    "cpu_s": min(cpus),
+                    "load_1m": load,
+                }
+            )
             print(f"  {label}: {human_rate(n / min(runs))} ({batches} batches)", flush=True)
 
         m, per_txn = args.out_records, args.out_batch
@@ -291,14 +323,20 @@ def main() -> int:  # noqa: PLR0915 - a script
         out_rows.append({"variant": "plain transactional producer loop", "seconds": secs, "records_per_s": m / secs})
         secs = weir_publisher(bs, o2, m, per_txn)
         assert count_topic(bs, o2, args.partitions) == m
-        out_rows.append({"variant": "weir TransactionalPublisher (records + marker)", "seconds": secs,
-                         "records_per_s": m / secs})
+        out_rows.append(
+            {"variant": "weir TransactionalPublisher (records + marker)", "seconds": secs, "records_per_s": m / secs}
+        )
         src = create_topic(bs, args.partitions, name="outsrc")
         fill(bs, src, m, keys)
         secs, batches = retrying(storm_out_run, spark, bs, src, o3, per_txn, workdir)
         assert count_topic(bs, o3, args.partitions) == m
-        out_rows.append({"variant": f"weir Storm KafkaSpout -> KafkaBolt ({batches} batches)", "seconds": secs,
-                         "records_per_s": m / secs})
+        out_rows.append(
+            {
+                "variant": f"weir Storm KafkaSpout -> KafkaBolt ({batches} batches)",
+                "seconds": secs,
+                "records_per_s": m / secs,
+            }
+        )
         spark.stop()
     finally:
         close_kafka_clients()
@@ -311,15 +349,25 @@ def main() -> int:  # noqa: PLR0915 - a script
     for r in rows:
         r["vs_plain"] = r["events_per_s"] / ceiling
         r["vs_spark"] = r["events_per_s"] / spark_alone
-        table.append([r["variant"], f"{r['seconds']:.2f} s", human_rate(r["events_per_s"]),
-                      "" if r["batches"] is None else r["batches"], f"{r['vs_plain']:.2f}x", f"{r['vs_spark']:.2f}x",
-                      f"{r['cpu_s']:.1f} s", f"{r['load_1m']:.1f}"])
+        table.append(
+            [
+                r["variant"],
+                f"{r['seconds']:.2f} s",
+                human_rate(r["events_per_s"]),
+                "" if r["batches"] is None else r["batches"],
+                f"{r['vs_plain']:.2f}x",
+                f"{r['vs_spark']:.2f}x",
+                f"{r['cpu_s']:.1f} s",
+                f"{r['load_1m']:.1f}",
+            ]
+        )
     base = out_rows[0]["records_per_s"]
     out_table = []
     for r in out_rows:
         r["vs_plain"] = r["records_per_s"] / base
-        out_table.append([r["variant"], f"{r['seconds']:.2f} s", human_rate(r["records_per_s"]),
-                          f"{r['vs_plain']:.2f}x"])
+        out_table.append(
+            [r["variant"], f"{r['seconds']:.2f} s", human_rate(r["records_per_s"]), f"{r['vs_plain']:.2f}x"]
+        )
     print()
     print(f"{n:,} events, {args.partitions} partitions, batches of {per_batch:,}")
     print(format_table(["input", "time", "events/s", "batches", "vs plain", "vs Spark alone", "CPU", "load"], table))
@@ -328,11 +376,20 @@ def main() -> int:  # noqa: PLR0915 - a script
     print()
     print(f"{args.out_records:,} records out, {args.out_batch:,} per Kafka transaction")
     print(format_table(["output", "time", "records/s", "vs plain"], out_table))
-    path = write_results("kafka", {
-        "benchmark": "kafka", "events": n, "keys": keys, "partitions": args.partitions, "batch": per_batch,
-        "input": rows, "output": out_rows, "machine": machine(),
-        "spark_kafka_source": "unavailable: no spark-sql-kafka-0-10_2.13 4.3.0 on Maven Central",
-    })
+    path = write_results(
+        "kafka",
+        {
+            "benchmark": "kafka",
+            "events": n,
+            "keys": keys,
+            "partitions": args.partitions,
+            "batch": per_batch,
+            "input": rows,
+            "output": out_rows,
+            "machine": machine(),
+            "spark_kafka_source": "unavailable: no spark-sql-kafka-0-10_2.13 4.3.0 on Maven Central",
+        },
+    )
     print(f"\nwrote {path}")
     return 0
 

@@ -151,8 +151,9 @@ def plain_nats_fetch(url: str, stream: str, n: int) -> Counter[str]:
 
         nc = await nats.connect(url)
         js = nc.jetstream()
-        sub = await js.pull_subscribe(f"{stream.lower()}.>", stream=stream,
-                                      config=ConsumerConfig(ack_policy=AckPolicy.NONE))
+        sub = await js.pull_subscribe(
+            f"{stream.lower()}.>", stream=stream, config=ConsumerConfig(ack_policy=AckPolicy.NONE)
+        )
         counts: Counter[str] = Counter()
         got = 0
         while got < n:
@@ -269,8 +270,7 @@ def spark_alone_run(spark: Any, spout: Any, workdir: Path) -> tuple[float, int, 
             c.commit()
         batches[0] += 1
 
-    q = (df.writeStream.foreachBatch(add).option("checkpointLocation", str(state / "ckpt"))
-         .trigger(availableNow=True))
+    q = df.writeStream.foreachBatch(add).option("checkpointLocation", str(state / "ckpt")).trigger(availableNow=True)
     t0 = time.perf_counter()
     q.start().awaitTermination()
     secs = time.perf_counter() - t0
@@ -365,9 +365,13 @@ def main() -> int:
                 (fill_redis if b == "redis" else fill_nats)(urls[b], "WARMUP", warm_n, keys)
 
             for b in brokers:
-                loops = {"redis": [("XRANGE pages", lambda: plain_redis(urls["redis"], "EVENTS"))],
-                         "nats": [("pull fetch()", lambda: plain_nats_fetch(urls["nats"], "EVENTS", n)),
-                                  ("raw no_wait pulls", lambda: plain_nats_raw(urls["nats"], "EVENTS", n))]}[b]
+                loops = {
+                    "redis": [("XRANGE pages", lambda: plain_redis(urls["redis"], "EVENTS"))],
+                    "nats": [
+                        ("pull fetch()", lambda: plain_nats_fetch(urls["nats"], "EVENTS", n)),
+                        ("raw no_wait pulls", lambda: plain_nats_raw(urls["nats"], "EVENTS", n)),
+                    ],
+                }[b]
                 for label, fn in loops:
                     times = []
                     slow = label == "pull fetch()"  # informational, not the ceiling: once is enough
@@ -380,9 +384,18 @@ def main() -> int:
                         cpus.append(cpu_since(c0))
                         assert got == expected, f"plain loop {b} {label}: wrong counts"
                     secs = min(times)
-                    rows.append({"broker": b, "variant": f"plain loop: {label}", "seconds": secs,
-                                 "events_per_s": n / secs, "batches": None, "runs_s": times, "cpu_s": min(cpus),
-                                 "load_1m": load})
+                    rows.append(
+                        {
+                            "broker": b,
+                            "variant": f"plain loop: {label}",
+                            "seconds": secs,
+                            "events_per_s": n / secs,
+                            "batches": None,
+                            "runs_s": times,
+                            "cpu_s": min(cpus),
+                            "load_1m": load,
+                        }
+                    )
                     print(f"  {b:5s} plain loop ({label}): {human_rate(n / secs)}", flush=True)
 
             spark = get_spark()
@@ -405,9 +418,18 @@ def main() -> int:
                         assert got == expected, f"{kind} from {b}: counts differ from the events written"
                         runs.append(secs)
                     secs = min(runs)
-                    rows.append({"broker": b, "variant": VARIANT_LABEL[kind], "seconds": secs,
-                                 "events_per_s": n / secs, "batches": batches, "runs_s": runs, "cpu_s": min(cpus),
-                                 "load_1m": load})
+                    rows.append(
+                        {
+                            "broker": b,
+                            "variant": VARIANT_LABEL[kind],
+                            "seconds": secs,
+                            "events_per_s": n / secs,
+                            "batches": batches,
+                            "runs_s": runs,
+                            "cpu_s": min(cpus),
+                            "load_1m": load,
+                        }
+                    )
                     print(f"  {b:5s} {VARIANT_LABEL[kind]}: {human_rate(n / secs)} ({batches} batches)", flush=True)
             spark.stop()
     except Unavailable as exc:
@@ -416,8 +438,10 @@ def main() -> int:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
-    ceiling = {b: max(r["events_per_s"] for r in rows if r["broker"] == b and r["variant"].startswith("plain"))
-               for b in brokers}
+    ceiling = {
+        b: max(r["events_per_s"] for r in rows if r["broker"] == b and r["variant"].startswith("plain"))
+        for b in brokers
+    }
     table = []
     for r in rows:
         r["vs_ceiling"] = r["events_per_s"] / ceiling[r["broker"]]
@@ -425,21 +449,45 @@ def main() -> int:
             ok = "ok" if r["vs_ceiling"] >= TARGET else "BELOW"
         else:
             ok = ""
-        table.append([r["broker"], r["variant"], f"{r['seconds']:.2f} s", human_rate(r["events_per_s"]),
-                      "" if r["batches"] is None else r["batches"], f"{r['vs_ceiling']:.2f}x", ok,
-                      f"{r['cpu_s']:.1f} s", f"{r['load_1m']:.1f}"])
+        table.append(
+            [
+                r["broker"],
+                r["variant"],
+                f"{r['seconds']:.2f} s",
+                human_rate(r["events_per_s"]),
+                "" if r["batches"] is None else r["batches"],
+                f"{r['vs_ceiling']:.2f}x",
+                ok,
+                f"{r['cpu_s']:.1f} s",
+                f"{r['load_1m']:.1f}",
+            ]
+        )
     clients = client_versions()
     print()
-    print(f"{n:,} events per broker, batches of {per_batch:,}; clients: "
-          + ", ".join(f"{k} {v}" for k, v in clients.items()))
-    print(format_table(["broker", "variant", "time", "events/s", "batches", "vs ceiling", f"≥{TARGET}x", "CPU", "load"],
-                       table))
+    print(
+        f"{n:,} events per broker, batches of {per_batch:,}; clients: "
+        + ", ".join(f"{k} {v}" for k, v in clients.items())
+    )
+    print(
+        format_table(
+            ["broker", "variant", "time", "events/s", "batches", "vs ceiling", f"≥{TARGET}x", "CPU", "load"], table
+        )
+    )
     print("CPU: seconds of this process and its children (Spark's JVM, Python workers), the servers left out;")
     print("load: the 1-minute load average when the variant started (wall times are only comparable when low)")
-    path = write_results("sources", {
-        "events": n, "keys": keys, "max_records_per_batch": per_batch, "target_vs_ceiling": TARGET,
-        "target_applies_to": VARIANT_LABEL["trident"], "clients": clients, "machine": machine(), "results": rows,
-    })
+    path = write_results(
+        "sources",
+        {
+            "events": n,
+            "keys": keys,
+            "max_records_per_batch": per_batch,
+            "target_vs_ceiling": TARGET,
+            "target_applies_to": VARIANT_LABEL["trident"],
+            "clients": clients,
+            "machine": machine(),
+            "results": rows,
+        },
+    )
     print(f"\nwrote {path}")
     return 0
 

@@ -111,9 +111,7 @@ def _keys(n: int) -> list[str]:
     return [f"key:{i:07d}" for i in range(n)]
 
 
-def bench_provider(
-    name: str, url: str, sizes: list[int], n_puts: int, n_gets: int, runs: int
-) -> dict[str, Any]:
+def bench_provider(name: str, url: str, sizes: list[int], n_puts: int, n_gets: int, runs: int) -> dict[str, Any]:
     """Measure one provider; returns the JSON-ready results."""
     provider = StateFactory.from_url(url)
     ns = f"bench-{name}-0"
@@ -241,9 +239,7 @@ def render(results: dict[str, dict[str, Any]], sizes: list[int], targets: list[d
             ]
         )
     parts.append(
-        format_table(
-            ["provider", "puts/s (with commit)", "gets/s", "get", "Backend.get", "get_many keys/s"], rows
-        )
+        format_table(["provider", "puts/s (with commit)", "gets/s", "get", "Backend.get", "get_many keys/s"], rows)
     )
     headers = ["provider"]
     for size in sizes:
@@ -256,9 +252,7 @@ def render(results: dict[str, dict[str, Any]], sizes: list[int], targets: list[d
             c = res["commit"][str(size)]
             row += [human_duration(c["prepare_s"]), human_duration(c["commit_s"])]
         rows.append(row)
-    parts.append(
-        "commit latency (median; dirty keys = updates of existing rows)\n" + format_table(headers, rows)
-    )
+    parts.append("commit latency (median; dirty keys = updates of existing rows)\n" + format_table(headers, rows))
     rows = [
         [
             t["target"],
@@ -411,9 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="1k and 10k dirty keys only, fewer operations")
     parser.add_argument("--large", action="store_true", help="commit cost against state size, 1M-key commit")
     parser.add_argument("--big", type=int, default=1_000_000, help="--large: keys of the big change set")
-    parser.add_argument(
-        "--providers", default=",".join(STORES), help="comma-separated subset of " + ",".join(STORES)
-    )
+    parser.add_argument("--providers", default=",".join(STORES), help="comma-separated subset of " + ",".join(STORES))
     parser.add_argument("--runs", type=int, default=None, help="runs per commit size (default 5, quick 3)")
     args = parser.parse_args(argv)
     names = [p.strip() for p in args.providers.split(",") if p.strip()]

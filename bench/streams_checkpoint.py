@@ -163,9 +163,7 @@ def render(results: dict[str, Any]) -> str:
                     human_duration(c["restore_ms"] / 1000),
                 ]
             )
-    out = format_table(
-        ["store", "state", "mode", "pause", "checkpoint", "commit", "batch", "restore"], rows
-    )
+    out = format_table(["store", "state", "mode", "pause", "checkpoint", "commit", "batch", "restore"], rows)
     skipped = [f"{k}: {v['error']}" for k, v in results.items() if "error" in v]
     return out + ("\n\nskipped: " + "; ".join(skipped) if skipped else "")
 

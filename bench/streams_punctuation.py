@@ -107,8 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             "every": args.every,
             "cases": cases,
             "notes": (
-                "in-process task runner + coordinator, memory store, a stateless pass-through operator; "
-                "best of runs"
+                "in-process task runner + coordinator, memory store, a stateless pass-through operator; best of runs"
             ),
         },
     )

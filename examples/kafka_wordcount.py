@@ -50,7 +50,7 @@ if __name__ == "__main__":
     import weir
     from weir.demo import read_counts
 
-    bootstrap, topic, out_topic = (sys.argv[1:4] + ["127.0.0.1:9092", "lines", "words"][len(sys.argv[1:4]):])[:3]
+    bootstrap, topic, out_topic = (sys.argv[1:4] + ["127.0.0.1:9092", "lines", "words"][len(sys.argv[1:4]) :])[:3]
     status = weir.submit(NAME, CONF, topology(bootstrap, topic, out_topic)).process_available()
     counts = read_counts(CONF, NAME)
     print(f"committed txid {status.last_txid}; top words: {counts.most_common(10)}")

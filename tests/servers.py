@@ -267,9 +267,7 @@ class ServerProcess:
             )
         _LIVE.add(self)
         try:
-            wait_until(
-                self.ready, timeout=self.startup_timeout, what=f"{self.name} to start", alive=self._dead
-            )
+            wait_until(self.ready, timeout=self.startup_timeout, what=f"{self.name} to start", alive=self._dead)
         except BaseException:
             self.stop()
             raise
@@ -604,8 +602,7 @@ class PostgresDatabase:
         """Kill every connection to the database (as a server restart would); return how many."""
         with _pg_connect(self.admin_dsn) as conn:
             rows = conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = %s AND pid <> pg_backend_pid()",
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
                 (self.name,),
             ).fetchall()
         return len(rows)
@@ -653,7 +650,7 @@ def kafka_jars() -> Path:
     jars = cache / f"kafka-{kafka_version()}"
     if not (jars / ".complete").exists() and shutil.which("mvn") and shutil.which("bash"):
         script = (
-            f"apt_install() {{ echo \"install $* by hand\" >&2; return 1; }}; "
+            f'apt_install() {{ echo "install $* by hand" >&2; return 1; }}; '
             f"ROOT={KAFKA_POM.parents[2]}; . {KAFKA_SETUP}"
         )
         subprocess.run(["bash", "-c", script], check=False, capture_output=True, timeout=900)
@@ -673,8 +670,14 @@ def _kafka_cluster_id() -> str:
 
 
 #: small JVMs and few threads: brokers share a 2-core machine with Spark
-KAFKA_JVM = ["-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k",
-             "-Djava.awt.headless=true"]
+KAFKA_JVM = [
+    "-Xms64m",
+    "-Xmx512m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-Xss512k",
+    "-Djava.awt.headless=true",
+]
 
 
 class KafkaBroker(ServerProcess):
@@ -721,8 +724,15 @@ class KafkaBroker(ServerProcess):
                 "appender.out.layout.pattern = [%d] %p %m (%c)%n\nlogger.kafka.name = kafka.server.KafkaServer\n"
                 "logger.kafka.level = INFO\n"
             )
-        return [shutil.which("java") or "java", *KAFKA_JVM, f"-Dlog4j2.configurationFile={log_conf}", "-cp",
-                f"{self.jars}/*", main, *args]
+        return [
+            shutil.which("java") or "java",
+            *KAFKA_JVM,
+            f"-Dlog4j2.configurationFile={log_conf}",
+            "-cp",
+            f"{self.jars}/*",
+            main,
+            *args,
+        ]
 
     def write_config(self) -> None:
         """``server.properties``: loopback listeners, small thread pools, replication as configured."""
@@ -820,8 +830,16 @@ class KafkaCluster:
         voters = ",".join(f"{i + 1}@127.0.0.1:{c}" for i, (_, c) in enumerate(ports))
         cid = _kafka_cluster_id()
         self.brokers = [
-            KafkaBroker(self.workdir / f"node{i + 1}", node_id=i + 1, port=p, controller_port=c, voters=voters,
-                        cluster_id=cid, replication=min(3, nodes), expected_brokers=nodes)
+            KafkaBroker(
+                self.workdir / f"node{i + 1}",
+                node_id=i + 1,
+                port=p,
+                controller_port=c,
+                voters=voters,
+                cluster_id=cid,
+                replication=min(3, nodes),
+                expected_brokers=nodes,
+            )
             for i, (p, c) in enumerate(ports)
         ]
 
@@ -856,9 +874,15 @@ class KafkaCluster:
         for b in self.brokers:  # a node waits for the quorum: start all, then wait
             b.format()
             with open(b.log_path, "ab") as log:
-                b.proc = subprocess.Popen(b.command(), cwd=b.workdir, stdin=subprocess.DEVNULL, stdout=log,
-                                          stderr=subprocess.STDOUT, start_new_session=True,
-                                          preexec_fn=_set_pdeathsig)
+                b.proc = subprocess.Popen(
+                    b.command(),
+                    cwd=b.workdir,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=_set_pdeathsig,
+                )
             _LIVE.add(b)
         for b in self.brokers:
             wait_until(b.ready, timeout=b.startup_timeout, what=f"kafka node {b.node_id} to start", alive=b._dead)
@@ -989,9 +1013,7 @@ class HBaseServer:
     the write-ahead log is flushed to the local file system on every write).
     """
 
-    def __init__(
-        self, workdir: str | os.PathLike[str] | None = None, *, tables: Sequence[str] = ("state",)
-    ) -> None:
+    def __init__(self, workdir: str | os.PathLike[str] | None = None, *, tables: Sequence[str] = ("state",)) -> None:
         self._own_dir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="weir-hbase-"))
         self.java = require_binary("java")

@@ -105,9 +105,7 @@ def _word(rng: random.Random, i: int) -> str:
     return "".join(rng.choice(letters) for _ in range(3 + i % 6)) + str(i)
 
 
-def read_counts(
-    conf: Mapping[str, Any], topology: str, component: str = "count", parallelism: int = 2
-) -> Counter[Any]:
+def read_counts(conf: Mapping[str, Any], topology: str, component: str = "count", parallelism: int = 2) -> Counter[Any]:
     """The committed counts of every task namespace of ``component``."""
     from weir.state import StateFactory
 

@@ -91,7 +91,12 @@ class BoltTester:
             bolt.window_config.validate(component, self._inputs)
         self.shape = execute_shape(bolt, component)
         self.context = TopologyContext(
-            topology, component, task, parallelism, self.conf, {component: parallelism},
+            topology,
+            component,
+            task,
+            parallelism,
+            self.conf,
+            {component: parallelism},
             {s: tuple(f) for s, f in streams.items()},
         )
         self.collector = OutputCollector(component, task, streams, topology=topology, acking=True)
@@ -134,7 +139,10 @@ class BoltTester:
                 return tup
 
             self.windows = WindowManager(
-                self.bolt.window_config, self.window_state, make_tuple, sorted(self._inputs),
+                self.bolt.window_config,
+                self.window_state,
+                make_tuple,
+                sorted(self._inputs),
                 where=f"topology {self.context.topology!r}, component {self.context.component_id!r}",
             )
 

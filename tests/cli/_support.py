@@ -48,9 +48,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> Result:
     return Result(code, got.out, got.err)
 
 
-def run_subprocess(
-    *argv: str, cwd: str | Path | None = None, env: dict[str, str | None] | None = None
-) -> Result:
+def run_subprocess(*argv: str, cwd: str | Path | None = None, env: dict[str, str | None] | None = None) -> Result:
     """``python -m weir ARGV...`` in a child process (``env`` entries set to None are removed)."""
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = os.pathsep.join([str(SRC), full_env.get("PYTHONPATH", "")]).rstrip(os.pathsep)

@@ -253,6 +253,7 @@ def test_ctrl_c_stops_at_a_batch_boundary_exit_130_no_jvm_left(tmp_path: Path) -
     proc = _start_weir(["run", str(EXAMPLES / "wordcount.py"), "--conf", f"input={inp}"], tmp_path)
     conf = {"weir.state.dir": str(tmp_path / "weir-state")}
     try:
+
         def committed() -> int:
             if not (tmp_path / "weir-state" / "state.db").exists():
                 return 0

@@ -38,9 +38,7 @@ def fill(url: str) -> dict[str, tuple[int | None, int]]:
         for _ in range(3):
             b.acquire_epoch("wc-count-0")
         commit_rows(b, "wc-count-0", {f"word{i}": i for i in range(6000)}, 10, epoch=3)
-        commit_rows(
-            b, "wc-count-0", {f"word{i}": -i for i in range(5000, 10000)}, 11, deletes=["word1"], epoch=3
-        )
+        commit_rows(b, "wc-count-0", {f"word{i}": -i for i in range(5000, 10000)}, 11, deletes=["word1"], epoch=3)
         commit_rows(
             b,
             "wc-count-1",
@@ -58,9 +56,7 @@ def fill(url: str) -> dict[str, tuple[int | None, int]]:
             raw[key] = bytes(range(256)) * rnd.randrange(3)
         raw[b"\x00"] = b""
         raw[b"\xff\xfe"] = b"\x00\x00"
-        commit_rows(
-            b, RAW_NS, raw, 123456789012, key_serializer=BytesSerializer(), value_serializer=BytesSerializer()
-        )
+        commit_rows(b, RAW_NS, raw, 123456789012, key_serializer=BytesSerializer(), value_serializer=BytesSerializer())
         coord = TransactionalKeyValueState(b, "$checkpointspout-wc")
         coord.put("__state", {"txid": 11, "phase": "COMMITTED", "epoch": 3})
         coord.commit()
@@ -126,9 +122,7 @@ def pg_url(postgres_database: PostgresDatabase) -> Iterator[str]:
 
 @pytest.mark.services
 @pytest.mark.slow
-def test_round_trip_sqlite_redis_postgres_sqlite(
-    capsys: Cap, tmp_path: Path, redis_url: str, pg_url: str
-) -> None:
+def test_round_trip_sqlite_redis_postgres_sqlite(capsys: Cap, tmp_path: Path, redis_url: str, pg_url: str) -> None:
     first = f"sqlite:///{tmp_path / 'first.db'}"
     last = f"sqlite:///{tmp_path / 'last.db'}"
     expected = fill(first)

@@ -395,9 +395,7 @@ def test_read_commands_never_create_a_sqlite_file(capsys: Cap, tmp_path: Path) -
         r = run(capsys, "state", *argv, "--url", f"sqlite:///{missing}")
         assert r.code == 2, argv
         assert f"no SQLite state store at {missing}" in r.err
-    r = run(
-        capsys, "state", "migrate", "--from", f"sqlite:///{missing}", "--to", f"sqlite:///{tmp_path / 'b.db'}"
-    )
+    r = run(capsys, "state", "migrate", "--from", f"sqlite:///{missing}", "--to", f"sqlite:///{tmp_path / 'b.db'}")
     assert r.code == 2
     assert r.err.startswith("weir: error: --from: no SQLite state store")
     assert not (tmp_path / "no").exists()

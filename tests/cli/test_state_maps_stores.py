@@ -103,8 +103,7 @@ def pg_maps(url: str) -> tuple[dict[str, str], dict[str, Any]]:
     tag = uuid.uuid4().hex[:8]
     names = {kind: f"m{tag}_{kind[:5]}" for kind in KINDS}
     factories = {
-        kind: getattr(PostgresMapState, kind)(url, table=names[kind], key_columns={"word": "TEXT"})
-        for kind in KINDS
+        kind: getattr(PostgresMapState, kind)(url, table=names[kind], key_columns={"word": "TEXT"}) for kind in KINDS
     }
     return names, factories
 
@@ -142,7 +141,11 @@ def test_postgres_dump_pages_through_a_composite_key_in_key_order(
     state.commit(3)
     got = dump_of(capsys, postgres_url, f"trident:{name}")
     assert [(d["key"], d["value"]["val"]) for d in got] == [
-        (["a", 2], {"n": 1}), (["a", 10], {"n": 2}), (["b", 0], {"n": 3}), (["b", 1], {"n": 0}), (["c", 5], {"n": 4}),
+        (["a", 2], {"n": 1}),
+        (["a", 10], {"n": 2}),
+        (["b", 0], {"n": 3}),
+        (["b", 1], {"n": 0}),
+        (["c", 5], {"n": 4}),
     ]
 
 

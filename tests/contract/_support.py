@@ -54,9 +54,7 @@ def provider_of(url: str, **options: Any) -> KeyValueStateProvider:
 
 
 @contextmanager
-def independent_reader(
-    provider: KeyValueStateProvider, namespace: str
-) -> Iterator[TransactionalKeyValueState]:
+def independent_reader(provider: KeyValueStateProvider, namespace: str) -> Iterator[TransactionalKeyValueState]:
     """A state of ``namespace`` over a *new* backend (its own connections), closed afterwards.
 
     A same-connection reader could see a writer's open SQL transaction; this one cannot.
@@ -64,9 +62,7 @@ def independent_reader(
     template = provider.new_state(namespace)
     backend = open_backend(provider.config, fresh=True)
     try:
-        yield TransactionalKeyValueState(
-            backend, namespace, template.key_serializer, template.value_serializer
-        )
+        yield TransactionalKeyValueState(backend, namespace, template.key_serializer, template.value_serializer)
     finally:
         backend.close()
 

@@ -220,9 +220,7 @@ def test_scan_count_get_many_namespaces_drop(backend: PostgresBackend) -> None:
 
 def test_commit_applies_tombstones_and_upserts(backend: PostgresBackend) -> None:
     backend.put_many("ns", [(b"a", b"1"), (b"b", b"2"), (b"c", b"3"), (b"a", b"1")])
-    backend.write_prepared(
-        "ns", 1, {b"a": None, b"b": b"20", b"d": b"4", b"zz": None, b"\x00\xff": b""}, None
-    )
+    backend.write_prepared("ns", 1, {b"a": None, b"b": b"20", b"d": b"4", b"zz": None, b"\x00\xff": b""}, None)
     backend.commit_prepared("ns", 1, None)
     assert dict(backend.scan("ns")) == {b"\x00\xff": b"", b"b": b"20", b"c": b"3", b"d": b"4"}
     assert backend.txids("ns").prepared is None

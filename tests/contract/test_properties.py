@@ -91,9 +91,7 @@ def _run(provider: Any, ops: list[tuple[Any, ...]]) -> None:
             assert state.delete(op[1]) == m.lookup(op[1])
             m.pending[op[1]] = None
         elif kind == "get":
-            assert state.get(op[1], "<none>") == (
-                m.lookup(op[1]) if m.lookup(op[1]) is not None else "<none>"
-            )
+            assert state.get(op[1], "<none>") == (m.lookup(op[1]) if m.lookup(op[1]) is not None else "<none>")
         elif kind == "prepare":
             txid = m.next_txid
             m.next_txid += 1
@@ -137,7 +135,5 @@ def _run(provider: Any, ops: list[tuple[Any, ...]]) -> None:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(ops=st.lists(OPS, min_size=8, max_size=40))
-def test_random_protocol_sequences_match_the_dict_model(
-    provider_url: str, ops: list[tuple[Any, ...]]
-) -> None:
+def test_random_protocol_sequences_match_the_dict_model(provider_url: str, ops: list[tuple[Any, ...]]) -> None:
     _run(provider_of(provider_url), ops)

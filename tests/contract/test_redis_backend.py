@@ -300,6 +300,7 @@ def test_mode_mismatch_is_a_config_error(standalone_url: str, cluster_url: str) 
     with pytest.raises(ConfigError, match="Cluster node.*redis\\+cluster://"):
         _backend(f"redis://{first}/0")
 
+
 def test_settings_parsing() -> None:
     s = RedisSettings.from_url("redis://:p%40ss@example.org:6380/3?timeout=500")
     assert (s.nodes, s.database, s.password, s.timeout_ms, s.cluster) == (

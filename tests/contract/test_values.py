@@ -122,9 +122,7 @@ def test_large_keys(provider_url: str) -> None:
     state = provider.new_state(ns)
     rnd = random.Random(11)
     # incompressible keys of 8 KiB and 64 KiB (e.g. a long URL or a document used as a key)
-    keys = [
-        "".join(rnd.choice(string.ascii_letters + string.digits) for _ in range(n)) for n in (8192, 65536)
-    ]
+    keys = ["".join(rnd.choice(string.ascii_letters + string.digits) for _ in range(n)) for n in (8192, 65536)]
     keys.append(os.urandom(8192))
     for i, k in enumerate(keys):
         state.put(k, i)

@@ -27,10 +27,12 @@ MAX_RECORDS = 150
 
 def spouts(redis_url: str, redis_stream: str, nats_url: str, nats_stream: str) -> dict[str, Any]:
     return {
-        "redis": RedisStreamSpout(redis_url, redis_stream, ["key"], max_records_per_batch=MAX_RECORDS,
-                                  connect_timeout_s=15),
-        "nats": NatsSpout(nats_url, nats_stream, fields=["key"], max_records_per_batch=MAX_RECORDS,
-                          connect_timeout_s=15),
+        "redis": RedisStreamSpout(
+            redis_url, redis_stream, ["key"], max_records_per_batch=MAX_RECORDS, connect_timeout_s=15
+        ),
+        "nats": NatsSpout(
+            nats_url, nats_stream, fields=["key"], max_records_per_batch=MAX_RECORDS, connect_timeout_s=15
+        ),
     }
 
 

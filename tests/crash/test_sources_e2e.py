@@ -39,8 +39,12 @@ class Driver:
 
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(DRIVER), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, start_new_session=True,
+            [sys.executable, str(DRIVER), *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.out: list[str] = []
@@ -192,8 +196,16 @@ def test_exactly_once_from_redis_and_nats_through_driver_and_broker_crashes(
         stream, nstream, subject = "events", "EVENTS", "events.in"
         create_nats_stream(nats_server.url, nstream, subject)
         producer = Producer(redis_server.port, nats_server.url, stream, subject, seconds=40)
-        args = [str(tmp_path / "state"), postgres_database.url, redis_server.url, stream, nats_server.url,
-                nstream, name, kinds]
+        args = [
+            str(tmp_path / "state"),
+            postgres_database.url,
+            redis_server.url,
+            stream,
+            nats_server.url,
+            nstream,
+            name,
+            kinds,
+        ]
         env = {k: v for k, v in os.environ.items() if k not in ("WEIR_CRASH_AT", "WEIR_CRASH_PGID")}
         env["PYSPARK_PYTHON"] = sys.executable
         producer.start()

@@ -32,22 +32,33 @@ def kafka_broker() -> Iterator[KafkaBroker]:
         broker.close()
 
 
-def create_topic(bootstrap: str, partitions: int = 1, replication: int = 1, name: str | None = None,
-                 config: dict[str, str] | None = None) -> str:
+def create_topic(
+    bootstrap: str,
+    partitions: int = 1,
+    replication: int = 1,
+    name: str | None = None,
+    config: dict[str, str] | None = None,
+) -> str:
     """Create a topic (random name unless given) and wait until it exists."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     topic = name or f"t-{uuid.uuid4().hex[:10]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(topic, partitions, replication, config=config or {})],
-                                  operation_timeout=60, request_timeout=60)
+    futures = admin.create_topics(
+        [NewTopic(topic, partitions, replication, config=config or {})], operation_timeout=60, request_timeout=60
+    )
     for f in futures.values():
         f.result(120)
     return topic
 
 
-def produce(bootstrap: str, topic: str, records: list[tuple[bytes | str | None, bytes | str | None]],
-            partition: int | None = None, headers: list[tuple[str, bytes]] | None = None) -> None:
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: list[tuple[bytes | str | None, bytes | str | None]],
+    partition: int | None = None,
+    headers: list[tuple[str, bytes]] | None = None,
+) -> None:
     """Write ``(key, value)`` records (idempotent producer, acks=all) and wait for every ack."""
     from confluent_kafka import Producer
 
@@ -91,15 +102,47 @@ class SecureKafkaBroker(KafkaBroker):
         key = self.workdir / "broker-key.pem"
         openssl = shutil.which("openssl") or "openssl"
         subprocess.run(
-            [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
-             str(self.ca_path), "-days", "2", "-subj", "/CN=localhost",
-             "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-            check=True, capture_output=True, timeout=120,
+            [
+                openssl,
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                str(key),
+                "-out",
+                str(self.ca_path),
+                "-days",
+                "2",
+                "-subj",
+                "/CN=localhost",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
         )
         subprocess.run(
-            [openssl, "pkcs12", "-export", "-in", str(self.ca_path), "-inkey", str(key), "-out",
-             str(self.keystore), "-passout", "pass:keystore-pw", "-name", "broker"],
-            check=True, capture_output=True, timeout=120,
+            [
+                openssl,
+                "pkcs12",
+                "-export",
+                "-in",
+                str(self.ca_path),
+                "-inkey",
+                str(key),
+                "-out",
+                str(self.keystore),
+                "-passout",
+                "pass:keystore-pw",
+                "-name",
+                "broker",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
         )
 
     def write_config(self) -> None:
@@ -111,17 +154,19 @@ class SecureKafkaBroker(KafkaBroker):
         props["listeners"] += f",SASL_SSL://127.0.0.1:{self.secure_port}"
         props["advertised.listeners"] += f",SASL_SSL://127.0.0.1:{self.secure_port}"
         props["listener.security.protocol.map"] += ",SASL_SSL:SASL_SSL"
-        props.update({
-            "sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.sasl_ssl.plain.sasl.jaas.config": (
-                "org.apache.kafka.common.security.plain.PlainLoginModule required "
-                f'username="admin" password="admin-pw" user_admin="admin-pw" user_{SASL_USER}="{SASL_PASSWORD}";'
-            ),
-            "ssl.keystore.type": "PKCS12",
-            "ssl.keystore.location": str(self.keystore),
-            "ssl.keystore.password": "keystore-pw",
-            "ssl.key.password": "keystore-pw",
-        })
+        props.update(
+            {
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_ssl.plain.sasl.jaas.config": (
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                    f'username="admin" password="admin-pw" user_admin="admin-pw" user_{SASL_USER}="{SASL_PASSWORD}";'
+                ),
+                "ssl.keystore.type": "PKCS12",
+                "ssl.keystore.location": str(self.keystore),
+                "ssl.keystore.password": "keystore-pw",
+                "ssl.key.password": "keystore-pw",
+            }
+        )
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
     @property
@@ -131,8 +176,13 @@ class SecureKafkaBroker(KafkaBroker):
 
     def client_config(self, password: str = SASL_PASSWORD) -> dict[str, str]:
         """What a client passes through to reach the SASL_SSL listener as alice."""
-        return {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": SASL_USER,
-                "sasl.password": password, "ssl.ca.location": str(self.ca_path)}
+        return {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": SASL_USER,
+            "sasl.password": password,
+            "ssl.ca.location": str(self.ca_path),
+        }
 
 
 @pytest.fixture(scope="session")

@@ -65,8 +65,12 @@ class KafkaDriver(Driver):
 
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(DRIVER), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, start_new_session=True,
+            [sys.executable, str(DRIVER), *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.out: list[str] = []
@@ -95,8 +99,15 @@ def read_committed(bootstrap: str, topic: str) -> list[tuple[str, str]]:
     from confluent_kafka.admin import AdminClient
 
     md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "isolation.level": "read_committed",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "check",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     out: list[tuple[str, str]] = []
     try:
         for p in md.topics[topic].partitions:

@@ -24,8 +24,15 @@ def read_committed_secure(broker: SecureKafkaBroker, topic: str) -> list[tuple[s
     """Every record of ``topic`` (one partition) as a read_committed consumer on the SASL_SSL listener sees it."""
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": broker.secure_bootstrap, **broker.client_config(), "group.id": "check",
-                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": broker.secure_bootstrap,
+            **broker.client_config(),
+            "group.id": "check",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
     out: list[tuple[str, str]] = []
     try:
         tp = TopicPartition(topic, 0)
@@ -51,8 +58,12 @@ def test_spout_reads_through_sasl_ssl(secure_kafka_broker: SecureKafkaBroker) ->
     rows = [r for s, e in sp.partitions(start, end) for r in sp.records(s, e)]
     assert sorted(r[1] for r in rows) == sorted(f"v{i}" for i in range(50))
     # the same listener without credentials is refused: the settings really went through
-    plain = KafkaSpout(b.secure_bootstrap, t, config={"security.protocol": "SSL", "ssl.ca.location": str(b.ca_path)},
-                       connect_timeout_s=5)
+    plain = KafkaSpout(
+        b.secure_bootstrap,
+        t,
+        config={"security.protocol": "SSL", "ssl.ca.location": str(b.ca_path)},
+        connect_timeout_s=5,
+    )
     with pytest.raises(SourceError, match="cannot reach the Kafka brokers"):
         plain.check_reachable()
 
@@ -69,7 +80,8 @@ def test_trident_publishes_exactly_once_through_sasl_ssl(
     tid = f"secure-{uuid.uuid4().hex[:6]}"
     t = TridentTopology()
     t.new_stream("kafka", KafkaSpout(b.secure_bootstrap, src, config=cfg, max_records_per_batch=70)).partition_persist(
-        KafkaStateFactory(b.secure_bootstrap, out, tid, config=cfg), ["key", "value"],
+        KafkaStateFactory(b.secure_bootstrap, out, tid, config=cfg),
+        ["key", "value"],
         KafkaStateUpdater(value_field="value", key_field="key"),
     )
     st = weir.submit("ksecure", {"weir.state.dir": str(tmp_path / "state")}, t, spark=spark).process_available(
@@ -92,7 +104,8 @@ def test_a_wrong_password_fails_clearly_with_the_password_redacted(
 
     topo = TridentTopology()
     topo.new_stream("kafka", builder_spout).partition_persist(
-        KafkaStateFactory(b.secure_bootstrap, t, "never", config=b.client_config(wrong)), ["key", "value"],
+        KafkaStateFactory(b.secure_bootstrap, t, "never", config=b.client_config(wrong)),
+        ["key", "value"],
         KafkaStateUpdater(value_field="value", key_field="key"),
     )
     with pytest.raises(SourceError) as err:  # at submit, before any Spark query starts

@@ -41,8 +41,16 @@ def test_records_carry_key_value_topic_partition_offset_timestamp_headers(kafka_
 def test_value_schema_and_malformed_records_are_named(kafka_broker: KafkaBroker) -> None:
     b = kafka_broker.bootstrap
     t = create_topic(b, 1)
-    produce(b, t, [("a", json.dumps({"word": "x", "n": 3})), ("b", "{not json"),
-                   ("c", json.dumps({"word": "y", "n": "many"})), ("d", json.dumps([1]))])
+    produce(
+        b,
+        t,
+        [
+            ("a", json.dumps({"word": "x", "n": 3})),
+            ("b", "{not json"),
+            ("c", json.dumps({"word": "y", "n": "many"})),
+            ("d", json.dumps([1])),
+        ],
+    )
     rows = all_records(KafkaSpout(b, t, value_schema="word STRING, n BIGINT"))
     assert rows[0][:3] == ("a", "x", 3) and rows[0][-1] is None
     assert rows[1][:3] == (None, None, None)

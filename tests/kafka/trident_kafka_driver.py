@@ -26,7 +26,8 @@ def main() -> int:
     t = TridentTopology()
     spout = KafkaSpout(bootstrap, topic, max_records_per_batch=MAX_RECORDS, connect_timeout_s=20)
     t.new_stream("kafka", spout).partition_persist(
-        KafkaStateFactory(bootstrap, out_topic, tid), ["key", "value"],
+        KafkaStateFactory(bootstrap, out_topic, tid),
+        ["key", "value"],
         KafkaStateUpdater(value_field="value", key_field="key"),
     )
     conf = {"weir.state.dir": state_dir, "weir.spark.master": "local[2]"}

@@ -12,13 +12,21 @@ from hypothesis import strategies as st
 from weir import _data
 
 _SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(), st.binary(),
-    st.dates(), st.datetimes(), st.decimals(allow_nan=False, allow_infinity=False),
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.text(),
+    st.binary(),
+    st.dates(),
+    st.datetimes(),
+    st.decimals(allow_nan=False, allow_infinity=False),
 )
 _VALUES = st.recursive(
     _SCALARS,
     lambda inner: st.one_of(
-        st.lists(inner, max_size=4), st.lists(inner, max_size=4).map(tuple),
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=4).map(tuple),
         st.dictionaries(st.one_of(st.text(), st.integers()), inner, max_size=4),
         st.frozensets(st.one_of(st.text(), st.integers()), max_size=4),
     ),

@@ -25,9 +25,7 @@ def _write(corpus: Path, n: int, words: str) -> None:
     tmp.rename(corpus / f"part-{n:05d}.txt")
 
 
-def test_admin_writes_to_a_running_topology(
-    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_admin_writes_to_a_running_topology(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     corpus = tmp_path / "in"
     db = tmp_path / "state.db"
     url = f"sqlite:///{db}"
@@ -41,8 +39,11 @@ def test_admin_writes_to_a_running_topology(
     live = weir.submit("live", conf, topo, spark=spark).start()
     try:
         wait_until(lambda: read_counts(conf, "live").get("alpha") == 1, timeout=120, what="the first batch")
-        ns = next(f"live-count-{i}" for i in range(2) if run(capsys, "state", "get", "--url", url,
-                                                              f"live-count-{i}", "alpha").code == 0)
+        ns = next(
+            f"live-count-{i}"
+            for i in range(2)
+            if run(capsys, "state", "get", "--url", url, f"live-count-{i}", "alpha").code == 0
+        )
         refused = run(capsys, "state", "put", "--url", url, ns, "alpha", "100")
         assert refused.code != 0
         assert f"namespace {ns!r} belongs to topology 'live', which is running" in refused.err

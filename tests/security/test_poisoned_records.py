@@ -45,8 +45,12 @@ class _Provider:
 
 
 def _backend(url: str) -> Any:
-    return open_backend(parse_provider_config({"topology.state.provider": provider_from_url(url),
-                                               "topology.state.provider.config": {"url": url}}), fresh=True)
+    return open_backend(
+        parse_provider_config(
+            {"topology.state.provider": provider_from_url(url), "topology.state.provider.config": {"url": url}}
+        ),
+        fresh=True,
+    )
 
 
 @pytest.mark.parametrize("provider_url", ["sqlite", "redis", "postgres"], indirect=True)
@@ -79,14 +83,20 @@ def test_every_record_kind_poisoned_runs_nothing(provider_url: str, tmp_path: Pa
         expect("dead letter", lambda: letters.get("000000000001:000000"), "t-$deadletter")
 
         # ---- Trident: the opaque journal (raw pickle, pickle tag, versioned) and a map-state cell
-        for i, row in enumerate((evil, b"p" + evil, JOURNAL_V1 + b"p" + evil,
-                                 JOURNAL_V1 + _data.encode((7, [("a",)]))[:1] + b"p" + evil)):
+        for i, row in enumerate(
+            (evil, b"p" + evil, JOURNAL_V1 + b"p" + evil, JOURNAL_V1 + _data.encode((7, [("a",)]))[:1] + b"p" + evil)
+        ):
             backend.write_direct(ck_ns, {journal_key("s", 0): row}, None)
-            expect(f"trident journal {i}", lambda: read_touches(_Provider(backend), ck_ns, "s", 1, 7),
-                   ck_ns, "trident-journal/s/0")
+            expect(
+                f"trident journal {i}",
+                lambda: read_touches(_Provider(backend), ck_ns, "s", 1, 7),
+                ck_ns,
+                "trident-journal/s/0",
+            )
         assert "holds a pickle payload" in errors["trident journal 1"]
-        expect("trident cell", lambda: decode_cell(evil, StateType.OPAQUE, ("w",), where="map 'm' key ('w',)"),
-               "map 'm'")
+        expect(
+            "trident cell", lambda: decode_cell(evil, StateType.OPAQUE, ("w",), where="map 'm' key ('w',)"), "map 'm'"
+        )
 
         # ---- Streams: the head, and checkpoint chunks with valid size and CRC (a forger computes them)
         ns = "t-win-0"

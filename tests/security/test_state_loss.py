@@ -79,8 +79,10 @@ def test_redis_without_persistence_restarted_then_the_loss_accepted(spark: Any, 
         # accepted: the record is re-based at once, so a restart without new data is not refused again
         close_backends()
         run = weir.submit(
-            "lossy", {**conf, "weir.accept.state.loss": True},
-            wordcount_topology(str(corpus), parallelism=2, files_per_batch=1), spark=spark,
+            "lossy",
+            {**conf, "weir.accept.state.loss": True},
+            wordcount_topology(str(corpus), parallelism=2, files_per_batch=1),
+            spark=spark,
         )
         assert run.coordinator is not None
         close_backends()

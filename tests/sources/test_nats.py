@@ -101,9 +101,7 @@ def test_read_json_with_subject_and_sequence(nats_server: NatsServer) -> None:
     url = nats_server.url
     s = make_stream(url)
     publish(url, s, [*nums(3), b"not json", b"[1, 2]", json.dumps({"key": "z", "n": "x"}).encode()])
-    spout = NatsSpout(
-        url, s, format="json", schema="key STRING, n BIGINT", subject_field="subject", seq_field="seq"
-    )
+    spout = NatsSpout(url, s, format="json", schema="key STRING, n BIGINT", subject_field="subject", seq_field="seq")
     assert spout.fields == ["key", "n", "subject", "seq"]
     rows = list(spout.records(off(s, 0), spout.latest_offset(off(s, 0), ReadLimit())))
     sub = s.lower()

@@ -206,7 +206,9 @@ def test_pages_are_converted_by_column_whatever_the_field_order(r: redis.Redis, 
     assert got[1][0] is None and f"stream '{b}' entry 2-0: field 'key'" in got[1][1]
     raw = RedisStreamSpout(redis_server.url, b, schema="key BINARY")
     assert [x[0] for x in raw.records({b: {"id": "0-0", "n": 0}}, {b: {"id": "3-0", "n": 3}})] == [
-        b"ok1", b"\xff\xfe", b"ok3"
+        b"ok1",
+        b"\xff\xfe",
+        b"ok3",
     ]
 
 

@@ -137,9 +137,11 @@ def test_records_reach_spark_as_arrow_batches_of_the_declared_schema() -> None:
 
 @pytest.mark.parametrize(
     ("record", "needle"),
-    [((1,), r"a record of 1 values \(1,\); the output has \['n', 'key'\]"),
-     (("x", "k"), r"field 'n' \(int64\) cannot hold str 'x'"),
-     ((2**70, "k"), r"field 'n' \(int64\) cannot hold int")],
+    [
+        ((1,), r"a record of 1 values \(1,\); the output has \['n', 'key'\]"),
+        (("x", "k"), r"field 'n' \(int64\) cannot hold str 'x'"),
+        ((2**70, "k"), r"field 'n' \(int64\) cannot hold int"),
+    ],
 )
 def test_records_that_do_not_fit_the_schema_name_the_field(record: tuple[Any, ...], needle: str) -> None:
     class Bad(Numbers):
@@ -228,8 +230,16 @@ def test_converters() -> None:
     assert converter("DOUBLE")(b"2.5") == 2.5
     assert converter("BOOLEAN")(b"TRUE") is True and converter("BOOLEAN")(0) is False
     assert converter("BINARY")("x") == b"x"
-    for typ, bad in [("INT", b"2147483648"), ("TINYINT", 200), ("BIGINT", b"x"), ("BIGINT", 1.5),
-                     ("BIGINT", True), ("BOOLEAN", b"maybe"), ("STRING", b"\xff"), ("DOUBLE", b"")]:
+    for typ, bad in [
+        ("INT", b"2147483648"),
+        ("TINYINT", 200),
+        ("BIGINT", b"x"),
+        ("BIGINT", 1.5),
+        ("BIGINT", True),
+        ("BOOLEAN", b"maybe"),
+        ("STRING", b"\xff"),
+        ("DOUBLE", b""),
+    ]:
         with pytest.raises(ValueError):
             converter(typ)(bad)
     assert to_ddl(parse_columns("a long, b bool", None, where="S")) == "`a` BIGINT, `b` BOOLEAN"

@@ -126,8 +126,9 @@ def test_storm_bolts_see_python_values_of_every_plain_column_type(spout_cls: Any
     provider = StateFactory.get_provider(conf)
     seen = dict(provider.new_state("typed-record-0", conf))
     types = ["str", "bytes", "bool", "int", "int", "int", "int", "float", "float"]
-    assert seen["a"] == [[t, repr(v)] for t, v in zip(types, ("a", b"\x00\xff", True, -8, -16, -32,
-                                                                 -(2**40), 1.5, 2.25), strict=True)]
+    assert seen["a"] == [
+        [t, repr(v)] for t, v in zip(types, ("a", b"\x00\xff", True, -8, -16, -32, -(2**40), 1.5, 2.25), strict=True)
+    ]
     assert seen["b"][1] == ["NoneType", "None"] and seen["b"][6] == ["int", repr(2**63 - 1)]
     assert seen["b"][8] == ["float", repr(1e300)]
     assert seen["c"] == [["str", "'c'"], ["bytes", "b''"]] + [["NoneType", "None"]] * 7
@@ -151,8 +152,12 @@ def test_a_spark_worker_reading_a_spout_freezes_its_long_lived_heap_the_driver_d
     conf = {"weir.state.dir": str(tmp_path / "state")}
     df = HeapProbe().create_stream(spark, TopologyContext("probe", "heap", 0, 1, conf))
     seen: list[tuple[int, int]] = []
-    q = (df.writeStream.foreachBatch(lambda batch, _i: seen.extend(tuple(r) for r in batch.collect()))
-         .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
+    q = (
+        df.writeStream.foreachBatch(lambda batch, _i: seen.extend(tuple(r) for r in batch.collect()))
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
     q.awaitTermination(600)
     assert len(seen) == 4
     assert all(frozen > 1000 for frozen, _pid in seen)  # pyspark, pyarrow and weir's modules, in every worker

@@ -214,9 +214,7 @@ def test_operator_driven_checkpoint_inside_a_region_fails_the_batch_clearly() ->
 
 
 def test_periodic_checkpointing_outside_a_region() -> None:
-    t = OperatorTester(
-        Summer(), input_fields=["v"], region=False, component_conf={"checkpoint.period.ms": 0}
-    )
+    t = OperatorTester(Summer(), input_fields=["v"], region=False, component_conf={"checkpoint.period.ms": 0})
     for v in (1, 2, 3):
         t.run_batch([[v]])
     # every batch (period 0), no drain outside a region; ids count 1, 2, 3 per operator task
@@ -227,9 +225,7 @@ def test_periodic_checkpointing_outside_a_region() -> None:
 
 
 def test_a_long_period_takes_no_checkpoint_and_a_restart_resets_to_initial_state() -> None:
-    t = OperatorTester(
-        Summer(), input_fields=["v"], region=False, component_conf={"checkpoint.period.ms": 3_600_000}
-    )
+    t = OperatorTester(Summer(), input_fields=["v"], region=False, component_conf={"checkpoint.period.ms": 3_600_000})
     t.run_batch([[1]])
     t.run_batch([[2]])
     assert calls("task") == [("op", "prepare"), *proc(1), *proc(2)]  # the instance carries the state

@@ -82,9 +82,16 @@ def test_plain_data_types_round_trip() -> None:
     import datetime as dt
     from decimal import Decimal
 
-    value = {"t": (1, 2.5, None, True), "s": {1, 2}, "f": frozenset({"a"}), "b": b"\x00",
-             "when": dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc), "day": dt.date(2026, 1, 2),
-             "d": Decimal("1.10"), (1, "k"): [[], {}]}
+    value = {
+        "t": (1, 2.5, None, True),
+        "s": {1, 2},
+        "f": frozenset({"a"}),
+        "b": b"\x00",
+        "when": dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc),
+        "day": dt.date(2026, 1, 2),
+        "d": Decimal("1.10"),
+        (1, "k"): [[], {}],
+    }
     ck = Checkpoint(5)
     ck.write_object(value)
     ck.put("v", value)

@@ -50,7 +50,12 @@ def test_window_operator_and_stateful_bolts_on_spark(spark: Any, tmp_path: Path,
     }
     gauge_log = tmp_path / "gauge.log"
     topo = build(
-        str(tmp_path / "in"), size=size, log_path=str(log), label="e2e", non_blocking=True, audit=True,
+        str(tmp_path / "in"),
+        size=size,
+        log_path=str(log),
+        label="e2e",
+        non_blocking=True,
+        audit=True,
         gauge_log=str(gauge_log),
     )
     run = weir.submit("swin", conf, topo, spark=spark)
@@ -113,5 +118,7 @@ def test_window_operator_and_stateful_bolts_on_spark(spark: Any, tmp_path: Path,
         assert data == background
     gauge = load_checkpoint(url, "swin", "gauge", 0)
     assert gauge is not None and gauge.get("counts") == {
-        "data": n_tuples, "background": n_tuples, "control": sum(len(w) for w in expected["sink"].values())
+        "data": n_tuples,
+        "background": n_tuples,
+        "control": sum(len(w) for w in expected["sink"].values()),
     }

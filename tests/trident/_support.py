@@ -132,10 +132,13 @@ class Store:
         import psycopg
 
         with psycopg.connect(self.url) as conn:
-            cols = [r[0] for r in conn.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = %s ORDER BY ordinal_position",
-                (table,),
-            ).fetchall()]
+            cols = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = %s ORDER BY ordinal_position",
+                    (table,),
+                ).fetchall()
+            ]
             keys = [c for c in cols if c not in ("value", "txid", "prev")]
             for row in conn.execute(f'SELECT {", ".join(keys)}, value FROM "{table}"').fetchall():
                 out[tuple(row[:-1])] = row[-1]

@@ -228,9 +228,7 @@ def test_field_specs() -> None:
     assert [f.name for f in parse_fields(weir.topology.Fields("a", "b"))] == ["a", "b"]
 
 
-scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(), st.binary()
-)
+scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(), st.binary())
 values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner), max_leaves=8)
 
 

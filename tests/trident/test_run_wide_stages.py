@@ -69,8 +69,16 @@ def test_one_udf_per_stage_for_the_run_and_each_batch_its_own_txid(spark: Any, t
 
 def test_a_run_wide_stage_outside_a_batch_job_names_the_missing_property() -> None:
     stage = OpStage(
-        topology="t", component="split", txid=None, conf={}, in_fields=[FieldSpec("line", None)],
-        out_fields=[FieldSpec("line", None)], kind="filter", op=lambda tup: True, in_idx=[0], in_names=["line"],
+        topology="t",
+        component="split",
+        txid=None,
+        conf={},
+        in_fields=[FieldSpec("line", None)],
+        out_fields=[FieldSpec("line", None)],
+        kind="filter",
+        op=lambda tup: True,
+        in_idx=[0],
+        in_names=["line"],
     )
     with pytest.raises(RuntimeError, match=r"split: .*'weir\.batch' local property"):
         list(stage(iter([])))

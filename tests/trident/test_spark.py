@@ -157,8 +157,11 @@ def test_stream_operations(spark: Any, sqlite_store: Store, tmp_path: Path) -> N
     record(words.aggregate(["word"], Longest(), ["longest"]), rec, "longest")
     record(words.aggregate(["word"], Stats(), ["n", "chars"]), rec, "stats")
     record(words.global_().partition_aggregate(Count(), ["c"]), rec, "partition_count")
-    record(words.partition_by(["word"]).parallelism_hint(3).partition_aggregate(["word"], Stats(), ["n", "ch"]),
-           rec, "partition_stats")
+    record(
+        words.partition_by(["word"]).parallelism_hint(3).partition_aggregate(["word"], Stats(), ["n", "ch"]),
+        rec,
+        "partition_stats",
+    )
     record(words.broadcast().parallelism_hint(2).partition_aggregate(Count(), ["c"]), rec, "broadcast")
     record(words.shuffle().parallelism_hint(2).partition_aggregate(Count(), ["c"]), rec, "shuffle")
     firsts = lines.each(["line"], Split(), ["w"]).project(["w"])
@@ -167,8 +170,11 @@ def test_stream_operations(spark: Any, sqlite_store: Store, tmp_path: Path) -> N
     record(topo.join(words.project(["word"]), ["word"], lengths, ["word"], ["word", "len"]), rec, "join")
     f = sqlite_store.factory
     by_word = words.group_by(["word"])
-    record(by_word.persistent_aggregate(f("opaque", "chars"), ["word"], CharCount(), "chars").new_values_stream(),
-           rec, "reduced")  # a reducer: the key's tuples are folded in its state partition
+    record(
+        by_word.persistent_aggregate(f("opaque", "chars"), ["word"], CharCount(), "chars").new_values_stream(),
+        rec,
+        "reduced",
+    )  # a reducer: the key's tuples are folded in its state partition
     untyped = words.each(["word"], Upper(), ["u", "n"]).group_by(["word"])  # n is untyped: Python combiner
     untyped.persistent_aggregate(f("transactional", "sums"), ["n"], Sum(), "chars").parallelism_hint(3)
     words.persistent_aggregate(f("opaque", "longest"), ["word"], Longest(), "longest")  # global reducer
@@ -187,9 +193,7 @@ def test_stream_operations(spark: Any, sqlite_store: Store, tmp_path: Path) -> N
             out[t].append(tuple(v))
         return {t: sorted(v, key=str) for t, v in out.items()}
 
-    assert values_of(recorded(rec, "each")) == sorted(
-        (w, w.upper(), len(w)) for w in everything if len(w) > 2
-    )
+    assert values_of(recorded(rec, "each")) == sorted((w, w.upper(), len(w)) for w in everything if len(w) > 2)
     assert values_of(recorded(rec, "map")) == sorted((w, 1) for w in everything if w != "the")
     assert values_of(recorded(rec, "flat_map")) == sorted((line.split()[0],) for b in BATCHES for line in b)
     for t, ws in per_batch.items():
@@ -221,8 +225,15 @@ def test_stream_operations(spark: Any, sqlite_store: Store, tmp_path: Path) -> N
 
 def test_partition_persist_and_state_query_with_location_db(spark: Any, tmp_path: Path) -> None:
     updates, lookups = tmp_path / "updates", tmp_path / "lookups"
-    write_lines(updates, "f000.json", ['{"userid": 1, "location": "Paris"}', '{"userid": 2, "location": "Oslo"}',
-                                       '{"userid": 3, "location": "Rome"}'])
+    write_lines(
+        updates,
+        "f000.json",
+        [
+            '{"userid": 1, "location": "Paris"}',
+            '{"userid": 2, "location": "Oslo"}',
+            '{"userid": 3, "location": "Rome"}',
+        ],
+    )
     write_lines(updates, "f001.json", ['{"userid": 2, "location": "Bergen"}'])
     write_lines(lookups, "f000.json", ['{"userid": 1}', '{"userid": 2}', '{"userid": 9}'])
     write_lines(lookups, "f001.json", ['{"userid": 2}'])
@@ -237,9 +248,8 @@ def test_partition_persist_and_state_query_with_location_db(spark: Any, tmp_path
     )
     record(located.new_values_stream(), rec, "persisted")
     static = topo.new_static_state(LocationDBFactory(db)).parallelism_hint(2)
-    answers = (
-        topo.new_stream("lookups", FileSpout(str(lookups), format="json", schema="userid BIGINT"))
-        .state_query(static, ["userid"], QueryLocation(), ["location:str"])
+    answers = topo.new_stream("lookups", FileSpout(str(lookups), format="json", schema="userid BIGINT")).state_query(
+        static, ["userid"], QueryLocation(), ["location:str"]
     )
     record(answers, rec, "answers")
     weir.submit("loc", conf_for(tmp_path), topo, spark=spark).process_available()
@@ -276,7 +286,8 @@ def test_a_failing_function_stops_the_topology_naming_component_task_and_txid(
     topo = TridentTopology()
     (
         topo.new_stream("lines", FileSpout(str(tmp_path / "lines")))
-        .each(["line"], Boom(), ["copy"]).name("guard")
+        .each(["line"], Boom(), ["copy"])
+        .name("guard")
         .group_by(["copy"])
         .persistent_aggregate(sqlite_store.factory("opaque", "guarded"), Count(), "n")
     )

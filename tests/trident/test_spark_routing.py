@@ -31,8 +31,14 @@ def test_weir_computes_sparks_hash_of_strings_ints_and_bigints(spark: Any) -> No
     rows += [(None, -(2**31), -(2**63)), ("z", None, None), ("q", 2**31 - 1, -1)]
     df = spark.createDataFrame(rows, "s string, i int, l bigint")
     got = df.select(
-        "s", "i", "l", F.hash("s").alias("hs"), F.hash("i").alias("hi"), F.hash("l").alias("hl"),
-        F.hash("s", "i", "l").alias("h3"), F.pmod(F.hash("s", "i"), F.lit(3)).alias("p"),
+        "s",
+        "i",
+        "l",
+        F.hash("s").alias("hs"),
+        F.hash("i").alias("hi"),
+        F.hash("l").alias("hl"),
+        F.hash("s", "i", "l").alias("h3"),
+        F.pmod(F.hash("s", "i"), F.lit(3)).alias("p"),
     ).collect()
     assert len(got) == len(rows)
     for r in got:
@@ -161,10 +167,20 @@ def test_a_task_holding_several_state_partitions_fails_clearly(spark: Any, tmp_p
     batch = pa.RecordBatch.from_pylist([{"word": w, "n": 1} for (w,) in rows])
     typed = [FieldSpec("word", StringType()), FieldSpec("n", LongType())]
     stage = PersistAggStage(
-        topology="t", component="wc", txid=1, conf={}, in_fields=typed,
-        out_fields=[FieldSpec("word", StringType()), FieldSpec("count", LongType())], n=3, state_id="wc", p_idx=-1,
-        factory=SqliteMapState.opaque(str(tmp_path / "m.db"), table="wc"), agg=Count(), key_idx=[0],
-        value_idx=1, key_kinds=["string"],
+        topology="t",
+        component="wc",
+        txid=1,
+        conf={},
+        in_fields=typed,
+        out_fields=[FieldSpec("word", StringType()), FieldSpec("count", LongType())],
+        n=3,
+        state_id="wc",
+        p_idx=-1,
+        factory=SqliteMapState.opaque(str(tmp_path / "m.db"), table="wc"),
+        agg=Count(),
+        key_idx=[0],
+        value_idx=1,
+        key_kinds=["string"],
     )
     with pytest.raises(StateError, match=r"state 'wc': Spark task 0 holds keys of state partitions \[.*\] of 3"):
         list(stage.run(0, iter([batch]), [0, 0]))
@@ -190,10 +206,21 @@ def test_a_replay_touches_each_journaled_key_in_the_partition_that_now_holds_it(
 
     def stage(txid: int, touches: dict[int, list[tuple[Any, ...]]]) -> PersistAggStage:
         return PersistAggStage(
-            topology="t", component="wc", txid=txid, conf={}, in_fields=typed,
-            out_fields=[FieldSpec("word", StringType()), FieldSpec("count", LongType())], n=3, state_id="wc",
-            p_idx=-1, factory=SqliteMapState.opaque(db, table="wc"), agg=Count(), key_idx=[0], value_idx=1,
-            key_kinds=["string"], touches=touches,
+            topology="t",
+            component="wc",
+            txid=txid,
+            conf={},
+            in_fields=typed,
+            out_fields=[FieldSpec("word", StringType()), FieldSpec("count", LongType())],
+            n=3,
+            state_id="wc",
+            p_idx=-1,
+            factory=SqliteMapState.opaque(db, table="wc"),
+            agg=Count(),
+            key_idx=[0],
+            value_idx=1,
+            key_kinds=["string"],
+            touches=touches,
         )
 
     def rows(n: int) -> Any:

@@ -96,8 +96,19 @@ OUT = [FieldSpec("word", STR), FieldSpec("count", LONG)]
 
 def persist(factory: Any, txid: int, rows: list[tuple[Any, ...]], **kw: Any) -> list[tuple[Any, ...]]:
     stage = PersistAggStage(
-        **{**BASE, "txid": txid}, component="counts", in_fields=IN, out_fields=OUT, factory=factory, n=2,
-        state_id="counts", p_idx=2, mode="combiner", agg=Count(), key_idx=[0], value_idx=1, **kw,
+        **{**BASE, "txid": txid},
+        component="counts",
+        in_fields=IN,
+        out_fields=OUT,
+        factory=factory,
+        n=2,
+        state_id="counts",
+        p_idx=2,
+        mode="combiner",
+        agg=Count(),
+        key_idx=[0],
+        value_idx=1,
+        **kw,
     )
     return rows_out(stage(iter([batch(IN, rows)])), OUT)
 
@@ -148,6 +159,7 @@ def test_the_journal_makes_an_opaque_replay_with_other_keys_exact(monkeypatch: p
         rows = [("cat", 2, task)] if p("cat") == task else []
         out += persist(f, 2, rows, journal=journal, touches=touches)
     assert out == [("cat", 3)]  # touched keys are not new values
+
     def stored(word: str) -> Any:  # each partition's own map (a memory map keeps partitions apart)
         return f.inner.make_state({}, p(word), 2).multi_get([[word]])[0]
 
@@ -173,8 +185,15 @@ def test_function_stage_appends_fields_and_keeps_the_input() -> None:
     fields = [FieldSpec("id", LONG), FieldSpec("line", STR)]
     out = fields + [FieldSpec("word", None)]
     stage = OpStage(
-        **BASE, component="split", in_fields=fields, out_fields=out, kind="function", op=Split(),
-        in_idx=[1], in_names=["line"], new_fields=[FieldSpec("word", None)],
+        **BASE,
+        component="split",
+        in_fields=fields,
+        out_fields=out,
+        kind="function",
+        op=Split(),
+        in_idx=[1],
+        in_names=["line"],
+        new_fields=[FieldSpec("word", None)],
     )
     got = rows_out(stage(iter([batch(fields, [(1, "a b"), (2, ""), (3, "c")])])), out)
     assert got == [(1, "a b", "a"), (1, "a b", "b"), (3, "c", "c")]
@@ -189,16 +208,31 @@ def test_a_function_without_output_fields_passes_each_emitted_tuple_on() -> None
             collector.emit([])
 
     fields = [FieldSpec("id", LONG)]
-    stage = OpStage(**BASE, component="twice", in_fields=fields, out_fields=fields, kind="function", op=Twice(),
-                    in_idx=[0], in_names=["id"], new_fields=[])
+    stage = OpStage(
+        **BASE,
+        component="twice",
+        in_fields=fields,
+        out_fields=fields,
+        kind="function",
+        op=Twice(),
+        in_idx=[0],
+        in_names=["id"],
+        new_fields=[],
+    )
     assert rows_out(stage(iter([batch(fields, [(1,), (2,)])])), fields) == [(1,), (1,), (2,), (2,)]
 
 
 def test_a_failing_user_function_names_its_component_and_task() -> None:
     fields = [FieldSpec("line", STR)]
     stage = OpStage(
-        **BASE, component="each-1:Boom", in_fields=fields, out_fields=fields, kind="filter",
-        op=lambda t: 1 / 0, in_idx=[0], in_names=["line"],
+        **BASE,
+        component="each-1:Boom",
+        in_fields=fields,
+        out_fields=fields,
+        kind="filter",
+        op=lambda t: 1 / 0,
+        in_idx=[0],
+        in_names=["line"],
     )
     with pytest.raises(TridentTaskFailure) as info:
         list(stage(iter([batch(fields, [("x",)])])))
@@ -212,8 +246,14 @@ def test_declared_types_are_checked_with_a_clear_message() -> None:
     fields = [FieldSpec("line", STR)]
     out = [FieldSpec("n", LONG)]
     stage = OpStage(
-        **BASE, component="m", in_fields=fields, out_fields=out, kind="map", op=lambda t: t[0],
-        in_idx=[0], in_names=["line"],
+        **BASE,
+        component="m",
+        in_fields=fields,
+        out_fields=out,
+        kind="map",
+        op=lambda t: t[0],
+        in_idx=[0],
+        in_names=["line"],
     )
     with pytest.raises(TridentTaskFailure, match="declared bigint but got str"):
         list(stage(iter([batch(fields, [("x",)])])))
@@ -226,8 +266,19 @@ def test_query_stage_reads_each_partition_once() -> None:
     fields = [FieldSpec("word", STR), FieldSpec("_weir_p", INT), FieldSpec("_weir_q", INT)]
     out = [FieldSpec("word", STR), FieldSpec("count", LONG)]
     stage = QueryStage(
-        **BASE, component="q", in_fields=fields, out_fields=out, factory=f, n=2, state_id="counts", p_idx=1,
-        qf=MapGet(), in_idx=[0], in_names=["word"], keep=1, new_fields=[FieldSpec("count", LONG)],
+        **BASE,
+        component="q",
+        in_fields=fields,
+        out_fields=out,
+        factory=f,
+        n=2,
+        state_id="counts",
+        p_idx=1,
+        qf=MapGet(),
+        in_idx=[0],
+        in_names=["word"],
+        keep=1,
+        new_fields=[FieldSpec("count", LONG)],
     )
     got = rows_out(stage(iter([batch(fields, [("cat", 0, 0), ("dog", 1, 0), ("cat", 0, 0), ("emu", 1, 0)])])), out)
     assert sorted(got, key=str) == sorted([("cat", 2), ("cat", 2), ("dog", 1), ("emu", None)], key=str)
@@ -240,17 +291,44 @@ def test_aggregator_stages() -> None:
     fields = [FieldSpec("k", STR), FieldSpec("v", LONG)]
     data = batch(fields, [("a", 1), ("b", 2), ("a", 3)])
     out = [FieldSpec("k", STR), FieldSpec("first", None)]
-    red = AggStage(**BASE, component="r", in_fields=fields, out_fields=out, mode="reducer", agg=First(),
-                   key_idx=[0], in_idx=[1], in_names=["v"])
+    red = AggStage(
+        **BASE,
+        component="r",
+        in_fields=fields,
+        out_fields=out,
+        mode="reducer",
+        agg=First(),
+        key_idx=[0],
+        in_idx=[1],
+        in_names=["v"],
+    )
     assert sorted(rows_out(red(iter([data])), out)) == [("a", 1), ("b", 2)]
     out2 = [FieldSpec("n", LONG), FieldSpec("tag", None)]
-    agg = AggStage(**BASE, component="a", in_fields=fields, out_fields=out2, mode="aggregator", agg=Emit(),
-                   in_idx=[1], in_names=["v"], emit_if_empty=True)
+    agg = AggStage(
+        **BASE,
+        component="a",
+        in_fields=fields,
+        out_fields=out2,
+        mode="aggregator",
+        agg=Emit(),
+        in_idx=[1],
+        in_names=["v"],
+        emit_if_empty=True,
+    )
     assert rows_out(agg(iter([data])), out2) == [(3, "x")]
     assert rows_out(agg(iter([])), out2) == [(0, "x")]  # a global aggregate of an empty batch still completes
     out3 = [FieldSpec("c", None)]
-    cnt = AggStage(**BASE, component="c", in_fields=fields, out_fields=out3, mode="combiner", agg=Count(),
-                   in_idx=[], in_names=[], emit_if_empty=True)
+    cnt = AggStage(
+        **BASE,
+        component="c",
+        in_fields=fields,
+        out_fields=out3,
+        mode="combiner",
+        agg=Count(),
+        in_idx=[],
+        in_names=[],
+        emit_if_empty=True,
+    )
     assert rows_out(cnt(iter([])), out3) == [(0,)]
 
 

@@ -49,8 +49,19 @@ class Collected:
 def _stage(acc: Collected, *, stops_job: bool) -> OpStage:
     fields, copy = [FieldSpec("line", STR)], [FieldSpec("copy", STR)]
     return OpStage(
-        topology="t", component="guard", txid=7, conf={}, in_fields=fields, out_fields=fields + copy, acc=acc,
-        stops_job=stops_job, kind="function", op=Boom(), in_idx=[0], in_names=["line"], new_fields=copy,
+        topology="t",
+        component="guard",
+        txid=7,
+        conf={},
+        in_fields=fields,
+        out_fields=fields + copy,
+        acc=acc,
+        stops_job=stops_job,
+        kind="function",
+        op=Boom(),
+        in_idx=[0],
+        in_names=["line"],
+        new_fields=copy,
     )
 
 

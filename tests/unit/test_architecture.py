@@ -118,9 +118,7 @@ def _imports() -> list[Import]:
                     target, name = (full, None) if full in MODULES else (source, alias.name)
                     out.append(Import(module, target, name, node.lineno, node.lineno in typing_only))
             elif isinstance(node, ast.Import):
-                out.extend(
-                    Import(module, a.name, None, node.lineno, node.lineno in typing_only) for a in node.names
-                )
+                out.extend(Import(module, a.name, None, node.lineno, node.lineno in typing_only) for a in node.names)
     return [i for i in out if i.target == "weir" or i.target.startswith("weir.")]
 
 

@@ -176,9 +176,7 @@ def test_state_factory_from_url_and_get_provider() -> None:
     provider = StateFactory.from_url("memory://cfg-test")
     assert isinstance(provider, KeyValueStateProvider)
     assert provider.config.provider == "memory"
-    same = StateFactory.get_provider(
-        {PROVIDER_KEY: "memory", PROVIDER_CONFIG_KEY: {"url": "memory://cfg-test"}}
-    )
+    same = StateFactory.get_provider({PROVIDER_KEY: "memory", PROVIDER_CONFIG_KEY: {"url": "memory://cfg-test"}})
     assert isinstance(same, KeyValueStateProvider)
     assert same.config == provider.config
 
@@ -251,9 +249,7 @@ def test_unknown_keys(provider: str, config: dict[str, Any], key: str) -> None:
     assert "unknown key" in msg and key in msg and f"the {provider} provider" in msg
 
 
-@pytest.mark.parametrize(
-    "key", ["keyClass", "valueClass", "keySerializerClass", "valueSerializerClass", "url"]
-)
+@pytest.mark.parametrize("key", ["keyClass", "valueClass", "keySerializerClass", "valueSerializerClass", "url"])
 def test_common_keys_must_be_strings(key: str) -> None:
     msg = _error("memory", {key: 5})
     assert f"{key} must be a string" in msg and "int" in msg

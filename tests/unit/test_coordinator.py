@@ -72,9 +72,7 @@ class FakeParticipants(Participants):
     namespaces are committed.
     """
 
-    def __init__(
-        self, backend: Backend, log: list[tuple[Any, ...]], namespaces: list[str] = NAMESPACES
-    ) -> None:
+    def __init__(self, backend: Backend, log: list[tuple[Any, ...]], namespaces: list[str] = NAMESPACES) -> None:
         self.backend = backend
         self.log = log
         self.namespaces = namespaces
@@ -133,10 +131,7 @@ class WordJob:
                 if shard(w) == task:
                     state.put(w, state.get(w, 0) + 1)
             if task == 1 and (self.fail_always or (txid, attempt) in self.fail):
-                tb = (
-                    'Traceback (most recent call last):\n  File "bolt.py", line 7\n'
-                    f"ValueError: bad word (txid {txid})"
-                )
+                tb = f'Traceback (most recent call last):\n  File "bolt.py", line 7\nValueError: bad word (txid {txid})'
                 return JobOutcome(failures=[TaskFailure(COMPONENT, 1, "ValueError: bad word", tb)])
             state.prepare_commit(txid)
         if self.crash == txid:
@@ -163,9 +158,7 @@ def expected_counts(txids: range | list[int]) -> dict[str, int]:
 class Driver:
     """One driver process: a store, participants, a job and a coordinator over a shared backend."""
 
-    def __init__(
-        self, backend: Backend, *, max_retries: int = 3, parallelism: dict[str, int] | None = None
-    ) -> None:
+    def __init__(self, backend: Backend, *, max_retries: int = 3, parallelism: dict[str, int] | None = None) -> None:
         self.backend = backend
         self.log: list[tuple[Any, ...]] = []
         self.store = RecordingStore(backend, TOPO, self.log)
@@ -580,9 +573,7 @@ def test_added_stateful_component_is_recorded_with_its_parallelism(backend: Memo
         b'{"txid": 1, "phase": "COMMITTED", "txid_base": "x"}',
     ],
 )
-def test_corrupt_record_raises_checkpoint_error_naming_the_namespace(
-    backend: MemoryBackend, data: bytes
-) -> None:
+def test_corrupt_record_raises_checkpoint_error_naming_the_namespace(backend: MemoryBackend, data: bytes) -> None:
     backend.write_direct(checkpoint_namespace(TOPO), {RECORD_KEY: data}, None)
     with pytest.raises(CheckpointError, match=r"'\$checkpointspout-wc'.*corrupt.*weir state inspect"):
         Driver(backend).start()
@@ -662,9 +653,7 @@ DRIVER_SCRIPT = textwrap.dedent(
 )
 
 
-def run_driver(
-    db: Path, first: int, last: int, crash_at: str | None = None
-) -> subprocess.CompletedProcess[str]:
+def run_driver(db: Path, first: int, last: int, crash_at: str | None = None) -> subprocess.CompletedProcess[str]:
     """One driver process over the SQLite store: runs Spark batches ``first..last`` of query q1."""
     return subprocess.run(
         [sys.executable, "-c", DRIVER_SCRIPT, str(db), str(first), str(last)],

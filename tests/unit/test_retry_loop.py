@@ -36,7 +36,11 @@ def test_a_job_that_fails_then_succeeds_is_retried_with_hooks_around_each_attemp
     events: list[tuple[str, int]] = []
     report = BatchReport(txid=5)
     outcome = retry_batch(
-        "wc", 5, 3, report, job,  # type: ignore[arg-type]
+        "wc",
+        5,
+        3,
+        report,
+        job,  # type: ignore[arg-type]
         before=lambda a: events.append(("before", a)),
         failed=lambda a, o: events.append(("failed", a)),
     )
@@ -54,7 +58,13 @@ def test_a_job_failing_every_attempt_raises_the_one_failed_n_times_error(rolled_
     failed: list[int] = []
     with pytest.raises(TopologyError) as info:
         retry_batch(
-            "wc", 9, 2, report, job, failed=lambda a, o: failed.append(a), rolled_back=rolled_back  # type: ignore[arg-type]
+            "wc",
+            9,
+            2,
+            report,
+            job,
+            failed=lambda a, o: failed.append(a),
+            rolled_back=rolled_back,  # type: ignore[arg-type]
         )
     err = info.value
     assert calls == [0, 1, 2] and failed == [0, 1, 2] and report.attempts == 3

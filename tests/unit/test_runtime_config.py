@@ -44,9 +44,7 @@ def test_defaults() -> None:
         rc.max_retries = 5  # type: ignore[misc]
 
 
-def test_state_dir_from_the_environment_and_from_conf(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_state_dir_from_the_environment_and_from_conf(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("WEIR_STATE_DIR", str(tmp_path / "env"))
     rc = RuntimeConfig.from_conf("wc", {})
     assert rc.state_dir == str(tmp_path / "env")
@@ -138,9 +136,7 @@ def test_deadletter_on(value: str) -> None:
 
 @pytest.mark.parametrize("value", [True, 1, ["dir"], {"dir": "x"}])
 def test_deadletter_of_a_wrong_type(value: Any) -> None:
-    with pytest.raises(
-        ConfigError, match=r"weir.deadletter must be a directory path, 'state' or 'namespace:NAME'"
-    ):
+    with pytest.raises(ConfigError, match=r"weir.deadletter must be a directory path, 'state' or 'namespace:NAME'"):
         RuntimeConfig.from_conf("wc", {"weir.deadletter": value})
 
 

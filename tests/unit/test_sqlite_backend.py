@@ -68,9 +68,7 @@ def test_path_option_and_default_url(tmp_path: Path) -> None:
     b = open_backend(cfg)
     assert b.path == str(tmp_path / "p.db")
     b.close()
-    cfg = parse_provider_config(
-        {"topology.state.provider": "sqlite", "weir.state.dir": str(tmp_path / "home")}
-    )
+    cfg = parse_provider_config({"topology.state.provider": "sqlite", "weir.state.dir": str(tmp_path / "home")})
     b = open_backend(cfg)
     assert b.path == str(tmp_path / "home" / "state.db")
     b.close()

@@ -98,8 +98,9 @@ def test_tester_refuses_a_checkpoint_with_unacked_tuples() -> None:
 
 
 def _collector() -> OutputCollector:
-    return OutputCollector("split", 1, {"default": Fields("word"), "pairs": Fields("a", "b")},
-                           topology="wc", acking=True)
+    return OutputCollector(
+        "split", 1, {"default": Fields("word"), "pairs": Fields("a", "b")}, topology="wc", acking=True
+    )
 
 
 def _input(out: OutputCollector, *values: Any) -> Tuple:
@@ -155,8 +156,11 @@ def test_storm_call_shapes_dispatch_on_argument_types() -> None:
 @pytest.mark.parametrize(
     ("call", "text"),
     [
-        (lambda o, t: o.emit(Values("a"), t), "emit: the last argument is an input tuple, so the values are "
-         "missing or the arguments are in the wrong order; use emit([stream,] [anchor | [anchors],] values)"),
+        (
+            lambda o, t: o.emit(Values("a"), t),
+            "emit: the last argument is an input tuple, so the values are "
+            "missing or the arguments are in the wrong order; use emit([stream,] [anchor | [anchors],] values)",
+        ),
         (lambda o, t: o.emit(Values("a"), [t]), "emit: the last argument is an input tuple list"),
         (lambda o, t: o.emit(t), "emit: the last argument is an input tuple"),
         (lambda o, t: o.emit(["a"], ["b"]), "emit: ambiguous call with two lists (['a'], ['b'])"),
@@ -165,11 +169,15 @@ def test_storm_call_shapes_dispatch_on_argument_types() -> None:
         (lambda o, t: o.emit("pairs", ["a", "b"], stream="pairs"), "the stream is given twice"),
         (lambda o, t: o.emit(t, ["a"], anchors=[t]), "the anchors are given twice"),
         (lambda o, t: o.emit("default", t, [t], ["a"]), "emit: too many arguments"),
-        (lambda o, t: o.emit_direct("1", ["a"]), "emit_direct: the first argument is the target task index "
-         "(an int), got str '1'"),
+        (
+            lambda o, t: o.emit_direct("1", ["a"]),
+            "emit_direct: the first argument is the target task index (an int), got str '1'",
+        ),
         (lambda o, t: o.emit_direct(t, ["a"]), "emit_direct: the first argument is the target task index"),
-        (lambda o, t: BasicOutputCollector(o).emit(t, ["a"]), "emit: anchors are not accepted here; use "
-         "BasicOutputCollector.emit([stream,] values)"),
+        (
+            lambda o, t: BasicOutputCollector(o).emit(t, ["a"]),
+            "emit: anchors are not accepted here; use BasicOutputCollector.emit([stream,] values)",
+        ),
     ],
 )
 def test_wrong_argument_order_and_ambiguous_calls_raise_with_the_storm_shape(call: Any, text: str) -> None:
@@ -191,7 +199,10 @@ def test_basic_output_collector_storm_shapes() -> None:
     basic.emit_direct(1, Values("c"))
     basic.emit_direct(2, "pairs", ["d", "e"])
     assert out.emitted == [
-        ("default", ("a",), None), ("pairs", ("a", "b"), None), ("default", ("c",), 1), ("pairs", ("d", "e"), 2)
+        ("default", ("a",), None),
+        ("pairs", ("a", "b"), None),
+        ("default", ("c",), 1),
+        ("pairs", ("d", "e"), 2),
     ]
 
 
@@ -219,11 +230,17 @@ class KeywordOnly(BaseRichBolt):
 @pytest.mark.parametrize(
     ("bolt", "text"),
     [
-        (NoArgs(), "component 'b': NoArgs.execute() cannot be called by weir; write execute(self, tup) (ack or "
-         "fail each tuple with self.collector) or execute(self, tup, collector)"),
+        (
+            NoArgs(),
+            "component 'b': NoArgs.execute() cannot be called by weir; write execute(self, tup) (ack or "
+            "fail each tuple with self.collector) or execute(self, tup, collector)",
+        ),
         (ThreeArgs(), "component 'b': ThreeArgs.execute(tup, collector, extra) cannot be called by weir"),
-        (BasicOneArg(), "component 'b': BasicOneArg.execute(tup) cannot be called by weir; write "
-         "execute(self, tup, collector) (a BasicBolt gets a BasicOutputCollector)"),
+        (
+            BasicOneArg(),
+            "component 'b': BasicOneArg.execute(tup) cannot be called by weir; write "
+            "execute(self, tup, collector) (a BasicBolt gets a BasicOutputCollector)",
+        ),
         (KeywordOnly(), "KeywordOnly.execute(tup, *, mode) cannot be called by weir"),
     ],
 )

@@ -291,9 +291,7 @@ def test_bolt_with_no_input_still_reports() -> None:
 
 
 def test_raising_bolt_reports_component_task_error_and_traceback() -> None:
-    spec = spec_for(
-        Lengths(raise_on="boom"), cid="len", outputs={"default": Fields("w", "n"), "long": Fields("w")}
-    )
+    spec = spec_for(Lengths(raise_on="boom"), cid="len", outputs={"default": Fields("w", "n"), "long": Fields("w")})
     tuples, rep, dead = run(spec, words("ok", "boom", "never"), task=1)
     assert tuples == [("T", "default", ("ok", 2), 1, None)]  # emitted before the failure
     assert dead == []
@@ -323,9 +321,7 @@ def test_failure_before_execute_names_the_stage(provider: KeyValueStateProvider,
 
 
 def test_fail_without_dead_letter_fails_the_task() -> None:
-    spec = spec_for(
-        Lengths(fail_on="x"), cid="len", outputs={"default": Fields("w", "n"), "long": Fields("w")}
-    )
+    spec = spec_for(Lengths(fail_on="x"), cid="len", outputs={"default": Fields("w", "n"), "long": Fields("w")})
     tuples, rep, dead = run(spec, words("ab", "x", "cd"))
     assert tuples == [("T", "default", ("ab", 2), 0, None)]
     assert dead == []
@@ -451,9 +447,7 @@ def test_failing_stateful_task_prepares_nothing(provider: KeyValueStateProvider)
 
 
 def test_stateful_task_with_dead_letters_still_prepares(provider: KeyValueStateProvider) -> None:
-    _, rep, dead = run(
-        spec_for(WordCount(raise_on="boom"), provider=provider, deadletter=True), words("a", "boom")
-    )
+    _, rep, dead = run(spec_for(WordCount(raise_on="boom"), provider=provider, deadletter=True), words("a", "boom"))
     assert (rep.ok, rep.failed) == (True, 1)
     assert dead[0]["error"].startswith("KeyError: 'boom'")
     assert provider.backend.txids(f"{TOPO}-count-0").prepared == TXID
@@ -590,9 +584,7 @@ TASK_SCRIPT = textwrap.dedent(
         ("during_processing@4", ["task 0 done", "task 1 done"], [5, 5]),  # another txid: no crash
     ],
 )
-def test_task_crash_points(
-    tmp_path: Path, crash_at: str, done: list[str], prepared: list[int | None]
-) -> None:
+def test_task_crash_points(tmp_path: Path, crash_at: str, done: list[str], prepared: list[int | None]) -> None:
     db = tmp_path / "state.db"
     env = {k: v for k, v in os.environ.items() if not k.startswith("WEIR_CRASH")}
     env["WEIR_CRASH_AT"] = crash_at

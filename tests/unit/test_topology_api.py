@@ -97,12 +97,7 @@ def test_valid_topology_is_ordered_and_described() -> None:
     b.set_bolt("count", Counter(), 3).fields_grouping("split", Fields("word"))
     b.set_bolt("print", Printer()).global_grouping("count").direct_grouping("split", "lengths")
     topo = b.create_topology()
-    assert (
-        topo.order.index("spout")
-        < topo.order.index("split")
-        < topo.order.index("count")
-        < topo.order.index("print")
-    )
+    assert topo.order.index("spout") < topo.order.index("split") < topo.order.index("count") < topo.order.index("print")
     assert [c.id for c in topo.spouts] == ["spout"]
     assert [c.id for c in topo.bolts] == ["split", "count", "print"]
     assert [c.id for c in topo.stateful] == ["count"]
@@ -180,9 +175,7 @@ def test_fields_grouping_on_an_undeclared_field() -> None:
 def test_fields_grouping_needs_fields_and_a_known_call_form() -> None:
     with pytest.raises(TopologyError, match="'count': fields_grouping on 'split' needs at least one field"):
         base().set_bolt("count", Counter()).fields_grouping("split", Fields())
-    with pytest.raises(
-        TopologyError, match=r"bolt 'count': fields_grouping\(component, \[stream,\] fields\)"
-    ):
+    with pytest.raises(TopologyError, match=r"bolt 'count': fields_grouping\(component, \[stream,\] fields\)"):
         base().set_bolt("count", Counter()).fields_grouping("split")
 
 
@@ -332,9 +325,7 @@ def test_values_is_a_list() -> None:
 
 
 def make_tuple() -> Tuple:
-    return Tuple(
-        Values("storm", 7, 2.5, True), Fields("word", "count", "weight", "flag"), "split", "words", 3, 11
-    )
+    return Tuple(Values("storm", 7, 2.5, True), Fields("word", "count", "weight", "flag"), "split", "words", 3, 11)
 
 
 def test_tuple_accessors() -> None:

@@ -38,8 +38,13 @@ class Recorder(BaseStatefulWindowedBolt):
         tuples = window.get()
         self.collector.emit(
             tuples,  # anchored to the whole window
-            Values(vals(tuples), vals(window.get_new()), vals(window.get_expired()),
-                   window.get_start_timestamp(), window.get_end_timestamp()),
+            Values(
+                vals(tuples),
+                vals(window.get_new()),
+                vals(window.get_expired()),
+                window.get_start_timestamp(),
+                window.get_end_timestamp(),
+            ),
         )
 
 
@@ -181,14 +186,23 @@ def test_window_misconfiguration_is_refused_naming_the_component() -> None:
     with pytest.raises(TopologyError, match="windowed bolt 'w': no window; call with_window"):
         BoltTester(Sums(), inputs={"src": ["id", "ts"]}, component="w")
     with pytest.raises(TopologyError, match="timestamp field 'ts' is not a field of stream 'default' of 'src'"):
-        BoltTester(Sums().with_tumbling_window(Duration.of(10)).with_timestamp_field("ts"),
-                   inputs={"src": ["id"]}, component="w")
+        BoltTester(
+            Sums().with_tumbling_window(Duration.of(10)).with_timestamp_field("ts"),
+            inputs={"src": ["id"]},
+            component="w",
+        )
     with pytest.raises(TopologyError, match="count windows count tuples in arrival order"):
-        BoltTester(Sums().with_tumbling_window(Count.of(10)).with_timestamp_field("ts"),
-                   inputs={"src": ["id", "ts"]}, component="w")
+        BoltTester(
+            Sums().with_tumbling_window(Count.of(10)).with_timestamp_field("ts"),
+            inputs={"src": ["id", "ts"]},
+            component="w",
+        )
     with pytest.raises(TopologyError, match="with_lag and with_late_tuple_stream need event time"):
-        BoltTester(Sums().with_tumbling_window(Count.of(10)).with_lag(Duration.of(5)),
-                   inputs={"src": ["id", "ts"]}, component="w")
+        BoltTester(
+            Sums().with_tumbling_window(Count.of(10)).with_lag(Duration.of(5)),
+            inputs={"src": ["id", "ts"]},
+            component="w",
+        )
     with pytest.raises(TopologyError, match="must both be Count or both Duration"):
         BoltTester(Sums().with_window(Count.of(10), Duration.of(5)), inputs={"src": ["id"]}, component="w")
 

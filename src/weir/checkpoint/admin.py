@@ -65,9 +65,7 @@ def live_topology(backend: Backend, namespace: str, *, now: float | None = None)
         if rec.phase is not CheckpointPhase.COMMITTED:
             return LiveTopology(topology, rec, f"its txid {rec.txid} is {rec.phase.value}")
         if age < LIVE_WINDOW_S:
-            return LiveTopology(
-                topology, rec, f"its coordinator committed txid {rec.txid} {max(age, 0):.0f} s ago"
-            )
+            return LiveTopology(topology, rec, f"its coordinator committed txid {rec.txid} {max(age, 0):.0f} s ago")
     return None
 
 

@@ -399,9 +399,7 @@ class Coordinator:
         elif rec.phase is CheckpointPhase.COMMITTING:
             log.warning("topology %s: recovery rolls forward COMMITTING txid %d", self.topology, rec.txid)
             entry = self._entry("recovery", rec.txid, "recovering", note=f"found txid {rec.txid} COMMITTING")
-            self.participants.commit_all(
-                rec.txid, self.epoch, lambda: crash_point("during_recovery", rec.txid)
-            )
+            self.participants.commit_all(rec.txid, self.epoch, lambda: crash_point("during_recovery", rec.txid))
             if entry is not None:
                 entry.mark("COMMITTED", "rolled forward")
             self._save(replace(rec, phase=CheckpointPhase.COMMITTED), entry, shape=True)

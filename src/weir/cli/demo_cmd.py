@@ -82,9 +82,7 @@ def _demo(args: argparse.Namespace) -> int:
     st = run.status()
     got = read_counts(conf, TOPOLOGY, "count", args.parallelism)
     print()
-    print_table(
-        ["rank", "word", "count"], [(i + 1, w, c) for i, (w, c) in enumerate(got.most_common(args.top))]
-    )
+    print_table(["rank", "word", "count"], [(i + 1, w, c) for i, (w, c) in enumerate(got.most_common(args.top))])
     print()
     ok = got == expected
     print(
@@ -110,9 +108,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--files", type=int, default=8, help="input files (default 8)")
     p.add_argument("--files-per-batch", type=int, default=2, help="files per micro-batch (default 2)")
     p.add_argument("--parallelism", type=int, default=2, help="tasks of split and count (default 2)")
-    p.add_argument(
-        "--state-dir", default=os.environ.get("WEIR_STATE_DIR", "./weir-state"), help="weir.state.dir"
-    )
+    p.add_argument("--state-dir", default=os.environ.get("WEIR_STATE_DIR", "./weir-state"), help="weir.state.dir")
     p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     p.add_argument("--top", type=int, default=10, help="how many top words to print")
     p.add_argument("--seed", type=int, default=7, help="corpus seed")

@@ -114,9 +114,7 @@ def _ship_by_value(directory: str) -> None:
             cloudpickle.register_pickle_by_value(mod)
 
 
-def load_target(
-    spec: str, conf: Mapping[str, Any] | None = None
-) -> tuple[Any, str, Mapping[str, Any]]:
+def load_target(spec: str, conf: Mapping[str, Any] | None = None) -> tuple[Any, str, Mapping[str, Any]]:
     """Find the topology in ``spec``: (topology, default name, module CONF).
 
     A function that builds the topology is called with the configuration (module ``CONF`` updated
@@ -136,10 +134,7 @@ def load_target(
         )
         raise ConfigError(msg)
     obj = getattr(module, attrs[0])
-    if (
-        callable(obj)
-        and not isinstance(obj, (Topology, TopologyBuilder, TridentTopology))
-    ):
+    if callable(obj) and not isinstance(obj, (Topology, TopologyBuilder, TridentTopology)):
         module_conf = dict(getattr(module, "CONF", {}) or {})
         merged = {**module_conf, **dict(conf or {})}
         try:
@@ -239,9 +234,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--master", help="Spark master URL (weir.spark.master), default local[*]")
     p.add_argument("--name", help="topology name (default: NAME in the module, else its file name)")
-    p.add_argument(
-        "--available-now", action="store_true", help="process what the sources have now, then stop"
-    )
+    p.add_argument("--available-now", action="store_true", help="process what the sources have now, then stop")
     p.add_argument(
         "--final",
         action="store_true",

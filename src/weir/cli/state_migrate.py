@@ -303,9 +303,7 @@ def _open(opener: Opener, url: str, option: str, *, must_exist: bool) -> Backend
         raise ConfigError(msg) from exc
 
 
-def _plan(
-    source: Backend, target: Backend, wanted: Sequence[str], force: bool, verify_only: bool
-) -> list[str]:
+def _plan(source: Backend, target: Backend, wanted: Sequence[str], force: bool, verify_only: bool) -> list[str]:
     """The namespaces to migrate; raises before anything is written when one must be refused."""
     known = source.namespaces()
     names = sorted(set(wanted)) if wanted else sorted(known)
@@ -382,9 +380,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
                 total += n
                 took = human_duration(time.perf_counter() - t0)
                 txid = source.txids(ns).committed
-                progress.done(
-                    f"copied {ns}: {n} keys, committed txid {'-' if txid is None else txid} ({took})"
-                )
+                progress.done(f"copied {ns}: {n} keys, committed txid {'-' if txid is None else txid} ({took})")
             for info in maps:
                 assert src_maps is not None and dst_maps is not None  # noqa: S101 - _plan_maps checked
                 t0 = time.perf_counter()

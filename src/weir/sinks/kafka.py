@@ -135,14 +135,27 @@ class TransactionalPublisher:
         part = self._marker_partition(len(md.topics[self.marker_topic].partitions))
         tp = ck.TopicPartition(self.marker_topic, part)
         req = {tp: offset_spec.latest()}
-        end = admin(self.settings).list_offsets(
-            req, isolation_level=ck.IsolationLevel.READ_COMMITTED, request_timeout=self.timeout_s
-        )[tp].result(self.timeout_s).offset
-        low = admin(self.settings).list_offsets({tp: offset_spec.earliest()}, request_timeout=self.timeout_s)[
-            tp
-        ].result(self.timeout_s).offset
-        consumer = ck.Consumer({**self.settings, "group.id": "weir-marker-reader", "enable.auto.commit": "false",
-                                "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+        end = (
+            admin(self.settings)
+            .list_offsets(req, isolation_level=ck.IsolationLevel.READ_COMMITTED, request_timeout=self.timeout_s)[tp]
+            .result(self.timeout_s)
+            .offset
+        )
+        low = (
+            admin(self.settings)
+            .list_offsets({tp: offset_spec.earliest()}, request_timeout=self.timeout_s)[tp]
+            .result(self.timeout_s)
+            .offset
+        )
+        consumer = ck.Consumer(
+            {
+                **self.settings,
+                "group.id": "weir-marker-reader",
+                "enable.auto.commit": "false",
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "earliest",
+            }
+        )
         try:
             window = 64
             while True:
@@ -179,8 +192,15 @@ class TransactionalPublisher:
         if self._producer is None:
             ck = client_module()
             self.ensure_topics()
-            p = ck.Producer({**self.settings, "transactional.id": self.transactional_id, "linger.ms": "5",
-                             "transaction.timeout.ms": "60000", "error_cb": error_callback(self.settings)})
+            p = ck.Producer(
+                {
+                    **self.settings,
+                    "transactional.id": self.transactional_id,
+                    "linger.ms": "5",
+                    "transaction.timeout.ms": "60000",
+                    "error_cb": error_callback(self.settings),
+                }
+            )
             p.init_transactions(self.timeout_s)  # fences older producers of this id, aborts their transaction
             self._producer = p
             self._marker = self.last_marker()
@@ -228,8 +248,12 @@ class TransactionalPublisher:
                 if i % 10_000 == 0:
                     p.poll(0)
             marker = json.dumps({"txid": txid, "records": len(records), "topic": self.topic})
-            p.produce(self.marker_topic, key=self.transactional_id, value=marker,
-                      partition=self._marker_partition(self._marker_partitions()))
+            p.produce(
+                self.marker_topic,
+                key=self.transactional_id,
+                value=marker,
+                partition=self._marker_partition(self._marker_partitions()),
+            )
             p.commit_transaction(self.timeout_s)
         except Exception as exc:
             self._reset(ck)

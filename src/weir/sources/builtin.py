@@ -52,9 +52,7 @@ class FileSpout(Spout):
             msg = f"FileSpout: format must be 'text', 'json' or 'csv', got {format!r}"
             raise ConfigError(msg)
         if format != "text" and not schema:
-            msg = (
-                f"FileSpout({path!r}): format {format!r} needs a schema, e.g. schema='word STRING, n BIGINT'"
-            )
+            msg = f"FileSpout({path!r}): format {format!r} needs a schema, e.g. schema='word STRING, n BIGINT'"
             raise ConfigError(msg)
         positive_int(files_per_batch, "FileSpout: files_per_batch")
         # a relative path is relative to the driver's working directory now, not to the JVM's

@@ -233,12 +233,16 @@ class KafkaSpout(ReplayableSpout):
             os_ = offset_spec.latest()
         else:
             os_ = offset_spec.for_timestamp(int(spec))
-        level = (ck.IsolationLevel.READ_COMMITTED if self.isolation_level == "read_committed"
-                 else ck.IsolationLevel.READ_UNCOMMITTED)
+        level = (
+            ck.IsolationLevel.READ_COMMITTED
+            if self.isolation_level == "read_committed"
+            else ck.IsolationLevel.READ_UNCOMMITTED
+        )
         req = {ck.TopicPartition(t, p): os_ for t, p in tps}
         try:
-            futures = admin(self.settings).list_offsets(req, isolation_level=level,
-                                                        request_timeout=self.connect_timeout_s)
+            futures = admin(self.settings).list_offsets(
+                req, isolation_level=level, request_timeout=self.connect_timeout_s
+            )
             out = {(tp.topic, tp.partition): int(f.result(self.connect_timeout_s).offset) for tp, f in futures.items()}
         except Exception as exc:
             why = explain(self.settings, exc)
@@ -357,15 +361,17 @@ class KafkaSpout(ReplayableSpout):
     # ---- reading -----------------------------------------------------------------------------
     def _consumer(self) -> Any:
         settings = dict(self.settings)
-        settings.update({
-            "group.id": "weir-kafka-spout",  # never joins or commits: partitions are assigned by hand
-            "enable.auto.commit": "false",
-            "enable.auto.offset.store": "false",
-            "auto.offset.reset": "error",
-            "isolation.level": self.isolation_level,
-            "enable.partition.eof": "false",
-            "fetch.wait.max.ms": "50",
-        })
+        settings.update(
+            {
+                "group.id": "weir-kafka-spout",  # never joins or commits: partitions are assigned by hand
+                "enable.auto.commit": "false",
+                "enable.auto.offset.store": "false",
+                "auto.offset.reset": "error",
+                "isolation.level": self.isolation_level,
+                "enable.partition.eof": "false",
+                "fetch.wait.max.ms": "50",
+            }
+        )
         settings.setdefault("queued.max.messages.kbytes", "65536")
         # a fetch returns whole record batches up to this size whatever the range's end, and every
         # record in it is decompressed and parsed; larger fetches threw away more (8 MiB: ~20% more CPU)
@@ -472,7 +478,13 @@ class KafkaSpout(ReplayableSpout):
             consumer.unassign()
 
     def _batch(
-        self, topic: str, part: int, keys: list[Any], vals: list[Any], offs: list[int], ts: list[Any],
+        self,
+        topic: str,
+        part: int,
+        keys: list[Any],
+        vals: list[Any],
+        offs: list[int],
+        ts: list[Any],
         hdrs: list[Any],
     ) -> pa.RecordBatch:
         """One record batch of a partition's messages; undecodable values mark their rows malformed."""
@@ -533,7 +545,8 @@ class KafkaSpout(ReplayableSpout):
             pa.repeat(pa.scalar(part, pa.int32()), n),
             pa.array(offs, pa.int64()),
             stamps,
-            pa.array([None if h is None else _headers_json(h) for h in hdrs], pa.string()) if any(hdrs)
+            pa.array([None if h is None else _headers_json(h) for h in hdrs], pa.string())
+            if any(hdrs)
             else pa.nulls(n, pa.string()),
             pa.nulls(n, pa.string()) if clean else pa.array(bad, pa.string()),
         ]

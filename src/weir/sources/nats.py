@@ -57,6 +57,7 @@ def _check_creds_file(path: str) -> None:
         )
         raise ConfigError(msg)
 
+
 log = logging.getLogger("weir.sources")
 
 T = TypeVar("T")
@@ -139,9 +140,7 @@ class NatsSpout(ReplayableSpout):
             msg = f"NatsSpout: url must be 'nats://host:port', got {shown}"
             raise ConfigError(msg)
         self.servers = [u.strip() for u in url.split(",") if u.strip()]
-        self._secrets = collect_secrets(
-            {"url": url, "password": password, "token": token}
-        )
+        self._secrets = collect_secrets({"url": url, "password": password, "token": token})
         for what, path in (
             ("tls_ca_file", tls_ca_file),
             ("tls_cert_file", tls_cert_file),

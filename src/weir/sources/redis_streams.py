@@ -60,6 +60,7 @@ def _response_error() -> type[Exception]:
 
     return rexc.ResponseError
 
+
 Id = tuple[int, int]
 
 
@@ -383,8 +384,9 @@ class RedisStreamSpout(ReplayableSpout):
         """
 
         def run(client: Any) -> tuple[Any, Any]:
-            res = client.eval(_SCAN_SCRIPT, 1, s, after, want, int(max_bytes), 1 if any_taken else 0,
-                              min(self.page_size, want), every)
+            res = client.eval(
+                _SCAN_SCRIPT, 1, s, after, want, int(max_bytes), 1 if any_taken else 0, min(self.page_size, want), every
+            )
             return res, _xinfo_or_error(client, s)  # after the scan: a trim in between errs on the safe side
 
         res, raw = self._call(run, f"counting entries of {s!r}")
@@ -572,9 +574,7 @@ class RedisStreamSpout(ReplayableSpout):
 
         return convert
 
-    def _check_complete(
-        self, s: str, st: dict[str, Any], e: dict[str, Any], count: int, last_id: str | None
-    ) -> None:
+    def _check_complete(self, s: str, st: dict[str, Any], e: dict[str, Any], count: int, last_id: str | None) -> None:
         """Compare what the range held with what was planned; a gap is a trimmed (or deleted) range."""
         rng = f"({st['id']}, {e['id']}]"
         info: dict[str, Any] | None = None

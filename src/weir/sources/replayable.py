@@ -476,10 +476,7 @@ def _read(spout: ReplayableSpout, where: str, part: _Range) -> Iterator[Any]:
     except WeirError:
         raise
     except Exception as exc:
-        msg = (
-            f"{where}: read({json.dumps(part.start)}, {json.dumps(part.end)}) failed: "
-            f"{type(exc).__name__}: {exc}"
-        )
+        msg = f"{where}: read({json.dumps(part.start)}, {json.dumps(part.end)}) failed: {type(exc).__name__}: {exc}"
         raise SourceError(msg) from exc
 
 
@@ -521,4 +518,3 @@ class _SpoutDataSource(DataSource):  # type: ignore[misc]
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:  # noqa: N802
         return _SpoutReader(self.spout, self.where, self.initial)
-

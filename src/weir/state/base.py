@@ -77,7 +77,5 @@ class StateProvider(ABC):
     """Makes the state of a namespace (Storm's ``StateProvider``)."""
 
     @abstractmethod
-    def new_state(
-        self, namespace: str, conf: Mapping[str, Any], context: TopologyContext | None = None
-    ) -> State:
+    def new_state(self, namespace: str, conf: Mapping[str, Any], context: TopologyContext | None = None) -> State:
         """Return the state of ``namespace``, loaded with what was last committed."""

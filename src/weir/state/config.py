@@ -196,9 +196,7 @@ def parse_provider_config(conf: Mapping[str, Any]) -> ProviderConfig:
         try:
             options = json.loads(raw_cfg)
         except json.JSONDecodeError as exc:
-            msg = (
-                f"{PROVIDER_CONFIG_KEY} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-            )
+            msg = f"{PROVIDER_CONFIG_KEY} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
             raise ConfigError(msg) from exc
         if not isinstance(options, dict):
             msg = f"{PROVIDER_CONFIG_KEY} must be a JSON object, got {type(options).__name__}"

@@ -290,8 +290,10 @@ def serializer_for(spec: str | None, *, what: str) -> Serializer:
     # checked before anything is instantiated: a class name in a configuration is not a licence to
     # construct any importable object
     if not isinstance(obj, type) or Serializer not in obj.__mro__:
-        has = isinstance(obj, type) and callable(getattr(obj, "serialize", None)) and callable(
-            getattr(obj, "deserialize", None)
+        has = (
+            isinstance(obj, type)
+            and callable(getattr(obj, "serialize", None))
+            and callable(getattr(obj, "deserialize", None))
         )
         hint = "" if has else " (it has no serialize(obj) -> bytes and deserialize(bytes) methods)"
         msg = (

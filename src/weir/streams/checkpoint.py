@@ -106,9 +106,7 @@ class Checkpoint:
     def output_stream(self) -> BinaryIO:
         """The binary stream to write the handler's data to (writing only)."""
         if self._out is None:
-            msg = (
-                f"{self._what()} was read back: write to it only inside checkpoint(), read with input_stream"
-            )
+            msg = f"{self._what()} was read back: write to it only inside checkpoint(), read with input_stream"
             raise CheckpointError(msg)
         return self._out
 
@@ -299,9 +297,7 @@ class Checkpoint:
                 msg = f"{ck._what()} is corrupt: {exc}"
                 raise CheckpointError(msg) from exc
             except Exception as exc:
-                msg = (
-                    f"{ck._what()} is corrupt: its key-value map cannot be read: {type(exc).__name__}: {exc}"
-                )
+                msg = f"{ck._what()} is corrupt: its key-value map cannot be read: {type(exc).__name__}: {exc}"
                 raise CheckpointError(msg) from exc
         return ck
 

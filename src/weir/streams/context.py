@@ -203,14 +203,10 @@ class OperatorContext:
                 f"{self.where}: register_state_handler expects a weir.streams.StateHandler, got "
                 f"{type(handler).__qualname__}"
             )
-            raise TopologyError(
-                msg, topology=self.topology, component=self.component_id, task=self.task_index
-            )
+            raise TopologyError(msg, topology=self.topology, component=self.component_id, task=self.task_index)
         if any(h is handler for h in self._handlers):
             msg = f"{self.where}: handler {type(handler).__qualname__} is registered twice"
-            raise TopologyError(
-                msg, topology=self.topology, component=self.component_id, task=self.task_index
-            )
+            raise TopologyError(msg, topology=self.topology, component=self.component_id, task=self.task_index)
         self._handlers.append(handler)
 
     @property

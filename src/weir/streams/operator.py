@@ -106,9 +106,7 @@ class Operator(Component):
         if mark is Punctuation.WINDOW_MARKER:
             self.submit_punctuation(mark)
 
-    def submit_punctuation(
-        self, mark: Punctuation = Punctuation.WINDOW_MARKER, stream: str | None = None
-    ) -> None:
+    def submit_punctuation(self, mark: Punctuation = Punctuation.WINDOW_MARKER, stream: str | None = None) -> None:
         """Submit ``mark`` on ``stream`` (default: every output stream), in order with submitted tuples.
 
         Every task of every consumer receives it (IBM Streams' ``StreamingOutput.punctuate``).

@@ -65,7 +65,8 @@ class RegionOptions:
             )
         v = options.get("max_consecutive_reset_attempts", DEFAULT_MAX_RESETS)
         positive_int(
-            v, f"topology {topology!r}: consistent_region() #{index}: max_consecutive_reset_attempts",
+            v,
+            f"topology {topology!r}: consistent_region() #{index}: max_consecutive_reset_attempts",
             expected="an int ≥ 1",
         )
         return cls(out["drain_timeout"], out["reset_timeout"], v)
@@ -180,8 +181,7 @@ def placements(name: str, topology: Topology, conf: Mapping[str, Any], retain: i
         both = control & autonomous
         if both:
             msg = (
-                f"topology {name!r}, operator {cid!r}: input {sorted(both)[0]} is both a control and an "
-                "autonomous port"
+                f"topology {name!r}, operator {cid!r}: input {sorted(both)[0]} is both a control and an autonomous port"
             )
             raise TopologyError(msg, topology=name, component=cid)
         own = {**(c.obj.get_component_configuration() or {}), **c.conf}

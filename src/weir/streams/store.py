@@ -183,7 +183,10 @@ class TaskCheckpoints:
             )
             raise CheckpointError(msg)
         return Checkpoint.from_bytes(
-            data, meta.id, meta.timestamp, where=f"{self.where} (namespace {self.namespace!r})",
+            data,
+            meta.id,
+            meta.timestamp,
+            where=f"{self.where} (namespace {self.namespace!r})",
             serializer=self.serializer,
         )
 
@@ -213,9 +216,7 @@ class TaskCheckpoints:
         crc = 0
         for i, chunk in enumerate(iter_chunks(parts, piece)):
             crc = zlib.crc32(chunk, crc)
-            self.backend.write_direct(
-                self.namespace, {chunk_key(ckpt.sequence_id, token, i): chunk}, self.epoch
-            )
+            self.backend.write_direct(self.namespace, {chunk_key(ckpt.sequence_id, token, i): chunk}, self.epoch)
         return CheckpointMeta(ckpt.sequence_id, ckpt.timestamp, token, n, size, crc)
 
     def prepare(self, txid: int, head: Head) -> None:
@@ -303,7 +304,9 @@ def load_checkpoint(
         msg = f"load_checkpoint needs a built-in provider or a store URL, got {type(provider).__qualname__}"
         raise CheckpointError(msg)
     store = TaskCheckpoints(
-        prov.backend, f"{topology}-{component}-{task}", f"operator {component!r} task {task}",
+        prov.backend,
+        f"{topology}-{component}-{task}",
+        f"operator {component!r} task {task}",
         serializer=serializer,
     )
     head = store.head()

@@ -262,8 +262,7 @@ class TumblingWindowSort(Operator, StateHandler):
         bad = [x for x in self.listeners if not isinstance(x, StatefulWindowListener)]
         if bad:
             msg = (
-                "TumblingWindowSort: listeners must be StatefulWindowListener objects, got "
-                f"{type(bad[0]).__qualname__}"
+                f"TumblingWindowSort: listeners must be StatefulWindowListener objects, got {type(bad[0]).__qualname__}"
             )
             raise TopologyError(msg)
 

@@ -216,9 +216,7 @@ class TopologyBuilder:
     def set_bolt(self, cid: str, bolt: Component, parallelism_hint: int = 1) -> BoltDeclarer:
         """Add a bolt (``Bolt``, ``BasicBolt``, ``StatefulBolt`` or a Streams ``Operator``)."""
         if not isinstance(bolt, Component) or not bolt.is_bolt():
-            msg = (
-                f"set_bolt({cid!r}): {type(bolt).__name__} is not a Bolt, BasicBolt, StatefulBolt or Operator"
-            )
+            msg = f"set_bolt({cid!r}): {type(bolt).__name__} is not a Bolt, BasicBolt, StatefulBolt or Operator"
             raise TopologyError(msg, component=cid)
         return BoltDeclarer(self._add(cid, bolt, parallelism_hint))
 

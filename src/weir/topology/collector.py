@@ -88,9 +88,7 @@ class OutputCollector:
                 f"{call}: tuple {list(tup.values)!r:.120} from {tup.source_component!r} was not received by "
                 "this task in this batch (anchor, ack and fail only the tuples passed to execute)"
             )
-            raise self._error(
-                msg
-            )
+            raise self._error(msg)
 
     def _check(self, stream: str, values: Sequence[Any]) -> tuple[Any, ...]:
         t = type(values)
@@ -102,9 +100,7 @@ class OutputCollector:
                 f"emit takes a list of values, e.g. Values(word, count), got {type(values).__name__} "
                 f"{values!r:.80} on stream {stream!r}"
             )
-            raise self._error(
-                msg
-            )
+            raise self._error(msg)
         arity = self._arity.get(stream)
         if arity is None:
             declared = ", ".join(sorted(self._arity)) or "none"
@@ -112,9 +108,7 @@ class OutputCollector:
                 f"emit on undeclared stream {stream!r} (declared: {declared}); declare it in "
                 "declare_output_fields with declarer.declare_stream(stream, Fields(...))"
             )
-            raise self._error(
-                msg
-            )
+            raise self._error(msg)
         if len(values) != arity:
             msg = f"emitted {len(values)} values on stream {stream!r}, which declares {arity} fields"
             raise self._error(msg)
@@ -135,17 +129,13 @@ class OutputCollector:
                 f"{call}: the last argument is the stream id {values!r}, but the values come last in Storm's "
                 f"order; use {usage}"
             )
-            raise self._error(
-                msg
-            )
+            raise self._error(msg)
         if isinstance(values, Tuple) or _all_tuples(values):
             msg = (
                 f"{call}: the last argument is an input tuple{'' if isinstance(values, Tuple) else ' list'}, "
                 f"so the values are missing or the arguments are in the wrong order; use {usage}"
             )
-            raise self._error(
-                msg
-            )
+            raise self._error(msg)
         pos_stream: str | None = None
         pos_anchors: Any = None
         if rest and isinstance(rest[0], str):
@@ -162,9 +152,7 @@ class OutputCollector:
                     f"{call}: ambiguous call with two lists ({first!r:.60}, {values!r:.60}): the first must be "
                     f"input tuples (anchors) and the last the values; use {usage}"
                 )
-                raise self._error(
-                    msg
-                )
+                raise self._error(msg)
         if rest:
             msg = f"{call}: too many arguments {args!r:.120}; use {usage}"
             raise self._error(msg)
@@ -229,9 +217,7 @@ class OutputCollector:
                 f"emit_direct: the first argument is the target task index (an int), got "
                 f"{type(task).__name__} {task!r:.60}; use emit_direct(task, [stream,] [anchor(s),] values)"
             )
-            raise self._error(
-                msg
-            )
+            raise self._error(msg)
         s, values, _ = self._dispatch("emit_direct", args, stream, anchors)
         self.emitted.append((s, self._check(s, values), task))
 

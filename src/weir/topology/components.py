@@ -120,6 +120,7 @@ class Spout(Component):
 
     def validate(self) -> None:  # noqa: B027 - optional hook
         """Submit-time checks (brokers reachable, topics exist): raise to refuse the topology."""
+
     def source_lag(self, end_offset: Any) -> int | None:
         """Records in the source after ``end_offset``; None when unknown (the default).
 
@@ -248,11 +249,6 @@ def execute_shape(component: Any, cid: str = "?") -> ExecuteShape:
     for shape, n in shapes:
         if can_take(n):
             return shape  # type: ignore[return-value]
-    plain = sig.replace(
-        parameters=[p.replace(annotation=p.empty) for p in params], return_annotation=sig.empty
-    )
-    msg = (
-        f"component {cid!r}: {type(component).__name__}.execute{plain} cannot be called by weir; "
-        f"write {wanted}"
-    )
+    plain = sig.replace(parameters=[p.replace(annotation=p.empty) for p in params], return_annotation=sig.empty)
+    msg = f"component {cid!r}: {type(component).__name__}.execute{plain} cannot be called by weir; write {wanted}"
     raise TopologyError(msg, component=cid)

@@ -211,7 +211,4 @@ class Tuple:
         return iter(self.values)
 
     def __repr__(self) -> str:
-        return (
-            f"Tuple({list(self.values)!r}, from={self.source_component}:{self.source_stream_id}"
-            f"[{self.source_task}])"
-        )
+        return f"Tuple({list(self.values)!r}, from={self.source_component}:{self.source_stream_id}[{self.source_task}])"

@@ -107,9 +107,8 @@ def check(topology: Plan, conf: Mapping[str, Any]) -> list[str]:
         problems = [p for s in node.spouts() if (p := _problem(s, node, state.state_type)) is not None]
         if not problems:
             continue
-        text = (
-            f"state {state.state_id!r} ({node.kind}, {state.factory!r}) cannot be exactly-once: "
-            + "; ".join(problems)
+        text = f"state {state.state_id!r} ({node.kind}, {state.factory!r}) cannot be exactly-once: " + "; ".join(
+            problems
         )
         if global_ok or node.params.get("allow_inexact"):
             log.warning("%s (allowed by %s)", text, ALLOW_INEXACT if global_ok else "allow_inexact=True")

@@ -225,9 +225,7 @@ class Stream:
             inp = self._input(args[0], "each")
             new = parse_fields(args[2], what=f"each({type(args[1]).__name__}) output fields", allow_empty=True)
             names = self._append(new, f"each({type(args[1]).__name__})")
-            return self._new(
-                "op", names, new_fields=new, params={"op_kind": "function", "op": args[1], "input": inp}
-            )
+            return self._new("op", names, new_fields=new, params={"op_kind": "function", "op": args[1], "input": inp})
         msg = (
             "each() takes (input_fields, Function, output_fields), (Function, output_fields), "
             f"(input_fields, Filter) or (Filter); got {args!r:.200}"
@@ -272,7 +270,9 @@ class Stream:
         new = parse_fields(output_fields, what=f"{kind} output fields") if output_fields is not None else ()
         names = tuple(f.name for f in new) if new else self.node.names
         return self._new(
-            "op", names, new_fields=new,
+            "op",
+            names,
+            new_fields=new,
             params={"op_kind": kind, "op": function, "input": self.node.names, "keep_types": not new},
         )
 
@@ -321,7 +321,9 @@ class Stream:
                 raise TopologyError(msg)
         names = keys + tuple(f.name for f in out)
         return self._new(
-            "agg", names, new_fields=out,
+            "agg",
+            names,
+            new_fields=out,
             params={"scope": scope, "agg": agg, "agg_kind": kind, "input": inp, "group": group},
         )
 
@@ -382,7 +384,9 @@ class Stream:
             out = (FieldSpec(out[0].name, state.value_type),)
         names = self._append(out, what)
         return self._new(
-            "state_query", names, new_fields=out,
+            "state_query",
+            names,
+            new_fields=out,
             params={"state": state, "qf": query_function, "input": inp},
         )
 
@@ -409,7 +413,10 @@ class Stream:
         out = parse_fields(output_fields, what="partition_persist output fields", allow_empty=True)
         state = TridentState(self.topology, factory, "partition")
         node = self.topology._add(
-            "partition_persist", (self.node,), tuple(f.name for f in out), new_fields=out,
+            "partition_persist",
+            (self.node,),
+            tuple(f.name for f in out),
+            new_fields=out,
             params={"state": state, "updater": updater, "input": inp, "allow_inexact": allow_inexact},
         )
         state.node = node
@@ -491,9 +498,16 @@ def _persist_agg(
         stream.topology, factory, "map" if group else "snapshot", key_fields=group, value_type=value_type
     )
     node = stream.topology._add(
-        "persist_agg", (stream.node,), keys + (out[0].name,), new_fields=out,
+        "persist_agg",
+        (stream.node,),
+        keys + (out[0].name,),
+        new_fields=out,
         params={
-            "state": state, "agg": agg, "agg_kind": kind, "input": inp, "group": group,
+            "state": state,
+            "agg": agg,
+            "agg_kind": kind,
+            "input": inp,
+            "group": group,
             "allow_inexact": allow_inexact,
         },
     )
@@ -612,7 +626,9 @@ class TridentTopology:
             )
             raise TopologyError(msg)
         node = self._add(
-            "join", (stream1.node, stream2.node), out,
+            "join",
+            (stream1.node, stream2.node),
+            out,
             params={"keys1": k1, "keys2": k2, "rest1": tuple(rest1), "rest2": tuple(rest2)},
         )
         return Stream(self, node)

@@ -180,6 +180,7 @@ def test_reconnects_after_the_server_dropped_the_connection(
     backing.multi_put([("a",)], [OpaqueValue(2, 5, 1)])
     assert backing.multi_get([("a",)]) == [OpaqueValue(2, 5, 1)]
 
+
 def test_a_schema_other_than_public(postgres_url: str) -> None:
     _sql(postgres_url, "CREATE SCHEMA IF NOT EXISTS analytics")
     table = _table()

@@ -59,6 +59,7 @@ def test_multi_get_spans_chunks(tmp_path: Path) -> None:
     backing.multi_put(keys, list(range(1234)))
     assert backing.multi_get(list(reversed(keys))) == list(reversed(range(1234)))
 
+
 def test_writer_waits_for_the_lock_then_gives_up_after_timeout(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     patient = SqliteMapState.non_transactional(db, table="locked", timeout=10).backing_map()

@@ -38,6 +38,7 @@ def _close() -> Iterator[None]:
     yield
     close_connections()
 
+
 # ---- codec -----------------------------------------------------------------------------------
 def test_key_encoding_is_compact_deterministic_json() -> None:
     assert encode_key(("man", 3, None, True, 1.5), where="w") == '["man",3,null,true,1.5]'
@@ -62,7 +63,6 @@ def test_cells_round_trip_and_foreign_data_is_refused() -> None:
         decode_cell(b'["x",1,2]', StateType.OPAQUE, ("k",), where="w")
     with pytest.raises(SerializationError, match=r"not valid JSON"):
         decode_cell(b"{nope", StateType.NON_TRANSACTIONAL, ("k",), where="w")
-
 
 
 _SCALAR = st.one_of(
@@ -98,6 +98,7 @@ def test_cell_text_refuses_what_encode_cell_refuses() -> None:
         encode_cell_text(7, StateType.OPAQUE, ("k",), where="w")
     with pytest.raises(SerializationError, match=r"w: value of key \('k',\)"):
         encode_cell_text(OpaqueValue(1, float("nan")), StateType.OPAQUE, ("k",), where="w")
+
 
 # ---- factories -------------------------------------------------------------------------------
 def test_factory_is_a_picklable_state_factory(tmp_path: Path) -> None:

@@ -188,9 +188,7 @@ def test_opaque_state_is_exactly_once(backing: str, identical_replays: bool, dat
 @pytest.mark.parametrize("backing", ["dict", "cached", "memory"])
 @PROPERTY_SETTINGS
 @given(data=st.data())
-def test_transactional_state_is_exactly_once_with_identical_replays(
-    backing: str, data: st.DataObject
-) -> None:
+def test_transactional_state_is_exactly_once_with_identical_replays(backing: str, data: st.DataObject) -> None:
     history = data.draw(histories(True, allow_partial_put=backing != "memory"))
     check(Harness(StateType.TRANSACTIONAL, backing), history)
 

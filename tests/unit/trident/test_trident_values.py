@@ -105,9 +105,7 @@ class TestImmutabilityAndListForm:
         assert TransactionalValue.from_list(json.loads(json.dumps(v.to_list()))) == v
         assert TransactionalValue.from_list((None, None)) == TransactionalValue(None, None)
 
-    @pytest.mark.parametrize(
-        "data", [[1, 2], [1, 2, 3, 4], "abc", None, 5, ["7", 1, 0], [True, 1, 0], [1.5, 1, 0]]
-    )
+    @pytest.mark.parametrize("data", [[1, 2], [1, 2, 3, 4], "abc", None, 5, ["7", 1, 0], [True, 1, 0], [1.5, 1, 0]])
     def test_opaque_from_list_rejects_malformed(self, data: object) -> None:
         with pytest.raises(SerializationError, match="OpaqueValue"):
             OpaqueValue.from_list(data)  # type: ignore[arg-type]

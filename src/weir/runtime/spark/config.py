@@ -101,9 +101,7 @@ class RuntimeConfig:
     def from_conf(cls, topology: str, conf: Mapping[str, Any]) -> RuntimeConfig:
         """Parse and validate ``conf``; unknown ``weir.*`` keys are refused (likely typos)."""
         if not isinstance(topology, str) or not topology or "/" in topology or topology.startswith("$"):
-            msg = (
-                f"topology name {topology!r} must be a non-empty string without '/' and not starting with '$'"
-            )
+            msg = f"topology name {topology!r} must be a non-empty string without '/' and not starting with '$'"
             raise ConfigError(msg)
         for k in conf:
             if not isinstance(k, str):

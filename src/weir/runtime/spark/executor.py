@@ -52,6 +52,7 @@ __all__ = [
     "task_report",
 ]
 
+
 def _keep_spark_zip_directories() -> None:
     """Spare each Python task PySpark's re-read of its own zips (``pyspark.zip``, py4j's source zip).
 

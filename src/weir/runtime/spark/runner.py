@@ -311,6 +311,7 @@ class TopologyRun:
             except (OSError, ValueError, AttributeError):
                 theirs = None
             if theirs is not None and theirs != mine:
+
                 def show(spouts: Any) -> str:
                     return ", ".join(f"{c} ({k.rsplit('.', 1)[-1]})" for c, k in spouts)
 
@@ -544,7 +545,11 @@ class TopologyRun:
             report = BatchReport(txid=txid)
             final = job  # the final mark of a run without state: the same retry loop as every batch
             retry_batch(
-                self.name, txid, self.rc.max_retries, report, lambda attempt: final(txid, None, attempt),
+                self.name,
+                txid,
+                self.rc.max_retries,
+                report,
+                lambda attempt: final(txid, None, attempt),
                 rolled_back=False,
             )
             self._record(report)

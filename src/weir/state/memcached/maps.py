@@ -64,6 +64,7 @@ __all__ = [
 REGISTRY_KEY = "weir:trident:maps"
 _CAS_TRIES = 20
 
+
 @dataclass(frozen=True)
 class MemcachedMapStore(MapStore):
     """The items ``<key_prefix><JSON key>`` of one or more memcached servers, holding one map state.

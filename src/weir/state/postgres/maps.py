@@ -667,13 +667,23 @@ class PostgresMapCatalog(MapCatalog):
     one the user created, granted and indexed).
     """
 
-    def __init__(self, url: str, connect_timeout: float = 5.0, statement_timeout: float = 300.0,
-                 socket_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        connect_timeout: float = 5.0,
+        statement_timeout: float = 300.0,
+        socket_timeout: float | None = None,
+    ) -> None:
         self.url = url
         # a store of this database whose connections (and bounded, translated calls) the catalog borrows
         self._db = PostgresMapStore(
-            url, REGISTRY_TABLE, (("name", "TEXT"),), "TEXT",
-            connect_timeout=connect_timeout, statement_timeout=statement_timeout, socket_timeout=socket_timeout,
+            url,
+            REGISTRY_TABLE,
+            (("name", "TEXT"),),
+            "TEXT",
+            connect_timeout=connect_timeout,
+            statement_timeout=statement_timeout,
+            socket_timeout=socket_timeout,
         )
         self._layouts: dict[str, tuple[tuple[tuple[str, str], ...], str]] = {}
 

@@ -186,9 +186,7 @@ class RedisSettings:
             if not has_pw:  # redis://password@host is accepted by most clients
                 username, password = None, unquote(user) or None
         cluster = scheme.endswith("+cluster")
-        nodes = tuple(
-            _host_port(n, what="url", default_port=6379) for n in (netloc.split(",") if netloc else [""])
-        )
+        nodes = tuple(_host_port(n, what="url", default_port=6379) for n in (netloc.split(",") if netloc else [""]))
         if not cluster and len(nodes) != 1:
             msg = f"redis provider: url {_redact_url(url)!r} names several hosts; use redis+cluster://"
             raise ConfigError(msg)

@@ -243,15 +243,20 @@ local function untag(p)
 end
 """
 # ARGV: key
-_READ_ONE = _OVERLAY + """
+_READ_ONE = (
+    _OVERLAY
+    + """
 if overlay_on() then
   local p = redis.call('HGET', KEYS[2], ARGV[1])
   if p then return untag(p) end
 end
 return redis.call('HGET', KEYS[1], ARGV[1])
 """
+)
 # ARGV: keys (at most _READ_CHUNK)
-_READ_MANY = _OVERLAY + """
+_READ_MANY = (
+    _OVERLAY
+    + """
 local vals = redis.call('HMGET', KEYS[1], unpack(ARGV))
 if overlay_on() then
   local ps = redis.call('HMGET', KEYS[2], unpack(ARGV))
@@ -261,8 +266,11 @@ if overlay_on() then
 end
 return vals
 """
+)
 # the committed row count, counting the entries still prepared by a chunked commit
-_READ_COUNT = _OVERLAY + """
+_READ_COUNT = (
+    _OVERLAY
+    + """
 local n = redis.call('HLEN', KEYS[1])
 if overlay_on() then
   local cursor = '0'
@@ -282,12 +290,16 @@ if overlay_on() then
 end
 return n
 """
+)
 # a small namespace whole: {rows, prepared entries to overlay (empty unless a commit is running)}
-_READ_ALL = _OVERLAY + """
+_READ_ALL = (
+    _OVERLAY
+    + """
 local ps = {}
 if overlay_on() then ps = redis.call('HGETALL', KEYS[2]) end
 return {redis.call('HGETALL', KEYS[1]), ps}
 """
+)
 _LOAD_PREPARED = "return {redis.call('HGET', KEYS[3], 'prepare'), redis.call('HGETALL', KEYS[2])}"
 _DROP = "return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])"
 
@@ -524,9 +536,7 @@ class RedisBackend(Backend):
         except _ERRORS as exc:
             raise self._error(exc, namespace, "read the txid record") from exc
         try:
-            return TxidRecord(
-                None if c is None else int(c), None if p is None else int(p), 0 if e is None else int(e)
-            )
+            return TxidRecord(None if c is None else int(c), None if p is None else int(p), 0 if e is None else int(e))
         except ValueError:
             found = f"commit={c!r:.40}, prepare={p!r:.40}, epoch={e!r:.40}"
             raise self._foreign(namespace, 2, "read the txid record", found) from None

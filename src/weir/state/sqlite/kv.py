@@ -102,9 +102,7 @@ _SCAN = (
 _SCAN_FIRST = _SCAN.format(op=">=")
 _SCAN_NEXT = _SCAN.format(op=">")
 _TXIDS = "SELECT committed, prepared, epoch FROM weir_txid WHERE ns = ?"
-_LOAD_PREPARED = (
-    "SELECT t.prepared, p.k, p.v FROM weir_txid t LEFT JOIN weir_prepare p ON p.ns = t.ns WHERE t.ns = ?"
-)
+_LOAD_PREPARED = "SELECT t.prepared, p.k, p.v FROM weir_txid t LEFT JOIN weir_prepare p ON p.ns = t.ns WHERE t.ns = ?"
 # every distinct namespace of a table by index skip-scan (no full scan of a big table)
 _NS_STEP = (
     "{n}(ns) AS (SELECT min(ns) FROM {t} UNION ALL "
@@ -123,9 +121,7 @@ _NAMESPACES = (
 _TXID_ENSURE = "INSERT OR IGNORE INTO weir_txid (ns) VALUES (?)"
 _TXID_SET = "UPDATE weir_txid SET committed = ?, prepared = ?, epoch = ? WHERE ns = ?"
 _UPSERT = "INSERT INTO weir_kv (ns, k, v) VALUES (?, ?, ?) ON CONFLICT (ns, k) DO UPDATE SET v = excluded.v"
-_DELTA_ROW = (
-    "INSERT INTO weir_delta (ns, k, v) VALUES (?, ?, ?) ON CONFLICT (ns, k) DO UPDATE SET v = excluded.v"
-)
+_DELTA_ROW = "INSERT INTO weir_delta (ns, k, v) VALUES (?, ?, ?) ON CONFLICT (ns, k) DO UPDATE SET v = excluded.v"
 _DELTA_DROP_KEY = "DELETE FROM weir_delta WHERE ns = ? AND k = ?"
 _DELTA_ANY = "SELECT 1 FROM weir_delta WHERE ns = ? LIMIT 1"
 _DELTA_ADD = "UPDATE weir_txid SET delta = delta + ? WHERE ns = ? RETURNING delta"
@@ -141,9 +137,7 @@ _MERGE_UPSERTS = (
     "INSERT INTO weir_kv (ns, k, v) SELECT ns, k, v FROM weir_delta WHERE ns = ? AND v IS NOT NULL "
     "ORDER BY k ON CONFLICT (ns, k) DO UPDATE SET v = excluded.v"
 )
-_MERGE_DELETES = (
-    "DELETE FROM weir_kv WHERE ns = ? AND k IN (SELECT k FROM weir_delta WHERE ns = ? AND v IS NULL)"
-)
+_MERGE_DELETES = "DELETE FROM weir_kv WHERE ns = ? AND k IN (SELECT k FROM weir_delta WHERE ns = ? AND v IS NULL)"
 _MERGE_CLEAR = "DELETE FROM weir_delta WHERE ns = ?"
 # a change set as large as a merge goes straight into the main table (after the delta, if any)
 _PREPARED_AT_LEAST = "SELECT count(*) FROM (SELECT 1 FROM weir_prepare WHERE ns = ? LIMIT ?)"
@@ -151,15 +145,12 @@ _MOVE_UPSERTS = (
     "INSERT INTO weir_kv (ns, k, v) SELECT ns, k, v FROM weir_prepare WHERE ns = ? AND v IS NOT NULL "
     "ON CONFLICT (ns, k) DO UPDATE SET v = excluded.v"
 )
-_MOVE_DELETES = (
-    "DELETE FROM weir_kv WHERE ns = ? AND k IN (SELECT k FROM weir_prepare WHERE ns = ? AND v IS NULL)"
-)
+_MOVE_DELETES = "DELETE FROM weir_kv WHERE ns = ? AND k IN (SELECT k FROM weir_prepare WHERE ns = ? AND v IS NULL)"
 _MERGE_DONE = "UPDATE weir_txid SET delta = 0 WHERE ns = ?"
 
 _GET_MANY_CHUNK = 500  # bound parameters per IN (...) query
 _SCAN_CHUNK = 2000  # rows per scan page
 _PUT_MANY_CHUNK = 10_000  # rows per executemany of put_many
-
 
 
 class SqliteBackend(Backend):
@@ -334,12 +325,8 @@ class SqliteBackend(Backend):
 
         def page(last: bytes | None) -> list[tuple[bytes, bytes]]:
             if last is None:
-                return self._read(
-                    namespace, lambda c: c.execute(_SCAN_FIRST, (namespace, b"", _SCAN_CHUNK)).fetchall()
-                )
-            return self._read(
-                namespace, lambda c: c.execute(_SCAN_NEXT, (namespace, last, _SCAN_CHUNK)).fetchall()
-            )
+                return self._read(namespace, lambda c: c.execute(_SCAN_FIRST, (namespace, b"", _SCAN_CHUNK)).fetchall())
+            return self._read(namespace, lambda c: c.execute(_SCAN_NEXT, (namespace, last, _SCAN_CHUNK)).fetchall())
 
         rows = page(None)
         while rows:

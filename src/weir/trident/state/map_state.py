@@ -150,9 +150,7 @@ class MapState(ReadOnlyMapState[T]):
     """A keyed state that Trident updates in bulk (Storm's ``MapState``)."""
 
     @abstractmethod
-    def multi_update(
-        self, keys: Sequence[Sequence[Any]], updaters: Sequence[ValueUpdater[T]]
-    ) -> list[T | None]:
+    def multi_update(self, keys: Sequence[Sequence[Any]], updaters: Sequence[ValueUpdater[T]]) -> list[T | None]:
         """Apply ``updaters[i]`` to the value of ``keys[i]``; return the new values in key order.
 
         A key listed twice is updated twice, the second update seeing the first one's result.

@@ -245,9 +245,7 @@ class OpaqueMap(_TxidMap[T, OpaqueValue[T]]):
         return out
 
     @_bulk
-    def multi_update(
-        self, keys: Sequence[Sequence[Any]], updaters: Sequence[ValueUpdater[T]]
-    ) -> list[T | None]:
+    def multi_update(self, keys: Sequence[Sequence[Any]], updaters: Sequence[ValueUpdater[T]]) -> list[T | None]:
         """Update from the stored value (``prev`` on a replay); one backing get, one backing put."""
         ks = as_keys(keys)
         check_same_length(ks, updaters, what="updaters", op="OpaqueMap.multi_update")
@@ -319,9 +317,7 @@ class TransactionalMap(_TxidMap[T, TransactionalValue[T]]):
         return out
 
     @_bulk
-    def multi_update(
-        self, keys: Sequence[Sequence[Any]], updaters: Sequence[ValueUpdater[T]]
-    ) -> list[T | None]:
+    def multi_update(self, keys: Sequence[Sequence[Any]], updaters: Sequence[ValueUpdater[T]]) -> list[T | None]:
         """Update, skipping keys whose cell already has the open batch's txid.
 
         Raises
@@ -419,9 +415,7 @@ class NonTransactionalMap(MapState[T]):
         return [loaded[key] for key in ks]
 
     @_bulk
-    def multi_update(
-        self, keys: Sequence[Sequence[Any]], updaters: Sequence[ValueUpdater[T]]
-    ) -> list[T | None]:
+    def multi_update(self, keys: Sequence[Sequence[Any]], updaters: Sequence[ValueUpdater[T]]) -> list[T | None]:
         """Read, update and write back every key (one backing get, one backing put)."""
         ks = as_keys(keys)
         check_same_length(ks, updaters, what="updaters", op="NonTransactionalMap.multi_update")

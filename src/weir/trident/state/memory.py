@@ -135,9 +135,7 @@ class MemoryMapState(RemovableMapState[T], Snapshottable[T], Generic[T]):
 
     GLOBAL_KEY: Key = ("$MEMORY-MAP-STATE-GLOBAL$",)
 
-    def __init__(
-        self, state_id: str, partition: int = 0, state_type: StateType | str = StateType.OPAQUE
-    ) -> None:
+    def __init__(self, state_id: str, partition: int = 0, state_type: StateType | str = StateType.OPAQUE) -> None:
         if not isinstance(state_id, str) or not state_id:
             msg = f"MemoryMapState needs a non-empty string id, got {state_id!r}"
             raise ConfigError(msg)
@@ -174,9 +172,7 @@ class MemoryMapState(RemovableMapState[T], Snapshottable[T], Generic[T]):
         """Values of ``keys``."""
         return self._delegate.multi_get(keys)
 
-    def multi_update(
-        self, keys: Sequence[Sequence[Any]], updaters: Sequence[ValueUpdater[T]]
-    ) -> list[T | None]:
+    def multi_update(self, keys: Sequence[Sequence[Any]], updaters: Sequence[ValueUpdater[T]]) -> list[T | None]:
         """Update values with the fault-tolerance of :attr:`state_type`."""
         return self._delegate.multi_update(keys, updaters)
 
@@ -215,10 +211,7 @@ class MemoryMapState(RemovableMapState[T], Snapshottable[T], Generic[T]):
                 yield [*key, val]
 
     def __repr__(self) -> str:
-        return (
-            f"MemoryMapState({self.state_id!r}, partition={self.partition}, "
-            f"state_type={self.state_type.name})"
-        )
+        return f"MemoryMapState({self.state_id!r}, partition={self.partition}, state_type={self.state_type.name})"
 
     class Factory(StateFactory):
         """Makes :class:`MemoryMapState` partitions that share data per factory (and per id).
@@ -234,18 +227,14 @@ class MemoryMapState(RemovableMapState[T], Snapshottable[T], Generic[T]):
 
         state_type: StateType
 
-        def __init__(
-            self, state_type: StateType | str = StateType.OPAQUE, *, state_id: str | None = None
-        ) -> None:
+        def __init__(self, state_type: StateType | str = StateType.OPAQUE, *, state_id: str | None = None) -> None:
             self.state_type = StateType.parse(state_type)
             if state_id is not None and (not isinstance(state_id, str) or not state_id):
                 msg = f"MemoryMapState.Factory state_id must be a non-empty string, got {state_id!r}"
                 raise ConfigError(msg)
             self.state_id = state_id or f"memory-map-state-{uuid.uuid4().hex}"
 
-        def make_state(
-            self, conf: Mapping[str, Any], partition_index: int, num_partitions: int
-        ) -> MemoryMapState[Any]:
+        def make_state(self, conf: Mapping[str, Any], partition_index: int, num_partitions: int) -> MemoryMapState[Any]:
             """The state of partition ``partition_index``; sees what earlier states of it wrote."""
             check_partition(partition_index, num_partitions, what=f"MemoryMapState {self.state_id!r}")
             return MemoryMapState(self.state_id, partition_index, self.state_type)

@@ -64,9 +64,7 @@ class SnapshottableMap(MapState[T], Snapshottable[T], Generic[T]):
         """Delegate ``multi_get``."""
         return self.delegate.multi_get(keys)
 
-    def multi_update(
-        self, keys: Sequence[Sequence[Any]], updaters: Sequence[ValueUpdater[T]]
-    ) -> list[T | None]:
+    def multi_update(self, keys: Sequence[Sequence[Any]], updaters: Sequence[ValueUpdater[T]]) -> list[T | None]:
         """Delegate ``multi_update``."""
         return self.delegate.multi_update(keys, updaters)
 

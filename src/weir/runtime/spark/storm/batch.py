@@ -317,9 +317,7 @@ class BatchJob(BatchRunner):
             sent: list[TaskReport] = [r for r in acc.value if r.txid == txid]
         except Exception as exc:  # a worker died, OOM, ...: the whole job failed
             return JobOutcome(
-                failures=[
-                    TaskFailure("<spark>", -1, f"the Spark job failed: {_short(exc)}", str(exc)[-4000:])
-                ]
+                failures=[TaskFailure("<spark>", -1, f"the Spark job failed: {_short(exc)}", str(exc)[-4000:])]
             )
         finally:
             for r in persisted:
@@ -369,9 +367,7 @@ class BatchJob(BatchRunner):
 
     def _expected_tasks(self) -> list[tuple[str, int]]:
         """Every (bolt, task) that must report (a spout's partitions vary with its source)."""
-        return [
-            (cid, t) for cid, c in self.topology.components.items() if not c.is_spout for t in range(c.parallelism)
-        ]
+        return [(cid, t) for cid, c in self.topology.components.items() if not c.is_spout for t in range(c.parallelism)]
 
     def _spout_chain(self, batch: _Chain, spout_id: str | None, cid: str, acc: Any, final: bool) -> _Chain:
         spec = self.specs[cid]

@@ -55,6 +55,8 @@ def topology_shape(topology: Topology, namespaces: list[str]) -> dict[str, Any]:
             }
         )
     return {"dialect": "storm", "components": comps, "namespaces": list(namespaces)}
+
+
 def _check_stored_windows(name: str, cid: str, bolt: WindowedBolt[Any], parallelism: int, provider: Any) -> None:
     """Refuse, at submit, a windowed bolt whose stored windows were written with other window settings."""
     from weir.runtime.spark.storm.windowed import open_window_state
@@ -116,9 +118,7 @@ def submit_topology(
     specs: dict[str, TaskSpec] = {}
     for cid in topology.order:
         c = topology.components[cid]
-        input_fields = {
-            (s.source, s.stream): topology.components[s.source].outputs[s.stream] for s in c.inputs
-        }
+        input_fields = {(s.source, s.stream): topology.components[s.source].outputs[s.stream] for s in c.inputs}
         specs[cid] = TaskSpec(
             topology=name,
             component_id=cid,
@@ -157,9 +157,7 @@ class StormDialect(Dialect):
         """A topology from ``TopologyBuilder.create_topology()``."""
         return isinstance(topology, Topology)
 
-    def prepare(
-        self, name: str, conf: Mapping[str, Any], topology: Any, rc: RuntimeConfig, spark: Any
-    ) -> StormPlan:
+    def prepare(self, name: str, conf: Mapping[str, Any], topology: Any, rc: RuntimeConfig, spark: Any) -> StormPlan:
         """Validate ``topology`` with ``conf`` and build its batch job (see :func:`submit_topology`)."""
         return submit_topology(name, conf, topology, rc, spark)
 

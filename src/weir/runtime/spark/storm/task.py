@@ -37,6 +37,7 @@ from weir.topology.tuple import Tuple
 
 __all__ = ["TaskSpec", "run_spout_task", "run_task", "unacked_error"]
 
+
 def _failure_report(
     spec: TaskSpec, task: int, txid: int, exc: BaseException, stage: str, current: Any, n_in: int, n_out: int
 ) -> tuple[str, TaskReport]:
@@ -45,9 +46,7 @@ def _failure_report(
     return failure_report(spec, task, txid, exc, where, n_in, n_out)
 
 
-_UNACKED = (
-    "never acked or failed (Storm's message timeout): a Bolt must ack or fail every input tuple"
-)
+_UNACKED = "never acked or failed (Storm's message timeout): a Bolt must ack or fail every input tuple"
 
 
 def unacked_error(spec: TaskSpec, task: int, txid: int, unacked: list[Tuple]) -> TopologyError:
@@ -108,9 +107,7 @@ def run_spout_task(
     yield task_report(spec, task, txid, n_in=n, n_out=n, failed=failed, ms=(time.perf_counter() - t0) * 1000)
 
 
-def _forwarding_marks(
-    spec: TaskSpec, task: int, records: Iterable[tuple[Any, ...]]
-) -> Iterator[tuple[Any, ...]]:
+def _forwarding_marks(spec: TaskSpec, task: int, records: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
     """Input tuples of a Storm bolt, with each aligned mark as ``(None, None, ("P", ...), None)`` records.
 
     A window mark is forwarded on every consumed output stream once its port has it from every
@@ -196,9 +193,7 @@ def run_task_blocks(
         yield from run_windowed_task(spec, task, txid, epoch, records_of(blocks))
         return
     ctx = spec.context(task)
-    out = OutputCollector(
-        spec.component_id, task, dict(spec.outputs), topology=spec.topology, acking=spec.acking
-    )
+    out = OutputCollector(spec.component_id, task, dict(spec.outputs), topology=spec.topology, acking=spec.acking)
     n_in = n_out = n_failed = 0
     state = None
     keys_written: dict[str, int] = {}

@@ -135,9 +135,7 @@ def _new_instance(spec: TaskSpec, task: int, placement: Placement, *, hooks_only
             reset_timeout=opts.reset_timeout,
             max_consecutive_reset_attempts=opts.max_consecutive_reset_attempts,
         )
-    ctx = OperatorContext(
-        spec.context(task), region=region, checkpointed=spec.stateful, hooks_only=hooks_only
-    )
+    ctx = OperatorContext(spec.context(task), region=region, checkpointed=spec.stateful, hooks_only=hooks_only)
     out = OutputCollector(spec.component_id, task, dict(spec.outputs), topology=spec.topology)
     if isinstance(op, StateHandler):
         ctx.register_state_handler(op)
@@ -160,14 +158,9 @@ def _call(ctx: OperatorContext, handler: StateHandler, method: str, arg: Any, wh
     except FencedError:
         raise
     except Exception as exc:
-        arg_text = (
-            ""
-            if arg is None
-            else (f"checkpoint {arg.sequence_id}" if isinstance(arg, Checkpoint) else str(arg))
-        )
+        arg_text = "" if arg is None else (f"checkpoint {arg.sequence_id}" if isinstance(arg, Checkpoint) else str(arg))
         msg = (
-            f"{ctx.where}: {type(handler).__qualname__}.{method}({arg_text}) failed{what}: "
-            f"{type(exc).__name__}: {exc}"
+            f"{ctx.where}: {type(handler).__qualname__}.{method}({arg_text}) failed{what}: {type(exc).__name__}: {exc}"
         )
         raise CheckpointError(msg) from exc
 
@@ -430,7 +423,10 @@ class _OperatorTask:
                 raise ConfigError(msg)
             ns = spec.context(task).state_namespace
             self.store = store = TaskCheckpoints(
-                provider.backend, ns, self.where, self.epoch,
+                provider.backend,
+                ns,
+                self.where,
+                self.epoch,
                 serializer=str(spec.conf.get("weir.streams.checkpoint.serializer", "data")),
             )
             if self.placement.independent and self._kept(store):
@@ -509,9 +505,7 @@ class _OperatorTask:
                     except BaseException as exc:  # re-raised on the task's thread
                         errors.append(exc)
 
-                thread = threading.Thread(
-                    target=background, name=f"weir-checkpoint-{self.where}", daemon=True
-                )
+                thread = threading.Thread(target=background, name=f"weir-checkpoint-{self.where}", daemon=True)
                 thread.start()
                 yield from drained  # the rest of the batch flows while the checkpoint is written
                 t_wait = time.perf_counter()
@@ -540,9 +534,7 @@ class _OperatorTask:
             if self.live is not None:
                 self.live.token = None  # partial state: restore before the next use
                 self.live.context._checkpointer = None
-            where = self.stage + (
-                f" of tuple {list(self.current.values)!r:.200}" if self.current is not None else ""
-            )
+            where = self.stage + (f" of tuple {list(self.current.values)!r:.200}" if self.current is not None else "")
             text = _strip(str(exc), self.where)
             yield task_report(
                 spec,
@@ -649,9 +641,7 @@ class StreamsParticipants(Participants):
         self.specs = specs
         self.provider = provider
         self.rc = rc
-        self.places = placements(
-            rc.topology, topology, {s.component_id: s.conf for s in specs}, rc.checkpoint_retain
-        )
+        self.places = placements(rc.topology, topology, {s.component_id: s.conf for s in specs}, rc.checkpoint_retain)
         for s in specs:
             s.placement = self.places.get(s.component_id, Placement(retain=rc.checkpoint_retain))
         #: the topology's consistent regions (several: independent regions are possible)
@@ -774,9 +764,7 @@ class StreamsParticipants(Participants):
         try:
             live = _new_instance(spec, task, _placement(spec), hooks_only=True)
         except Exception as exc:
-            self._hook_error(
-                f"{where}: preparing the driver-side instance for checkpoint hooks failed: {exc!r}"
-            )
+            self._hook_error(f"{where}: preparing the driver-side instance for checkpoint hooks failed: {exc!r}")
             return
         ctx = live.context
         region = ctx.consistent_region_context

@@ -276,9 +276,7 @@ class OperatorTester:
             if crash:
                 raise _Crash
             if fail:
-                failures.append(
-                    TaskFailure("<tester>", 0, "failure injected by OperatorTester.run_batch(fail=True)")
-                )
+                failures.append(TaskFailure("<tester>", 0, "failure injected by OperatorTester.run_batch(fail=True)"))
             return JobOutcome(failures=failures)
 
         try:
@@ -295,9 +293,7 @@ class OperatorTester:
         return result
 
     @staticmethod
-    def mark(
-        mark: Punctuation, source: str = "src", source_task: int = 0, producers: int = 1
-    ) -> tuple[Any, ...]:
+    def mark(mark: Punctuation, source: str = "src", source_task: int = 0, producers: int = 1) -> tuple[Any, ...]:
         """An input record carrying ``mark`` from ``source_task`` of ``source`` (of ``producers`` tasks)."""
         return (source, "default", MarkRecord(mark, producers), source_task)
 
@@ -314,9 +310,7 @@ class OperatorTester:
     def head(self, task: int = 0) -> Head | None:
         """The committed checkpoint record of ``task``."""
         ns = f"{self.name}-{self.component_id}-{task}"
-        return TaskCheckpoints(
-            self.provider.backend, ns, f"operator {self.component_id!r} task {task}"
-        ).head()
+        return TaskCheckpoints(self.provider.backend, ns, f"operator {self.component_id!r} task {task}").head()
 
     def checkpoint(self, task: int = 0, checkpoint_id: int | None = None) -> Checkpoint | None:
         """The latest complete checkpoint of ``task`` (or retained ``checkpoint_id``)."""

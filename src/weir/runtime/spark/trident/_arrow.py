@@ -57,7 +57,11 @@ def fail(component: str, task: int, txid: int, exc: BaseException) -> TridentTas
     if isinstance(exc, TridentTaskFailure):
         return exc
     return TridentTaskFailure(
-        component, task, txid, f"{type(exc).__name__}: {exc}", traceback.format_exc(),
+        component,
+        task,
+        txid,
+        f"{type(exc).__name__}: {exc}",
+        traceback.format_exc(),
         fenced=isinstance(exc, FencedError),
     )
 
@@ -67,8 +71,16 @@ def failure_report(component: str, task: int, txid: int, exc: BaseException, n_i
     if isinstance(exc, TridentTaskFailure) and exc.report is not None:
         return exc.report
     return TaskReport(
-        component, task, txid, ok=False, n_in=n_in, n_out=n_out, error=f"{type(exc).__name__}: {exc}",
-        error_type=type(exc).__name__, traceback=traceback.format_exc(), fenced=isinstance(exc, FencedError),
+        component,
+        task,
+        txid,
+        ok=False,
+        n_in=n_in,
+        n_out=n_out,
+        error=f"{type(exc).__name__}: {exc}",
+        error_type=type(exc).__name__,
+        traceback=traceback.format_exc(),
+        fenced=isinstance(exc, FencedError),
     )
 
 

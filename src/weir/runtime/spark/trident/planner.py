@@ -285,8 +285,13 @@ class BatchPlanner:
 
     def _stage_args(self, node: Node, in_fields: list[FieldSpec], out_fields: list[FieldSpec]) -> dict[str, Any]:
         return {
-            "topology": self.ctx.topology, "component": node.name, "txid": None, "conf": self.ctx.conf,
-            "in_fields": in_fields, "out_fields": out_fields, "acc": self.acc,
+            "topology": self.ctx.topology,
+            "component": node.name,
+            "txid": None,
+            "conf": self.ctx.conf,
+            "in_fields": in_fields,
+            "out_fields": out_fields,
+            "acc": self.acc,
             "stops_job": node.id in self.ctx.feeds_state,
         }
 
@@ -322,7 +327,8 @@ class BatchPlanner:
         if sql_spout and CORRUPT in columns:
             # a malformed record fails the batch in Spark SQL, naming the spout: no Python pass
             what = (
-                f"FileSpout({spout.path!r}): malformed {spout.format} record: " if isinstance(spout, FileSpout)
+                f"FileSpout({spout.path!r}): malformed {spout.format} record: "
+                if isinstance(spout, FileSpout)
                 else f"{spout.describe()}: malformed record: "
             )
             bad = F.raise_error(F.concat(F.lit(spout_failure_prefix(node.name, self.txid) + what), F.col(CORRUPT)))
@@ -333,8 +339,11 @@ class BatchPlanner:
             raw = self.fields_of(node, "raw", df)
             outs = [FieldSpec(n, None) for n in names]
             stage = OpStage(
-                **self._stage_args(node, raw, outs), kind="to_values", op=spout,
-                in_idx=list(range(len(raw))), in_names=[f.name for f in raw],
+                **self._stage_args(node, raw, outs),
+                kind="to_values",
+                op=spout,
+                in_idx=list(range(len(raw))),
+                in_names=[f.name for f in raw],
             )
             df = self._map(df, stage, outs, (node.id, "to_values")).df
             comp = Compiled(df, outs)
@@ -393,8 +402,13 @@ class BatchPlanner:
         else:
             out = list(node.new_fields)
         stage = OpStage(
-            **self._stage_args(node, parent.fields, out), kind=kind, op=node.params["op"],
-            in_idx=parent.index(inp), in_names=inp, new_fields=list(node.new_fields), keep_idx=keep_idx,
+            **self._stage_args(node, parent.fields, out),
+            kind=kind,
+            op=node.params["op"],
+            in_idx=parent.index(inp),
+            in_names=inp,
+            new_fields=list(node.new_fields),
+            keep_idx=keep_idx,
         )
         return self._map(parent.df, stage, out, (node.id, "op"))
 
@@ -479,8 +493,12 @@ class BatchPlanner:
             pre = self._map(df, partial, partial_out, (node.id, "partial"))
             pre_df = pre.df.repartition(self._n(node), *kcols) if keys else pre.df.repartition(1)
             final = AggStage(
-                **self._stage_args(node, partial_out, out_fields), mode="combine", agg=agg,
-                key_idx=list(range(len(keys))), value_idx=len(keys), emit_if_empty=not keys,
+                **self._stage_args(node, partial_out, out_fields),
+                mode="combine",
+                agg=agg,
+                key_idx=list(range(len(keys))),
+                value_idx=len(keys),
+                emit_if_empty=not keys,
             )
             return self._map(pre_df, final, out_fields, (node.id, "combine"))
         df = df.repartition(self._n(node), *kcols) if keys else df.repartition(1)
@@ -495,16 +513,21 @@ class BatchPlanner:
             return comp
         out = [FieldSpec(f.name, None) if i in targets else f for i, f in enumerate(comp.fields)]
         stage = OpStage(
-            **self._stage_args(node, comp.fields, out), kind="map", op=_identity,
-            in_idx=list(range(len(comp.fields))), in_names=comp.names,
+            **self._stage_args(node, comp.fields, out),
+            kind="map",
+            op=_identity,
+            in_idx=list(range(len(comp.fields))),
+            in_names=comp.names,
         )
         return self._map(comp.df, stage, out, (node.id, f"encode/{tag}"))
 
     def _c_merge(self, node: Node) -> Compiled:
         names = list(node.names)
         parts = [self.compile(p) for p in node.parents]
-        renamed = [Compiled(c.df.toDF(*names), [FieldSpec(n, f.dtype) for n, f in zip(names, c.fields, strict=True)])
-                   for c in parts]
+        renamed = [
+            Compiled(c.df.toDF(*names), [FieldSpec(n, f.dtype) for n, f in zip(names, c.fields, strict=True)])
+            for c in parts
+        ]
         mixed = {n for i, n in enumerate(names) if len({_type_key(c.fields[i]) for c in renamed}) > 1}
         if mixed:
             renamed = [self._encode(node, c, mixed, str(i)) for i, c in enumerate(renamed)]
@@ -541,15 +564,14 @@ class BatchPlanner:
         out_names = list(node.names)
         df = joined.select(*[F.col(s).alias(n) for s, n in zip(src, out_names, strict=True)])
         fields_src = (
-            [left.fields[i] for i in left.index(k1)] + [left.fields[i] for i in left.index(r1)]
+            [left.fields[i] for i in left.index(k1)]
+            + [left.fields[i] for i in left.index(r1)]
             + [right.fields[i] for i in right.index(r2)]
         )
         return Compiled(df, [FieldSpec(n, f.dtype) for n, f in zip(out_names, fields_src, strict=True)])
 
     # -- states --------------------------------------------------------------------------------
-    def _route(
-        self, node: Node, comp: Compiled, how: str, n: int, key_idx: list[int], **extra: Any
-    ) -> Compiled:
+    def _route(self, node: Node, comp: Compiled, how: str, n: int, key_idx: list[int], **extra: Any) -> Compiled:
         from pyspark.sql.types import IntegerType
 
         if extra.get("combine_agg") is not None:
@@ -564,13 +586,16 @@ class BatchPlanner:
         routed = self._map(comp.df, stage, out, (node.id, "route"))
         return Compiled(self.repartition(routed.df, n, [Q_COL]), routed.fields)
 
-    def _state_common(self, node: Node, in_fields: list[FieldSpec], out_fields: list[FieldSpec], n: int,
-                      p_idx: int) -> dict[str, Any]:
+    def _state_common(
+        self, node: Node, in_fields: list[FieldSpec], out_fields: list[FieldSpec], n: int, p_idx: int
+    ) -> dict[str, Any]:
         state = node.params["state"]
         return {
-            **self._stage_args(node, in_fields, out_fields), "n": n,
+            **self._stage_args(node, in_fields, out_fields),
+            "n": n,
             "factory": self.ctx.factories.get(state.state_id, state.factory),
-            "state_id": state.state_id, "p_idx": p_idx,
+            "state_id": state.state_id,
+            "p_idx": p_idx,
         }
 
     def _c_persist_agg(self, node: Node) -> Compiled:
@@ -619,8 +644,14 @@ class BatchPlanner:
             args = {"mode": "combiner", "key_idx": [], "value_idx": 0, "count_idx": 1}
         elif kind == "combiner":
             routed = self._route(
-                node, parent, "key" if keys else "single", n, parent.index(keys),
-                combine_agg=agg, in_idx=parent.index(inp), in_names=inp,
+                node,
+                parent,
+                "key" if keys else "single",
+                n,
+                parent.index(keys),
+                combine_agg=agg,
+                in_idx=parent.index(inp),
+                in_names=inp,
             )
             args = {"mode": "combiner", "key_idx": list(range(k)), "value_idx": k}
         else:
@@ -645,15 +676,15 @@ class BatchPlanner:
         """
         if state_id in self.ctx.routing:
             return self.ctx.routing[state_id]
-        writers = [
-            n for n in self.ctx.nodes if n.kind in _WRITERS and n.params["state"].state_id == state_id
-        ]
+        writers = [n for n in self.ctx.nodes if n.kind in _WRITERS and n.params["state"].state_id == state_id]
         kinds = None
         factory = self.ctx.factories.get(state_id)
         if factory is None and writers:
             factory = writers[0].params["state"].factory
         if (
-            len(writers) == 1 and writers[0].kind == "persist_agg" and writers[0].params.get("group")
+            len(writers) == 1
+            and writers[0].kind == "persist_agg"
+            and writers[0].params.get("group")
             and getattr(factory, "shared_keyspace", False) is True
         ):
             w = writers[0]
@@ -681,8 +712,12 @@ class BatchPlanner:
         out = parent.fields + list(node.new_fields)
         stage = QueryStage(
             **self._state_common(node, routed.fields, out, n, len(parent.fields)),
-            qf=node.params["qf"], in_idx=parent.index(inp), in_names=inp, keep=len(parent.fields),
-            new_fields=list(node.new_fields), snapshot=state.kind == "snapshot",
+            qf=node.params["qf"],
+            in_idx=parent.index(inp),
+            in_names=inp,
+            keep=len(parent.fields),
+            new_fields=list(node.new_fields),
+            snapshot=state.kind == "snapshot",
         )
         return self._map(routed.df, stage, out, (node.id, "query"))
 
@@ -705,7 +740,9 @@ class BatchPlanner:
         out = list(node.new_fields)
         stage = PersistStage(
             **self._state_common(node, routed.fields, out, n, len(parent.fields)),
-            updater=node.params["updater"], in_idx=parent.index(inp), in_names=inp,
+            updater=node.params["updater"],
+            in_idx=parent.index(inp),
+            in_names=inp,
         )
         return self._map(routed.df, stage, out, (node.id, "persist"))
 

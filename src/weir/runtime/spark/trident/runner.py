@@ -293,9 +293,7 @@ class TridentDialect(Dialect):
         """A :class:`~weir.trident.TridentTopology`."""
         return isinstance(topology, TridentTopology)
 
-    def prepare(
-        self, name: str, conf: Mapping[str, Any], topology: Any, rc: RuntimeConfig, spark: Any
-    ) -> TridentPlan:
+    def prepare(self, name: str, conf: Mapping[str, Any], topology: Any, rc: RuntimeConfig, spark: Any) -> TridentPlan:
         """Validate ``topology`` and plan its batches (not started yet).
 
         Checked before Spark runs anything: configuration keys, the plan, seed 004's spout × state
@@ -326,9 +324,14 @@ class TridentDialect(Dialect):
         spouts = [(n.name, n.params["spout"]) for n in nodes if n.kind == "spout"]
         source = TridentSource(name, conf, spouts)
         ctx = RunContext(
-            topology=name, conf=dict(conf), nodes=nodes, source=source,
-            provider=provider if journal else None, journal_namespace=checkpoint_namespace(name),
-            journal_states=journal, factories=factories,
+            topology=name,
+            conf=dict(conf),
+            nodes=nodes,
+            source=source,
+            provider=provider if journal else None,
+            journal_namespace=checkpoint_namespace(name),
+            journal_states=journal,
+            factories=factories,
         )
         return TridentPlan(name, conf, rc, spark_session, master, provider, topology=topology, ctx=ctx)
 

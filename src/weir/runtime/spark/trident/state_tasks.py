@@ -293,9 +293,7 @@ def journal_key(state_id: str, partition: int) -> bytes:
     return f"trident-journal/{state_id}/{partition}".encode()
 
 
-def read_touches(
-    provider: Any, namespace: str, state_id: str, n: int, txid: int
-) -> dict[int, list[tuple[Any, ...]]]:
+def read_touches(provider: Any, namespace: str, state_id: str, n: int, txid: int) -> dict[int, list[tuple[Any, ...]]]:
     """Keys an earlier attempt of ``txid`` wrote, per partition (driver side, one read)."""
     rows = provider.backend.get_many(namespace, [journal_key(state_id, p) for p in range(n)])
     out: dict[int, list[tuple[Any, ...]]] = {}
@@ -579,9 +577,7 @@ class PersistAggStage(_StateStage):
         if self.key_idx:
             assert table is not None
             idx = pa.array([first[k] for k in keys], type=pa.int64())
-            arrays.extend(
-                take_column(table.column(c), idx, schema.field(j).type) for j, c in enumerate(self.key_idx)
-            )
+            arrays.extend(take_column(table.column(c), idx, schema.field(j).type) for j, c in enumerate(self.key_idx))
         off = len(self.key_idx)
         f = self.out_fields[off]
         arrays.append(build_array(new_vals, f, schema.field(off).type, what))

@@ -162,8 +162,12 @@ class OpStage(StageBase):
                 for r in rows:
                     call(cls(r))
                 counts[1] += n
-                yield batch if batch.schema == schema else to_batch(
-                    [batch.column(i).cast(schema.field(i).type) for i in range(batch.num_columns)], schema
+                yield (
+                    batch
+                    if batch.schema == schema
+                    else to_batch(
+                        [batch.column(i).cast(schema.field(i).type) for i in range(batch.num_columns)], schema
+                    )
                 )
                 continue
             if kind == "function":
@@ -179,9 +183,7 @@ class OpStage(StageBase):
                 keep = range(batch.num_columns) if self.keep_idx is None else self.keep_idx
                 if keep:
                     idx = pa.array(src, type=pa.int64())
-                    arrays.extend(
-                        take_column(batch.column(c), idx, schema.field(j).type) for j, c in enumerate(keep)
-                    )
+                    arrays.extend(take_column(batch.column(c), idx, schema.field(j).type) for j, c in enumerate(keep))
                 off = len(keep)
                 for j, f in enumerate(self.new_fields):
                     arrays.append(build_array(new_cols[j], f, schema.field(off + j).type, what))
@@ -343,9 +345,7 @@ class AggStage(StageBase):
         if self.key_idx:
             assert table is not None
             idx = pa.array(src, type=pa.int64())
-            arrays.extend(
-                take_column(table.column(c), idx, schema.field(j).type) for j, c in enumerate(self.key_idx)
-            )
+            arrays.extend(take_column(table.column(c), idx, schema.field(j).type) for j, c in enumerate(self.key_idx))
         off = len(self.key_idx)
         for j in range(n_out):
             f = self.out_fields[off + j]
