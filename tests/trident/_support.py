@@ -135,7 +135,8 @@ class Store:
             cols = [
                 r[0]
                 for r in conn.execute(
-                    "SELECT column_name FROM information_schema.columns WHERE table_name = %s ORDER BY ordinal_position",
+                    "SELECT column_name FROM information_schema.columns "
+                    "WHERE table_name = %s ORDER BY ordinal_position",
                     (table,),
                 ).fetchall()
             ]
