@@ -203,9 +203,9 @@ def close_kafka_clients() -> None:
     """Close the Kafka clients weir caches in this process, so none outlives the broker (and logs refusals)."""
     import gc
 
-    from weir import _kafka
-    from weir.sinks import kafka as sinks
-    from weir.sources import kafka as sources
+    from weir.connectors.kafka import client as _kafka
+    from weir.connectors.kafka import sink as sinks
+    from weir.connectors.kafka import spout as sources
 
     for _pid, consumer in list(sources._CONSUMERS.values()):
         with contextlib.suppress(Exception):

@@ -65,7 +65,7 @@ def _cpu() -> float:
 def _update(args: tuple[str, str, int, int, list[str], list[str], bool]) -> dict[str, float]:
     """One state partition's update of one batch, in a worker process: CPU (and wall) per phase."""
     db, table, partition, txid, words, pragmas, engine_only = args
-    from weir.state.sqlite import maps as sqlite_maps
+    from weir.connectors.sqlite import maps as sqlite_maps
     from weir.trident import Count
     from weir.trident.backing import SqliteMapState
     from weir.trident.state import BackingMap, CombinerValueUpdater, OpaqueMap

@@ -127,7 +127,7 @@ def test_postgres_map_states_are_listed_read_and_guarded(capsys: Cap, postgres_u
 def test_postgres_dump_pages_through_a_composite_key_in_key_order(
     capsys: Cap, postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import weir.state.postgres.maps as pg
+    import weir.connectors.postgres.maps as pg
 
     monkeypatch.setattr(pg, "_SCAN_PAGE", 2)  # five rows: three pages, each after the last key read
     name = f"m{uuid.uuid4().hex[:8]}_pairs"

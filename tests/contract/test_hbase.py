@@ -14,11 +14,11 @@ import pytest
 
 from tests.contract._support import committed, new_ns, provider_of, read_line, spawn, txids
 from tests.servers import HBaseServer
+from weir.connectors.hbase.client import DEFAULT_BUCKETS, HBaseSettings, hbase_settings_from_storm
+from weir.connectors.hbase.kv import Layout
 from weir.errors import ConfigError, FencedError
 from weir.state import StateFactory
 from weir.state.config import parse_provider_config
-from weir.state.hbase.client import DEFAULT_BUCKETS, HBaseSettings, hbase_settings_from_storm
-from weir.state.hbase.kv import Layout
 
 pytestmark = pytest.mark.services
 
@@ -214,7 +214,7 @@ def test_gateway_transport_and_protocol_from_the_url_or_hbase_keys() -> None:
 HALF_APPLY = r"""
 import os, signal, sys
 from weir.state import StateFactory
-import weir.state.hbase as hb
+import weir.connectors.hbase as hb
 url, ns = sys.argv[1:3]
 provider = StateFactory.from_url(url)
 state = provider.new_state(ns)

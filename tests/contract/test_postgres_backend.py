@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from weir.connectors.postgres import PostgresBackend, PostgresOptions, open_backend, redact_url
 from weir.errors import ConfigError, FencedError, StateError
 from weir.state.config import parse_provider_config
 from weir.state.kv import TransactionalKeyValueState
-from weir.state.postgres import PostgresBackend, PostgresOptions, open_backend, redact_url
 
 if os.environ.get("WEIR_REQUIRE_SERVICES") == "1":
     import psycopg

@@ -13,11 +13,11 @@ import pytest
 
 from tests.security._servers import PasswordRedis
 from tests.servers import RedisCluster, RedisServer, free_port
+from weir.connectors.redis import COMMIT_CHUNK, INLINE_LIMIT, RedisBackend, RedisSettings, open_backend
 from weir.errors import ConfigError, FencedError, StateError
 from weir.state import StateFactory
 from weir.state.config import parse_provider_config
 from weir.state.kv import TransactionalKeyValueState
-from weir.state.redis import COMMIT_CHUNK, INLINE_LIMIT, RedisBackend, RedisSettings, open_backend
 from weir.state.serializers import BytesSerializer, StrSerializer
 
 pytestmark = pytest.mark.services

@@ -13,7 +13,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "src"))
 
-from weir.state.sqlite import SqliteBackend, SqliteOptions  # noqa: E402
+from weir.connectors.sqlite import SqliteBackend, SqliteOptions  # noqa: E402
 
 
 def changes(t: int) -> dict[bytes, bytes | None]:

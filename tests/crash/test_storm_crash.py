@@ -76,7 +76,7 @@ def corpus(tmp_path: Path) -> tuple[Path, Counter[str]]:
     return d, expected
 
 
-# standalone Redis shares weir.state.redis with the cluster and is crash-tested by the sources and
+# standalone Redis shares weir.connectors.redis with the cluster and is crash-tested by the sources and
 # Trident chains; the cluster (slots, hash tags, MOVED) is the harder case for this chain
 @pytest.fixture(params=["sqlite", "redis-cluster", "hbase"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:

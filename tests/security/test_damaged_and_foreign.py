@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from weir.connectors.sqlite import SqliteBackend, SqliteOptions
 from weir.errors import ConfigError, StateError
-from weir.state.sqlite import SqliteBackend, SqliteOptions
 
 from ..cli._support import run
 from ..servers import RedisServer

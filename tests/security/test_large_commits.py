@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from tests.servers import PostgresDatabase, RedisServer
+from weir.connectors.postgres import PostgresBackend, PostgresOptions
+from weir.connectors.redis import COMMIT_CHUNK, RedisBackend, RedisSettings
+from weir.connectors.sqlite import SqliteBackend, SqliteOptions
 from weir.state.backend import Backend
-from weir.state.postgres import PostgresBackend, PostgresOptions
-from weir.state.redis import COMMIT_CHUNK, RedisBackend, RedisSettings
-from weir.state.sqlite import SqliteBackend, SqliteOptions
 
 #: 1M in CI-sized runs would take minutes on 2 shared cores; ``bench/state_providers.py --large``
 #: commits 1M keys on each store and reports the same memory growth

@@ -181,8 +181,8 @@ def test_no_secret_in_any_log_of_a_run_and_of_the_cli(
         outputs.append((f"weir state ls ({f.name})", res))
         assert res.returncode != 0
     # a wrong NATS password in the driver (the spout's calls, every Python logger at DEBUG)
+    from weir.connectors.nats.spout import NatsSpout
     from weir.errors import SourceError
-    from weir.sources.nats import NatsSpout
 
     bad = NatsSpout(nats_url.replace(NATS_SECRET, NATS_SECRET + "x"), "WORDS", connect_timeout_s=2)
     with caplog.at_level(logging.DEBUG), pytest.raises(SourceError) as info:

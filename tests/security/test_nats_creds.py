@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.security._servers import OperatorNats
+from weir.connectors.nats.spout import NatsSpout
 from weir.errors import ConfigError, SourceError
-from weir.sources.nats import NatsSpout
 
 pytest.importorskip("nkeys")
 pytest.importorskip("nats")

@@ -21,8 +21,8 @@ from weir._redact import (
     redact_url,
 )
 from weir.cli._conf import expand_env, read_conf_file
+from weir.connectors.nats.spout import NatsSpout
 from weir.errors import ConfigError, SourceError, WeirError
-from weir.sources.nats import NatsSpout
 from weir.state import StateFactory
 from weir.state.config import parse_provider_config
 from weir.state.factory import close_backends, open_backend

@@ -11,8 +11,8 @@ import threading
 import pytest
 
 from tests.servers import RedisServer
-from weir.state.redis import RedisBackend, RedisSettings
-from weir.state.redis.kv import _S_COMMIT
+from weir.connectors.redis import RedisBackend, RedisSettings
+from weir.connectors.redis.kv import _S_COMMIT
 
 OLD, NEW = b"old", b"new"
 

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from tests.contract._support import provider_of
 from tests.contract.test_properties import OPS, _run
 from tests.crash._harness import run_driver
+from weir.connectors.sqlite import SqliteBackend, SqliteOptions
 from weir.errors import ConfigError
-from weir.state.sqlite import SqliteBackend, SqliteOptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "crash"))
 from sqlite_merge_driver import changes as merge_changes  # noqa: E402

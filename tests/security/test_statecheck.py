@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from weir.checkpoint.coordinator import CheckpointPhase, CheckPointState, CheckpointStore, Coordinator, Participants
+from weir.connectors.sqlite import SqliteBackend, SqliteOptions
 from weir.errors import StateLossError
 from weir.runtime.spark.statecheck import check_store_against_spark, read_spark_log
-from weir.state.sqlite import SqliteBackend, SqliteOptions
 
 
 class _NoParticipants(Participants):

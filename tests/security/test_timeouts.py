@@ -9,10 +9,10 @@ import pytest
 
 from tests.security._proxy import PausableProxy
 from tests.servers import PostgresDatabase, RedisServer
+from weir.connectors.postgres import PostgresBackend, PostgresOptions
+from weir.connectors.redis import RedisBackend, RedisSettings
 from weir.errors import ConfigError, StateError
 from weir.state.config import parse_provider_config
-from weir.state.postgres import PostgresBackend, PostgresOptions
-from weir.state.redis import RedisBackend, RedisSettings
 
 
 def _pg_port(url: str) -> int:
@@ -121,7 +121,7 @@ def test_redis_chunked_commit_interrupted_between_chunks_is_finished_by_a_new_co
     redis_server: RedisServer,
 ) -> None:
     """A driver dying after some chunks of a large commit: the next commit (recovery) completes it."""
-    from weir.state.redis.kv import _S_COMMIT
+    from weir.connectors.redis.kv import _S_COMMIT
 
     backend = RedisBackend(RedisSettings.from_url(redis_server.url))
     backend.commit_chunk = 100

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from tests.security._servers import Certs, TlsNats, TlsRedis, make_certs
+from weir.connectors.nats.spout import NatsSpout
+from weir.connectors.redis import RedisBackend
 from weir.errors import ConfigError, SourceError
-from weir.sources.nats import NatsSpout
 from weir.state.config import parse_provider_config
 from weir.state.factory import open_backend
-from weir.state.redis import RedisBackend
 
 pytestmark = pytest.mark.services
 

@@ -83,7 +83,7 @@ PINS: dict[str, set[str]] = {
 }  # fmt: skip
 """Every public package (and public module users import from) → the names it exports."""
 
-INTERNAL = {"weir.checkpoint", "weir.cli", "weir.runtime"}
+INTERNAL = {"weir.checkpoint", "weir.cli", "weir.connectors", "weir.runtime"}
 """Top-level packages that are weir's machinery, not a user API (no pinned surface)."""
 
 NOT_FROM_WEIR = {"__version__", "DEFAULT_STREAM", "DEFAULT_GLOBAL_KEY", "SENTENCES", "Key"}

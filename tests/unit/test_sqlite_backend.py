@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from weir.connectors.sqlite import SqliteBackend, SqliteOptions, open_backend, path_from_url
 from weir.errors import ConfigError, FencedError, StateError
 from weir.state.config import parse_provider_config
 from weir.state.kv import TransactionalKeyValueState
-from weir.state.sqlite import SqliteBackend, SqliteOptions, open_backend, path_from_url
 
 
 def _open(path: Path, **opts: object) -> SqliteBackend:

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from weir._util import positive_float
+from weir.connectors.memcached.maps import MemcachedMapState
+from weir.connectors.nats.spout import NatsSpout
+from weir.connectors.redis.spout import RedisStreamSpout
+from weir.connectors.sqlite.connection import check_options
 from weir.errors import ConfigError
-from weir.sources.nats import NatsSpout
-from weir.sources.redis_streams import RedisStreamSpout
-from weir.state.memcached.maps import MemcachedMapState
-from weir.state.sqlite.connection import check_options
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "weir"
 

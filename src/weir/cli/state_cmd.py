@@ -144,7 +144,7 @@ def open_backend_for(conf: dict[str, Any], *, must_exist: bool) -> tuple[Backend
         raise ConfigError(msg)
     if must_exist and cfg.provider == "sqlite":
         # a read-only command never creates a database file (a mistyped path, or no ./weir-state)
-        from weir.state.sqlite import SqliteOptions
+        from weir.connectors.sqlite import SqliteOptions
 
         path = SqliteOptions.from_config(cfg).path
         if not os.path.exists(path):
@@ -169,7 +169,7 @@ def open_store(args: argparse.Namespace, *, must_exist: bool = True) -> Iterator
     """Open the store selected by the common options of ``args``; close it afterwards."""
     if is_maps_only(args.url):
         from weir.cli._conf import expand_env
-        from weir.state.memcached.maps import catalog_for_url
+        from weir.connectors.memcached.maps import catalog_for_url
         from weir.state.memory import MemoryBackend
 
         catalog = catalog_for_url(expand_env(args.url, where="--url"))
@@ -539,7 +539,7 @@ def _verify(args: argparse.Namespace) -> int:
         cfg = parse_provider_config(conf)
         if cfg.provider != "sqlite":
             raise
-        from weir.state.sqlite import SqliteBackend, SqliteOptions
+        from weir.connectors.sqlite import SqliteBackend, SqliteOptions
 
         backend = SqliteBackend(SqliteOptions.from_config(cfg))  # damaged: report, do not refuse
     try:

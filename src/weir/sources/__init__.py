@@ -6,12 +6,27 @@ Replayable by offset range (Spark Python data sources): :class:`ReplayableSpout`
 :class:`KafkaSpout` (Kafka topics).
 """
 
+from typing import Any
+
 from weir.sources.builtin import DataFrameSpout, FileSpout, RateSpout
-from weir.sources.kafka import KafkaSpout
-from weir.sources.nats import NatsSpout
-from weir.sources.redis_streams import RedisStreamSpout
 from weir.sources.replayable import ReadLimit, ReplayableSpout
 from weir.topology.components import Guarantee
+
+_MOVED = {
+    "KafkaSpout": "weir.connectors.kafka.spout",
+    "NatsSpout": "weir.connectors.nats.spout",
+    "RedisStreamSpout": "weir.connectors.redis.spout",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        import importlib
+
+        return getattr(importlib.import_module(_MOVED[name]), name)
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)
+
 
 __all__ = [
     "DataFrameSpout",

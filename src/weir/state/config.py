@@ -271,7 +271,7 @@ def parse_provider_config(conf: Mapping[str, Any]) -> ProviderConfig:
     if provider == "sqlite" and "url" not in options and "path" not in options:
         options["url"] = "sqlite:///" + os.path.abspath(os.path.join(default_state_dir(conf), "state.db"))
     if provider == "hbase":
-        from weir.state.hbase.client import HBaseSettings, hbase_settings_from_storm, layout_options
+        from weir.connectors.hbase.client import HBaseSettings, hbase_settings_from_storm, layout_options
 
         storm_keys = {"hbaseConfigKey", "tableName", "columnFamily"} & set(options)
         if "url" in options:

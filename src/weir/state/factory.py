@@ -18,10 +18,10 @@ __all__ = ["KeyValueStateProvider", "StateFactory", "open_backend"]
 
 _OPENERS = {
     "memory": "weir.state.memory:open_backend",
-    "sqlite": "weir.state.sqlite:open_backend",
-    "redis": "weir.state.redis:open_backend",
-    "postgres": "weir.state.postgres:open_backend",
-    "hbase": "weir.state.hbase:open_backend",
+    "sqlite": "weir.connectors.sqlite:open_backend",
+    "redis": "weir.connectors.redis:open_backend",
+    "postgres": "weir.connectors.postgres:open_backend",
+    "hbase": "weir.connectors.hbase:open_backend",
 }
 _BACKENDS: dict[str, Backend] = {}
 _LOCK = threading.Lock()

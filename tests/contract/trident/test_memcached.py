@@ -11,8 +11,8 @@ import pytest
 from pymemcache.client.base import Client
 
 from tests.servers import Memcached, free_port
+from weir.connectors.memcached.client import memcached_key
 from weir.errors import ConfigError
-from weir.state.memcached.client import memcached_key
 from weir.trident.backing import MemcachedMapState, close_connections
 from weir.trident.state import OpaqueValue
 

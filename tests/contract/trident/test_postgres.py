@@ -12,8 +12,8 @@ import pytest
 
 from tests.contract.trident.conftest import Sum
 from tests.servers import PostgresDatabase, free_port
+from weir.connectors.postgres import maps as pg_module
 from weir.errors import ConfigError, SerializationError, StateError
-from weir.state.postgres import maps as pg_module
 from weir.trident.backing import PostgresMapState, close_connections
 from weir.trident.state import CombinerValueUpdater, OpaqueValue, StateType, TransactionalValue
 

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.servers import RedisCluster, RedisServer, free_port, redis_command
+from weir.connectors.redis.client import RedisSettings
 from weir.errors import ConfigError
-from weir.state.redis.client import RedisSettings
 from weir.trident.backing import RedisMapState, close_connections
 from weir.trident.state import OpaqueValue, TransactionalValue
 

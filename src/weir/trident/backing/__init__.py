@@ -25,7 +25,7 @@ store                       layout
 =========================== ================================================================
 
 Each store's adapter lives in that store's folder, next to the plumbing it shares with Storm's
-backend: ``weir/state/sqlite/maps.py``, ``weir/state/redis/maps.py``, … (see :mod:`weir.state`).
+backend: ``weir/connectors/sqlite/maps.py``, ``weir/connectors/redis/maps.py``, … (see :mod:`weir.state`).
 
 Examples
 --------
@@ -56,11 +56,11 @@ from weir.trident.backing.factory import (
 )
 
 if TYPE_CHECKING:
-    from weir.state.hbase.maps import HBaseBackingMap, HBaseMapState, HBaseMapStore
-    from weir.state.memcached.maps import MemcachedBackingMap, MemcachedMapState, MemcachedMapStore
-    from weir.state.postgres.maps import PostgresBackingMap, PostgresMapState, PostgresMapStore
-    from weir.state.redis.maps import RedisBackingMap, RedisMapState, RedisMapStore
-    from weir.state.sqlite.maps import SqliteBackingMap, SqliteMapState, SqliteMapStore
+    from weir.connectors.hbase.maps import HBaseBackingMap, HBaseMapState, HBaseMapStore
+    from weir.connectors.memcached.maps import MemcachedBackingMap, MemcachedMapState, MemcachedMapStore
+    from weir.connectors.postgres.maps import PostgresBackingMap, PostgresMapState, PostgresMapStore
+    from weir.connectors.redis.maps import RedisBackingMap, RedisMapState, RedisMapStore
+    from weir.connectors.sqlite.maps import SqliteBackingMap, SqliteMapState, SqliteMapStore
 
 # The store adapters live in their store's folder (weir/state/<store>/maps.py) next to that store's
 # plumbing; they import this package's _factory, so they are loaded on first use (no import cycle).
@@ -72,7 +72,7 @@ def __getattr__(name: str) -> Any:
         if name.startswith(prefix) and name.removeprefix(prefix) in ("BackingMap", "MapState", "MapStore"):
             import importlib
 
-            value = getattr(importlib.import_module(f"weir.state.{store}.maps"), name)
+            value = getattr(importlib.import_module(f"weir.connectors.{store}.maps"), name)
             globals()[name] = value
             return value
     msg = f"module {__name__!r} has no attribute {name!r}"

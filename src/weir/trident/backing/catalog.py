@@ -44,10 +44,10 @@ PREFIX = "trident:"
 
 # which store module has the catalog of a Storm backend's kind
 _CATALOGS = {
-    "sqlite": "weir.state.sqlite.maps",
-    "redis": "weir.state.redis.maps",
-    "postgres": "weir.state.postgres.maps",
-    "hbase": "weir.state.hbase.maps",
+    "sqlite": "weir.connectors.sqlite.maps",
+    "redis": "weir.connectors.redis.maps",
+    "postgres": "weir.connectors.postgres.maps",
+    "hbase": "weir.connectors.hbase.maps",
 }
 
 

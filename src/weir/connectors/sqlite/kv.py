@@ -47,11 +47,7 @@ from itertools import islice
 from typing import Any, TypeVar
 
 from weir._faults import crash_point
-from weir.errors import ConfigError, StateError
-from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
-from weir.state.config import ProviderConfig
-from weir.state.connections import ProcessConnections
-from weir.state.sqlite.connection import (
+from weir.connectors.sqlite.connection import (
     MERGE_ROWS,
     SqliteOptions,
     _close,
@@ -61,6 +57,10 @@ from weir.state.sqlite.connection import (
     path_from_url,
     write_transaction,
 )
+from weir.errors import ConfigError, StateError
+from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
+from weir.state.config import ProviderConfig
+from weir.state.connections import ProcessConnections
 
 __all__ = ["MERGE_ROWS", "SqliteBackend", "SqliteOptions", "open_backend", "path_from_url"]
 

@@ -57,12 +57,12 @@ from typing import Any
 
 import redis.exceptions as rexc
 
+from weir.connectors.redis.client import REDIS_ERRORS as _ERRORS
+from weir.connectors.redis.client import RedisSettings, close_client, redis_client
 from weir.errors import FencedError, StateError
 from weir.state.backend import Backend, Changes, TxidRecord, fenced_message
 from weir.state.config import ProviderConfig
 from weir.state.connections import ProcessConnections
-from weir.state.redis.client import REDIS_ERRORS as _ERRORS
-from weir.state.redis.client import RedisSettings, close_client, redis_client
 
 __all__ = ["COMMIT_CHUNK", "INLINE_LIMIT", "RedisBackend", "RedisSettings", "open_backend", "redis_client"]
 

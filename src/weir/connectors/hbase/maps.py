@@ -21,9 +21,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from weir.connectors.hbase.client import HBaseClient, HBaseSettings, hbase_settings_from_storm
 from weir.errors import ConfigError, StateError
 from weir.state.connections import shared_connections
-from weir.state.hbase.client import HBaseClient, HBaseSettings, hbase_settings_from_storm
 from weir.trident.backing.catalog import PREFIX, MapCatalog, MapInfo
 from weir.trident.backing.codec import decode_cell, encode_cell, encode_key
 from weir.trident.backing.factory import MapStateFamily, MapStore
@@ -341,5 +341,5 @@ class HBaseMapCatalog(MapCatalog):
 
 
 def catalog_for(backend: Any) -> HBaseMapCatalog:
-    """The catalog of the table of a :class:`~weir.state.hbase.kv.HBaseBackend`."""
+    """The catalog of the table of a :class:`~weir.connectors.hbase.kv.HBaseBackend`."""
     return HBaseMapCatalog(backend.settings)

@@ -23,7 +23,7 @@ row key                     column                  content
 
 **Layouts.** HBase's cost of a write is mostly per row (locking, a ``Put`` built and shipped per
 row, memstore bookkeeping), so the ``buckets`` layout keeps several keys per row: a commit of 10k
-keys writes at most :data:`~weir.state.hbase.client.DEFAULT_BUCKETS` rows, not 10k. The ``rows``
+keys writes at most :data:`~weir.connectors.hbase.client.DEFAULT_BUCKETS` rows, not 10k. The ``rows``
 layout keeps Storm ``HBaseKeyValueState``'s row per key. The layout (and bucket count) a namespace
 was first written with is stored in its txid record and followed from then on; an explicit
 ``layout`` in the configuration that differs from the record is a :class:`~weir.errors.ConfigError`
@@ -76,10 +76,10 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
+from weir.connectors.hbase.client import DEFAULT_BUCKETS, LAYOUTS, MAX_BUCKETS, HBaseClient, HBaseSettings
 from weir.errors import ConfigError, FencedError, StateError
 from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
 from weir.state.config import ProviderConfig
-from weir.state.hbase.client import DEFAULT_BUCKETS, LAYOUTS, MAX_BUCKETS, HBaseClient, HBaseSettings
 
 __all__ = ["HBaseBackend", "HBaseSettings", "open_backend"]
 

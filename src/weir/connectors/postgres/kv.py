@@ -42,15 +42,15 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from weir._util import validate_identifier
+from weir.connectors.postgres.connection import check_connection_options, redact_url, scrub
+from weir.connectors.postgres.connection import close as _close
+from weir.connectors.postgres.connection import connect_hint as _connect_hint
+from weir.connectors.postgres.connection import import_psycopg as _import_psycopg
 from weir.errors import ConfigError, StateError
 from weir.state._watchdog import WATCHDOG
 from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
 from weir.state.config import ProviderConfig
 from weir.state.connections import ProcessConnections
-from weir.state.postgres.connection import check_connection_options, redact_url, scrub
-from weir.state.postgres.connection import close as _close
-from weir.state.postgres.connection import connect_hint as _connect_hint
-from weir.state.postgres.connection import import_psycopg as _import_psycopg
 
 if TYPE_CHECKING:
     import psycopg
@@ -234,7 +234,7 @@ class PostgresBackend(Backend):
             if isinstance(exc, psycopg.errors.InsufficientPrivilege):
                 hint = (
                     f"grant the user CREATE on schema {options.schema!r} or create weir's tables ahead "
-                    "(see weir.state.postgres)"
+                    "(see weir.connectors.postgres)"
                 )
             else:
                 hint = _connect_hint(text)

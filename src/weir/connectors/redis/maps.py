@@ -20,7 +20,7 @@ What is atomic
   every key of the map then lives in one slot — on one master — and ``multi_put`` is one atomic
   ``MSET`` (at the price of one master holding, and serving, the whole map).
 
-Connections are made per process with :func:`weir.state.redis.client.redis_client` (which PINGs,
+Connections are made per process with :func:`weir.connectors.redis.client.redis_client` (which PINGs,
 checks the server's mode and turns failures into :class:`~weir.errors.ConfigError`).
 """
 
@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from weir._redact import redact_config, redact_url
+from weir.connectors.redis.client import REDIS_ERRORS, RedisSettings, close_client, redis_client
 from weir.errors import ConfigError, StateError
 from weir.state.connections import shared_connections
-from weir.state.redis.client import REDIS_ERRORS, RedisSettings, close_client, redis_client
 from weir.trident.backing.catalog import MapCatalog, MapInfo
 from weir.trident.backing.codec import decode_cell, encode_cell, encode_key
 from weir.trident.backing.factory import MapStateFamily, MapStore
@@ -377,5 +377,5 @@ class RedisMapCatalog(MapCatalog):
 
 
 def catalog_for(backend: Any) -> RedisMapCatalog:
-    """The catalog of the server of a :class:`~weir.state.redis.kv.RedisBackend`."""
+    """The catalog of the server of a :class:`~weir.connectors.redis.kv.RedisBackend`."""
     return RedisMapCatalog(backend.settings)

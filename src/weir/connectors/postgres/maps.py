@@ -52,12 +52,12 @@ from typing import Any, ClassVar, TypeVar
 
 from weir._redact import collect_secrets, redact_text
 from weir._util import validate_identifier
+from weir.connectors.postgres.connection import check_connection_options, redact_url
+from weir.connectors.postgres.connection import close as _close
+from weir.connectors.postgres.connection import import_psycopg as _import_psycopg
 from weir.errors import ConfigError, SerializationError, StateError
 from weir.state._watchdog import WATCHDOG
 from weir.state.connections import ProcessConnections, shared_connections
-from weir.state.postgres.connection import check_connection_options, redact_url
-from weir.state.postgres.connection import close as _close
-from weir.state.postgres.connection import import_psycopg as _import_psycopg
 from weir.trident.backing.catalog import PREFIX, MapCatalog, MapInfo, missing
 from weir.trident.backing.codec import decode_json, encode_cell, encode_json, encode_key, to_cell, to_stored
 from weir.trident.backing.factory import MapStateFamily, MapStore
@@ -861,6 +861,6 @@ class PostgresMapCatalog(MapCatalog):
 
 
 def catalog_for(backend: Any) -> PostgresMapCatalog:
-    """The catalog of the database of a :class:`~weir.state.postgres.kv.PostgresBackend`."""
+    """The catalog of the database of a :class:`~weir.connectors.postgres.kv.PostgresBackend`."""
     o = backend.options
     return PostgresMapCatalog(o.url, o.connect_timeout, o.statement_timeout, o.socket_timeout)

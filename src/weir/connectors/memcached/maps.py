@@ -34,9 +34,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from weir._util import positive_float, positive_int
-from weir.errors import ConfigError, StateError
-from weir.state.connections import ProcessConnections, shared_connections
-from weir.state.memcached.client import (
+from weir.connectors.memcached.client import (
     _MAX_PREFIX,
     _import_pymemcache,
     _safe,
@@ -45,6 +43,8 @@ from weir.state.memcached.client import (
     memcached_key,
     open_client,
 )
+from weir.errors import ConfigError, StateError
+from weir.state.connections import ProcessConnections, shared_connections
 from weir.trident.backing.catalog import MapCatalog, MapInfo
 from weir.trident.backing.codec import decode_cell, encode_cell, encode_key
 from weir.trident.backing.factory import MapStateFamily, MapStore

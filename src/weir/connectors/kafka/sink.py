@@ -39,7 +39,15 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from weir._faults import crash_point
-from weir._kafka import admin, check_settings, client_module, describe_servers, error_callback, explain, serve_errors
+from weir.connectors.kafka.client import (
+    admin,
+    check_settings,
+    client_module,
+    describe_servers,
+    error_callback,
+    explain,
+    serve_errors,
+)
 from weir.errors import ConfigError, StateError
 from weir.topology.components import StatefulBolt
 from weir.trident.operation import StateUpdater

@@ -39,7 +39,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from weir._kafka import (
+from weir._util import positive_int
+from weir.connectors.kafka.client import (
     check_settings,
     client_module,
     describe_servers,
@@ -47,7 +48,6 @@ from weir._kafka import (
     explain,
     topic_partitions,
 )
-from weir._util import positive_int
 from weir.errors import ConfigError, SourceError
 from weir.sources._schema import Column, converter, parse_columns
 from weir.sources.replayable import Offset, ReadLimit, ReplayableSpout
@@ -225,7 +225,7 @@ class KafkaSpout(ReplayableSpout):
             return {}
         ck = client_module()
         offset_spec = ck.admin.OffsetSpec
-        from weir._kafka import admin
+        from weir.connectors.kafka.client import admin
 
         if spec == "earliest":
             os_ = offset_spec.earliest()
@@ -282,7 +282,7 @@ class KafkaSpout(ReplayableSpout):
                     raise ConfigError(msg)
 
     def _topic_config(self, topic: str) -> dict[str, str]:
-        from weir._kafka import admin
+        from weir.connectors.kafka.client import admin
 
         res = client_module().admin.ConfigResource("topic", topic)
         try:

@@ -1,4 +1,4 @@
-"""Kafka client plumbing shared by :mod:`weir.sources.kafka` and :mod:`weir.sinks.kafka` (confluent-kafka).
+"""Kafka client plumbing shared by the spout (:mod:`.spout`) and the sinks (:mod:`.sink`) (confluent-kafka).
 
 One place for the optional import, the client settings (``bootstrap.servers`` plus whatever the user
 passes through: SASL, TLS, timeouts), cached clients per process and the error translation.

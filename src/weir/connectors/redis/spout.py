@@ -35,7 +35,7 @@ from weir.sources.replayable import Offset, ReadLimit, ReplayableSpout
 from weir.topology.components import Guarantee
 
 if TYPE_CHECKING:
-    from weir.state.redis.client import RedisSettings
+    from weir.connectors.redis.client import RedisSettings
 
 __all__ = ["RedisStreamSpout"]
 
@@ -123,7 +123,7 @@ class RedisStreamSpout(ReplayableSpout):
         connect_timeout_s: float = 10.0,
     ) -> None:
         try:
-            from weir.state.redis.client import RedisSettings
+            from weir.connectors.redis.client import RedisSettings
         except ImportError as exc:  # pragma: no cover - packaging
             msg = "RedisStreamSpout needs redis-py: pip install 'weir[redis]'"
             raise ConfigError(msg) from exc
@@ -185,7 +185,7 @@ class RedisStreamSpout(ReplayableSpout):
     # ---- connections -----------------------------------------------------------------------
     def _call(self, fn: Callable[[Any], Any], what: str) -> Any:
         """Run ``fn(client)``, retrying connection failures and a loading server for a while."""
-        from weir.state.redis.client import redis_client
+        from weir.connectors.redis.client import redis_client
 
         transient = _transient()
         deadline = time.monotonic() + self.connect_timeout_s

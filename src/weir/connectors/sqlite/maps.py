@@ -31,9 +31,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from weir._util import validate_identifier
-from weir.errors import ConfigError, StateError
-from weir.state.connections import shared_connections
-from weir.state.sqlite.connection import (
+from weir.connectors.sqlite.connection import (
     SqliteOptions,
     _close,
     check_options,
@@ -43,6 +41,8 @@ from weir.state.sqlite.connection import (
     path_from_url,
     write_transaction,
 )
+from weir.errors import ConfigError, StateError
+from weir.state.connections import shared_connections
 from weir.trident.backing.catalog import MapCatalog, MapInfo
 from weir.trident.backing.codec import chunked, decode_cell, encode_cell_text, encode_key
 from weir.trident.backing.factory import MapStateFamily, MapStore
@@ -407,5 +407,5 @@ class SqliteMapCatalog(MapCatalog):
 
 
 def catalog_for(backend: Any) -> SqliteMapCatalog:
-    """The catalog of the file of a :class:`~weir.state.sqlite.kv.SqliteBackend`."""
+    """The catalog of the file of a :class:`~weir.connectors.sqlite.kv.SqliteBackend`."""
     return SqliteMapCatalog(backend.options)

@@ -1,0 +1,1 @@
+"""Connectors: one package per external system, above the APIs they implement (never imported by them)."""

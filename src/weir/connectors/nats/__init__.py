@@ -1,0 +1,1 @@
+"""NATS JetStream: :class:`NatsSpout` (:mod:`.spout`)."""
