@@ -11,7 +11,7 @@ from typing import Any
 
 from weir.errors import ConfigError
 
-__all__ = ["import_object", "positive_float", "positive_int", "stable_hash", "validate_identifier"]
+__all__ = ["import_object", "java_class_name", "positive_float", "positive_int", "stable_hash", "validate_identifier"]
 
 
 def positive_int(
@@ -150,3 +150,15 @@ def _hash_bytes(value: Any) -> bytes:
         parts = [_hash_bytes(v) for v in value]
         return b"t" + b"".join(len(p).to_bytes(4, "big") + p for p in parts)
     return b"r" + repr(value).encode()
+
+
+def java_class_name(path: str) -> bool:
+    """Whether dotted ``path`` names a Java class (``org.``, ``com.``, ``java.``, ... and no such Python package)."""
+    import importlib.util
+
+    if not path.startswith(("org.apache.", "org.", "com.", "java.", "javax.", "io.")):
+        return False
+    try:
+        return importlib.util.find_spec(path.split(".", 1)[0]) is None
+    except (ImportError, ValueError):
+        return True

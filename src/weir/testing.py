@@ -32,8 +32,9 @@ from weir.errors import TopologyError
 from weir.state.factory import StateFactory
 from weir.state.kv import TransactionalKeyValueState
 from weir.topology.collector import BasicOutputCollector, FailedTuple, OutputCollector
-from weir.topology.components import BasicBolt, OutputFieldsDeclarer, StatefulBolt, execute_shape
+from weir.topology.components import BasicBolt, OutputFieldsDeclarer, StatefulBolt
 from weir.topology.context import TopologyContext
+from weir.topology.shape import execute_shape
 from weir.topology.tuple import DEFAULT_STREAM, Fields, Tuple, Values
 from weir.topology.window_manager import WindowManager, window_namespace
 from weir.topology.windowing import WindowedBolt

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from weir import _data
+from weir import datacodec as _data
 
 _SCALARS = st.one_of(
     st.none(),

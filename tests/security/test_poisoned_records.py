@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from weir import _data
+from weir import datacodec as _data
 from weir.checkpoint.coordinator import CheckpointStore
 from weir.errors import CheckpointError, SerializationError, WeirError
 from weir.runtime.spark.trident.state_tasks import JOURNAL_V1, journal_key, read_touches

@@ -11,7 +11,6 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, Rea
 from tests.sources._spouts import Numbers
 from weir.errors import ConfigError, SourceError
 from weir.sources import Guarantee, ReadLimit, ReplayableSpout
-from weir.sources._schema import converter, parse_columns, to_ddl
 from weir.sources.replayable import (
     _clamp,
     _Range,
@@ -19,6 +18,7 @@ from weir.sources.replayable import (
     canonical_offset,
     source_name,
 )
+from weir.sources.schema import converter, parse_columns, to_ddl
 
 
 def reader(spout: ReplayableSpout, initial: dict[str, Any] | None = None) -> _SpoutReader:

@@ -10,89 +10,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any, TextIO
+from typing import Any
 
 from weir.checkpoint.coordinator import checkpoint_namespace
-from weir.checkpoint.history import HistoryEntry, load_history
-from weir.cli._table import print_table
+from weir.checkpoint.history import load_history
+from weir.cli.history_table import history_rows, print_history
 from weir.errors import StateError
 
 __all__ = ["history_rows", "print_history", "register"]
-
-HEADERS = [
-    "seq",
-    "kind",
-    "txid",
-    "batch",
-    "status",
-    "attempts",
-    "started (UTC)",
-    "job ms",
-    "commit ms",
-    "tuples in",
-    "keys written",
-    "failures",
-    "error",
-]
-
-
-def _clock(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}"
-
-
-def _ms(v: float | None) -> float | None:
-    return None if v is None else round(v, 1)
-
-
-def history_rows(entries: Sequence[HistoryEntry]) -> list[list[Any]]:
-    """One table row per entry (columns :data:`HEADERS`)."""
-    rows = []
-    for e in entries:
-        first = e.failures[0] if e.failures else None
-        error = f"{first['component']}[{first['task']}]: {first['error']}" if first else (e.note or None)
-        rows.append(
-            [
-                e.seq,
-                e.kind,
-                e.txid,
-                e.batch_id,
-                e.status,
-                e.attempts or None,
-                _clock(e.started_ms),
-                _ms(e.job_ms),
-                _ms(e.commit_ms),
-                e.tuples_in if e.kind == "batch" else None,
-                sum(e.keys_written.values()) if e.kind == "batch" else None,
-                e.failure_count,
-                error,
-            ]
-        )
-    return rows
-
-
-def print_history(entries: Sequence[HistoryEntry], out: TextIO | None = None, *, tracebacks: bool = False) -> None:
-    """The history table, then each failure (with its traceback when asked)."""
-    out = out or sys.stdout
-    print_table(HEADERS, history_rows(entries), file=out, max_width=60)
-    failed = [(e, f) for e in entries for f in e.failures]
-    if not failed:
-        return
-    print(file=out)
-    print(f"failures ({len(failed)})", file=out)
-    for e, f in failed:
-        print(
-            f"  txid {e.txid} attempt {f.get('attempt')}: component {f.get('component')!r} task "
-            f"{f.get('task')}: {f.get('error')}",
-            file=out,
-        )
-        if tracebacks and f.get("traceback"):
-            for line in str(f["traceback"]).rstrip().splitlines():
-                print(f"      {line}", file=out)
 
 
 def _cmd_history(args: argparse.Namespace) -> int:

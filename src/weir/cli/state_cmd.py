@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from weir.cli._table import print_table
 from weir.errors import ConfigError, SerializationError, StateError
+from weir.state import registry
 from weir.state.backend import Backend
 from weir.state.config import (
     PROVIDER_CONFIG_KEY,
@@ -159,20 +160,28 @@ def open_backend_for(conf: dict[str, Any], *, must_exist: bool) -> tuple[Backend
     return open_backend(cfg, fresh=True), cfg
 
 
+def _maps_only_connector(url: str | None) -> registry.Connector | None:
+    """The connector of ``url`` when it names a store of Trident map states only (``memcached://``)."""
+    if not url or "://" not in str(url):
+        return None
+    found = registry.connector_for_scheme(str(url).split("://", 1)[0])
+    return found if found is not None and found.url_catalog is not None and not found.is_provider else None
+
+
 def is_maps_only(url: str | None) -> bool:
     """Whether ``url`` names a store of Trident map states only (``memcached://``)."""
-    return bool(url) and str(url).split("://", 1)[0].lower() == "memcached"
+    return _maps_only_connector(url) is not None
 
 
 @contextmanager
 def open_store(args: argparse.Namespace, *, must_exist: bool = True) -> Iterator[Store]:
     """Open the store selected by the common options of ``args``; close it afterwards."""
-    if is_maps_only(args.url):
+    maps_only = _maps_only_connector(args.url)
+    if maps_only is not None and maps_only.url_catalog is not None:
         from weir.cli._conf import expand_env
-        from weir.connectors.memcached.maps import catalog_for_url
         from weir.state.memory import MemoryBackend
 
-        catalog = catalog_for_url(expand_env(args.url, where="--url"))
+        catalog = maps_only.url_catalog(expand_env(args.url, where="--url"))
         json_ser = JsonSerializer()
         yield Store(MemoryBackend(), ProviderConfig("memory", {}), json_ser, json_ser, catalog)
         return
@@ -626,7 +635,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 def _print_histories(backend: Backend, topologies: list[str], last: int) -> None:
     """The last ``last`` checkpoint history entries of each coordinator (``weir history`` shows all)."""
     from weir.checkpoint.history import load_history
-    from weir.cli.history_cmd import print_history
+    from weir.cli.history_table import print_history
 
     if last <= 0:
         return

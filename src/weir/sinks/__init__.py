@@ -2,24 +2,21 @@
 
 :class:`KafkaBolt` (Storm) and :class:`KafkaStateFactory` / :class:`KafkaStateUpdater` (Trident
 ``partition_persist``) publish each transaction's records in one Kafka transaction with a progress
-marker; see :mod:`weir.connectors.kafka.sink`.
+marker; they live in :mod:`weir.connectors.kafka.sink`, which offers them here (this package
+imports no connector).
 """
 
 from typing import Any
 
-_MOVED = dict.fromkeys(
-    ("KafkaBolt", "KafkaState", "KafkaStateFactory", "KafkaStateUpdater", "TransactionalPublisher"),
-    "weir.connectors.kafka.sink",
-)
+from weir.state import registry
 
 
 def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        import importlib
-
-        return getattr(importlib.import_module(_MOVED[name]), name)
-    msg = f"module {__name__!r} has no attribute {name!r}"
-    raise AttributeError(msg)
+    # the sinks of external systems live in their connectors (weir/connectors/<system>/sink.py),
+    # which offer them here through their registry descriptors; this package imports no connector
+    value = registry.exported(__name__, name)
+    globals()[name] = value
+    return value
 
 
 __all__ = ["KafkaBolt", "KafkaState", "KafkaStateFactory", "KafkaStateUpdater", "TransactionalPublisher"]

@@ -3,29 +3,25 @@
 Built on Spark's own sources: :class:`FileSpout`, :class:`RateSpout`, :class:`DataFrameSpout`.
 Replayable by offset range (Spark Python data sources): :class:`ReplayableSpout` (write your own),
 :class:`RedisStreamSpout` (Redis Streams), :class:`NatsSpout` (NATS JetStream) and
-:class:`KafkaSpout` (Kafka topics).
+:class:`KafkaSpout` (Kafka topics); those three live in their connectors
+(:mod:`weir.connectors.redis`, :mod:`weir.connectors.nats`, :mod:`weir.connectors.kafka`), which
+offer them here (this package imports no connector).
 """
 
 from typing import Any
 
 from weir.sources.builtin import DataFrameSpout, FileSpout, RateSpout
 from weir.sources.replayable import ReadLimit, ReplayableSpout
+from weir.state import registry
 from weir.topology.components import Guarantee
-
-_MOVED = {
-    "KafkaSpout": "weir.connectors.kafka.spout",
-    "NatsSpout": "weir.connectors.nats.spout",
-    "RedisStreamSpout": "weir.connectors.redis.spout",
-}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        import importlib
-
-        return getattr(importlib.import_module(_MOVED[name]), name)
-    msg = f"module {__name__!r} has no attribute {name!r}"
-    raise AttributeError(msg)
+    # the spouts of external systems live in their connectors (weir/connectors/<system>/spout.py),
+    # which offer them here through their registry descriptors; this package imports no connector
+    value = registry.exported(__name__, name)
+    globals()[name] = value
+    return value
 
 
 __all__ = [

@@ -44,8 +44,8 @@ from pyspark.sql.streaming.datasource import ReadLimit as SparkReadLimit
 
 from weir._util import positive_int
 from weir.errors import SourceError, WeirError
-from weir.sources._columnar import ARROW_TYPES
-from weir.sources._schema import CORRUPT_COLUMN, Column, parse_columns, to_ddl
+from weir.sources.columnar import ARROW_TYPES
+from weir.sources.schema import CORRUPT_COLUMN, Column, parse_columns, to_ddl
 from weir.topology.components import Guarantee, OutputFieldsDeclarer, Spout
 from weir.topology.tuple import Fields
 
@@ -469,10 +469,10 @@ def _read(spout: ReplayableSpout, where: str, part: _Range) -> Iterator[Any]:
                 continue
             chunk.append(rec)
             if len(chunk) >= _CHUNK:
-                yield _to_batch(chunk, names, types, where)
+                yield to_batch(chunk, names, types, where)
                 chunk = []
         if chunk:
-            yield _to_batch(chunk, names, types, where)
+            yield to_batch(chunk, names, types, where)
     except WeirError:
         raise
     except Exception as exc:
@@ -480,7 +480,8 @@ def _read(spout: ReplayableSpout, where: str, part: _Range) -> Iterator[Any]:
         raise SourceError(msg) from exc
 
 
-def _to_batch(rows: list[Any], names: list[str], types: list[Any], where: str) -> Any:
+def to_batch(rows: list[Any], names: list[str], types: list[Any], where: str) -> Any:
+    """One Arrow record batch of ``rows`` (columns ``names`` of Spark ``types``); ``where`` names the source."""
     width = len(names)
     for r in rows:
         if len(r) != width:

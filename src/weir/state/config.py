@@ -14,21 +14,25 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from weir._redact import is_secret_key, redact_config, redact_url
+from weir._util import java_class_name
 from weir.errors import ConfigError
+from weir.state import registry
 
 __all__ = [
     "PROVIDER_CONFIG_KEY",
     "PROVIDER_KEY",
-    "SHORT_NAMES",
     "STATE_DIR_KEY",
     "ProviderConfig",
+    "check_option_types",
     "default_state_dir",
     "java_class_name",
     "parse_provider_config",
+    "provider_from_url",
+    "short_names",
     "spark_checkpoint_location",
 ]
 
@@ -36,44 +40,12 @@ PROVIDER_KEY = "topology.state.provider"
 PROVIDER_CONFIG_KEY = "topology.state.provider.config"
 STATE_DIR_KEY = "weir.state.dir"
 
-SHORT_NAMES = ("memory", "sqlite", "redis", "postgres", "hbase")
-#: Storm's provider class names that weir serves with its own providers
-_STORM_PROVIDERS = {
-    "org.apache.storm.state.InMemoryKeyValueStateProvider": "memory",
-    "org.apache.storm.redis.state.RedisKeyValueStateProvider": "redis",
-    "org.apache.storm.redis.state.RedisClusterKeyValueStateProvider": "redis",
-    "org.apache.storm.hbase.state.HBaseKeyValueStateProvider": "hbase",
-}
-#: Storm's provider class names weir has no equivalent for (a clear error instead of an import failure)
-_STORM_UNAVAILABLE: dict[str, str] = {}
-_JAVA_PREFIXES = ("org.apache.", "org.", "com.", "java.", "javax.", "io.")
-_ALIASES = {
-    **_STORM_PROVIDERS,
-    "postgresql": "postgres",
-    "pg": "postgres",
-    "redis-cluster": "redis",
-}
-_SCHEMES = {
-    "memory": "memory",
-    "sqlite": "sqlite",
-    "redis": "redis",
-    "rediss": "redis",
-    "redis+cluster": "redis",
-    "postgres": "postgres",
-    "postgresql": "postgres",
-    "hbase": "hbase",
-}
-
 _COMMON_KEYS = {"keyClass", "valueClass", "keySerializerClass", "valueSerializerClass", "url"}
-_PROVIDER_KEYS: dict[str, set[str]] = {
-    "memory": {"name"},
-    "sqlite": {"path", "timeout", "synchronous", "mergeRows"},
-    "redis": {"jedisPoolConfig", "jedisClusterConfig", "tls"},
-    "postgres": {"schema", "tablePrefix", "connectTimeout", "statementTimeout", "socketTimeout"},
-    "hbase": {"hbaseConfigKey", "tableName", "columnFamily", "layout", "buckets"},
-}
-_POOL_KEYS = {"host": str, "port": int, "timeout": int, "database": int, "password": (str, type(None))}
-_CLUSTER_KEYS = {"nodes": list, "timeout": int, "maxRedirections": int, "password": (str, type(None))}
+
+
+def short_names() -> tuple[str, ...]:
+    """The short names of the built-in providers (every registered connector with a Storm backend)."""
+    return tuple(c.name for c in registry.providers())
 
 
 def default_state_dir(conf: Mapping[str, Any] | None = None) -> str:
@@ -110,8 +82,8 @@ class ProviderConfig:
     custom_class: str | None = None
 
     def __post_init__(self) -> None:
-        if self.provider not in (*SHORT_NAMES, "custom"):
-            msg = f"{PROVIDER_KEY}: unknown provider {self.provider!r}; use one of {', '.join(SHORT_NAMES)}"
+        if self.provider != "custom" and self.provider not in short_names():
+            msg = f"{PROVIDER_KEY}: unknown provider {self.provider!r}; use one of {', '.join(short_names())}"
             raise ConfigError(msg)
 
     @property
@@ -148,17 +120,19 @@ class ProviderConfig:
 def provider_from_url(url: str) -> str:
     """The short provider name of a URL (``sqlite:///x.db`` → ``sqlite``)."""
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-    if scheme not in _SCHEMES:
-        msg = (
-            f"state URL {redact_url(url)!r} has an unknown scheme {scheme!r}; expected one of "
-            "sqlite:///PATH, redis://HOST:PORT/DB, redis+cluster://H1:P1,H2:P2, postgresql://..., "
-            "hbase://HOST:PORT/TABLE?family=CF, memory://NAME"
-        )
+    found = registry.connector_for_scheme(scheme) if scheme else None
+    if found is None or not found.is_provider:
+        shapes = ", ".join(c.url_example for c in registry.providers() if c.url_example)
+        msg = f"state URL {redact_url(url)!r} has an unknown scheme {scheme!r}; expected one of {shapes}"
         raise ConfigError(msg)
-    return _SCHEMES[scheme]
+    return found.name
 
 
-def _check_types(where: str, data: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
+def check_option_types(where: str, data: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
+    """Check the keys and value types of the option object ``where`` (a connector's nested options).
+
+    ``spec`` maps each allowed key to its type (or tuple of types); a secret's value is never shown.
+    """
     for k, v in data.items():
         if k not in spec:
             msg = f"{PROVIDER_CONFIG_KEY}: unknown key {where}.{k}; expected some of {', '.join(spec)}"
@@ -169,18 +143,6 @@ def _check_types(where: str, data: Mapping[str, Any], spec: Mapping[str, Any]) -
             shown = "(value hidden)" if is_secret_key(k) else repr(v)
             msg = f"{PROVIDER_CONFIG_KEY}: {where}.{k} must be {names}, got {type(v).__name__} {shown}"
             raise ConfigError(msg)
-
-
-def java_class_name(path: str) -> bool:
-    """Whether dotted ``path`` names a Java class (``org.``, ``com.``, ``java.``, ... and no such Python package)."""
-    import importlib.util
-
-    if not path.startswith(_JAVA_PREFIXES):
-        return False
-    try:
-        return importlib.util.find_spec(path.split(".", 1)[0]) is None
-    except (ImportError, ValueError):
-        return True
 
 
 def parse_provider_config(conf: Mapping[str, Any]) -> ProviderConfig:
@@ -210,36 +172,35 @@ def parse_provider_config(conf: Mapping[str, Any]) -> ProviderConfig:
     if raw_provider is None or raw_provider == "":
         if options.get("url"):
             provider = provider_from_url(str(options["url"]))
-        elif "jedisPoolConfig" in options or "jedisClusterConfig" in options:
-            provider = "redis"
-        elif "tableName" in options or "hbaseConfigKey" in options:
-            provider = "hbase"
         else:
-            provider = "sqlite"
+            inferred = [c.name for c in registry.providers() if c.infer_keys & set(options)]
+            provider = inferred[0] if len(inferred) == 1 else "sqlite"
     elif not isinstance(raw_provider, str):
         msg = f"{PROVIDER_KEY} must be a string, got {type(raw_provider).__name__}"
         raise ConfigError(msg)
     else:
-        provider = _ALIASES.get(raw_provider, raw_provider)
+        named = registry.connector(raw_provider) or registry.connector_for_storm_class(raw_provider)
+        provider = named.name if named is not None and named.is_provider else raw_provider
 
-    if provider not in SHORT_NAMES:
+    connector = registry.connector(provider)
+    if connector is None or not connector.is_provider:
         if java_class_name(provider):
-            what = _STORM_UNAVAILABLE.get(provider, "a Java class")
+            storm = registry.storm_providers()
             msg = (
-                f"{PROVIDER_KEY}: {raw_provider!r} ({what}) is not available in weir, which runs Python; Storm's "
-                f"providers map to: {', '.join(f'{k} -> {v}' for k, v in sorted(_STORM_PROVIDERS.items()))}. Use "
-                f"one of {', '.join(SHORT_NAMES)} or a dotted path to a weir.state.StateProvider subclass"
+                f"{PROVIDER_KEY}: {raw_provider!r} (a Java class) is not available in weir, which runs Python; "
+                f"Storm's providers map to: {', '.join(f'{k} -> {v}' for k, v in sorted(storm.items()))}. Use "
+                f"one of {', '.join(short_names())} or a dotted path to a weir.state.StateProvider subclass"
             )
             raise ConfigError(msg)
         if "." not in provider and ":" not in provider:
             msg = (
-                f"{PROVIDER_KEY}: unknown provider {raw_provider!r}; use one of {', '.join(SHORT_NAMES)} "
+                f"{PROVIDER_KEY}: unknown provider {raw_provider!r}; use one of {', '.join(short_names())} "
                 "or a dotted path to a weir.state.StateProvider subclass"
             )
             raise ConfigError(msg)
         return ProviderConfig("custom", options, custom_class=provider)
 
-    allowed = _COMMON_KEYS | _PROVIDER_KEYS[provider]
+    allowed = _COMMON_KEYS | connector.option_keys
     for k in options:
         if k not in allowed:
             msg = (
@@ -254,53 +215,8 @@ def parse_provider_config(conf: Mapping[str, Any]) -> ProviderConfig:
     if "url" in options and provider_from_url(options["url"]) != provider:
         msg = f"{PROVIDER_CONFIG_KEY}: url {redact_url(options['url'])!r} does not match provider {provider!r}"
         raise ConfigError(msg)
-    if "jedisPoolConfig" in options:
-        if not isinstance(options["jedisPoolConfig"], dict):
-            msg = f"{PROVIDER_CONFIG_KEY}: jedisPoolConfig must be an object"
-            raise ConfigError(msg)
-        _check_types("jedisPoolConfig", options["jedisPoolConfig"], _POOL_KEYS)
-    if "jedisClusterConfig" in options:
-        if not isinstance(options["jedisClusterConfig"], dict):
-            msg = f"{PROVIDER_CONFIG_KEY}: jedisClusterConfig must be an object"
-            raise ConfigError(msg)
-        _check_types("jedisClusterConfig", options["jedisClusterConfig"], _CLUSTER_KEYS)
-        nodes = options["jedisClusterConfig"].get("nodes", [])
-        if not nodes or not all(isinstance(n, str) and ":" in n for n in nodes):
-            msg = f"{PROVIDER_CONFIG_KEY}: jedisClusterConfig.nodes must be a non-empty list of 'host:port'"
-            raise ConfigError(msg)
-    if provider == "sqlite" and "url" not in options and "path" not in options:
-        options["url"] = "sqlite:///" + os.path.abspath(os.path.join(default_state_dir(conf), "state.db"))
-    if provider == "hbase":
-        from weir.connectors.hbase.client import HBaseSettings, hbase_settings_from_storm, layout_options
-
-        storm_keys = {"hbaseConfigKey", "tableName", "columnFamily"} & set(options)
-        if "url" in options:
-            if storm_keys:
-                msg = (
-                    f"{PROVIDER_CONFIG_KEY}: give the hbase provider either a url or Storm's "
-                    f"hbaseConfigKey/tableName/columnFamily, not both (got url and {', '.join(sorted(storm_keys))})"
-                )
-                raise ConfigError(msg)
-            settings = HBaseSettings.from_url(options["url"])  # validate now
-            layout, buckets = layout_options(options, PROVIDER_CONFIG_KEY)
-            if layout is not None or buckets is not None:
-                settings = replace(
-                    settings,
-                    layout=settings.layout if layout is None else layout,
-                    buckets=settings.buckets if buckets is None else buckets,
-                )
-                options["url"] = settings.url
-        else:
-            # Storm's keys resolve (with the hbaseConfigKey map of ``conf``) into one url, so the
-            # parsed config is self-contained when it travels to executors
-            options["url"] = hbase_settings_from_storm(options, conf, PROVIDER_CONFIG_KEY).url
-            for k in storm_keys:
-                del options[k]
-        for k in ("layout", "buckets"):
-            options.pop(k, None)
-    if provider == "postgres" and "url" not in options:
-        msg = f"{PROVIDER_CONFIG_KEY}: the postgres provider needs a 'url' (postgresql://user@host:port/db)"
-        raise ConfigError(msg)
+    if connector.check_options is not None:
+        connector.check_options(options, conf, PROVIDER_CONFIG_KEY)
     for k in ("keySerializerClass", "valueSerializerClass", "keyClass", "valueClass"):
         if k in options:
             from weir.state.serializers import serializer_for

@@ -8,21 +8,15 @@ from typing import Any
 
 from weir._util import import_object
 from weir.errors import ConfigError
+from weir.state import registry
 from weir.state.backend import Backend
 from weir.state.base import State, StateProvider
-from weir.state.config import ProviderConfig, parse_provider_config, provider_from_url
+from weir.state.config import ProviderConfig, parse_provider_config, provider_from_url, short_names
 from weir.state.kv import TransactionalKeyValueState
 from weir.state.serializers import serializer_for
 
 __all__ = ["KeyValueStateProvider", "StateFactory", "open_backend"]
 
-_OPENERS = {
-    "memory": "weir.state.memory:open_backend",
-    "sqlite": "weir.connectors.sqlite:open_backend",
-    "redis": "weir.connectors.redis:open_backend",
-    "postgres": "weir.connectors.postgres:open_backend",
-    "hbase": "weir.connectors.hbase:open_backend",
-}
 _BACKENDS: dict[str, Backend] = {}
 _LOCK = threading.Lock()
 
@@ -39,8 +33,11 @@ def open_backend(cfg: ProviderConfig, *, fresh: bool = False) -> Backend:
     with _LOCK:
         if not fresh and key in _BACKENDS:
             return _BACKENDS[key]
-        opener = import_object(_OPENERS[cfg.provider])
-        backend: Backend = opener(cfg)
+        connector = registry.connector(cfg.provider)
+        if connector is None or connector.open_backend is None:  # a ProviderConfig checks its provider
+            msg = f"provider {cfg.provider!r} has no weir backend; use one of {', '.join(short_names())}"
+            raise ConfigError(msg)
+        backend: Backend = connector.open_backend(cfg)
         if not fresh:
             _BACKENDS[key] = backend
         return backend
@@ -104,8 +101,7 @@ class StateFactory:
             if not isinstance(obj, type) or not issubclass(obj, StateProvider):
                 msg = (
                     f"topology.state.provider: {cfg.custom_class!r} is not a subclass of weir.state.StateProvider; "
-                    "a provider named by class must subclass it, or use a short name: sqlite, redis, postgres, "
-                    "memory"
+                    f"a provider named by class must subclass it, or use a short name: {', '.join(short_names())}"
                 )
                 raise ConfigError(msg)
             try:

@@ -273,8 +273,7 @@ def serializer_for(spec: str | None, *, what: str) -> Serializer:
         return JsonSerializer()
     if spec in _BY_NAME:
         return _BY_NAME[spec]()  # type: ignore[no-any-return]
-    from weir._util import import_object
-    from weir.state.config import java_class_name
+    from weir._util import import_object, java_class_name
 
     if java_class_name(spec):
         msg = (

@@ -10,7 +10,7 @@ data, usable together:
 * a small **key-value** map — ``put(key, value)`` / ``get(key)``.
 
 Objects and map values are plain data by default (None, bool, int, float, str, bytes, datetime,
-date, Decimal, and tuples, lists, dicts and sets of them), in :mod:`weir._data`'s encoding, which
+date, Decimal, and tuples, lists, dicts and sets of them), in :mod:`weir.datacodec`'s encoding, which
 never runs code when read. ``serializer="pickle"`` (the topology key
 ``weir.streams.checkpoint.serializer``) stores any picklable object instead, and so trusts everyone
 who can write the store: a checkpoint is executed when it is restored.
@@ -39,7 +39,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
-from weir import _data
+from weir import datacodec as _data
 from weir.errors import CheckpointError
 
 __all__ = ["SERIALIZERS", "Checkpoint"]

@@ -15,8 +15,8 @@ from weir.topology.components import (
     Component,
     OutputFieldsDeclarer,
     Spout,
-    execute_shape,
 )
+from weir.topology.shape import execute_shape
 from weir.topology.tuple import DEFAULT_STREAM, Fields
 
 __all__ = [

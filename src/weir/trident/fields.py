@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from weir import _data
+from weir import datacodec as _data
 from weir.errors import TopologyError
 
 __all__ = [
@@ -235,9 +235,9 @@ def encode_any(value: Any) -> bytes | None:
     """Encode a Python value for an any-field; ``None`` stays ``None`` (a SQL null).
 
     Plain data (strings, numbers, bools, bytes, dates, tuples/lists/dicts/sets of them) gets
-    :mod:`weir._data`'s canonical form (equal values, equal bytes); anything else is pickled. Any-field
+    :mod:`weir.datacodec`'s canonical form (equal values, equal bytes); anything else is pickled. Any-field
     columns only carry values this topology's own functions emitted, within one batch; nothing weir
-    stores uses this pickle fallback (see :func:`weir._data.decode`).
+    stores uses this pickle fallback (see :func:`weir.datacodec.decode`).
 
     Raises
     ------

@@ -49,8 +49,8 @@ from weir.connectors.kafka.client import (
     topic_partitions,
 )
 from weir.errors import ConfigError, SourceError
-from weir.sources._schema import Column, converter, parse_columns
 from weir.sources.replayable import Offset, ReadLimit, ReplayableSpout
+from weir.sources.schema import Column, converter, parse_columns
 from weir.topology.components import Guarantee
 
 __all__ = ["KafkaSpout"]

@@ -31,8 +31,8 @@ from typing import Any, TypeVar
 from weir._redact import collect_secrets, redact_text, redact_url
 from weir._util import positive_float, positive_int
 from weir.errors import ConfigError, SourceError
-from weir.sources._schema import Column, converter, parse_columns
 from weir.sources.replayable import Offset, ReadLimit, ReplayableSpout
+from weir.sources.schema import Column, converter, parse_columns
 from weir.topology.components import Guarantee
 
 # what a creds or seed file holds, never shown in an error: NKey seeds and JWTs
@@ -474,8 +474,8 @@ class NatsSpout(ReplayableSpout):
         """
         import pyarrow as pa
 
-        from weir.sources._columnar import ARROW_TYPES, Unconvertible, arrow_column, record_batch
-        from weir.sources.replayable import _to_batch
+        from weir.sources.columnar import ARROW_TYPES, Unconvertible, arrow_column, record_batch
+        from weir.sources.replayable import to_batch
 
         names, types = self.arrow_layout()
         cols = [(c.name, c.type, converter(c.type)) for c in self.payload_columns]
@@ -495,7 +495,7 @@ class NatsSpout(ReplayableSpout):
                         raise ValueError("not every payload is a JSON object")  # noqa: EM101, TRY301
                     arrays = [pa.array([conv(o.get(name)) for o in objs], ARROW_TYPES[t]) for name, t, conv in cols]
             except Unconvertible:
-                return _to_batch([convert(m[0], m[2], m[3]) for m in page], names, types, self.describe())
+                return to_batch([convert(m[0], m[2], m[3]) for m in page], names, types, self.describe())
             if with_subject:
                 arrays.append(pa.array([m[2] for m in page], pa.string()))
             if with_seq:

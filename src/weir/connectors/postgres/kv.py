@@ -47,7 +47,7 @@ from weir.connectors.postgres.connection import close as _close
 from weir.connectors.postgres.connection import connect_hint as _connect_hint
 from weir.connectors.postgres.connection import import_psycopg as _import_psycopg
 from weir.errors import ConfigError, StateError
-from weir.state._watchdog import WATCHDOG
+from weir.state.watchdog import WATCHDOG
 from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
 from weir.state.config import ProviderConfig
 from weir.state.connections import ProcessConnections

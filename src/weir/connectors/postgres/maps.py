@@ -56,7 +56,7 @@ from weir.connectors.postgres.connection import check_connection_options, redact
 from weir.connectors.postgres.connection import close as _close
 from weir.connectors.postgres.connection import import_psycopg as _import_psycopg
 from weir.errors import ConfigError, SerializationError, StateError
-from weir.state._watchdog import WATCHDOG
+from weir.state.watchdog import WATCHDOG
 from weir.state.connections import ProcessConnections, shared_connections
 from weir.trident.backing.catalog import PREFIX, MapCatalog, MapInfo, missing
 from weir.trident.backing.codec import decode_json, encode_cell, encode_json, encode_key, to_cell, to_stored

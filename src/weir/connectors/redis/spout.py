@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from weir._util import positive_float, positive_int
 from weir.errors import ConfigError, SourceError
-from weir.sources._schema import Column, converter, parse_columns
 from weir.sources.replayable import Offset, ReadLimit, ReplayableSpout
+from weir.sources.schema import Column, converter, parse_columns
 from weir.topology.components import Guarantee
 
 if TYPE_CHECKING:
@@ -527,8 +527,8 @@ class RedisStreamSpout(ReplayableSpout):
         """
         import pyarrow as pa
 
-        from weir.sources._columnar import Unconvertible, arrow_column, record_batch
-        from weir.sources.replayable import _to_batch
+        from weir.sources.columnar import Unconvertible, arrow_column, record_batch
+        from weir.sources.replayable import to_batch
 
         names, types = self.arrow_layout()
         cols = [(2 * j, c.name.encode(), c.type, converter(c.type)) for j, c in enumerate(self.entry_columns)]
@@ -546,7 +546,7 @@ class RedisStreamSpout(ReplayableSpout):
                     arrays.append(arrow_column(raw, type_name, conv))
             except Unconvertible:
                 rows = [convert(eid, dict(zip(fl[::2], fl[1::2], strict=False))) for eid, fl in page]
-                return _to_batch(rows, names, types, self.describe())
+                return to_batch(rows, names, types, self.describe())
             if with_stream:
                 arrays.append(pa.array([s] * n, pa.string()))
             if with_id:

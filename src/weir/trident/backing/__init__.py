@@ -24,8 +24,10 @@ store                       layout
                             column ``<family>:c``; one multi-get / one batched put per batch
 =========================== ================================================================
 
-Each store's adapter lives in that store's folder, next to the plumbing it shares with Storm's
-backend: ``weir/connectors/sqlite/maps.py``, ``weir/connectors/redis/maps.py``, … (see :mod:`weir.state`).
+Each store's adapter lives in that store's connector, next to the plumbing it shares with Storm's
+backend: ``weir/connectors/sqlite/maps.py``, ``weir/connectors/redis/maps.py``, … (see
+:mod:`weir.connectors`). The store classes named above are offered here by their connectors'
+registry descriptors (:mod:`weir.state.registry`); this package imports no connector.
 
 Examples
 --------
@@ -42,8 +44,9 @@ Examples
 >>> state.commit(1)
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from weir.state import registry
 from weir.state.connections import close_connections
 from weir.trident.backing.factory import (
     DEFAULT_GLOBAL_KEY,
@@ -55,28 +58,14 @@ from weir.trident.backing.factory import (
     SnapshottableTransactionalMap,
 )
 
-if TYPE_CHECKING:
-    from weir.connectors.hbase.maps import HBaseBackingMap, HBaseMapState, HBaseMapStore
-    from weir.connectors.memcached.maps import MemcachedBackingMap, MemcachedMapState, MemcachedMapStore
-    from weir.connectors.postgres.maps import PostgresBackingMap, PostgresMapState, PostgresMapStore
-    from weir.connectors.redis.maps import RedisBackingMap, RedisMapState, RedisMapStore
-    from weir.connectors.sqlite.maps import SqliteBackingMap, SqliteMapState, SqliteMapStore
-
-# The store adapters live in their store's folder (weir/state/<store>/maps.py) next to that store's
-# plumbing; they import this package's _factory, so they are loaded on first use (no import cycle).
-_STORE_OF = {"HBase": "hbase", "Memcached": "memcached", "Postgres": "postgres", "Redis": "redis", "Sqlite": "sqlite"}
-
 
 def __getattr__(name: str) -> Any:
-    for prefix, store in _STORE_OF.items():
-        if name.startswith(prefix) and name.removeprefix(prefix) in ("BackingMap", "MapState", "MapStore"):
-            import importlib
-
-            value = getattr(importlib.import_module(f"weir.connectors.{store}.maps"), name)
-            globals()[name] = value
-            return value
-    msg = f"module {__name__!r} has no attribute {name!r}"
-    raise AttributeError(msg)
+    # each store's adapter lives in its connector (weir/connectors/<store>/maps.py), which offers its
+    # names here through its registry descriptor (this package imports no connector); a store added
+    # later is imported from its connector, weir.connectors.<store>
+    value = registry.exported(__name__, name)
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:
@@ -107,4 +96,4 @@ __all__ = [
     "SqliteMapState",
     "SqliteMapStore",
     "close_connections",
-]
+]  # the store names (strings, not imports) are the paths users and the docs import them by

@@ -26,13 +26,13 @@ not at all. Non-transactional map states (plain values, no txid) may be written.
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from weir.errors import StateError
+from weir.state import registry
 from weir.trident.backing.codec import decode_cell, decode_json
 from weir.trident.backing.factory import MapStore
 from weir.trident.state import Key, OpaqueValue, StateType, TransactionalValue
@@ -41,14 +41,6 @@ __all__ = ["PREFIX", "MapCatalog", "MapInfo", "catalog_for", "cell_to_json", "ch
 
 #: ``weir state`` names a Trident map state ``trident:<table or key prefix>``
 PREFIX = "trident:"
-
-# which store module has the catalog of a Storm backend's kind
-_CATALOGS = {
-    "sqlite": "weir.connectors.sqlite.maps",
-    "redis": "weir.connectors.redis.maps",
-    "postgres": "weir.connectors.postgres.maps",
-    "hbase": "weir.connectors.hbase.maps",
-}
 
 
 @dataclass(frozen=True)
@@ -165,10 +157,10 @@ def check_writable(info: MapInfo, what: str) -> None:
 
 def catalog_for(backend: Any) -> MapCatalog | None:
     """The catalog of the store ``backend`` (a Storm backend) is in; None for stores without one."""
-    module = _CATALOGS.get(getattr(backend, "kind", ""))
-    if module is None:
+    connector = registry.connector_for_kind(getattr(backend, "kind", ""))
+    if connector is None or connector.catalog is None:
         return None
-    catalog: MapCatalog = importlib.import_module(module).catalog_for(backend)
+    catalog: MapCatalog = connector.catalog(backend)
     return catalog
 
 

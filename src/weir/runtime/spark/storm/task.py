@@ -31,8 +31,9 @@ from weir.runtime.spark.executor import (
 )
 from weir.state.kv import TransactionalKeyValueState
 from weir.topology.collector import BasicOutputCollector, FailedTuple, OutputCollector
-from weir.topology.components import BasicBolt, Spout, StatefulBolt, execute_shape
+from weir.topology.components import BasicBolt, Spout, StatefulBolt
 from weir.topology.punctuation import Aligner, MarkRecord, Punctuation
+from weir.topology.shape import execute_shape
 from weir.topology.tuple import Tuple
 
 __all__ = ["TaskSpec", "run_spout_task", "run_task", "unacked_error"]

@@ -31,7 +31,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from weir import _data
+from weir import datacodec as _data
 from weir._faults import crash_point
 from weir._util import HASH_CACHEABLE, stable_hash
 from weir.errors import StateError, TopologyError
@@ -239,7 +239,7 @@ class _KeepUpdater:
         return stored
 
 
-#: the version prefix of a journal row (data-only :mod:`weir._data` encoding follows)
+#: the version prefix of a journal row (data-only :mod:`weir.datacodec` encoding follows)
 JOURNAL_V1 = b"WJ1:"
 
 

@@ -35,7 +35,7 @@ def arrow_column(values: Sequence[bytes | None], type_name: str, conv: Callable[
     """The Arrow array of raw ``values`` (``bytes`` or ``None``) for a column of Spark type ``type_name``.
 
     ``STRING`` and ``BINARY`` are built by Arrow from the bytes directly (UTF-8 is validated);
-    other types use ``conv`` (the column's :func:`~weir.sources._schema.converter`).
+    other types use ``conv`` (the column's :func:`~weir.sources.schema.converter`).
 
     Raises
     ------
