@@ -42,12 +42,18 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from weir._util import validate_identifier
-from weir.connectors.postgres.connection import check_connection_options, redact_url, scrub
+from weir.connectors.postgres.connection import (
+    FailedCall,
+    check_connection_options,
+    connect,
+    redact_url,
+    run_guarded,
+    scrub,
+)
 from weir.connectors.postgres.connection import close as _close
 from weir.connectors.postgres.connection import connect_hint as _connect_hint
 from weir.connectors.postgres.connection import import_psycopg as _import_psycopg
 from weir.errors import ConfigError, StateError
-from weir.state.watchdog import WATCHDOG
 from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
 from weir.state.config import ProviderConfig
 from weir.state.connections import ProcessConnections
@@ -263,13 +269,9 @@ class PostgresBackend(Backend):
         return self._conns.get()  # type: ignore[no-any-return]
 
     def _new_connection(self) -> Any:
-        psycopg = _import_psycopg()
-        return psycopg.connect(
-            self.options.url,
-            autocommit=True,
-            connect_timeout=max(2, round(self.options.connect_timeout)),
-            application_name="weir",
-            options=f"-c statement_timeout={round(self.options.statement_timeout * 1000)}",
+        o = self.options
+        return connect(
+            o.url, connect_timeout=o.connect_timeout, statement_timeout=o.statement_timeout, application_name="weir"
         )
 
     def _scrub(self, exc: BaseException) -> str:
@@ -329,21 +331,15 @@ class PostgresBackend(Backend):
     def _read(self, namespace: str, body: Callable[[psycopg.Connection[Any]], T], what: str = "read") -> T:
         """Run a read; reconnect and retry once if the connection broke (not after a timeout)."""
         psycopg = _import_psycopg()
-        for attempt in (1, 2):
-            conn = self._get_conn(namespace, what)
-            with WATCHDOG.guard(conn.pgconn.socket, self.options.socket_timeout) as guard:
-                try:
-                    return body(conn)
-                except psycopg.Error as exc:
-                    lost = conn.closed or conn.broken
-                    if attempt == 1 and lost and not guard.fired and isinstance(exc, psycopg.OperationalError):
-                        continue
-                    err = self._failure(namespace, what, exc, guard.fired)
-                    if guard.fired:
-                        self._conns.close()
-                    raise err from exc
-        msg = f"namespace {namespace!r}: {what} on {self.describe()} failed twice"  # pragma: no cover
-        raise StateError(msg)  # pragma: no cover
+        return run_guarded(
+            lambda: self._get_conn(namespace, what),
+            body,
+            socket_timeout=self.options.socket_timeout,
+            in_transaction=False,
+            may_rerun=lambda f: isinstance(f.exc, psycopg.OperationalError),
+            fail=lambda f: self._failure(namespace, what, f.exc, f.timed_out),
+            discard=self._conns.discard,
+        )
 
     def _write(
         self,
@@ -359,33 +355,25 @@ class PostgresBackend(Backend):
         replaced and the transaction run once more; a connection lost during ``COMMIT`` is reported,
         since the outcome is unknown.
         """
-        psycopg = _import_psycopg()
-        for attempt in (1, 2):
-            conn = self._get_conn(namespace, what)
-            stage = "begin"
-            with WATCHDOG.guard(conn.pgconn.socket, self.options.socket_timeout) as guard:
-                try:
-                    with conn.transaction():
-                        stage = "body"
-                        result = body(conn)
-                        stage = "commit"
-                    return result
-                except psycopg.Error as exc:
-                    lost = conn.closed or conn.broken
-                    if lost and not guard.fired and attempt == 1 and (stage == "begin" or (stage == "body" and rerun)):
-                        continue
-                    extra = (
-                        "; the connection was lost while committing, so the write may or may not have "
-                        "been applied (recovery resolves it from the txid record)"
-                        if lost and stage == "commit"
-                        else ""
-                    )
-                    err = self._failure(namespace, what, exc, guard.fired, extra)
-                    if guard.fired:
-                        self._conns.close()
-                    raise err from exc
-        msg = f"namespace {namespace!r}: {what} on {self.describe()} failed twice"  # pragma: no cover
-        raise StateError(msg)  # pragma: no cover
+
+        def fail(f: FailedCall) -> StateError:
+            extra = (
+                "; the connection was lost while committing, so the write may or may not have "
+                "been applied (recovery resolves it from the txid record)"
+                if f.lost and not f.timed_out and f.stage == "commit"
+                else ""
+            )
+            return self._failure(namespace, what, f.exc, f.timed_out, extra)
+
+        return run_guarded(
+            lambda: self._get_conn(namespace, what),
+            body,
+            socket_timeout=self.options.socket_timeout,
+            in_transaction=True,
+            may_rerun=lambda f: f.stage == "begin" or (f.stage == "body" and rerun),
+            fail=fail,
+            discard=self._conns.discard,
+        )
 
     def _fence(self, conn: psycopg.Connection[Any], namespace: str, epoch: int | None) -> TxidRecord:
         """Lock (creating) the namespace's txid row and check ``epoch``; return the record to write."""

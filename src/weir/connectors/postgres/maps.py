@@ -52,11 +52,10 @@ from typing import Any, ClassVar, TypeVar
 
 from weir._redact import collect_secrets, redact_text
 from weir._util import validate_identifier
-from weir.connectors.postgres.connection import check_connection_options, redact_url
+from weir.connectors.postgres.connection import FailedCall, check_connection_options, connect, redact_url, run_guarded
 from weir.connectors.postgres.connection import close as _close
 from weir.connectors.postgres.connection import import_psycopg as _import_psycopg
 from weir.errors import ConfigError, SerializationError, StateError
-from weir.state.watchdog import WATCHDOG
 from weir.state.connections import ProcessConnections, shared_connections
 from weir.trident.backing.catalog import PREFIX, MapCatalog, MapInfo, missing
 from weir.trident.backing.codec import decode_json, encode_cell, encode_json, encode_key, to_cell, to_stored
@@ -224,15 +223,13 @@ class PostgresMapStore(MapStore):
 
     # ---- connections ---------------------------------------------------------------------------
     def _open(self) -> Any:
-        psycopg = _import_psycopg()
         from psycopg.types.json import set_json_loads
 
-        conn = psycopg.connect(
+        conn = connect(
             self.url,
-            autocommit=True,
-            connect_timeout=max(2, round(self.connect_timeout)),
+            connect_timeout=self.connect_timeout,
+            statement_timeout=self.statement_timeout,
             application_name="weir-trident",
-            options=f"-c statement_timeout={round(self.statement_timeout * 1000)}",
         )
         set_json_loads(_json_loads, conn)
         return conn
@@ -276,51 +273,45 @@ class PostgresMapStore(MapStore):
         either way a :class:`~weir.errors.StateError` naming the table and the operation.
         """
         psycopg = _import_psycopg()
-        for attempt in (1, 2):
+
+        def connection() -> Any:
             try:
-                conn = self.connection()
+                return self.connection()
             except ConfigError as exc:  # the server went away mid-run: a failed batch, not bad config
                 msg = f"{what}: {exc}"
                 raise StateError(msg) from exc
-            guard = None
-            try:
-                with WATCHDOG.guard(conn.pgconn.socket, self.socket_timeout) as guard:
-                    if not in_transaction:
-                        return body(conn)
-                    with conn.transaction():
-                        return body(conn)
-            except psycopg.errors.QueryCanceled as exc:
-                msg = (
-                    f"PostgresMapState {self.describe()}: {what} failed: {self._scrub(exc)} "
+
+        def fail(f: FailedCall) -> Exception:
+            if isinstance(f.exc, psycopg.errors.QueryCanceled) and not f.timed_out:
+                return StateError(
+                    f"PostgresMapState {self.describe()}: {what} failed: {self._scrub(f.exc)} "
                     f"(statement_timeout={self.statement_timeout:g} s); the batch fails and is retried"
                 )
-                raise StateError(msg) from exc
-            except (psycopg.DataError, psycopg.errors.IntegrityError) as exc:
-                text = self._scrub(exc)
-                msg = (
+            if isinstance(f.exc, (psycopg.DataError, psycopg.errors.IntegrityError)):
+                return SerializationError(
                     f"PostgresMapState {self.describe()}: {what}: a key or value does not fit the "
-                    f"columns {self.key_columns} / value {self.value_type} ({text}); store values of "
-                    "the column types, or use value_type='JSONB'"
+                    f"columns {self.key_columns} / value {self.value_type} ({self._scrub(f.exc)}); store "
+                    "values of the column types, or use value_type='JSONB'"
                 )
-                raise SerializationError(msg) from exc
-            except psycopg.Error as exc:
-                fired = guard is not None and guard.fired
-                lost = conn.closed or conn.broken or fired
-                if lost:
-                    self._connections().discard(conn)
-                    if attempt == 1 and not fired:
-                        continue
-                if fired:
-                    msg = (
-                        f"PostgresMapState {self.describe()}: {what} failed: no answer within "
-                        f"socket_timeout={self.socket_timeout:g} s (the server is frozen or unreachable); "
-                        "the connection was closed and the batch fails and is retried once the server answers"
-                    )
-                else:
-                    msg = f"PostgresMapState {self.describe()}: {what} failed: {self._scrub(exc)}"
-                raise StateError(msg) from exc
-        msg = f"PostgresMapState {self.describe()}: {what} failed twice"  # pragma: no cover
-        raise StateError(msg)  # pragma: no cover
+            if f.timed_out:
+                return StateError(
+                    f"PostgresMapState {self.describe()}: {what} failed: no answer within "
+                    f"socket_timeout={self.socket_timeout:g} s (the server is frozen or unreachable); "
+                    "the connection was closed and the batch fails and is retried once the server answers"
+                )
+            return StateError(f"PostgresMapState {self.describe()}: {what} failed: {self._scrub(f.exc)}")
+
+        return run_guarded(
+            connection,
+            body,
+            socket_timeout=self.socket_timeout,
+            in_transaction=in_transaction,
+            may_rerun=lambda f: (
+                not isinstance(f.exc, (psycopg.DataError, psycopg.errors.IntegrityError, psycopg.errors.QueryCanceled))
+            ),
+            fail=fail,
+            discard=lambda conn: self._connections().discard(conn),
+        )
 
     # ---- the table -----------------------------------------------------------------------------
     def _found_layout(self, conn: Any) -> tuple[list[str], list[str]] | None:
