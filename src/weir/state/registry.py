@@ -34,14 +34,21 @@ from typing import Any
 from weir.errors import ConfigError
 
 __all__ = [
+    "BUILTIN_MODULES",
+    "CONNECTORS_PACKAGE",
     "Connector",
     "connector",
     "connector_for_kind",
+    "connector_for_scheme",
+    "connector_for_storm_class",
     "connectors",
     "exported",
     "exported_names",
     "lazy_attrs",
+    "names",
+    "providers",
     "register",
+    "storm_providers",
 ]
 
 #: the package whose sub-packages are the built-in connectors, and the entry-point group of others
