@@ -140,10 +140,9 @@ def _period(topology_name: str, cid: str, conf: Mapping[str, Any]) -> int | None
             v = int(v.strip())
         except ValueError:
             pass
-    positive_int(
+    return positive_int(
         v, f"topology {topology_name!r}, operator {cid!r}: {PERIOD_KEY}", minimum=0, expected="an integer ≥ 0 (ms)"
     )
-    return v
 
 
 def placements(name: str, topology: Topology, conf: Mapping[str, Any], retain: int) -> dict[str, Placement]:

@@ -252,7 +252,7 @@ class TopologyRun:
         self._qid: str | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
-        self._trigger: dict[str, Any] | None = None
+        self._trigger: dict[str, Any] = {}  # the trigger of the last start (a restart reuses it)
         self._conflict_restarts = 0
         self._status = RunStatus(topology=name, state="submitted")
         self._t0 = 0.0
