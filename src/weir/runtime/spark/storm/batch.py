@@ -31,6 +31,7 @@ from pyspark.rdd import RDD
 
 from weir._util import HASH_CACHEABLE, stable_hash
 from weir.checkpoint.coordinator import JobOutcome, TaskFailure
+from weir.checkpoint.stats import BatchStats
 from weir.runtime.spark.executor import (
     BATCH_PROPERTY,
     ReportAccumulatorParam,
@@ -252,7 +253,7 @@ class BatchJob(BatchRunner):
     topology: Topology
     specs: dict[str, TaskSpec]
     on_dead_letters: Callable[[int, list[dict[str, Any]]], None] | None = None
-    last_stats: dict[str, Any] = field(default_factory=dict)
+    last_stats: BatchStats = field(default_factory=BatchStats)
 
     def __post_init__(self) -> None:
         #: marks may flow (IBM Streams operators or punctuating spouts): tasks align their input
@@ -324,9 +325,15 @@ class BatchJob(BatchRunner):
                 r.unpersist(False)
         outcome, reports = outcome_of(sent, self._expected_tasks(), {})
         dead = [d for r in reports for d in r.dead_letters]
-        stats = self._stats(reports, dead, (time.perf_counter() - t0) * 1000)
+        comps = self.topology.components
+        stats = BatchStats.of(
+            reports,
+            tuples_in=sum(r.n_in for r in reports if comps[r.component].is_spout),
+            dead_letters=len(dead),
+            job_ms=(time.perf_counter() - t0) * 1000,
+        )
         self.last_stats = stats
-        outcome.stats = stats
+        outcome.stats = stats.as_dict()
         if outcome.ok and dead and self.on_dead_letters is not None:
             self.on_dead_letters(txid, dead)
         return outcome
@@ -386,27 +393,6 @@ class BatchJob(BatchRunner):
             return send_reports(acc, run_spout_task(_s, pidx, txid, it, final=final))
 
         return batch.then(("spout", cid, final), conv)
-
-    def _stats(self, reports: list[TaskReport], dead: list[dict[str, Any]], ms: float) -> dict[str, Any]:
-        per: dict[str, dict[str, Any]] = {}
-        keys: dict[str, int] = {}
-        for r in reports:
-            for ns, n in r.keys_written.items():
-                keys[ns] = keys.get(ns, 0) + int(n)
-            c = per.setdefault(r.component, {"in": 0, "out": 0, "tasks": 0, "failed": 0, "task_ms": 0.0})
-            c["task_ms"] += r.ms
-            c["in"] += r.n_in
-            c["out"] += r.n_out
-            c["failed"] += r.failed
-            c["tasks"] += 1
-        spout_in = sum(v["in"] for k, v in per.items() if self.topology.components[k].is_spout) if per else 0
-        return {
-            "components": per,
-            "tuples_in": spout_in,
-            "dead_letters": len(dead),
-            "job_ms": ms,
-            "keys_written": keys,
-        }
 
 
 def _chunks(pidx: int, it: Iterator[list[Any]]) -> Iterator[Any]:

@@ -88,15 +88,8 @@ def run_spout_task(
                 failed += 1
                 yield dead_letter(spec, task, txid, None, list(row), f"malformed input record: {err}")
                 continue
-            yield task_report(
-                spec,
-                task,
-                txid,
-                ok=False,
-                n_in=n,
-                error=f"malformed input record {tuple(row)!r:.200}: {err}",
-                traceback=traceback.format_exc(),
-            )
+            error = f"malformed input record {tuple(row)!r:.200}: {err}"
+            yield ("R", TaskReport.from_exception(spec.component_id, task, txid, exc, error=error, n_in=n))
             return
         n += 1
         yield ("T", "default", values, task, None)

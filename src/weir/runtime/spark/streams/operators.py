@@ -52,7 +52,7 @@ from weir._faults import crash_point
 from weir.checkpoint.coordinator import Participants
 from weir.errors import CheckpointError, ConfigError, FencedError, TopologyError
 from weir.runtime.spark.config import RuntimeConfig
-from weir.runtime.spark.executor import TaskSpec, check_emitted, dead_letter, task_report
+from weir.runtime.spark.executor import TaskReport, TaskSpec, check_emitted, dead_letter, task_report
 from weir.state.factory import KeyValueStateProvider
 from weir.streams.checkpoint import Checkpoint
 from weir.streams.context import ConsistentRegionContext, OperatorContext
@@ -536,17 +536,11 @@ class _OperatorTask:
                 self.live.context._checkpointer = None
             where = self.stage + (f" of tuple {list(self.current.values)!r:.200}" if self.current is not None else "")
             text = _strip(str(exc), self.where)
-            yield task_report(
-                spec,
-                task,
-                txid,
-                ok=False,
-                n_in=self.stats["n_in"],
-                n_out=self.stats["n_out"],
-                error=f"{type(exc).__name__} in {where} ({self.where}, txid {txid}): {text}",
-                error_type=type(exc).__name__,
-                traceback=traceback.format_exc(),
-                fenced=isinstance(exc, FencedError),
+            error = f"{type(exc).__name__} in {where} ({self.where}, txid {txid}): {text}"
+            n_in, n_out = self.stats["n_in"], self.stats["n_out"]
+            yield (
+                "R",
+                TaskReport.from_exception(spec.component_id, task, txid, exc, error=error, n_in=n_in, n_out=n_out),
             )
             return
         finally:
@@ -593,18 +587,9 @@ def _run_stateless(
         runner.stage = "cleanup"
         live.operator.cleanup()
     except Exception as exc:
-        yield task_report(
-            spec,
-            task,
-            txid,
-            ok=False,
-            n_in=runner.stats["n_in"],
-            n_out=runner.stats["n_out"],
-            error=f"{type(exc).__name__} in {runner.stage} ({runner.where}, txid {txid}): {exc}",
-            error_type=type(exc).__name__,
-            traceback=traceback.format_exc(),
-            fenced=isinstance(exc, FencedError),
-        )
+        error = f"{type(exc).__name__} in {runner.stage} ({runner.where}, txid {txid}): {exc}"
+        n_in, n_out = runner.stats["n_in"], runner.stats["n_out"]
+        yield ("R", TaskReport.from_exception(spec.component_id, task, txid, exc, error=error, n_in=n_in, n_out=n_out))
         return
     yield task_report(spec, task, txid, ms=(time.perf_counter() - t0) * 1000, **runner.stats)
 

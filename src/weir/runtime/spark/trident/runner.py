@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from weir.checkpoint.coordinator import JobOutcome, Participants, TaskFailure, checkpoint_namespace
+from weir.checkpoint.stats import BatchStats
 from weir.errors import FencedError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.dialect import BatchRunner, Dialect, Prepared, register_dialect
-from weir.runtime.spark.executor import ReportAccumulatorParam, TaskReport, outcome_of
+from weir.runtime.spark.executor import ReportAccumulatorParam, outcome_of
 from weir.runtime.spark.runner import master_for, picklable_or_raise, resolve_provider, spark_for
 from weir.runtime.spark.trident._arrow import parse_failure
 from weir.runtime.spark.trident.planner import BatchPlanner, RunContext, check_plan
@@ -117,7 +118,7 @@ class TridentBatchRunner(BatchRunner):
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
-        self.last_stats: dict[str, Any] = {}
+        self.last_stats = BatchStats()
         self._aqe_off = False
         #: one accumulator per run: the stages (and their UDFs) are made once and carry it
         self._acc: Any = None
@@ -163,15 +164,16 @@ class TridentBatchRunner(BatchRunner):
             if shared is not None:
                 shared.unpersist(blocking=False)
         reports = [r for r in acc.value if r.txid == txid]
-        stats = self._stats(reports, planner.tuples_in(reports), (time.perf_counter() - t0) * 1000)
+        job_ms = (time.perf_counter() - t0) * 1000
+        stats = BatchStats.of(reports, tuples_in=planner.tuples_in(reports), dead_letters=0, job_ms=job_ms)
         self.last_stats = stats
         if any(not r.ok for r in reports):  # a stage that feeds no state update ended its task and reported
             try:
-                return outcome_of(reports, (), stats)[0]
+                return outcome_of(reports, (), stats.as_dict())[0]
             except FencedError as exc:
                 msg = f"topology {self.ctx.topology!r}, {exc}"
                 raise FencedError(msg) from exc
-        return JobOutcome(stats=stats)
+        return JobOutcome(stats=stats.as_dict())
 
     def _failure(self, exc: BaseException, txid: int) -> TaskFailure:
         text = str(exc)
@@ -182,17 +184,6 @@ class TridentBatchRunner(BatchRunner):
             msg = f"topology {self.ctx.topology!r}, txid {txid}: {info.error}"
             raise FencedError(msg) from exc
         return info.failure()
-
-    @staticmethod
-    def _stats(reports: list[TaskReport], tuples_in: int, ms: float) -> dict[str, Any]:
-        per: dict[str, dict[str, Any]] = {}
-        for r in reports:
-            c = per.setdefault(r.component, {"in": 0, "out": 0, "tasks": 0, "failed": 0, "task_ms": 0.0})
-            c["in"] += r.n_in
-            c["out"] += r.n_out
-            c["tasks"] += 1
-            c["task_ms"] += r.ms
-        return {"components": per, "tuples_in": tuples_in, "dead_letters": 0, "job_ms": ms}
 
 
 def _short(text: str) -> str:
@@ -242,16 +233,16 @@ def _memory_states(name: str, topology: TridentTopology, master: str) -> dict[st
     from weir.trident.backing import SqliteMapState
     from weir.trident.state.memory import MemoryMapState
 
-    memory = [st for st in topology.states if isinstance(st.factory, MemoryMapState.Factory)]
+    memory = [(st.state_id, st.factory) for st in topology.states if isinstance(st.factory, MemoryMapState.Factory)]
     if not memory:
         return {}
-    for st in memory:
-        refuse_on_cluster(name, f"state {st.state_id!r} (MemoryMapState.Factory)", master)
+    for state_id, _ in memory:
+        refuse_on_cluster(name, f"state {state_id!r} (MemoryMapState.Factory)", master)
     path = run_scoped_dir(name)
-    warn_not_durable(name, "MemoryMapState.Factory() of state(s) " + ", ".join(repr(s.state_id) for s in memory), path)
+    warn_not_durable(name, "MemoryMapState.Factory() of state(s) " + ", ".join(repr(s) for s, _ in memory), path)
     out: dict[str, Any] = {}
-    for i, st in enumerate(memory):
-        out[st.state_id] = SqliteMapState.factory(st.factory.state_type, f"{path}/memory.db", table=f"memory_map_{i}")
+    for i, (state_id, factory) in enumerate(memory):
+        out[state_id] = SqliteMapState.factory(factory.state_type, f"{path}/memory.db", table=f"memory_map_{i}")
     return out
 
 
