@@ -43,7 +43,7 @@ from weir.runtime.spark.executor import (
     send_reports,
 )
 from weir.runtime.spark.runner import BatchRunner
-from weir.runtime.spark.storm.task import run_spout_task, run_task_blocks
+from weir.runtime.spark.storm.task import TaskLoop, run_spout_task, task_loop
 from weir.topology.builder import GroupingKind, Subscription, Topology
 from weir.topology.punctuation import MarkRecord
 
@@ -260,6 +260,10 @@ class BatchJob(BatchRunner):
         self.punctuation = topology_punctuates(self.topology)
         for spec in self.specs.values():
             spec.punctuation = self.punctuation
+        #: each bolt's task loop, chosen once (not per task): a bolt's, a windowed bolt's or an operator's
+        self.loops: dict[str, TaskLoop] = {
+            c.id: task_loop(c.obj) for c in self.topology.components.values() if not c.is_spout
+        }
         self._plan: _RunPlan | None = None
         #: one accumulator per run: every component's function is made once and carries it
         self._acc: Any = None
@@ -346,9 +350,11 @@ class BatchJob(BatchRunner):
         cid = comp.id
         spec = self.specs[cid]
 
-        def run_part(pidx: int, it: Iterator[Any], _spec: TaskSpec = spec, _cid: str = cid) -> Iterator[Any]:
+        def run_part(
+            pidx: int, it: Iterator[Any], _spec: TaskSpec = spec, _cid: str = cid, _loop: TaskLoop = self.loops[cid]
+        ) -> Iterator[Any]:
             txid, epoch = batch_of_job(f"component {_cid!r}")
-            return send_reports(acc, run_task_blocks(_spec, pidx, txid, epoch, it))
+            return send_reports(acc, _loop(_spec, pidx, txid, epoch, it))
 
         if len(comp.inputs) == 1 and comp.inputs[0].grouping.kind in _NARROW:
             sub = comp.inputs[0]
