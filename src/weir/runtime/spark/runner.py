@@ -25,12 +25,12 @@ from weir.checkpoint.history import CheckpointHistory
 from weir.errors import ConfigError, FencedError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.session import ensure_python_env, get_spark
+from weir.runtime.spark.spouts import spout_streams, union_as_json
 from weir.runtime.spark.statecheck import check_store_against_spark
 from weir.runtime.spark.supervision import RestartPolicy, StopRequested, Supervisor
 from weir.state.base import StateProvider
 from weir.state.config import parse_provider_config
 from weir.state.factory import KeyValueStateProvider, StateFactory, open_backend
-from weir.topology.context import TopologyContext
 
 if TYPE_CHECKING:
     from weir.runtime.spark.metrics import TopologyMetrics
@@ -333,34 +333,14 @@ class TopologyRun:
         if self.query is not None and self.query.isActive:
             msg = f"topology {self.name!r} is already running (query {self._qid})"
             raise TopologyError(msg, topology=self.name)
-        from pyspark.sql import functions as F  # noqa: N812
-
-        dfs = []
-        for cid, spout in self.spouts:
-            ctx = TopologyContext(self.name, cid, 0, 1, self.conf)
-            try:
-                dfs.append((cid, spout.create_stream(self.spark, ctx)))
-            except WeirError:
-                raise
-            except Exception as exc:
-                msg = f"topology {self.name!r}, spout {cid!r}: cannot create its stream: {exc}"
-                raise TopologyError(msg, topology=self.name, component=cid) from exc
+        dfs = spout_streams(self.spark, self.name, self.conf, self.spouts)
         if len(dfs) == 1:
-            self._spout_id: str | None = dfs[0][0]
-            df = dfs[0][1]
+            self._spout_id: str | None = self.spouts[0][0]
+            df = dfs[0]
         else:
             self._spout_id = None
-            # a JSON object per row keeps each column's type (an array would cast them to one type)
-            parts = [
-                d.select(
-                    F.lit(cid).alias("c"),
-                    F.to_json(F.struct(*[d[c] for c in d.columns]), {"ignoreNullFields": "false"}).alias("v"),
-                )
-                for cid, d in dfs
-            ]
-            df = parts[0]
-            for p in parts[1:]:
-                df = df.unionByName(p)
+            parts = [(cid, d) for (cid, _), d in zip(self.spouts, dfs, strict=True)]
+            df = union_as_json(parts, tag="c", value="v", options={"ignoreNullFields": "false"})
         writer = (
             df.writeStream.foreachBatch(self._on_batch)
             .option("checkpointLocation", self.rc.checkpoint_location)

@@ -28,6 +28,7 @@ from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.dialect import BatchRunner, Dialect, Prepared, register_dialect
 from weir.runtime.spark.executor import ReportAccumulatorParam, outcome_of
 from weir.runtime.spark.runner import master_for, picklable_or_raise, resolve_provider, spark_for
+from weir.runtime.spark.spouts import spout_streams, union_as_json
 from weir.runtime.spark.trident._arrow import parse_failure
 from weir.runtime.spark.trident.planner import BatchPlanner, RunContext, check_plan
 from weir.state.factory import KeyValueStateProvider
@@ -62,32 +63,11 @@ class TridentSource(Spout):
 
     def create_stream(self, spark: Any, context: TopologyContext) -> Any:
         """The spouts' streams (unioned as JSON rows when there are several)."""
-        from pyspark.sql import functions as F  # noqa: N812
-
-        dfs = []
-        for name, spout in self.spouts:
-            ctx = TopologyContext(self.topology, name, 0, 1, self.conf)
-            try:
-                dfs.append(spout.create_stream(spark, ctx))
-            except WeirError:
-                raise
-            except Exception as exc:
-                msg = f"topology {self.topology!r}, stream {name!r}: cannot create its spout's stream: {exc}"
-                raise TopologyError(msg, topology=self.topology, component=name) from exc
+        dfs = spout_streams(spark, self.topology, self.conf, self.spouts, kind="stream")
         self.schemas = [d.schema for d in dfs]
         if not self.multi:
             return dfs[0]
-        parts = [
-            d.select(
-                F.lit(i).cast("int").alias("_weir_s"),
-                F.to_json(F.struct(*[F.col(f"`{c}`") for c in d.columns])).alias("_weir_v"),
-            )
-            for i, d in enumerate(dfs)
-        ]
-        out = parts[0]
-        for p in parts[1:]:
-            out = out.unionByName(p)
-        return out
+        return union_as_json(list(enumerate(dfs)), tag="_weir_s", value="_weir_v")
 
     def batch_for(self, batch: Any, index: int) -> Any:
         """Spout ``index``'s rows of a batch, with its own columns and types."""
