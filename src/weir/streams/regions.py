@@ -92,6 +92,8 @@ class Placement:
     #: dependent operator) consumes its output: when another region fails a batch, this operator
     #: keeps its prepared checkpoint and is not run again (see StreamsParticipants.rollback_all)
     independent: bool = False
+    #: the form of the operator's checkpoints, ``weir.streams.checkpoint.serializer`` as the runtime parsed it
+    serializer: str = "data"
 
     def port_kind(self, source: str, stream: str) -> str:
         """``control``, ``autonomous`` or ``data``: the kind of the input port a tuple came in on."""

@@ -29,7 +29,7 @@ from weir.runtime.spark.spouts import spout_streams, union_as_json
 from weir.runtime.spark.statecheck import check_store_against_spark
 from weir.runtime.spark.supervision import RestartPolicy, StopRequested, Supervisor
 from weir.state.base import StateProvider
-from weir.state.config import parse_provider_config
+from weir.state.config import ProviderConfig, parse_provider_config
 from weir.state.factory import KeyValueStateProvider, StateFactory, open_backend
 
 if TYPE_CHECKING:
@@ -187,22 +187,21 @@ def make_coordinator(
     coord.start()
     # Storm's in-memory provider is a run-scoped store: losing its state on a restart is its
     # contract (warned about at submit), not a loss to stop for
-    run_scoped = conf.get("topology.state.provider") is not None and _configured_provider(conf) == "memory"
+    configured = rc.provider.provider if rc.provider is not None else None
+    run_scoped = conf.get("topology.state.provider") is not None and configured == "memory"
     check_store_against_spark(coord, rc.checkpoint_location, accept=rc.accept_state_loss or run_scoped)
     return coord
 
 
-def _configured_provider(conf: Mapping[str, Any]) -> str | None:
-    """The short name of the provider ``conf`` names (None for a custom ``StateProvider``)."""
-    try:
-        return parse_provider_config(conf).provider
-    except ConfigError:
-        return None
+def resolve_provider(
+    name: str, conf: Mapping[str, Any], master: str, parsed: ProviderConfig | None = None
+) -> StateProvider:
+    """The topology's state provider, validated (and connected once) at submit time.
 
-
-def resolve_provider(name: str, conf: Mapping[str, Any], master: str) -> StateProvider:
-    """The topology's state provider, validated (and connected once) at submit time."""
-    provider = StateFactory.get_provider(conf)
+    ``parsed`` is ``conf``'s provider configuration as :class:`RuntimeConfig` parsed it (``None``:
+    it did not parse, and parsing it again raises the error).
+    """
+    provider = StateFactory.provider_for(parsed if parsed is not None else parse_provider_config(conf))
     if isinstance(provider, KeyValueStateProvider):
         check_local_store(provider.config.provider, master, name)
         if provider.config.provider == "memory":

@@ -101,7 +101,7 @@ def submit_topology(
     master = master_for(rc, spark)
     provider = None
     if stateful or (rc.deadletter in ("state",) or (rc.deadletter or "").startswith("namespace:")):
-        provider = resolve_provider(name, conf, master)
+        provider = resolve_provider(name, conf, master, rc.provider)
     windowed = [c.id for c in stateful if isinstance(c.obj, WindowedBolt)]
     if windowed and not isinstance(provider, KeyValueStateProvider):
         msg = (

@@ -43,7 +43,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark import cloudpickle
@@ -427,7 +427,7 @@ class _OperatorTask:
                 ns,
                 self.where,
                 self.epoch,
-                serializer=str(spec.conf.get("weir.streams.checkpoint.serializer", "data")),
+                serializer=self.placement.serializer,
             )
             if self.placement.independent and self._kept(store):
                 # another region failed the previous attempt of this batch; this region's cut is
@@ -628,7 +628,8 @@ class StreamsParticipants(Participants):
         self.rc = rc
         self.places = placements(rc.topology, topology, {s.component_id: s.conf for s in specs}, rc.checkpoint_retain)
         for s in specs:
-            s.placement = self.places.get(s.component_id, Placement(retain=rc.checkpoint_retain))
+            place = self.places.get(s.component_id, Placement(retain=rc.checkpoint_retain))
+            s.placement = replace(place, serializer=rc.checkpoint_serializer)
         #: the topology's consistent regions (several: independent regions are possible)
         self.places_regions = list(topology.regions) or [tuple(topology.components)]
         self.hook_errors: list[str] = []

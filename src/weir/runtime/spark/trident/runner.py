@@ -273,7 +273,7 @@ class TridentDialect(Dialect):
         """
         nodes = topology.nodes
         check_plan(nodes)
-        topology.check_guarantees(conf)
+        topology.check_guarantees(inexact_allowed=rc.allow_inexact)
         _check_picklable(name, topology)
         names = [s.state_id for s in topology.states]
         if len(set(names)) != len(names):
@@ -283,7 +283,8 @@ class TridentDialect(Dialect):
             spout.validate()  # submit-time checks of the sources (brokers reachable, topics exist)
         master = master_for(rc, spark)
         factories = _memory_states(name, topology, master)
-        provider = resolve_provider(name, conf, master)  # before Spark starts: a typo fails in about a second
+        # before Spark starts: a typo fails in about a second
+        provider = resolve_provider(name, conf, master, rc.provider)
         spark_session, master = spark_for(rc, spark)
         journal = _journal_states(topology)
         if journal and not isinstance(provider, KeyValueStateProvider):
