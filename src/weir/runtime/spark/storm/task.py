@@ -254,7 +254,7 @@ def run_bolt_blocks(
         consumed = spec.consumed_streams
         new_object = object.__new__
         token = out.token
-        pending = out._pending if basic is None and out.acking else None
+        pending = out.pending if basic is None and out.acking else None
         emitted = out.emitted
         failed = out.failed
         for source, stream, payload, source_task in blocks:
@@ -329,7 +329,7 @@ def run_bolt_blocks(
             yield ("B", run_stream, run, task)
             run = []
         current = None
-        if out.acking and out._pending:
+        if out.acking and out.pending:
             stage = "ack check"
             for tup in out.unacked:
                 if not spec.deadletter:
