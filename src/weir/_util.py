@@ -11,7 +11,27 @@ from typing import Any
 
 from weir.errors import ConfigError
 
-__all__ = ["import_object", "java_class_name", "positive_float", "positive_int", "stable_hash", "validate_identifier"]
+__all__ = ["flag", "import_object", "java_class_name", "positive_float", "positive_int", "stable_hash", "validate_identifier"]
+
+
+def flag(value: Any, what: str) -> bool:
+    """``value`` of option ``what`` as a bool: a bool, ``1``/``0`` or ``"true"``/``"false"``/``"yes"``/``"no"``.
+
+    >>> flag("yes", "weir.trident.allow.inexact")
+    True
+    >>> flag("maybe", "weir.trident.allow.inexact")
+    Traceback (most recent call last):
+    ...
+    weir.errors.ConfigError: weir.trident.allow.inexact must be true or false, got 'maybe'
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
+        return value.strip().lower() in ("true", "1", "yes")
+    msg = f"{what} must be true or false, got {value!r}"
+    raise ConfigError(msg)
 
 
 def positive_int(

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from weir.sources import FileSpout
+from weir.state import KeyValueState
 from weir.topology import BasicBolt, Fields, StatefulBolt, Topology, TopologyBuilder, Values
 
 __all__ = [
@@ -47,7 +48,7 @@ class SplitSentence(BasicBolt):
             collector.emit(Values(word))
 
 
-class WordCount(StatefulBolt):
+class WordCount(StatefulBolt[KeyValueState[str, int]]):
     """Counts words in a ``KeyValueState`` (seed 000's WordCountBolt)."""
 
     def declare_output_fields(self, declarer: Any) -> None:

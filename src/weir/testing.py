@@ -236,7 +236,7 @@ class BoltTester:
             self.state.commit(self.txid)
             if self.window_state is not None:
                 self.window_state.commit(self.txid)
-        self.collector._pending.clear()
+        self.collector.pending.clear()
         return self.txid
 
     def rollback(self) -> None:

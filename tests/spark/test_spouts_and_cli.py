@@ -115,6 +115,36 @@ def test_dataframe_spout_over_a_streaming_dataframe(spark: Any, tmp_path: Path) 
     assert read_counts(conf, "dfs", "sum", 2) == Counter({"a": 4, "b": 2})
 
 
+def test_two_spouts_share_the_query_each_with_its_own_columns_and_types(spark: Any, tmp_path: Path) -> None:
+    """Several spouts are one query (their union as tagged JSON rows); each bolt input keeps its types and nulls."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "1.csv").write_text("k,v\nx,1\ny,2\n")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "1.csv").write_text("name,n,note\nx,10,\ny,20,hi\n")
+    dfa = spark.readStream.option("header", "true").schema("k STRING, v INT").csv(str(tmp_path / "a"))
+    dfb = spark.readStream.option("header", "true").schema("name STRING, n INT, note STRING").csv(str(tmp_path / "b"))
+
+    class SumBoth(StatefulBolt):
+        def init_state(self, state: Any) -> None:
+            self.sums = state
+
+        def execute(self, tup: Any) -> None:
+            if tup.source_component == "a":
+                k, v = tup["k"], tup["v"]
+            else:  # a null note arrives as None (not missing); n arrives as an int, not text
+                k, v = tup["name"], tup["n"] + (0 if tup["note"] is None else 100)
+            self.sums.put(k, self.sums.get(k, 0) + v)
+            self.collector.ack(tup)
+
+    conf = {"weir.state.dir": str(tmp_path / "state")}
+    b = TopologyBuilder()
+    b.set_spout("a", DataFrameSpout(dfa))
+    b.set_spout("b", DataFrameSpout(dfb))
+    b.set_bolt("sum", SumBoth(), 2).fields_grouping("a", Fields("k")).fields_grouping("b", Fields("name"))
+    weir.submit("two", conf, b.create_topology(), spark=spark).process_available()
+    assert read_counts(conf, "two", "sum", 2) == Counter({"x": 11, "y": 122})
+
+
 def _cli(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     return subprocess.run(

@@ -12,6 +12,7 @@ from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.streams.operators import StreamsParticipants
 from weir.sources import RateSpout
 from weir.streams import Operator, OperatorContext, StateHandler
+from weir.streams.context import ConsistentRegionContext, ContextHandle
 from weir.streams.regions import placements
 from weir.streams.store import chunk_key
 from weir.testing import OperatorTester
@@ -161,6 +162,23 @@ def test_register_state_handler_refuses_other_objects_and_duplicates() -> None:
     stateless = OperatorContext(TopologyContext("t", "op", 0, 1), checkpointed=False)
     with pytest.raises(CheckpointError, match="checkpointed = False"):
         stateless.create_checkpoint()
+
+
+def test_the_runtime_sets_what_the_contexts_report_through_their_handle() -> None:
+    """The runtime keeps a ContextHandle; it never writes the contexts' private fields."""
+    handle = ContextHandle()
+    ctx = OperatorContext(TopologyContext("t", "op", 0, 1), handle=handle)
+    with pytest.raises(CheckpointError, match="only be called while the task processes tuples"):
+        ctx.create_checkpoint()
+    handle.checkpointer = lambda: 42
+    assert ctx.create_checkpoint() == 42
+    handle.checkpointer = None
+    with pytest.raises(CheckpointError, match="only be called while the task processes tuples"):
+        ctx.create_checkpoint()
+    region = ConsistentRegionContext(0, is_start_of_region=True, handle=handle)
+    assert region.sequence_id == 0
+    handle.sequence_id = 7
+    assert region.sequence_id == 7 and "sequence_id=7" in repr(region)
 
 
 class Failing(Operator):

@@ -118,4 +118,4 @@ def test_a_failing_leaf_fails_the_batch_through_its_report_not_the_spark_job(spa
     assert "failed txid 1 2 times" in str(err) and "ValueError: no zebras allowed" in str(err)
     assert "raise ValueError" in (err.remote_traceback or "")
     # the batch's Spark job ran to its end (a stopped job leaves no stats): the failure came as a report
-    assert run.runner.last_stats["components"]["leafboom"]["tasks"] >= 1
+    assert run.runner.last_stats.components["leafboom"].tasks >= 1

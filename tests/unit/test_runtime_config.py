@@ -15,6 +15,7 @@ from weir.errors import ConfigError
 from weir.runtime.spark.config import WEIR_KEYS, RuntimeConfig
 from weir.runtime.spark.deadletter import DirectorySink, NamespaceSink, make_sink
 from weir.runtime.spark.runner import check_local_store
+from weir.state.config import parse_provider_config
 from weir.state.factory import StateFactory, close_backends
 from weir.state.memory import MemoryBackend
 
@@ -38,6 +39,7 @@ def test_defaults() -> None:
         deadletter=None,
         max_task_parallelism=None,
         checkpoint_retain=2,
+        provider=parse_provider_config({}),  # the default store: <weir.state.dir>/state.db
     )
     assert rc.local
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -189,6 +191,36 @@ def test_memory_store_is_refused_on_a_cluster_master(master: str) -> None:
     text = str(info.value)
     assert "topology 'wc'" in text and "'memory' state provider" in text
     assert "local mode only" in text and master in text and "redis" in text
+
+
+def test_the_provider_configuration_is_parsed_once_into_the_runtime_configuration(tmp_path: Path) -> None:
+    """RuntimeConfig holds the parsed provider; the submit path resolves the provider from it."""
+    from weir.runtime.spark.runner import resolve_provider
+    from weir.state.factory import KeyValueStateProvider
+
+    url = f"sqlite:///{tmp_path}/s.db"
+    conf = {"topology.state.provider": "sqlite", "topology.state.provider.config": json.dumps({"url": url})}
+    rc = RuntimeConfig.from_conf("wc", conf)
+    assert rc.provider == parse_provider_config(conf) and rc.provider is not None and rc.provider.url == url
+    # the parsed form is what the provider is made of: a different parsed config wins over conf
+    other = parse_provider_config({"topology.state.provider.config": {"url": f"sqlite:///{tmp_path}/o.db"}})
+    provider = resolve_provider("wc", conf, "local[2]", other)
+    assert isinstance(provider, KeyValueStateProvider) and provider.config.url == other.url
+    close_backends()
+    # a configuration that does not parse fails when a provider is needed, with the parser's message
+    bad = {"topology.state.provider": "sqlite", "topology.state.provider.config": "{not json"}
+    rc = RuntimeConfig.from_conf("wc", bad)
+    assert rc.provider is None
+    with pytest.raises(ConfigError, match=r"topology.state.provider.config is not valid JSON"):
+        resolve_provider("wc", bad, "local[2]", rc.provider)
+
+
+@pytest.mark.parametrize(("value", "expected"), [(None, False), (True, True), ("yes", True), (0, False)])
+def test_allow_inexact_is_parsed_with_the_runtime_configuration(value: Any, expected: bool) -> None:
+    conf = {} if value is None else {"weir.trident.allow.inexact": value}
+    assert RuntimeConfig.from_conf("wc", conf).allow_inexact is expected
+    with pytest.raises(ConfigError, match=r"weir.trident.allow.inexact must be true or false, got 'maybe'"):
+        RuntimeConfig.from_conf("wc", {"weir.trident.allow.inexact": "maybe"})
 
 
 @pytest.mark.parametrize("master", ["local[*]", "local[2]"])

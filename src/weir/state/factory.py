@@ -93,7 +93,11 @@ class StateFactory:
     @staticmethod
     def get_provider(conf: Mapping[str, Any]) -> StateProvider:
         """Resolve and validate the provider of ``conf`` (does not connect)."""
-        cfg = parse_provider_config(conf)
+        return StateFactory.provider_for(parse_provider_config(conf))
+
+    @staticmethod
+    def provider_for(cfg: ProviderConfig) -> StateProvider:
+        """The provider of a parsed configuration (does not connect)."""
         if cfg.provider == "custom":
             assert cfg.custom_class is not None
             obj = import_object(cfg.custom_class)

@@ -165,8 +165,10 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
             return self._rows.get(skey, _MISSING)
         if self._dense:
             self._misses += 1
-            if self._misses >= self._next_probe and self._read_rows():
-                return self._rows.get(skey, _MISSING)  # type: ignore[union-attr]
+            if self._misses >= self._next_probe:
+                rows = self._read_rows()
+                if rows is not None:
+                    return rows.get(skey, _MISSING)
         got = self.backend.get(self.namespace, skey)
         return _MISSING if got is None else got
 
@@ -183,13 +185,14 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
         """
         self._dense = True
 
-    def _read_rows(self) -> bool:
+    def _read_rows(self) -> dict[bytes, bytes] | None:
+        """Read the namespace's rows into memory when there are few enough; ``None`` when not."""
         self._next_probe *= 2
         n = self.backend.count(self.namespace)
         if n > _DENSE_RATIO * self._misses or n > _DENSE_MAX_ROWS:
-            return False
-        self._rows = dict(self.backend.scan(self.namespace))
-        return True
+            return None
+        rows = self._rows = dict(self.backend.scan(self.namespace))
+        return rows
 
     # ---- KeyValueState -------------------------------------------------------------------
     def get(self, key: Any, default: Any = None) -> Any:

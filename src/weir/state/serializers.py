@@ -13,6 +13,7 @@ import base64
 import json
 import math
 import pickle
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from weir.errors import SerializationError
@@ -78,7 +79,8 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _FLAT_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _FLAT_TYPES = frozenset({int, str, float, bool, type(None)})
 _DECODER = json.JSONDecoder(object_hook=_revive)
-_SCAN = _DECODER.scan_once
+#: the decoder's C scanner (an instance attribute set by ``JSONDecoder.__init__``, absent from the stubs)
+_SCAN: Callable[[str, int], tuple[Any, int]] = vars(_DECODER)["scan_once"]
 
 
 class JsonSerializer(Serializer):

@@ -11,7 +11,24 @@ from weir.errors import CheckpointError, TopologyError
 from weir.streams.handler import StateHandler
 from weir.topology.context import TopologyContext
 
-__all__ = ["ConsistentRegionContext", "OperatorContext"]
+__all__ = ["ConsistentRegionContext", "ContextHandle", "OperatorContext"]
+
+
+class ContextHandle:
+    """The runtime's side of an operator's contexts: what it sets while the task runs.
+
+    The runtime that creates an :class:`OperatorContext` (and its :class:`ConsistentRegionContext`)
+    keeps their handle and sets through it what the contexts report, instead of writing their
+    private fields: ``checkpointer``, the function behind :meth:`OperatorContext.create_checkpoint`
+    (``None`` outside the window where the operator may checkpoint), and ``sequence_id``, the id of
+    the region's current cut (:attr:`ConsistentRegionContext.sequence_id`).
+    """
+
+    __slots__ = ("checkpointer", "sequence_id")
+
+    def __init__(self) -> None:
+        self.checkpointer: Callable[[], int] | None = None
+        self.sequence_id = 0
 
 
 class ConsistentRegionContext:
@@ -38,6 +55,7 @@ class ConsistentRegionContext:
         drain_timeout: float = 180.0,
         reset_timeout: float = 180.0,
         max_consecutive_reset_attempts: int = 5,
+        handle: ContextHandle | None = None,
     ) -> None:
         self.index = index
         self.is_start_of_region = is_start_of_region
@@ -46,7 +64,7 @@ class ConsistentRegionContext:
         self.drain_timeout = drain_timeout
         self.reset_timeout = reset_timeout
         self.max_consecutive_reset_attempts = max_consecutive_reset_attempts
-        self._sequence_id = 0
+        self._handle = handle if handle is not None else ContextHandle()
         self._non_blocking = False
         self._permits = 0
         self._permit_cond = threading.Condition()
@@ -94,7 +112,7 @@ class ConsistentRegionContext:
     @property
     def sequence_id(self) -> int:
         """Id of the cut being processed (= the id its checkpoint will get), or of the last reset."""
-        return self._sequence_id
+        return self._handle.sequence_id
 
     @property
     def non_blocking(self) -> bool:
@@ -111,7 +129,7 @@ class ConsistentRegionContext:
     def __repr__(self) -> str:
         return (
             f"ConsistentRegionContext(index={self.index}, start={self.is_start_of_region}, "
-            f"sequence_id={self._sequence_id}, non_blocking={self._non_blocking})"
+            f"sequence_id={self.sequence_id}, non_blocking={self._non_blocking})"
         )
 
 
@@ -131,6 +149,7 @@ class OperatorContext:
         region: ConsistentRegionContext | None = None,
         checkpointed: bool = True,
         hooks_only: bool = False,
+        handle: ContextHandle | None = None,
     ) -> None:
         self.topology_context = topology_context
         self.consistent_region_context = region
@@ -138,7 +157,7 @@ class OperatorContext:
         #: True on the driver-side instance that only receives region_checkpointed / retire_checkpoint
         self.hooks_only = hooks_only
         self._handlers: list[StateHandler] = []
-        self._checkpointer: Callable[[], int] | None = None
+        self._handle = handle if handle is not None else ContextHandle()
 
     # ---- TopologyContext ---------------------------------------------------------------------
     @property
@@ -231,10 +250,11 @@ class OperatorContext:
         if not self.checkpointed:
             msg = f"{self.where}: the operator sets checkpointed = False, so it cannot create checkpoints"
             raise CheckpointError(msg)
-        if self._checkpointer is None:
+        checkpointer = self._handle.checkpointer
+        if checkpointer is None:
             msg = f"{self.where}: create_checkpoint() can only be called while the task processes tuples"
             raise CheckpointError(msg)
-        return self._checkpointer()
+        return checkpointer()
 
     def __repr__(self) -> str:
         return f"OperatorContext({self.where}, region={self.consistent_region_context!r})"

@@ -92,6 +92,8 @@ class Placement:
     #: dependent operator) consumes its output: when another region fails a batch, this operator
     #: keeps its prepared checkpoint and is not run again (see StreamsParticipants.rollback_all)
     independent: bool = False
+    #: the form of the operator's checkpoints, ``weir.streams.checkpoint.serializer`` as the runtime parsed it
+    serializer: str = "data"
 
     def port_kind(self, source: str, stream: str) -> str:
         """``control``, ``autonomous`` or ``data``: the kind of the input port a tuple came in on."""
@@ -140,10 +142,9 @@ def _period(topology_name: str, cid: str, conf: Mapping[str, Any]) -> int | None
             v = int(v.strip())
         except ValueError:
             pass
-    positive_int(
+    return positive_int(
         v, f"topology {topology_name!r}, operator {cid!r}: {PERIOD_KEY}", minimum=0, expected="an integer ≥ 0 (ms)"
     )
-    return v
 
 
 def placements(name: str, topology: Topology, conf: Mapping[str, Any], retain: int) -> dict[str, Placement]:

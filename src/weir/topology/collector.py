@@ -67,6 +67,15 @@ class OutputCollector:
         return tup
 
     @property
+    def pending(self) -> dict[int, Tuple]:
+        """The runtime's handle on the received tuples not yet acked or failed, keyed by ``id(tup)``.
+
+        The task loop registers its inputs in it directly (:meth:`received` inlined for speed) and
+        a test harness clears it when its transaction ends; a bolt reads :attr:`unacked` instead.
+        """
+        return self._pending
+
+    @property
     def unacked(self) -> list[Tuple]:
         """Received tuples neither acked nor failed yet (Storm would time them out)."""
         return list(self._pending.values())

@@ -22,6 +22,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from weir._util import flag
 from weir.errors import ConfigError, TopologyError
 from weir.topology.components import Guarantee, Spout
 from weir.trident.nodes import STATE_KINDS, Node
@@ -42,15 +43,7 @@ TABLE = """\
 
 def allow_inexact(conf: Mapping[str, Any]) -> bool:
     """``conf["weir.trident.allow.inexact"]`` as a bool (``True``/``"true"``/``1``)."""
-    v = conf.get(ALLOW_INEXACT, False)
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, int) and v in (0, 1):
-        return bool(v)
-    if isinstance(v, str) and v.strip().lower() in ("true", "false", "1", "0", "yes", "no"):
-        return v.strip().lower() in ("true", "1", "yes")
-    msg = f"{ALLOW_INEXACT} must be true or false, got {v!r}"
-    raise ConfigError(msg)
+    return flag(conf.get(ALLOW_INEXACT, False), ALLOW_INEXACT)
 
 
 def spout_type(spout: Any) -> StateType:
@@ -90,15 +83,18 @@ class Plan(Protocol):
         ...
 
 
-def check(topology: Plan, conf: Mapping[str, Any]) -> list[str]:
+def check(topology: Plan, conf: Mapping[str, Any], *, inexact_allowed: bool | None = None) -> list[str]:
     """Check every written state; raise on an inexact pair unless opted out (returns the warnings).
+
+    ``inexact_allowed`` is the opt-out already parsed from ``conf`` (by the runtime's configuration);
+    ``None`` reads it from ``conf``.
 
     Raises
     ------
     TopologyError
         For the first state that cannot be exactly-once, with the table and the ways out.
     """
-    global_ok = allow_inexact(conf)
+    global_ok = allow_inexact(conf) if inexact_allowed is None else inexact_allowed
     warnings: list[str] = []
     for node in topology.nodes:
         if node.kind not in STATE_KINDS:

@@ -634,9 +634,11 @@ class TridentTopology:
         return Stream(self, node)
 
     # ---- checks and submission ------------------------------------------------------------
-    def check_guarantees(self, conf: Mapping[str, Any] | None = None) -> list[str]:
+    def check_guarantees(
+        self, conf: Mapping[str, Any] | None = None, *, inexact_allowed: bool | None = None
+    ) -> list[str]:
         """Apply seed 004's spout type × state type table; see :func:`weir.trident.guarantee.check`."""
-        return check(self, conf or {})
+        return check(self, conf or {}, inexact_allowed=inexact_allowed)
 
     def describe(self) -> str:
         """A readable listing of the plan, one operation per line."""

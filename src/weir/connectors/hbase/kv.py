@@ -184,10 +184,13 @@ class HBaseBackend(Backend):
         kind = meta.get("l") or "rows"  # a record without a layout predates the buckets layout
         n = 0
         if kind == "buckets":
-            n = meta.get("n")
-            if not isinstance(n, int) or not 0 < n <= MAX_BUCKETS:
-                msg = f"namespace {namespace!r}: the txid record in {self.describe()} has a bad bucket count {n!r}"
+            recorded = meta.get("n")
+            if not isinstance(recorded, int) or not 0 < recorded <= MAX_BUCKETS:
+                msg = (
+                    f"namespace {namespace!r}: the txid record in {self.describe()} has a bad bucket count {recorded!r}"
+                )
                 raise StateError(msg)
+            n = recorded
         elif kind not in LAYOUTS:
             msg = f"namespace {namespace!r}: the txid record in {self.describe()} names an unknown layout {kind!r}"
             raise StateError(msg)

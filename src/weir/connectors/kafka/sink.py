@@ -313,7 +313,7 @@ def _to_bytes_or_text(v: Any, what: str, where: str) -> Any:
 
 
 # ---- Storm ---------------------------------------------------------------------------------------
-class KafkaBolt(StatefulBolt):
+class KafkaBolt(StatefulBolt["StormState"]):
     """Writes each tuple's ``key_field`` / ``value_field`` to ``topic``, exactly once (see the module docs).
 
     Parameters

@@ -65,11 +65,11 @@ def check_options(path: str, timeout: object, synchronous: object, *, what: str)
             "sqlite:///PATH or a file path (the memory provider / MemoryMapState keep state in memory)"
         )
         raise ConfigError(msg)
-    positive_float(timeout, f"{what}: timeout", expected="a positive number of seconds")
+    timeout_s = positive_float(timeout, f"{what}: timeout", expected="a positive number of seconds")
     if not isinstance(synchronous, str) or synchronous.upper() not in ("NORMAL", "FULL"):
         msg = f"{what}: synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}"
         raise ConfigError(msg)
-    return os.path.abspath(path), float(timeout), synchronous.upper()
+    return os.path.abspath(path), timeout_s, synchronous.upper()
 
 
 #: rows in a namespace's delta table after which a commit is followed by a merge into ``weir_kv``

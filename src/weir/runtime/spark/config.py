@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from weir._util import positive_int
+from weir._util import flag, positive_int
 from weir.errors import ConfigError
-from weir.state.config import default_state_dir, spark_checkpoint_location
+from weir.state.config import ProviderConfig, default_state_dir, parse_provider_config, spark_checkpoint_location
 
 __all__ = ["RuntimeConfig", "WEIR_KEYS"]
 
@@ -91,6 +91,8 @@ class RuntimeConfig:
     metrics_host: str = "0.0.0.0"
     restart_max: int = 5
     restart_backoff_ms: int = 1000
+    allow_inexact: bool = False
+    provider: ProviderConfig | None = field(default=None, repr=False)
 
     @property
     def local(self) -> bool:
@@ -177,8 +179,14 @@ class RuntimeConfig:
                 "out before their checkpoint commits. Lower the interval or raise the timeout"
             )
             raise ConfigError(msg)
+        try:  # the one parse of the state provider's configuration; a bad one fails when a provider is needed
+            provider: ProviderConfig | None = parse_provider_config(conf)
+        except ConfigError:
+            provider = None
         return cls(
             topology=topology,
+            allow_inexact=flag(conf.get("weir.trident.allow.inexact", False), "weir.trident.allow.inexact"),
+            provider=provider,
             interval_ms=interval_ms,
             message_timeout_secs=timeout,
             acking=acking,

@@ -175,6 +175,40 @@ class TaskReport:
     extra: dict[str, Any] = field(default_factory=dict)
     pid: int = field(default_factory=os.getpid)
 
+    @classmethod
+    def from_exception(
+        cls,
+        component: str,
+        task: int,
+        txid: int,
+        exc: BaseException | None,
+        *,
+        error: str | None = None,
+        n_in: int = 0,
+        n_out: int = 0,
+    ) -> TaskReport:
+        """The report of a task that failed with ``exc`` — the one constructor of a failed report.
+
+        Call it in the ``except`` block that caught ``exc``: the report keeps the current traceback,
+        the exception's type and whether a newer driver fenced the task (:class:`FencedError`).
+        ``error`` is the message (default ``"<type>: <exc>"``). ``exc`` is ``None`` for a failure
+        known only from its text (Spark SQL's ``raise_error``): no type, no traceback.
+        """
+        if exc is None:
+            return cls(component, task, txid, ok=False, n_in=n_in, n_out=n_out, error=error)
+        return cls(
+            component,
+            task,
+            txid,
+            ok=False,
+            n_in=n_in,
+            n_out=n_out,
+            error=f"{type(exc).__name__}: {exc}" if error is None else error,
+            error_type=type(exc).__name__,
+            traceback=traceback.format_exc(),
+            fenced=isinstance(exc, FencedError),
+        )
+
     def failure(self) -> TaskFailure:
         """The failed task as the coordinator's :class:`~weir.checkpoint.coordinator.TaskFailure`."""
         return TaskFailure(self.component, self.task, self.error or "failed", self.traceback)
@@ -220,19 +254,9 @@ def task_report(spec: TaskSpec, task: int, txid: int, **kw: Any) -> tuple[str, T
 def failure_report(
     spec: TaskSpec, task: int, txid: int, exc: BaseException, where: str, n_in: int, n_out: int
 ) -> tuple[str, TaskReport]:
-    """The report of a task that failed ``where`` with ``exc``; call it in ``except``."""
-    return task_report(
-        spec,
-        task,
-        txid,
-        ok=False,
-        n_in=n_in,
-        n_out=n_out,
-        error=f"{type(exc).__name__} in {where}: {exc}",
-        error_type=type(exc).__name__,
-        traceback=traceback.format_exc(),
-        fenced=isinstance(exc, FencedError),
-    )
+    """The ``("R", report)`` record of a task that failed ``where`` with ``exc``; call it in ``except``."""
+    error = f"{type(exc).__name__} in {where}: {exc}"
+    return ("R", TaskReport.from_exception(spec.component_id, task, txid, exc, error=error, n_in=n_in, n_out=n_out))
 
 
 def dead_letter(

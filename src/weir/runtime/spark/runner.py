@@ -25,12 +25,12 @@ from weir.checkpoint.history import CheckpointHistory
 from weir.errors import ConfigError, FencedError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.session import ensure_python_env, get_spark
+from weir.runtime.spark.spouts import spout_streams, union_as_json
 from weir.runtime.spark.statecheck import check_store_against_spark
 from weir.runtime.spark.supervision import RestartPolicy, StopRequested, Supervisor
 from weir.state.base import StateProvider
-from weir.state.config import parse_provider_config
+from weir.state.config import ProviderConfig, parse_provider_config
 from weir.state.factory import KeyValueStateProvider, StateFactory, open_backend
-from weir.topology.context import TopologyContext
 
 if TYPE_CHECKING:
     from weir.runtime.spark.metrics import TopologyMetrics
@@ -187,22 +187,21 @@ def make_coordinator(
     coord.start()
     # Storm's in-memory provider is a run-scoped store: losing its state on a restart is its
     # contract (warned about at submit), not a loss to stop for
-    run_scoped = conf.get("topology.state.provider") is not None and _configured_provider(conf) == "memory"
+    configured = rc.provider.provider if rc.provider is not None else None
+    run_scoped = conf.get("topology.state.provider") is not None and configured == "memory"
     check_store_against_spark(coord, rc.checkpoint_location, accept=rc.accept_state_loss or run_scoped)
     return coord
 
 
-def _configured_provider(conf: Mapping[str, Any]) -> str | None:
-    """The short name of the provider ``conf`` names (None for a custom ``StateProvider``)."""
-    try:
-        return parse_provider_config(conf).provider
-    except ConfigError:
-        return None
+def resolve_provider(
+    name: str, conf: Mapping[str, Any], master: str, parsed: ProviderConfig | None = None
+) -> StateProvider:
+    """The topology's state provider, validated (and connected once) at submit time.
 
-
-def resolve_provider(name: str, conf: Mapping[str, Any], master: str) -> StateProvider:
-    """The topology's state provider, validated (and connected once) at submit time."""
-    provider = StateFactory.get_provider(conf)
+    ``parsed`` is ``conf``'s provider configuration as :class:`RuntimeConfig` parsed it (``None``:
+    it did not parse, and parsing it again raises the error).
+    """
+    provider = StateFactory.provider_for(parsed if parsed is not None else parse_provider_config(conf))
     if isinstance(provider, KeyValueStateProvider):
         check_local_store(provider.config.provider, master, name)
         if provider.config.provider == "memory":
@@ -252,7 +251,7 @@ class TopologyRun:
         self._qid: str | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
-        self._trigger: dict[str, Any] | None = None
+        self._trigger: dict[str, Any] = {}  # the trigger of the last start (a restart reuses it)
         self._conflict_restarts = 0
         self._status = RunStatus(topology=name, state="submitted")
         self._t0 = 0.0
@@ -333,34 +332,14 @@ class TopologyRun:
         if self.query is not None and self.query.isActive:
             msg = f"topology {self.name!r} is already running (query {self._qid})"
             raise TopologyError(msg, topology=self.name)
-        from pyspark.sql import functions as F  # noqa: N812
-
-        dfs = []
-        for cid, spout in self.spouts:
-            ctx = TopologyContext(self.name, cid, 0, 1, self.conf)
-            try:
-                dfs.append((cid, spout.create_stream(self.spark, ctx)))
-            except WeirError:
-                raise
-            except Exception as exc:
-                msg = f"topology {self.name!r}, spout {cid!r}: cannot create its stream: {exc}"
-                raise TopologyError(msg, topology=self.name, component=cid) from exc
+        dfs = spout_streams(self.spark, self.name, self.conf, self.spouts)
         if len(dfs) == 1:
-            self._spout_id: str | None = dfs[0][0]
-            df = dfs[0][1]
+            self._spout_id: str | None = self.spouts[0][0]
+            df = dfs[0]
         else:
             self._spout_id = None
-            # a JSON object per row keeps each column's type (an array would cast them to one type)
-            parts = [
-                d.select(
-                    F.lit(cid).alias("c"),
-                    F.to_json(F.struct(*[d[c] for c in d.columns]), {"ignoreNullFields": "false"}).alias("v"),
-                )
-                for cid, d in dfs
-            ]
-            df = parts[0]
-            for p in parts[1:]:
-                df = df.unionByName(p)
+            parts = [(cid, d) for (cid, _), d in zip(self.spouts, dfs, strict=True)]
+            df = union_as_json(parts, tag="c", value="v", options={"ignoreNullFields": "false"})
         writer = (
             df.writeStream.foreachBatch(self._on_batch)
             .option("checkpointLocation", self.rc.checkpoint_location)

@@ -55,7 +55,8 @@ class RestartPolicy:
 
     def delay_s(self, consecutive: int) -> float:
         """The wait before restart number ``consecutive`` (1-based) of a row."""
-        return min(self.backoff_ms * 2 ** max(0, consecutive - 1), MAX_BACKOFF_MS) / 1000
+        factor: int = 2 ** max(0, consecutive - 1)
+        return min(self.backoff_ms * factor, MAX_BACKOFF_MS) / 1000
 
 
 class StopRequested(WeirError):

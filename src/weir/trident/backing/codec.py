@@ -74,7 +74,7 @@ def encode_key(key: Key, *, where: str) -> str:
         v = key[0]
         t = type(v)
         if t is str and v.isprintable() and '"' not in v and "\\" not in v:
-            return '["' + v + '"]'
+            return f'["{v}"]'
         if t is int:
             return f"[{v}]"
     try:
@@ -162,7 +162,7 @@ def _scalar_text(x: Any) -> str | None:
     if x is None:
         return "null"
     if t is str and x.isprintable() and '"' not in x and "\\" not in x:
-        return '"' + x + '"'
+        return f'"{x}"'
     return None
 
 

@@ -61,7 +61,7 @@ def as_key(key: Sequence[Any]) -> Key:
         v = key[0]
         if isinstance(v, list):
             return (_freeze(v),)
-        return key if t is tuple else (v,)
+        return key if isinstance(key, tuple) else (v,)
     if isinstance(key, tuple):
         frozen = key
     elif isinstance(key, list):

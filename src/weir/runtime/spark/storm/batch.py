@@ -31,6 +31,7 @@ from pyspark.rdd import RDD
 
 from weir._util import HASH_CACHEABLE, stable_hash
 from weir.checkpoint.coordinator import JobOutcome, TaskFailure
+from weir.checkpoint.stats import BatchStats
 from weir.runtime.spark.executor import (
     BATCH_PROPERTY,
     ReportAccumulatorParam,
@@ -42,7 +43,7 @@ from weir.runtime.spark.executor import (
     send_reports,
 )
 from weir.runtime.spark.runner import BatchRunner
-from weir.runtime.spark.storm.task import run_spout_task, run_task_blocks
+from weir.runtime.spark.storm.task import TaskLoop, run_spout_task, task_loop
 from weir.topology.builder import GroupingKind, Subscription, Topology
 from weir.topology.punctuation import MarkRecord
 
@@ -252,13 +253,17 @@ class BatchJob(BatchRunner):
     topology: Topology
     specs: dict[str, TaskSpec]
     on_dead_letters: Callable[[int, list[dict[str, Any]]], None] | None = None
-    last_stats: dict[str, Any] = field(default_factory=dict)
+    last_stats: BatchStats = field(default_factory=BatchStats)
 
     def __post_init__(self) -> None:
         #: marks may flow (IBM Streams operators or punctuating spouts): tasks align their input
         self.punctuation = topology_punctuates(self.topology)
         for spec in self.specs.values():
             spec.punctuation = self.punctuation
+        #: each bolt's task loop, chosen once (not per task): a bolt's, a windowed bolt's or an operator's
+        self.loops: dict[str, TaskLoop] = {
+            c.id: task_loop(c.obj) for c in self.topology.components.values() if not c.is_spout
+        }
         self._plan: _RunPlan | None = None
         #: one accumulator per run: every component's function is made once and carries it
         self._acc: Any = None
@@ -324,9 +329,15 @@ class BatchJob(BatchRunner):
                 r.unpersist(False)
         outcome, reports = outcome_of(sent, self._expected_tasks(), {})
         dead = [d for r in reports for d in r.dead_letters]
-        stats = self._stats(reports, dead, (time.perf_counter() - t0) * 1000)
+        comps = self.topology.components
+        stats = BatchStats.of(
+            reports,
+            tuples_in=sum(r.n_in for r in reports if comps[r.component].is_spout),
+            dead_letters=len(dead),
+            job_ms=(time.perf_counter() - t0) * 1000,
+        )
         self.last_stats = stats
-        outcome.stats = stats
+        outcome.stats = stats.as_dict()
         if outcome.ok and dead and self.on_dead_letters is not None:
             self.on_dead_letters(txid, dead)
         return outcome
@@ -339,9 +350,11 @@ class BatchJob(BatchRunner):
         cid = comp.id
         spec = self.specs[cid]
 
-        def run_part(pidx: int, it: Iterator[Any], _spec: TaskSpec = spec, _cid: str = cid) -> Iterator[Any]:
+        def run_part(
+            pidx: int, it: Iterator[Any], _spec: TaskSpec = spec, _cid: str = cid, _loop: TaskLoop = self.loops[cid]
+        ) -> Iterator[Any]:
             txid, epoch = batch_of_job(f"component {_cid!r}")
-            return send_reports(acc, run_task_blocks(_spec, pidx, txid, epoch, it))
+            return send_reports(acc, _loop(_spec, pidx, txid, epoch, it))
 
         if len(comp.inputs) == 1 and comp.inputs[0].grouping.kind in _NARROW:
             sub = comp.inputs[0]
@@ -386,27 +399,6 @@ class BatchJob(BatchRunner):
             return send_reports(acc, run_spout_task(_s, pidx, txid, it, final=final))
 
         return batch.then(("spout", cid, final), conv)
-
-    def _stats(self, reports: list[TaskReport], dead: list[dict[str, Any]], ms: float) -> dict[str, Any]:
-        per: dict[str, dict[str, Any]] = {}
-        keys: dict[str, int] = {}
-        for r in reports:
-            for ns, n in r.keys_written.items():
-                keys[ns] = keys.get(ns, 0) + int(n)
-            c = per.setdefault(r.component, {"in": 0, "out": 0, "tasks": 0, "failed": 0, "task_ms": 0.0})
-            c["task_ms"] += r.ms
-            c["in"] += r.n_in
-            c["out"] += r.n_out
-            c["failed"] += r.failed
-            c["tasks"] += 1
-        spout_in = sum(v["in"] for k, v in per.items() if self.topology.components[k].is_spout) if per else 0
-        return {
-            "components": per,
-            "tuples_in": spout_in,
-            "dead_letters": len(dead),
-            "job_ms": ms,
-            "keys_written": keys,
-        }
 
 
 def _chunks(pidx: int, it: Iterator[list[Any]]) -> Iterator[Any]:

@@ -19,7 +19,7 @@ from weir.runtime.spark.storm.participants import CompositeParticipants, Statefu
 from weir.runtime.spark.streams.operators import StreamsParticipants
 from weir.state.factory import KeyValueStateProvider
 from weir.topology.builder import Topology
-from weir.topology.components import StatefulBolt
+from weir.topology.components import Spout, StatefulBolt
 from weir.topology.windowing import WindowedBolt
 
 __all__ = ["StormDialect", "StormPlan", "submit_topology", "topology_shape"]
@@ -95,13 +95,13 @@ def submit_topology(
     for c in topology.components.values():
         picklable_or_raise(name, c.id, c.obj)
     stateful = topology.stateful
-    for spout in (s.obj for s in topology.spouts):
+    for spout in (s.obj for s in topology.spouts if isinstance(s.obj, Spout)):
         spout.validate()  # submit-time checks of the sources (brokers reachable, topics exist)
     # the store is checked (and connected once) before Spark starts: a typo fails in about a second
     master = master_for(rc, spark)
     provider = None
     if stateful or (rc.deadletter in ("state",) or (rc.deadletter or "").startswith("namespace:")):
-        provider = resolve_provider(name, conf, master)
+        provider = resolve_provider(name, conf, master, rc.provider)
     windowed = [c.id for c in stateful if isinstance(c.obj, WindowedBolt)]
     if windowed and not isinstance(provider, KeyValueStateProvider):
         msg = (

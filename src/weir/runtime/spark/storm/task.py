@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import time
 import traceback
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from weir._faults import crash_point
@@ -89,15 +89,8 @@ def run_spout_task(
                 failed += 1
                 yield dead_letter(spec, task, txid, None, list(row), f"malformed input record: {err}")
                 continue
-            yield task_report(
-                spec,
-                task,
-                txid,
-                ok=False,
-                n_in=n,
-                error=f"malformed input record {tuple(row)!r:.200}: {err}",
-                traceback=traceback.format_exc(),
-            )
+            error = f"malformed input record {tuple(row)!r:.200}: {err}"
+            yield ("R", TaskReport.from_exception(spec.component_id, task, txid, exc, error=error, n_in=n))
             return
         n += 1
         yield ("T", "default", values, task, None)
@@ -166,8 +159,53 @@ def run_task(
 
 _BLOCK = 1024  # emitted tuples per ("B", ...) record
 
+#: a component's task loop: ``(spec, task, txid, epoch, input blocks)`` → its output records
+TaskLoop = Callable[[TaskSpec, int, int, "int | None", Iterable[tuple[Any, ...]]], Iterator[tuple[Any, ...]]]
+
+
+def task_loop(component: Any) -> TaskLoop:
+    """The task loop of ``component``, chosen once when the batch job is built.
+
+    As Storm's builder picks a bolt's executor once: a Streams operator's (state handlers), a
+    windowed bolt's (windows in the state store) or a bolt's (:func:`run_bolt_blocks`).
+    """
+    from weir.streams.operator import Operator
+    from weir.topology.windowing import WindowedBolt
+
+    if isinstance(component, Operator):
+        return _operator_blocks
+    if isinstance(component, WindowedBolt):
+        return _windowed_blocks
+    return run_bolt_blocks
+
+
+def _operator_blocks(
+    spec: TaskSpec, task: int, txid: int, epoch: int | None, blocks: Iterable[tuple[Any, ...]]
+) -> Iterator[tuple[Any, ...]]:
+    from weir.runtime.spark.streams.operators import run_operator_task
+
+    return run_operator_task(spec, task, txid, epoch, records_of(blocks))
+
+
+def _windowed_blocks(
+    spec: TaskSpec, task: int, txid: int, epoch: int | None, blocks: Iterable[tuple[Any, ...]]
+) -> Iterator[tuple[Any, ...]]:
+    from weir.runtime.spark.storm.windowed import run_windowed_task
+
+    return run_windowed_task(spec, task, txid, epoch, records_of(blocks))
+
 
 def run_task_blocks(
+    spec: TaskSpec, task: int, txid: int, epoch: int | None, blocks: Iterable[tuple[Any, ...]]
+) -> Iterator[tuple[Any, ...]]:
+    """Run task ``task`` of any component that is not a spout over its input blocks (see :func:`run_bolt_blocks`).
+
+    Picks the task loop on each call; the batch job picks it once per component (:func:`task_loop`).
+    """
+    return task_loop(spec.component)(spec, task, txid, epoch, blocks)
+
+
+def run_bolt_blocks(
     spec: TaskSpec, task: int, txid: int, epoch: int | None, blocks: Iterable[tuple[Any, ...]]
 ) -> Iterator[tuple[Any, ...]]:
     """Run task ``task`` of a bolt over its input blocks; yield its output records.
@@ -180,19 +218,6 @@ def run_task_blocks(
     """
     t0 = time.perf_counter()
     comp = spec.component
-    from weir.streams.operator import Operator
-    from weir.topology.windowing import WindowedBolt
-
-    if isinstance(comp, Operator):  # IBM Streams operators have their own task loop (state handlers)
-        from weir.runtime.spark.streams.operators import run_operator_task
-
-        yield from run_operator_task(spec, task, txid, epoch, records_of(blocks))
-        return
-    if isinstance(comp, WindowedBolt):  # Storm's windowed bolts: windows kept in the state store
-        from weir.runtime.spark.storm.windowed import run_windowed_task
-
-        yield from run_windowed_task(spec, task, txid, epoch, records_of(blocks))
-        return
     ctx = spec.context(task)
     out = OutputCollector(spec.component_id, task, dict(spec.outputs), topology=spec.topology, acking=spec.acking)
     n_in = n_out = n_failed = 0
@@ -230,7 +255,7 @@ def run_task_blocks(
         consumed = spec.consumed_streams
         new_object = object.__new__
         token = out.token
-        pending = out._pending if basic is None and out.acking else None
+        pending = out.pending if basic is None and out.acking else None
         emitted = out.emitted
         failed = out.failed
         for source, stream, payload, source_task in blocks:
@@ -305,7 +330,7 @@ def run_task_blocks(
             yield ("B", run_stream, run, task)
             run = []
         current = None
-        if out.acking and out._pending:
+        if out.acking and out.pending:
             stage = "ack check"
             for tup in out.unacked:
                 if not spec.deadletter:

@@ -43,7 +43,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark import cloudpickle
@@ -52,10 +52,10 @@ from weir._faults import crash_point
 from weir.checkpoint.coordinator import Participants
 from weir.errors import CheckpointError, ConfigError, FencedError, TopologyError
 from weir.runtime.spark.config import RuntimeConfig
-from weir.runtime.spark.executor import TaskSpec, check_emitted, dead_letter, task_report
+from weir.runtime.spark.executor import TaskReport, TaskSpec, check_emitted, dead_letter, task_report
 from weir.state.factory import KeyValueStateProvider
 from weir.streams.checkpoint import Checkpoint
-from weir.streams.context import ConsistentRegionContext, OperatorContext
+from weir.streams.context import ConsistentRegionContext, ContextHandle, OperatorContext
 from weir.streams.handler import StateHandler
 from weir.streams.operator import InputPort, Operator
 from weir.streams.regions import Placement, placements
@@ -78,6 +78,8 @@ class _Live:
     operator: Operator
     context: OperatorContext
     collector: OutputCollector
+    #: the contexts' runtime side: the checkpoint function and the region's current sequence id
+    handle: ContextHandle
     #: token of the batch attempt this instance last prepared (None: dirty, must be restored)
     token: str | None = None
     seq: int = 0
@@ -124,6 +126,7 @@ def _close(op: Operator, ctx: OperatorContext) -> None:
 
 def _new_instance(spec: TaskSpec, task: int, placement: Placement, *, hooks_only: bool = False) -> _Live:
     op: Operator = cloudpickle.loads(cloudpickle.dumps(spec.component))  # type: ignore[no-untyped-call]
+    handle = ContextHandle()
     region = None
     if placement.region is not None:
         opts = placement.options
@@ -134,15 +137,18 @@ def _new_instance(spec: TaskSpec, task: int, placement: Placement, *, hooks_only
             drain_timeout=opts.drain_timeout,
             reset_timeout=opts.reset_timeout,
             max_consecutive_reset_attempts=opts.max_consecutive_reset_attempts,
+            handle=handle,
         )
-    ctx = OperatorContext(spec.context(task), region=region, checkpointed=spec.stateful, hooks_only=hooks_only)
+    ctx = OperatorContext(
+        spec.context(task), region=region, checkpointed=spec.stateful, hooks_only=hooks_only, handle=handle
+    )
     out = OutputCollector(spec.component_id, task, dict(spec.outputs), topology=spec.topology)
     if isinstance(op, StateHandler):
         ctx.register_state_handler(op)
     op.context = ctx
     op.collector = out
     op.prepare(spec.conf, ctx, out)
-    return _Live(op, ctx, out)
+    return _Live(op, ctx, out, handle)
 
 
 def _placement(spec: TaskSpec) -> Placement:
@@ -214,7 +220,7 @@ class _OperatorTask:
             self.stage = "reset"
             ckpt = store.load(latest)
             if ctx.consistent_region_context is not None:
-                ctx.consistent_region_context._sequence_id = latest.id
+                live.handle.sequence_id = latest.id
             for h in ctx.state_handlers:
                 _call(ctx, h, "reset", ckpt, "")
             live.last_ckpt_ts = latest.timestamp
@@ -427,7 +433,7 @@ class _OperatorTask:
                 ns,
                 self.where,
                 self.epoch,
-                serializer=str(spec.conf.get("weir.streams.checkpoint.serializer", "data")),
+                serializer=self.placement.serializer,
             )
             if self.placement.independent and self._kept(store):
                 # another region failed the previous attempt of this batch; this region's cut is
@@ -441,13 +447,13 @@ class _OperatorTask:
             ctx = live.context
             region = ctx.consistent_region_context
             if region is not None:
-                region._sequence_id = txid
+                live.handle.sequence_id = txid
             out = live.collector
             out.emitted.clear()
             out.failed.clear()
             out.errors.clear()
             out.acked = 0
-            ctx._checkpointer = self.operator_driven
+            live.handle.checkpointer = self.operator_driven
             yield from self._process(live, records, hold=True)
             cid: int | None = None
             drained: list[tuple[Any, ...]] = []
@@ -487,7 +493,7 @@ class _OperatorTask:
                 if period is not None and (time.time() - live.last_ckpt_ts) * 1000 >= period:
                     cid = live.seq + 1
                     live.seq = cid
-            ctx._checkpointer = None
+            live.handle.checkpointer = None
             if out.emitted or out.failed:
                 drained.extend(self._flush(out))
             t_pause = time.perf_counter()
@@ -519,10 +525,10 @@ class _OperatorTask:
                 self.checkpoint_now(cid)
                 self.stats["pause_ms"] = (time.perf_counter() - t_pause) * 1000
             if self.held["autonomous"]:  # outside the cut: after its checkpoint, in the next one
-                ctx._checkpointer = self.operator_driven if region is None else None
+                live.handle.checkpointer = self.operator_driven if region is None else None
                 yield from self._process(live, self.held["autonomous"])
                 self.held["autonomous"] = []
-                ctx._checkpointer = None
+                live.handle.checkpointer = None
             self.stage = "prepare_commit"
             head = self.new_head(prev)
             store.prepare(txid, head)
@@ -533,20 +539,14 @@ class _OperatorTask:
         except Exception as exc:
             if self.live is not None:
                 self.live.token = None  # partial state: restore before the next use
-                self.live.context._checkpointer = None
+                self.live.handle.checkpointer = None
             where = self.stage + (f" of tuple {list(self.current.values)!r:.200}" if self.current is not None else "")
             text = _strip(str(exc), self.where)
-            yield task_report(
-                spec,
-                task,
-                txid,
-                ok=False,
-                n_in=self.stats["n_in"],
-                n_out=self.stats["n_out"],
-                error=f"{type(exc).__name__} in {where} ({self.where}, txid {txid}): {text}",
-                error_type=type(exc).__name__,
-                traceback=traceback.format_exc(),
-                fenced=isinstance(exc, FencedError),
+            error = f"{type(exc).__name__} in {where} ({self.where}, txid {txid}): {text}"
+            n_in, n_out = self.stats["n_in"], self.stats["n_out"]
+            yield (
+                "R",
+                TaskReport.from_exception(spec.component_id, task, txid, exc, error=error, n_in=n_in, n_out=n_out),
             )
             return
         finally:
@@ -593,18 +593,9 @@ def _run_stateless(
         runner.stage = "cleanup"
         live.operator.cleanup()
     except Exception as exc:
-        yield task_report(
-            spec,
-            task,
-            txid,
-            ok=False,
-            n_in=runner.stats["n_in"],
-            n_out=runner.stats["n_out"],
-            error=f"{type(exc).__name__} in {runner.stage} ({runner.where}, txid {txid}): {exc}",
-            error_type=type(exc).__name__,
-            traceback=traceback.format_exc(),
-            fenced=isinstance(exc, FencedError),
-        )
+        error = f"{type(exc).__name__} in {runner.stage} ({runner.where}, txid {txid}): {exc}"
+        n_in, n_out = runner.stats["n_in"], runner.stats["n_out"]
+        yield ("R", TaskReport.from_exception(spec.component_id, task, txid, exc, error=error, n_in=n_in, n_out=n_out))
         return
     yield task_report(spec, task, txid, ms=(time.perf_counter() - t0) * 1000, **runner.stats)
 
@@ -643,7 +634,8 @@ class StreamsParticipants(Participants):
         self.rc = rc
         self.places = placements(rc.topology, topology, {s.component_id: s.conf for s in specs}, rc.checkpoint_retain)
         for s in specs:
-            s.placement = self.places.get(s.component_id, Placement(retain=rc.checkpoint_retain))
+            place = self.places.get(s.component_id, Placement(retain=rc.checkpoint_retain))
+            s.placement = replace(place, serializer=rc.checkpoint_serializer)
         #: the topology's consistent regions (several: independent regions are possible)
         self.places_regions = list(topology.regions) or [tuple(topology.components)]
         self.hook_errors: list[str] = []
@@ -769,7 +761,7 @@ class StreamsParticipants(Participants):
         ctx = live.context
         region = ctx.consistent_region_context
         if region is not None and region_id is not None:
-            region._sequence_id = region_id
+            live.handle.sequence_id = region_id
         calls: list[tuple[str, int]] = []
         if region_id is not None:
             calls.append(("region_checkpointed", region_id))

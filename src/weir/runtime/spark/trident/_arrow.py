@@ -16,13 +16,12 @@ from __future__ import annotations
 import base64
 import json
 import re
-import traceback
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pyarrow as pa
 
-from weir.errors import FencedError, TopologyError
+from weir.errors import TopologyError
 from weir.runtime.spark.executor import TaskReport
 from weir.trident.fields import FieldSpec, decode_any, encode_any
 
@@ -46,42 +45,23 @@ _SQL_RE = re.compile(re.escape(_SQL_MARK) + r"([A-Za-z0-9+/=]+): ([^\n]*)")
 class TridentTaskFailure(RuntimeError):
     """A Trident stage failed inside a Spark task (the message carries the details for the driver)."""
 
-    def __init__(self, component: str, task: int, txid: int, error: str, tb: str, *, fenced: bool = False) -> None:
-        rep = TaskReport(component, task, txid, ok=False, error=error, traceback=tb, fenced=fenced)
-        self.report: TaskReport | None = rep
-        super().__init__(f"{component} task {task} txid {txid}: {error} {rep.to_text()}")
+    def __init__(self, report: TaskReport) -> None:
+        self.report: TaskReport | None = report
+        super().__init__(f"{report.component} task {report.task} txid {report.txid}: {report.error} {report.to_text()}")
 
 
 def fail(component: str, task: int, txid: int, exc: BaseException) -> TridentTaskFailure:
-    """The exception to raise for ``exc`` in ``component``'s task ``task``."""
+    """The exception to raise for ``exc`` in ``component``'s task ``task`` (call it in ``except``)."""
     if isinstance(exc, TridentTaskFailure):
         return exc
-    return TridentTaskFailure(
-        component,
-        task,
-        txid,
-        f"{type(exc).__name__}: {exc}",
-        traceback.format_exc(),
-        fenced=isinstance(exc, FencedError),
-    )
+    return TridentTaskFailure(TaskReport.from_exception(component, task, txid, exc))
 
 
 def failure_report(component: str, task: int, txid: int, exc: BaseException, n_in: int, n_out: int) -> TaskReport:
     """The :class:`~weir.runtime.spark.executor.TaskReport` of a stage that failed with ``exc`` (in ``except``)."""
     if isinstance(exc, TridentTaskFailure) and exc.report is not None:
         return exc.report
-    return TaskReport(
-        component,
-        task,
-        txid,
-        ok=False,
-        n_in=n_in,
-        n_out=n_out,
-        error=f"{type(exc).__name__}: {exc}",
-        error_type=type(exc).__name__,
-        traceback=traceback.format_exc(),
-        fenced=isinstance(exc, FencedError),
-    )
+    return TaskReport.from_exception(component, task, txid, exc, n_in=n_in, n_out=n_out)
 
 
 def spout_failure_prefix(component: str, txid: int) -> str:
@@ -103,7 +83,9 @@ def parse_failure(text: str) -> TaskReport | None:
     except ValueError:
         return None
     error = re.sub(r"\s*SQLSTATE: \w+\s*$", "", sql.group(2)).strip()
-    return TaskReport(str(where.get("component", "?")), -1, int(where.get("txid") or 0), ok=False, error=error)
+    return TaskReport.from_exception(
+        str(where.get("component", "?")), -1, int(where.get("txid") or 0), None, error=error
+    )
 
 
 def partition_id() -> int:

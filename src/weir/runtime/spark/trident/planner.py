@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -181,7 +181,7 @@ class BatchPlanner:
         """
         import threading
 
-        counted = sum(r.n_in for r in reports if r.component in self.counted_by)
+        counted: int = sum(r.n_in for r in reports if r.component in self.counted_by)
         if not self.observations:
             return counted
         found: list[int] = []
@@ -822,9 +822,11 @@ def arrow_udf(stage: Any, schema: Any, columns: list[Any]) -> ArrowUdf:
     from pyspark.sql.pandas.functions import pandas_udf
     from pyspark.util import PythonEvalType
 
+    # the stubs' overloads of pandas_udf stop short of the map-in-Arrow eval type: called untyped
+    make_udf: Callable[..., Any] = pandas_udf
     jcol = None
     if columns and all(hasattr(c, "_jc") for c in columns):
-        udf = pandas_udf(stage, returnType=schema, functionType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF)
+        udf = make_udf(stage, returnType=schema, functionType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF)
         jcol = getattr(udf(*columns), "_jc", None)
     return ArrowUdf(stage, schema, jcol)
 

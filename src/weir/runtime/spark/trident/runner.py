@@ -22,11 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from weir.checkpoint.coordinator import JobOutcome, Participants, TaskFailure, checkpoint_namespace
+from weir.checkpoint.stats import BatchStats
 from weir.errors import FencedError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.dialect import BatchRunner, Dialect, Prepared, register_dialect
-from weir.runtime.spark.executor import ReportAccumulatorParam, TaskReport, outcome_of
+from weir.runtime.spark.executor import ReportAccumulatorParam, outcome_of
 from weir.runtime.spark.runner import master_for, picklable_or_raise, resolve_provider, spark_for
+from weir.runtime.spark.spouts import spout_streams, union_as_json
 from weir.runtime.spark.trident._arrow import parse_failure
 from weir.runtime.spark.trident.planner import BatchPlanner, RunContext, check_plan
 from weir.state.factory import KeyValueStateProvider
@@ -61,32 +63,11 @@ class TridentSource(Spout):
 
     def create_stream(self, spark: Any, context: TopologyContext) -> Any:
         """The spouts' streams (unioned as JSON rows when there are several)."""
-        from pyspark.sql import functions as F  # noqa: N812
-
-        dfs = []
-        for name, spout in self.spouts:
-            ctx = TopologyContext(self.topology, name, 0, 1, self.conf)
-            try:
-                dfs.append(spout.create_stream(spark, ctx))
-            except WeirError:
-                raise
-            except Exception as exc:
-                msg = f"topology {self.topology!r}, stream {name!r}: cannot create its spout's stream: {exc}"
-                raise TopologyError(msg, topology=self.topology, component=name) from exc
+        dfs = spout_streams(spark, self.topology, self.conf, self.spouts, kind="stream")
         self.schemas = [d.schema for d in dfs]
         if not self.multi:
             return dfs[0]
-        parts = [
-            d.select(
-                F.lit(i).cast("int").alias("_weir_s"),
-                F.to_json(F.struct(*[F.col(f"`{c}`") for c in d.columns])).alias("_weir_v"),
-            )
-            for i, d in enumerate(dfs)
-        ]
-        out = parts[0]
-        for p in parts[1:]:
-            out = out.unionByName(p)
-        return out
+        return union_as_json(list(enumerate(dfs)), tag="_weir_s", value="_weir_v")
 
     def batch_for(self, batch: Any, index: int) -> Any:
         """Spout ``index``'s rows of a batch, with its own columns and types."""
@@ -117,7 +98,7 @@ class TridentBatchRunner(BatchRunner):
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
-        self.last_stats: dict[str, Any] = {}
+        self.last_stats = BatchStats()
         self._aqe_off = False
         #: one accumulator per run: the stages (and their UDFs) are made once and carry it
         self._acc: Any = None
@@ -163,15 +144,16 @@ class TridentBatchRunner(BatchRunner):
             if shared is not None:
                 shared.unpersist(blocking=False)
         reports = [r for r in acc.value if r.txid == txid]
-        stats = self._stats(reports, planner.tuples_in(reports), (time.perf_counter() - t0) * 1000)
+        job_ms = (time.perf_counter() - t0) * 1000
+        stats = BatchStats.of(reports, tuples_in=planner.tuples_in(reports), dead_letters=0, job_ms=job_ms)
         self.last_stats = stats
         if any(not r.ok for r in reports):  # a stage that feeds no state update ended its task and reported
             try:
-                return outcome_of(reports, (), stats)[0]
+                return outcome_of(reports, (), stats.as_dict())[0]
             except FencedError as exc:
                 msg = f"topology {self.ctx.topology!r}, {exc}"
                 raise FencedError(msg) from exc
-        return JobOutcome(stats=stats)
+        return JobOutcome(stats=stats.as_dict())
 
     def _failure(self, exc: BaseException, txid: int) -> TaskFailure:
         text = str(exc)
@@ -182,17 +164,6 @@ class TridentBatchRunner(BatchRunner):
             msg = f"topology {self.ctx.topology!r}, txid {txid}: {info.error}"
             raise FencedError(msg) from exc
         return info.failure()
-
-    @staticmethod
-    def _stats(reports: list[TaskReport], tuples_in: int, ms: float) -> dict[str, Any]:
-        per: dict[str, dict[str, Any]] = {}
-        for r in reports:
-            c = per.setdefault(r.component, {"in": 0, "out": 0, "tasks": 0, "failed": 0, "task_ms": 0.0})
-            c["in"] += r.n_in
-            c["out"] += r.n_out
-            c["tasks"] += 1
-            c["task_ms"] += r.ms
-        return {"components": per, "tuples_in": tuples_in, "dead_letters": 0, "job_ms": ms}
 
 
 def _short(text: str) -> str:
@@ -242,16 +213,16 @@ def _memory_states(name: str, topology: TridentTopology, master: str) -> dict[st
     from weir.trident.backing import SqliteMapState
     from weir.trident.state.memory import MemoryMapState
 
-    memory = [st for st in topology.states if isinstance(st.factory, MemoryMapState.Factory)]
+    memory = [(st.state_id, st.factory) for st in topology.states if isinstance(st.factory, MemoryMapState.Factory)]
     if not memory:
         return {}
-    for st in memory:
-        refuse_on_cluster(name, f"state {st.state_id!r} (MemoryMapState.Factory)", master)
+    for state_id, _ in memory:
+        refuse_on_cluster(name, f"state {state_id!r} (MemoryMapState.Factory)", master)
     path = run_scoped_dir(name)
-    warn_not_durable(name, "MemoryMapState.Factory() of state(s) " + ", ".join(repr(s.state_id) for s in memory), path)
+    warn_not_durable(name, "MemoryMapState.Factory() of state(s) " + ", ".join(repr(s) for s, _ in memory), path)
     out: dict[str, Any] = {}
-    for i, st in enumerate(memory):
-        out[st.state_id] = SqliteMapState.factory(st.factory.state_type, f"{path}/memory.db", table=f"memory_map_{i}")
+    for i, (state_id, factory) in enumerate(memory):
+        out[state_id] = SqliteMapState.factory(factory.state_type, f"{path}/memory.db", table=f"memory_map_{i}")
     return out
 
 
@@ -302,7 +273,7 @@ class TridentDialect(Dialect):
         """
         nodes = topology.nodes
         check_plan(nodes)
-        topology.check_guarantees(conf)
+        topology.check_guarantees(inexact_allowed=rc.allow_inexact)
         _check_picklable(name, topology)
         names = [s.state_id for s in topology.states]
         if len(set(names)) != len(names):
@@ -312,7 +283,8 @@ class TridentDialect(Dialect):
             spout.validate()  # submit-time checks of the sources (brokers reachable, topics exist)
         master = master_for(rc, spark)
         factories = _memory_states(name, topology, master)
-        provider = resolve_provider(name, conf, master)  # before Spark starts: a typo fails in about a second
+        # before Spark starts: a typo fails in about a second
+        provider = resolve_provider(name, conf, master, rc.provider)
         spark_session, master = spark_for(rc, spark)
         journal = _journal_states(topology)
         if journal and not isinstance(provider, KeyValueStateProvider):

@@ -547,7 +547,7 @@ class PersistAggStage(_StateStage):
         touched = [k for k in self.touches.get(p, []) if k not in values]
         if not values and not touched:
             return None  # no tuples for this partition: no begin_commit / commit
-        txid = self.txid
+        txid = self.batch_txid
         what = f"state {self.state_id!r} partition {p}"
         keys = list(values)
         if self.journal is not None:
@@ -665,14 +665,15 @@ class PersistStage(_TupleStateStage):
         schema = self.out_schema()
         what = f"{self.component} ({type(up).__name__})"
         n_out = len(self.out_fields)
+        txid = self.batch_txid
         for p, _, tuples in self._tuples_by_partition(task, batches, counts, up):
             coll = TridentCollector(n_out, what)
             state = self._make_state(p)
-            state.begin_commit(self.txid)
+            state.begin_commit(txid)
             up.update_state(state, tuples, coll)
-            crash_point("trident_after_multi_update", self.txid, task=p)
-            state.commit(self.txid)
-            crash_point("trident_after_partition_commit", self.txid, task=p)
+            crash_point("trident_after_multi_update", txid, task=p)
+            state.commit(txid)
+            crash_point("trident_after_partition_commit", txid, task=p)
             emitted = coll.take()
             if not emitted or not n_out:
                 continue

@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from weir.errors import TopologyError
 from weir.runtime.spark.executor import batch_of_job
 from weir.runtime.spark.trident._arrow import (
     arrow_schema,
@@ -66,9 +67,21 @@ class StageBase:
             self._schema = arrow_schema(self.out_fields)
         return self._schema
 
+    @property
+    def batch_txid(self) -> int:
+        """The txid of the batch being run (set at planning or by :meth:`bind` when the task starts)."""
+        txid = self.txid
+        if txid is None:
+            msg = (
+                f"topology {self.topology!r}, component {self.component!r}: the stage runs outside a batch "
+                "(no txid bound); this is a weir bug, please report it"
+            )
+            raise TopologyError(msg, topology=self.topology, component=self.component)
+        return txid
+
     def context(self, task: int, n: int | None = None) -> OperationContext:
         """The operation context of task ``task``."""
-        return OperationContext(self.topology, self.component, task, n, self.txid, self.conf)
+        return OperationContext(self.topology, self.component, task, n, self.batch_txid, self.conf)
 
     def bind(self, txid: int, epoch: int | None) -> None:
         """Take the batch's ``txid`` and the driver's ``epoch`` (in the task's copy of a run-wide stage)."""
@@ -80,15 +93,16 @@ class StageBase:
         t0 = time.perf_counter()
         if self.txid is None:
             self.bind(*batch_of_job(self.component))
+        txid = self.batch_txid
         counts = [0, 0]
         try:
             yield from self.run(task, batches, counts)
         except Exception as exc:
             if self.stops_job or self.acc is None:
-                raise fail(self.component, task, self.txid, exc) from exc
-            self.acc.add([failure_report(self.component, task, self.txid, exc, counts[0], counts[1])])
+                raise fail(self.component, task, txid, exc) from exc
+            self.acc.add([failure_report(self.component, task, txid, exc, counts[0], counts[1])])
             return
-        report(self.acc, self.component, task, self.txid, counts[0], counts[1], (time.perf_counter() - t0) * 1000)
+        report(self.acc, self.component, task, txid, counts[0], counts[1], (time.perf_counter() - t0) * 1000)
 
     def run(self, task: int, batches: Iterator[pa.RecordBatch], counts: list[int]) -> Iterator[pa.RecordBatch]:
         """The stage's work; ``counts`` = [tuples in, tuples out]."""
