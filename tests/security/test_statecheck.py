@@ -57,13 +57,13 @@ def test_the_spark_log_is_read_from_the_directory(tmp_path: Path) -> None:
     ("rec", "commits"),
     [
         (None, 0),  # a first run: Spark never committed a batch
-        (CheckPointState(txid=5, query_id="q1", txid_base=1), 4),  # batch 3 = txid 4 ≤ 5
+        (CheckPointState(txid=5, query_id="q1", txid_base=1), 4),  # batch 3 = txid 4 ≤ 5, batch 4 planned
         (CheckPointState(txid=5, phase=CheckpointPhase.PREPARING, query_id="q1", txid_base=1), 4),  # 4 committed
     ],
 )
 def test_a_store_that_kept_its_data_passes(tmp_path: Path, rec: CheckPointState | None, commits: int) -> None:
     coord = _coordinator(tmp_path, rec)
-    check_store_against_spark(coord, _spark_dir(tmp_path / "ck", "q1", commits))
+    assert check_store_against_spark(coord, _spark_dir(tmp_path / "ck", "q1", commits, offsets=commits + 1)) is None
 
 
 @pytest.mark.parametrize(

@@ -25,8 +25,9 @@ from weir.checkpoint.history import CheckpointHistory
 from weir.errors import ConfigError, FencedError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.session import ensure_python_env, get_spark
-from weir.runtime.spark.statecheck import check_store_against_spark
+from weir.runtime.spark.statecheck import check_store_against_spark, read_batch_offsets
 from weir.runtime.spark.supervision import RestartPolicy, StopRequested, Supervisor
+from weir.sources.replayable import RESUME_OFFSET_KEY
 from weir.state.base import StateProvider
 from weir.state.config import parse_provider_config
 from weir.state.factory import KeyValueStateProvider, StateFactory, open_backend
@@ -136,13 +137,16 @@ def make_coordinator(
     rc: RuntimeConfig,
     master: str,
     shape: Mapping[str, Any] | None = None,
+    spouts: list[tuple[str, Any]] | None = None,
 ) -> Coordinator:
     """A started coordinator whose record lives in the topology's store.
 
     With a custom ``StateProvider`` the record goes to ``weir.coordinator.url`` (any built-in
     durable store), by default ``<weir.state.dir>/state.db`` — which only local mode can use.
-    The store is cross-checked against Spark's commit log here, before anything runs
-    (:func:`~weir.runtime.spark.statecheck.check_store_against_spark`).
+    The store is cross-checked against Spark's checkpoint here, before anything runs
+    (:func:`~weir.runtime.spark.statecheck.check_store_against_spark`); where the checkpoint is
+    missing and the ``spouts`` can resume from the store's offsets, those are kept in
+    ``coordinator.resume_offsets`` for the query to start from.
     It keeps the last ``weir.history.size`` transactions as history beside its record, with the
     topology's ``shape`` (components and groupings) for ``weir ui``.
     """
@@ -188,7 +192,10 @@ def make_coordinator(
     # Storm's in-memory provider is a run-scoped store: losing its state on a restart is its
     # contract (warned about at submit), not a loss to stop for
     run_scoped = conf.get("topology.state.provider") is not None and _configured_provider(conf) == "memory"
-    check_store_against_spark(coord, rc.checkpoint_location, accept=rc.accept_state_loss or run_scoped)
+    coord.accept_state_loss = rc.accept_state_loss or run_scoped
+    coord.resume_offsets = check_store_against_spark(
+        coord, rc.checkpoint_location, accept=coord.accept_state_loss, spouts=spouts
+    )
     return coord
 
 
@@ -336,8 +343,10 @@ class TopologyRun:
         from pyspark.sql import functions as F  # noqa: N812
 
         dfs = []
+        resume = self.coordinator.resume_offsets if self.coordinator is not None else None
         for cid, spout in self.spouts:
-            ctx = TopologyContext(self.name, cid, 0, 1, self.conf)
+            conf = self.conf if not resume or cid not in resume else {**self.conf, RESUME_OFFSET_KEY: resume[cid]}
+            ctx = TopologyContext(self.name, cid, 0, 1, conf)
             try:
                 dfs.append((cid, spout.create_stream(self.spark, ctx)))
             except WeirError:
@@ -387,7 +396,11 @@ class TopologyRun:
         and its first batch recovers the transaction in flight exactly as after a crash.
         """
         if restart and self.coordinator is not None:
-            self.coordinator.start()
+            coord = self.coordinator
+            coord.start()  # a store that lost what this driver wrote is a StateLossError here
+            coord.resume_offsets = check_store_against_spark(
+                coord, self.rc.checkpoint_location, accept=coord.accept_state_loss, spouts=self.spouts
+            )
         self._build(self._trigger)
 
     def _on_restart(self, reason: str) -> None:
@@ -425,6 +438,7 @@ class TopologyRun:
                     self._qid,
                     batch_id,
                     lambda txid, epoch, attempt: self.runner.run(rdd, self._spout_id, txid, epoch),
+                    offsets=self._end_offsets(batch_id),
                 )
             else:
                 report = self._stateless(rdd, batch_id)
@@ -435,6 +449,26 @@ class TopologyRun:
             self._error = exc
             self._status.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise
+
+    def _end_offsets(self, batch_id: int) -> dict[str, Any] | None:
+        """The end offsets of the batch's ReplayableSpout spouts, from Spark's offset log (None: not known).
+
+        Kept with the batch's txid in the coordinator record, so a start without this Spark
+        checkpoint resumes the spouts from there. Spark lists a batch's sources in the order of the
+        query plan, which is the order of the spouts (their streams are unioned in that order).
+        """
+        from weir.sources.replayable import ReplayableSpout
+
+        if not any(isinstance(sp, ReplayableSpout) for _, sp in self.spouts):
+            return None
+        planned = read_batch_offsets(self.rc.checkpoint_location, batch_id)
+        if planned is None or len(planned) != len(self.spouts):
+            return None
+        return {
+            cid: off
+            for (cid, sp), off in zip(self.spouts, planned, strict=True)
+            if isinstance(sp, ReplayableSpout) and isinstance(off, dict)
+        }
 
     def _stateless(self, rdd: Any, batch_id: int) -> BatchReport:
         """A batch of a topology without state: the coordinator's retry loop, with nothing to store or roll back."""
