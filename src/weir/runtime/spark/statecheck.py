@@ -1,18 +1,26 @@
-"""At start, compare the store's coordinator record with Spark's commit log: lost state is never silent.
+"""At every start, compare the store's coordinator record with Spark's checkpoint: the store is the truth.
 
 Spark's checkpoint directory (``weir.spark.checkpoint.location``) holds the query id (``metadata``),
 the planned batches (``offsets/<batch>``) and the finished ones (``commits/<batch>``). Spark writes
 ``commits/<b>`` only after ``foreachBatch`` returned, which is after the coordinator stored
-``COMMITTED(txid_base + b)``. So, for the last batch *b* of ``commits/``, a store that kept its data
-holds a record of the same Spark query with ``last committed txid ≥ txid_base + b``.
+``COMMITTED(txid_base + b)``; it writes ``offsets/<b>`` before the batch runs. So a store that
+kept its data holds a record of the same Spark query with
+``txid_base + b ≤ last committed txid ≤ txid_base + last planned batch``.
 
-When it does not — the record is missing (a Redis without persistence restarted, a SQLite file
-truncated, a PostgreSQL table dropped), belongs to another Spark query, or is behind (a Redis
-restored from a snapshot older than its last writes) — the sources would resume after batch *b*
-and the updates of the lost transactions would be gone for good. :func:`check_store_against_spark`
-stops the topology instead, with a :class:`~weir.errors.StateLossError` that says what was lost
-and the ways out; ``weir.accept.state.loss`` (``weir run --accept-state-loss``) continues anyway
-and logs what was lost.
+:func:`check_store_against_spark` runs at submit and on every supervised restart:
+
+- the checkpoint is **missing or new** (or another query's that never finished a batch) while the
+  store committed txid *n*: when every spout is a ReplayableSpout whose end offset for *n* is in
+  the record (the runner stores them with ``COMMITTING``/``COMMITTED``), the spouts resume from
+  those offsets and txids continue at *n* + 1 — a lost checkpoint costs nothing; otherwise the
+  start is refused (the sources would be read again from their start: a silent re-count);
+- the record is **missing**, **another query's**, or **behind** Spark's commit log (a Redis
+  without persistence restarted, a truncated SQLite file, a dropped table, an old backup): refused;
+- the record is **ahead** of Spark's offset log (the checkpoint is older than the store): refused.
+
+A refusal is a :class:`~weir.errors.StateLossError` naming the topology, the store, both txids
+and the ways on; ``weir.accept.state.loss`` (``weir run --accept-state-loss``) goes on anyway and
+logs what was lost.
 
 Only checkpoint directories on a local file system are read (a plain path or ``file:`` URI); for
 other file systems the check is skipped with a warning.
