@@ -11,7 +11,6 @@ a driver SIGKILLed between Spark's offset log and the COMMITTED record. Each end
 from __future__ import annotations
 
 import shutil
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -54,15 +53,14 @@ def _record(conf: dict[str, Any], name: str) -> Any:
     return CheckpointStore(open_backend(parse_provider_config(conf)), name).load()
 
 
-@pytest.mark.parametrize("store", ["sqlite", "redis"])
-def test_checkpoint_removed_the_spouts_resume_from_the_store(spark: Any, tmp_path: Path, store: str) -> None:
+def test_checkpoint_removed_the_spouts_resume_from_the_store(spark: Any, tmp_path: Path) -> None:
+    """Redis here; SQLite in :func:`test_driver_killed_after_committing_then_checkpoint_lost_resumes_exactly`."""
     log_dir = tmp_path / "log"
     conf: dict[str, Any] = {"weir.state.dir": str(tmp_path / "state"), "weir.spark.master": "local[2]"}
-    server = RedisServer() if store == "redis" else None
+    server = RedisServer()
     try:
-        if server is not None:
-            server.start()
-            conf["topology.state.provider.config"] = {"url": server.url}
+        server.start()
+        conf["topology.state.provider.config"] = {"url": server.url}
         _available(log_dir, 250)
         assert _numbers_run(spark, conf, log_dir, "resume").process_available().last_txid == 3
         rec = _record(conf, "resume")
@@ -75,8 +73,7 @@ def test_checkpoint_removed_the_spouts_resume_from_the_store(spark: Any, tmp_pat
         assert read_counts(conf, "resume") == _expected(420)  # nothing read twice, nothing skipped
     finally:
         close_backends()
-        if server is not None:
-            server.close()
+        server.close()
 
 
 def test_checkpoint_removed_a_file_spout_is_refused_with_both_txids(spark: Any, tmp_path: Path) -> None:
@@ -136,14 +133,14 @@ def _run_until_lost(spark: Any, conf: dict[str, Any], log_dir: Path, name: str, 
     run = _numbers_run(spark, conf, log_dir, name)
     run.start()
     try:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + 480  # generous: Python workers start slowly on a loaded machine
         while (run.status().last_txid or 0) < 2:
             assert time.monotonic() < deadline, f"no progress: {run.status()}"
             assert run.status().state != "failed", run.status().error
             time.sleep(0.1)
         lose()
         with pytest.raises(StateLossError) as info:
-            run.await_termination(240)
+            run.await_termination(480)
     finally:
         run.stop()
     return str(info.value)
@@ -157,6 +154,7 @@ def _nothing_after(conf: dict[str, Any], name: str) -> None:
     close_backends()
 
 
+@pytest.mark.timeout(1200)
 def test_redis_emptied_while_running_stops_with_state_loss(spark: Any, tmp_path: Path) -> None:
     with RedisServer() as server:
         conf = {
@@ -171,6 +169,7 @@ def test_redis_emptied_while_running_stops_with_state_loss(spark: Any, tmp_path:
         _nothing_after(conf, "flushed")
 
 
+@pytest.mark.timeout(1200)
 def test_redis_killed_and_restarted_empty_is_caught_by_the_supervised_restart(spark: Any, tmp_path: Path) -> None:
     with RedisServer() as server:
         conf = {
@@ -183,7 +182,8 @@ def test_redis_killed_and_restarted_empty_is_caught_by_the_supervised_restart(sp
 
         def kill_then_restart() -> None:
             server.kill()  # no RDB, no AOF: everything is gone; the batch in flight fails (transient)
-            threading.Timer(1.0, server.start).start()
+            time.sleep(1.0)
+            server.start()
 
         text = _run_until_lost(spark, conf, tmp_path / "log", "killed", kill_then_restart)
         assert "topology 'killed'" in text and "lost committed state while the topology ran" in text
@@ -191,6 +191,7 @@ def test_redis_killed_and_restarted_empty_is_caught_by_the_supervised_restart(sp
         _nothing_after(conf, "killed")
 
 
+@pytest.mark.timeout(1800)  # two Spark driver starts: far slower on a loaded machine
 def test_driver_killed_after_committing_then_checkpoint_lost_resumes_exactly(tmp_path: Path) -> None:
     """SIGKILL between Spark's offset log (batch 2 planned) and COMMITTED(2), then Spark's checkpoint lost."""
     state, log_dir = tmp_path / "state", tmp_path / "log"
