@@ -6,10 +6,11 @@
     ├── ConfigError (ValueError)     bad or missing configuration, unreachable server at submit time
     ├── StateError (RuntimeError)    state misuse or a failed state operation
     │   ├── FencedError              a newer driver took over this topology (epoch fencing)
+    │   ├── StateLossError           committed state was lost (also a CheckpointError)
     │   └── SerializationError (TypeError-like)   a key or value that cannot be (de)serialized
     ├── TopologyError (RuntimeError) bad topology wiring, or a user function failing inside a task
     ├── CheckpointError (RuntimeError) coordinator / Streams checkpoint failures, corrupt checkpoint data
-    │   └── StateLossError           the store is behind Spark's commit log: committed state was lost
+    │   └── StateLossError           the store lost committed state, or disagrees with Spark's checkpoint
     └── SourceError (RuntimeError)   a spout/source cannot read what it promised
 
     NotDurableWarning (UserWarning)  state that lives only as long as the run (in-memory providers on Spark)
@@ -88,8 +89,14 @@ class CheckpointError(WeirError, RuntimeError):
     """The checkpoint coordinator or a Streams checkpoint failed, or checkpoint data is corrupt."""
 
 
-class StateLossError(CheckpointError):
-    """The store lost committed data: its coordinator record is behind Spark's commit log."""
+class StateLossError(StateError, CheckpointError):
+    """The store lost committed state, or it and Spark's checkpoint disagree on where the topology is.
+
+    Raised at start (the store is behind or ahead of Spark's checkpoint, or the checkpoint is missing
+    or another query's and the sources cannot resume from the store's offsets) and while running (a
+    fenced write found the store emptied or rolled back: its epoch is lower than the one this driver
+    took, or the coordinator record is gone). Nothing is written after it.
+    """
 
 
 class SourceError(WeirError, RuntimeError):

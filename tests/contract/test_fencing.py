@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.contract._support import ALL_LAYOUTS, committed, new_ns, provider_of, txids
-from weir.errors import FencedError, StateError
+from weir.errors import FencedError, StateError, StateLossError
 from weir.state.factory import open_backend
 
 
@@ -121,3 +121,32 @@ def test_fencing_is_per_namespace(provider_url: str) -> None:
     state.prepare_commit(1)
     state.commit(1)
     assert committed(provider, ns2) == {"x": 1}
+
+
+@ALL_LAYOUTS
+def test_an_owned_write_refuses_a_store_that_lost_the_epoch(provider_url: str) -> None:
+    """``write_owned`` (the coordinator record's write) never reads a missing or older epoch as "go on"."""
+    provider = provider_of(provider_url)
+    backend = provider.backend
+    ns = new_ns("owned")
+    epoch = backend.acquire_epoch(ns)
+    backend.write_owned(ns, {b"r": b"1"}, epoch)
+    assert backend.get(ns, b"r") == b"1"
+    with pytest.raises(FencedError):
+        backend.write_owned(ns, {b"r": b"old"}, epoch - 1)
+    backend.drop(ns)  # the store lost the namespace (emptied, restarted without persistence)
+    with pytest.raises(StateLossError) as info:
+        backend.write_owned(ns, {b"r": b"2"}, epoch)
+    text = str(info.value)
+    assert f"namespace {ns!r}" in text and f"took epoch {epoch}" in text and "no epoch" in text
+    assert backend.get(ns, b"r") is None and ns not in backend.namespaces()  # nothing was written
+    # a store rolled back to an older epoch (a snapshot, a lagging replica) is refused the same way
+    backend.acquire_epoch(ns)
+    newer = backend.acquire_epoch(ns)
+    backend.write_owned(ns, {b"r": b"3"}, newer)
+    with pytest.raises(StateLossError, match="now holds epoch 2"):
+        backend.write_owned(ns, {b"r": b"4"}, newer + 1)
+    assert backend.get(ns, b"r") == b"3"
+    # the plain write keeps its meaning: a newer epoch is stored by its first write
+    backend.write_direct(ns, {b"r": b"5"}, newer + 1)
+    assert txids(provider, ns).epoch == newer + 1

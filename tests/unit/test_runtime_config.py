@@ -58,6 +58,27 @@ def test_state_dir_from_the_environment_and_from_conf(monkeypatch: pytest.Monkey
 
 
 @pytest.mark.usefixtures("no_state_dir_env")
+def test_a_shared_store_without_a_state_dir_keeps_spark_checkpoints_by_store_not_by_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    redis = {"topology.state.provider.config": {"url": "redis://:secret@127.0.0.1:6390/0"}}
+    locs = []
+    for cwd in ("a", "b"):
+        (tmp_path / cwd).mkdir()
+        monkeypatch.chdir(tmp_path / cwd)
+        locs.append(RuntimeConfig.from_conf("wc", redis).checkpoint_location)
+    assert locs[0] == locs[1] and locs[0].startswith(str(tmp_path / "xdg" / "weir" / "spark"))
+    assert locs[0].endswith("/wc") and "secret" not in locs[0]
+    other = {"topology.state.provider.config": {"url": "redis://127.0.0.1:6391/0"}}
+    assert RuntimeConfig.from_conf("wc", other).checkpoint_location != locs[0]  # another store, another place
+    # the embedded store, a state dir given, or a location given: as before
+    assert RuntimeConfig.from_conf("wc", {}).checkpoint_location == str(tmp_path / "b" / "weir-state" / "spark" / "wc")
+    given = {**redis, "weir.state.dir": str(tmp_path / "sd")}
+    assert RuntimeConfig.from_conf("wc", given).checkpoint_location == str(tmp_path / "sd" / "spark" / "wc")
+
+
+@pytest.mark.usefixtures("no_state_dir_env")
 def test_every_key_is_read() -> None:
     rc = RuntimeConfig.from_conf(
         "wc",

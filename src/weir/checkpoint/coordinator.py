@@ -19,7 +19,16 @@ Per batch with txid *n* (:meth:`Coordinator.run_batch`):
    component, task, txid and the original traceback.
 
 Every store of the record is fenced by the epoch taken at :meth:`Coordinator.start`: a second driver
-on the same topology makes the first fail with :class:`FencedError` and commit nothing.
+on the same topology makes the first fail with :class:`FencedError` and commit nothing. The fence is
+exact (:meth:`~weir.state.backend.Backend.write_owned`): a store that no longer holds this driver's
+epoch — emptied, restarted without persistence, restored from an older snapshot — makes the write fail
+with :class:`StateLossError` instead of being read as "epoch 0, go on", and the run stops with nothing
+further written. Each batch also reads the record back first, so a store rolled back under the same
+epoch is noticed before the batch writes anything.
+
+The record also keeps the end offsets of every spout for the transaction it names (``offsets``,
+written with ``COMMITTING(n)`` and ``COMMITTED(n)``), so that a start without Spark's checkpoint can
+resume the sources exactly where the store's state is (see :mod:`weir.runtime.spark.statecheck`).
 
 With a :class:`~weir.checkpoint.history.CheckpointHistory`, every store of the record also stores
 the history entry of the transaction (or recovery) it belongs to, in the same write.
@@ -38,7 +47,7 @@ from typing import Any
 
 from weir._faults import crash_point
 from weir.checkpoint.history import CheckpointHistory, HistoryEntry
-from weir.errors import CheckpointError, ConfigError, FencedError, TopologyError
+from weir.errors import CheckpointError, ConfigError, FencedError, StateError, StateLossError, TopologyError
 from weir.state.backend import Backend
 
 __all__ = [
@@ -82,6 +91,9 @@ class CheckPointState:
     txid_base: int | None = None
     parallelism: Mapping[str, int] = field(default_factory=dict)
     updated_ms: int = 0
+    #: the end offset of each spout (component id → its offset JSON object) of the transaction this
+    #: record names (for ``PREPARING(n)``: of ``n - 1``); None when not known (Spark-native sources)
+    offsets: Mapping[str, Any] | None = None
 
     def to_bytes(self) -> bytes:
         """JSON, readable by ``weir state inspect`` and any other tool."""
@@ -94,6 +106,7 @@ class CheckPointState:
                 "txid_base": self.txid_base,
                 "parallelism": dict(self.parallelism),
                 "updated_ms": self.updated_ms,
+                "offsets": None if self.offsets is None else dict(self.offsets),
             },
             sort_keys=True,
         ).encode()
@@ -111,6 +124,7 @@ class CheckPointState:
                 txid_base=None if d.get("txid_base") is None else int(d["txid_base"]),
                 parallelism={str(k): int(v) for k, v in d.get("parallelism", {}).items()},
                 updated_ms=int(d.get("updated_ms", 0)),
+                offsets=_offsets(d.get("offsets")),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             msg = (
@@ -123,6 +137,15 @@ class CheckPointState:
     def last_committed(self) -> int:
         """The txid of the last committed transaction (n-1 while n is PREPARING)."""
         return self.txid - 1 if self.phase is CheckpointPhase.PREPARING else self.txid
+
+
+def _offsets(raw: Any) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not all(isinstance(k, str) for k in raw):
+        msg = f"offsets must be a JSON object keyed by spout id, got {type(raw).__name__}"
+        raise TypeError(msg)
+    return dict(raw)
 
 
 class CheckpointStore:
@@ -143,9 +166,13 @@ class CheckpointStore:
         return None if data is None else CheckPointState.from_bytes(data, self.namespace)
 
     def save(self, rec: CheckPointState, epoch: int, extra: Mapping[bytes, bytes | None] | None = None) -> None:
-        """Store ``rec`` (and the ``extra`` rows, in the same write); :class:`FencedError` when fenced."""
+        """Store ``rec`` (and the ``extra`` rows, in the same write) while the store holds exactly ``epoch``.
+
+        :class:`FencedError` when a newer epoch is stored; :class:`StateLossError` when an older or
+        no epoch is (the store lost what it held; see :meth:`Backend.write_owned`).
+        """
         rec = replace(rec, epoch=epoch, updated_ms=int(time.time() * 1000))
-        self.backend.write_direct(self.namespace, {**(extra or {}), RECORD_KEY: rec.to_bytes()}, epoch)
+        self.backend.write_owned(self.namespace, {**(extra or {}), RECORD_KEY: rec.to_bytes()}, epoch)
 
 
 @dataclass(frozen=True)
@@ -310,6 +337,10 @@ class Coordinator:
         self.epoch: int | None = None
         self.record: CheckPointState | None = None
         self._recovered = False
+        #: where the spouts start when Spark's checkpoint is missing (set by the start-up check)
+        self.resume_offsets: dict[str, Any] | None = None
+        #: ``weir.accept.state.loss``: the start-up check logs a mismatch instead of refusing
+        self.accept_state_loss = False
 
     # ---- start ---------------------------------------------------------------------------
     def check_parallelism(self) -> None:
@@ -329,14 +360,67 @@ class Coordinator:
                 raise ConfigError(msg)
 
     def start(self) -> int:
-        """Take a new epoch (fencing any older driver) and load the record. Returns the epoch."""
+        """Take a new epoch (fencing any older driver) and load the record. Returns the epoch.
+
+        A restart of this coordinator (a supervised restart) also compares the store with what this
+        driver last wrote: an epoch that did not grow, or a record that is gone or older, is a
+        :class:`StateLossError` — the store lost data while the topology ran.
+        """
         self.check_parallelism()
+        before, before_epoch = self.record, self.epoch
         self.epoch = self.store.acquire_epoch()
-        rec = self.store.load() or CheckPointState(parallelism=self.parallelism)
+        loaded = self.store.load()
+        if before is not None and before_epoch is not None:
+            self._check_not_lost(before, before_epoch, loaded)
+        rec = loaded or CheckPointState(parallelism=self.parallelism)
         self.record = replace(rec, parallelism={**rec.parallelism, **self.parallelism})
         self._recovered = False
         log.info("topology %s: coordinator epoch %d, record %s", self.topology, self.epoch, rec)
         return self.epoch
+
+    def _check_not_lost(self, before: CheckPointState, before_epoch: int, now: CheckPointState | None) -> None:
+        """Raise :class:`StateLossError` when the store holds less than this driver wrote (epoch, record)."""
+        assert self.epoch is not None
+        found = None
+        if self.epoch <= before_epoch:
+            found = f"a new epoch {self.epoch}, not above this driver's last epoch {before_epoch}"
+        elif now is None:
+            found = "no coordinator record"
+        elif now.last_committed < before.last_committed:
+            found = f"committed txid {now.last_committed}"
+        if found is not None:
+            msg = f"it now holds {found}"
+            raise self._lost(msg, before.last_committed, before_epoch)
+
+    def _lost(self, what: str, txid: int, epoch: int, cause: BaseException | None = None) -> StateLossError:
+        ns = self.store.namespace
+        msg = (
+            f"topology {self.topology!r}: the store ({self.store.backend.describe()}, namespace {ns!r}) lost "
+            f"committed state while the topology ran: this driver last stored txid {txid} at epoch {epoch}, but "
+            f"{what}" + (f" ({cause})" if cause is not None else "") + ". The run stops and writes nothing more. "
+            "Ways on: restore the store from a backup and start again; or start with `weir run "
+            "--accept-state-loss` (weir.accept.state.loss = true) to continue with what is left; or reset "
+            "the topology (`weir state drop` its namespaces, move Spark's checkpoint aside) to recount from "
+            "the sources' start"
+        )
+        return StateLossError(msg)
+
+    def verify_record(self) -> None:
+        """Read the record back: :class:`StateLossError` when it is not what this driver last stored."""
+        rec = self._rec()
+        assert self.epoch is not None
+        if rec.query_id is None and rec.txid == 0:
+            return  # nothing stored yet
+        now = self.store.load()
+        if now is None:
+            msg = "the coordinator record is gone"
+            raise self._lost(msg, rec.txid, self.epoch)
+        if now.epoch != self.epoch or now.txid != rec.txid or now.phase is not rec.phase:
+            found = f"it now holds txid {now.txid} {now.phase.value} at epoch {now.epoch}"
+            if now.epoch > self.epoch:
+                msg = f"topology {self.topology!r}: a newer driver (epoch {now.epoch}) took over; this one stops"
+                raise FencedError(msg)
+            raise self._lost(found, rec.txid, self.epoch)
 
     def _save(self, rec: CheckPointState, entry: HistoryEntry | None = None, shape: bool = False) -> None:
         assert self.epoch is not None
@@ -357,6 +441,10 @@ class Coordinator:
                 f"nothing. ({exc})"
             )
             raise FencedError(msg) from exc
+        except StateLossError as exc:
+            prior = self.record if self.record is not None else rec
+            what = f"storing txid {rec.txid} {rec.phase.value} was refused"
+            raise self._lost(what, prior.txid, self.epoch, exc) from exc
         self.record = replace(rec, epoch=self.epoch)
         if entry is not None:
             for observer in self.observers:
@@ -435,16 +523,26 @@ class Coordinator:
 
     # ---- one batch -----------------------------------------------------------------------
     def run_batch(
-        self, query_id: str, batch_id: int, job: Callable[[int, int, int], JobOutcome], *, rebase: int = 0
+        self,
+        query_id: str,
+        batch_id: int,
+        job: Callable[[int, int, int], JobOutcome],
+        *,
+        rebase: int = 0,
+        offsets: Mapping[str, Any] | None = None,
     ) -> BatchReport:
         """Run Spark batch ``batch_id`` as a transaction. ``job(txid, epoch, attempt)`` runs the tasks.
 
         ``rebase``: a transaction of the driver's own that Spark does not know of (the final mark of a
         finite run, batch id = Spark's next one): the record that makes it COMMITTING also moves
         ``txid_base`` on by ``rebase``, so Spark's next batch gets the txid after it.
+        ``offsets``: the spouts' end offsets of this batch, stored with ``COMMITTING`` and
+        ``COMMITTED`` (None keeps the record's).
         """
         if not self._recovered:
             self.recover()
+        else:
+            self.verify_record()
         txid = self.txid_for(query_id, batch_id)
         rec = self._rec()
         report = BatchReport(txid=txid)
@@ -493,9 +591,16 @@ class Coordinator:
             entry.mark("COMMITTING", "committing")
         if rebase and rec.txid_base is not None:
             rec = replace(rec, txid_base=rec.txid_base + rebase)
+        if offsets is not None:
+            rec = replace(rec, offsets=dict(offsets))
         self._save(replace(rec, txid=txid, phase=CheckpointPhase.COMMITTING), entry)
         crash_point("after_committing", txid)
-        self.participants.commit_all(txid, epoch, lambda: crash_point("between_commits", txid))
+        try:
+            self.participants.commit_all(txid, epoch, lambda: crash_point("between_commits", txid))
+        except StateError as exc:
+            if not isinstance(exc, (FencedError, StateLossError)):
+                self.verify_record()  # a prepared set gone with the rest of the store: name the loss
+            raise
         if entry is not None:
             entry.commit_ms = round((time.perf_counter() - t1) * 1000, 3)
             entry.mark("COMMITTED", "committed")

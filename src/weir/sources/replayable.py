@@ -54,12 +54,17 @@ if TYPE_CHECKING:
 
     from weir.topology.context import TopologyContext
 
-__all__ = ["Offset", "ReadLimit", "ReplayableSpout", "canonical_offset"]
+__all__ = ["RESUME_OFFSET_KEY", "Offset", "ReadLimit", "ReplayableSpout", "canonical_offset"]
 
 log = logging.getLogger("weir.sources")
 
 Offset = dict[str, Any]
 """A spout offset: a JSON object."""
+
+#: the key of a spout's context configuration carrying the offset it resumes from: the end offset
+#: kept in the store with the last committed txid, set by the runner when Spark's checkpoint is
+#: missing or new (see :mod:`weir.runtime.spark.statecheck`); it replaces :meth:`ReplayableSpout.initial_offset`
+RESUME_OFFSET_KEY = "weir.internal.resume.offset"
 
 
 @dataclass(frozen=True)
@@ -229,7 +234,11 @@ class ReplayableSpout(Spout):
 
         location = spark_checkpoint_location(context.topology, context.conf)
         path = f"{location.rstrip('/')}/weir/initial-offset/{context.component_id}.json"
-        initial = pin_initial_offset(spark, path, lambda: canonical_offset(self.initial_offset(), where))
+        resume = context.conf.get(RESUME_OFFSET_KEY)
+        if resume is not None:  # Spark's checkpoint is gone: start where the store's state is
+            initial = pin_initial_offset(spark, path, lambda: canonical_offset(resume, where))
+        else:
+            initial = pin_initial_offset(spark, path, lambda: canonical_offset(self.initial_offset(), where))
         name = source_name(context.topology, context.component_id)
         attrs = {"spout": self, "where": where, "initial": initial, "source_name": name, "__module__": __name__}
         cls = type(name, (_SpoutDataSource,), attrs)

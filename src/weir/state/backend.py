@@ -12,6 +12,12 @@ has to make each write method **atomic**. Keys and values are already serialized
 Epoch fencing: every write takes the writer's ``epoch`` (or None for an unfenced admin write). The
 backend checks it atomically against the namespace's stored epoch: an older epoch raises
 :class:`~weir.errors.FencedError` and changes nothing; a newer one is stored.
+
+:meth:`Backend.write_owned` is the strict form the checkpoint coordinator uses for its record: the
+stored epoch must be *exactly* the writer's (which took it with :meth:`Backend.acquire_epoch`). A
+lower or missing one means the store lost what it held — emptied, restarted without persistence,
+restored from an older snapshot, failed over to a lagging replica — and raises
+:class:`~weir.errors.StateLossError` without writing, instead of reading the loss as "epoch 0, go on".
 """
 
 from __future__ import annotations
@@ -20,9 +26,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from weir.errors import FencedError
+from weir.errors import FencedError, StateLossError
 
-__all__ = ["Backend", "Changes", "TxidRecord", "fenced_message"]
+__all__ = ["Backend", "Changes", "TxidRecord", "fenced_message", "lost_message"]
 
 Changes = Mapping[bytes, bytes | None]
 """A change set: serialized key → serialized value, or None for a delete (tombstone)."""
@@ -45,10 +51,26 @@ def fenced_message(namespace: str, epoch: int, stored: int) -> str:
     )
 
 
-def check_epoch(namespace: str, epoch: int | None, stored: int) -> None:
-    """Raise :class:`FencedError` when ``epoch`` is older than ``stored``."""
+def lost_message(namespace: str, epoch: int, stored: int) -> str:
+    """The message of the :class:`StateLossError` of a :meth:`Backend.write_owned` that found a lower epoch."""
+    found = "no epoch (the namespace is gone)" if stored == 0 else f"epoch {stored}"
+    return (
+        f"namespace {namespace!r}: this writer took epoch {epoch}, but the store now holds {found}: it lost "
+        "what it held (emptied, restarted without persistence, restored from an older snapshot, or failed over "
+        "to a lagging replica); nothing was written"
+    )
+
+
+def check_epoch(namespace: str, epoch: int | None, stored: int, *, exact: bool = False) -> None:
+    """Raise :class:`FencedError` when ``epoch`` is older than ``stored``.
+
+    With ``exact`` (:meth:`Backend.write_owned`), a ``stored`` epoch lower than ``epoch`` raises
+    :class:`StateLossError`.
+    """
     if epoch is not None and epoch < stored:
         raise FencedError(fenced_message(namespace, epoch, stored))
+    if exact and epoch is not None and epoch > stored:
+        raise StateLossError(lost_message(namespace, epoch, stored))
 
 
 class Backend(ABC):
@@ -109,6 +131,16 @@ class Backend(ABC):
     @abstractmethod
     def write_direct(self, namespace: str, changes: Changes, epoch: int | None) -> None:
         """Apply ``changes`` to the committed rows atomically, without touching txids."""
+
+    def write_owned(self, namespace: str, changes: Changes, epoch: int) -> None:
+        """:meth:`write_direct`, only while the stored epoch is exactly ``epoch`` (taken by this writer).
+
+        A lower or missing epoch raises :class:`~weir.errors.StateLossError` and writes nothing; a
+        higher one :class:`~weir.errors.FencedError`. Built-in backends check it in the same atomic
+        step as the write; this default (for other backends) reads the epoch first.
+        """
+        check_epoch(namespace, epoch, self.txids(namespace).epoch, exact=True)
+        self.write_direct(namespace, changes, epoch)
 
     @abstractmethod
     def acquire_epoch(self, namespace: str) -> int:

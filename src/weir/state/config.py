@@ -11,6 +11,7 @@ provider options. Everything is checked here, at submit time.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Mapping
@@ -56,11 +57,48 @@ def default_state_dir(conf: Mapping[str, Any] | None = None) -> str:
 
 
 def spark_checkpoint_location(topology: str, conf: Mapping[str, Any]) -> str:
-    """``weir.spark.checkpoint.location``, else ``<weir.state.dir>/spark/<topology>``; a local path made absolute."""
-    ckpt = str(conf.get("weir.spark.checkpoint.location") or os.path.join(default_state_dir(conf), "spark", topology))
+    """Where Spark's checkpoint of ``topology`` lives; a local path made absolute.
+
+    ``weir.spark.checkpoint.location`` when set; else ``<weir.state.dir>/spark/<topology>`` when
+    ``weir.state.dir`` (or ``$WEIR_STATE_DIR``) is set, or the store is the embedded SQLite file
+    under it (the checkpoint then moves with the store). A shared store (Redis, PostgreSQL, HBase,
+    or ``weir.coordinator.url``) with neither set gets a location derived from the store and the
+    topology, independent of the working directory:
+    ``$XDG_STATE_HOME/weir/spark/<store id>/<topology>`` (``~/.local/state`` without
+    ``XDG_STATE_HOME``), where the store id is a hash of the store's address.
+    """
+    ckpt = conf.get("weir.spark.checkpoint.location")
+    if not ckpt:
+        store = None if conf.get(STATE_DIR_KEY) or os.environ.get("WEIR_STATE_DIR") else shared_store_id(conf)
+        if store is None:
+            ckpt = os.path.join(default_state_dir(conf), "spark", topology)
+        else:
+            home = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+            ckpt = os.path.join(home, "weir", "spark", store, topology)
+    ckpt = str(ckpt)
     if ":" not in ckpt.split("/", 1)[0]:
         ckpt = os.path.abspath(ckpt)  # relative to the driver's directory, not to the JVM's
     return ckpt
+
+
+def shared_store_id(conf: Mapping[str, Any]) -> str | None:
+    """A short stable id of the shared store holding the topology's coordinator record, or None.
+
+    None for the embedded SQLite file and the in-memory provider (and a configuration that does not
+    parse, which fails elsewhere with its own message). The id is a hash: no password is shown.
+    """
+    url = conf.get("weir.coordinator.url")
+    try:
+        cfg = parse_provider_config(conf)
+    except ConfigError:
+        return None
+    if cfg.provider in ("redis", "postgres", "hbase"):
+        ident = json.dumps([cfg.provider, dict(cfg.options)], sort_keys=True, default=str)
+    elif cfg.provider == "custom" and isinstance(url, str) and not url.startswith("sqlite:"):
+        ident = json.dumps(["coordinator", url])
+    else:
+        return None
+    return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

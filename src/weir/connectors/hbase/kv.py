@@ -77,7 +77,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from weir.connectors.hbase.client import DEFAULT_BUCKETS, LAYOUTS, MAX_BUCKETS, HBaseClient, HBaseSettings
-from weir.errors import ConfigError, FencedError, StateError
+from weir.errors import ConfigError, FencedError, StateError, StateLossError
 from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
 from weir.state.config import ProviderConfig
 
@@ -213,7 +213,7 @@ class HBaseBackend(Backend):
         return self._prefix(namespace) + b"s" + token.encode()
 
     def _wrap(self, exc: StateError, namespace: str, what: str) -> StateError:
-        if isinstance(exc, FencedError):
+        if isinstance(exc, (FencedError, StateLossError)):
             return exc
         return StateError(f"namespace {namespace!r}: cannot {what}: {exc}; the batch is retried or recovered")
 
@@ -244,7 +244,7 @@ class HBaseBackend(Backend):
         return None
 
     def _update(
-        self, namespace: str, epoch: int | None, change: Callable[[dict[str, Any]], Any]
+        self, namespace: str, epoch: int | None, change: Callable[[dict[str, Any]], Any], *, exact: bool = False
     ) -> tuple[bytes, dict[str, Any], Any]:
         """Check the epoch and apply ``change`` to the txid record with one check-and-put (retried).
 
@@ -263,7 +263,8 @@ class HBaseBackend(Backend):
             guessed = guess is not None and guess[0] is not None and not guess[1].get("a")
             if guessed and guess is not None:
                 raw, meta = guess
-                if epoch is not None and int(meta.get("e", 0)) > epoch:  # fenced: only on a fresh read
+                e = int(meta.get("e", 0))
+                if epoch is not None and (e > epoch or (exact and e != epoch)):  # fenced or lost: on a fresh read
                     raw, meta = self._read_meta(namespace)
                     guessed = False
             else:
@@ -273,7 +274,7 @@ class HBaseBackend(Backend):
                 self._finish(namespace, raw, meta)
                 continue
             stored = int(meta.get("e", 0))
-            check_epoch(namespace, epoch, stored)
+            check_epoch(namespace, epoch, stored, exact=exact)
             layout = self._layout(namespace, raw, meta)
             new = dict(meta)
             new["e"] = max(stored, epoch or 0)
@@ -668,6 +669,13 @@ class HBaseBackend(Backend):
 
     def write_direct(self, namespace: str, changes: Changes, epoch: int | None) -> None:
         """Stage ``changes``, mark them applying (the commit point), apply, finish."""
+        self._direct(namespace, changes, epoch, exact=False)
+
+    def write_owned(self, namespace: str, changes: Changes, epoch: int) -> None:
+        """:meth:`write_direct` while the stored epoch is exactly ``epoch`` (checked by the check-and-put)."""
+        self._direct(namespace, changes, epoch, exact=True)
+
+    def _direct(self, namespace: str, changes: Changes, epoch: int | None, *, exact: bool) -> None:
         try:
             token, garbage = self._stage(namespace, changes)
 
@@ -676,8 +684,8 @@ class HBaseBackend(Backend):
                 self._collected(meta, garbage)
 
             try:
-                raw, new, _ = self._update(namespace, epoch, change)
-            except FencedError:
+                raw, new, _ = self._update(namespace, epoch, change, exact=exact)
+            except (FencedError, StateLossError):
                 self._drop_staged(namespace, token)
                 raise
             self._finish(namespace, raw, new)

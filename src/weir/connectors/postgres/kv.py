@@ -375,7 +375,9 @@ class PostgresBackend(Backend):
             discard=self._conns.discard,
         )
 
-    def _fence(self, conn: psycopg.Connection[Any], namespace: str, epoch: int | None) -> TxidRecord:
+    def _fence(
+        self, conn: psycopg.Connection[Any], namespace: str, epoch: int | None, *, exact: bool = False
+    ) -> TxidRecord:
         """Lock (creating) the namespace's txid row and check ``epoch``; return the record to write."""
         row = conn.execute(self._sql.lock, (namespace,)).fetchone()
         if row is None:
@@ -383,7 +385,7 @@ class PostgresBackend(Backend):
             row = conn.execute(self._sql.lock, (namespace,)).fetchone()
         assert row is not None
         committed, prepared, stored = row
-        check_epoch(namespace, epoch, stored)
+        check_epoch(namespace, epoch, stored, exact=exact)
         if epoch is not None and epoch > stored:
             stored = epoch
         return TxidRecord(committed, prepared, stored)
@@ -515,10 +517,17 @@ class PostgresBackend(Backend):
 
     def write_direct(self, namespace: str, changes: Changes, epoch: int | None) -> None:
         """Apply ``changes`` to the committed rows (one transaction), txids untouched."""
+        self._direct(namespace, changes, epoch, exact=False)
+
+    def write_owned(self, namespace: str, changes: Changes, epoch: int) -> None:
+        """:meth:`write_direct` while the stored epoch is exactly ``epoch`` (checked under the row lock)."""
+        self._direct(namespace, changes, epoch, exact=True)
+
+    def _direct(self, namespace: str, changes: Changes, epoch: int | None, *, exact: bool) -> None:
         ups, dels = self.split(changes)
 
         def body(conn: psycopg.Connection[Any]) -> None:
-            rec = self._fence(conn, namespace, epoch)
+            rec = self._fence(conn, namespace, epoch, exact=exact)
             if ups:
                 self._upsert(conn, namespace, ups)
             for i in range(0, len(dels), _BULK_CHUNK):

@@ -59,8 +59,8 @@ import redis.exceptions as rexc
 
 from weir.connectors.redis.client import REDIS_ERRORS as _ERRORS
 from weir.connectors.redis.client import RedisSettings, close_client, redis_client
-from weir.errors import FencedError, StateError
-from weir.state.backend import Backend, Changes, TxidRecord, fenced_message
+from weir.errors import FencedError, StateError, StateLossError
+from weir.state.backend import Backend, Changes, TxidRecord, fenced_message, lost_message
 from weir.state.config import ProviderConfig
 from weir.state.connections import ProcessConnections
 
@@ -81,7 +81,8 @@ _TOMBSTONE = b"-"
 # A change set travels as ONE argument: a MessagePack array [k1, v1, k2, v2, ...] of raw strings
 # (decoded by Redis's built-in cmsgpack), where every value is tagged: b"=" + value, or b"-" for a
 # tombstone. One bulk argument costs far less to send than 2n arguments.
-# KEYS[1] rows, KEYS[2] prepare, KEYS[3] txid, KEYS[4] stage (when used); ARGV[1] epoch ('' = none)
+# KEYS[1] rows, KEYS[2] prepare, KEYS[3] txid, KEYS[4] stage (when used); ARGV[1] epoch ('' = none,
+# '=N' = exactly N: a lower or missing stored epoch is a loss, WEIR_LOST, see Backend.write_owned)
 _FUNCTIONS = """
 local function hset_all(key, arr)
   local n = #arr
@@ -128,8 +129,11 @@ local function fence(e)
     return 'prepare'
   end
   if e ~= '' then
+    local exact = string.sub(e, 1, 1) == '='
+    if exact then e = string.sub(e, 2) end
     local n = tonumber(e)
     if n < stored then return stored end
+    if n > stored and exact then return 'lost ' .. stored end
     if n > stored then redis.call('HSET', KEYS[3], 'epoch', e) return nil end
   end
   redis.call('HSETNX', KEYS[3], 'epoch', '0')
@@ -138,6 +142,9 @@ end
 local f = fence(ARGV[1])
 if f then
   if KEYS[4] then redis.call('DEL', KEYS[4]) end
+  if type(f) == 'string' and string.sub(f, 1, 5) == 'lost ' then
+    return redis.error_reply('WEIR_LOST ' .. string.sub(f, 6))
+  end
   if type(f) == 'string' then return redis.error_reply('WEIR_FOREIGN ' .. f) end
   return redis.error_reply('WEIR_FENCED ' .. f)
 end
@@ -431,6 +438,8 @@ class RedisBackend(Backend):
                 "so weir did not write it; weir leaves it untouched. Give the topology or component another "
                 "name, or repair or delete the key"
             )
+        if text.startswith("WEIR_LOST"):
+            return StateLossError(lost_message(namespace, epoch or 0, int(float(text.split()[1]))))
         if text.startswith("WEIR_FENCED"):
             return FencedError(fenced_message(namespace, epoch or 0, int(float(text.split()[1]))))
         if text.startswith("WEIR_NOT_PREPARED"):
@@ -643,14 +652,21 @@ class RedisBackend(Backend):
 
     def write_direct(self, namespace: str, changes: Changes, epoch: int | None) -> None:
         """Apply ``changes`` to the committed rows without touching txids (one script)."""
+        self._direct(namespace, changes, epoch, self._epoch(epoch))
+
+    def write_owned(self, namespace: str, changes: Changes, epoch: int) -> None:
+        """:meth:`write_direct` while the stored epoch is exactly ``epoch`` (checked by the same script)."""
+        self._direct(namespace, changes, epoch, "=" + self._epoch(epoch))
+
+    def _direct(self, namespace: str, changes: Changes, epoch: int | None, fence: str) -> None:
         keys = self.keys(namespace)
         try:
             if len(changes) <= INLINE_LIMIT:
                 blob = pack_changes(changes.items(), len(changes))
-                _S_DIRECT_INLINE(self.client, keys, [self._epoch(epoch), blob])
+                _S_DIRECT_INLINE(self.client, keys, [fence, blob])
             else:
                 stage = self._stage(namespace, changes)
-                _S_DIRECT_STAGED(self.client, (*keys, stage), [self._epoch(epoch), len(changes)])
+                _S_DIRECT_STAGED(self.client, (*keys, stage), [fence, len(changes)])
         except _ERRORS as exc:
             raise self._error(exc, namespace, f"write {len(changes)} changes", epoch) from exc
 

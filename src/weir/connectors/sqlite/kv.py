@@ -283,14 +283,14 @@ class SqliteBackend(Backend):
             raise StateError(msg) from exc
 
     @staticmethod
-    def _fence(conn: sqlite3.Connection, namespace: str, epoch: int | None) -> TxidRecord:
+    def _fence(conn: sqlite3.Connection, namespace: str, epoch: int | None, *, exact: bool = False) -> TxidRecord:
         """Inside the write transaction: read (creating) the txid record and check ``epoch``."""
         row = conn.execute(_TXIDS, (namespace,)).fetchone()
         if row is None:
             conn.execute(_TXID_ENSURE, (namespace,))
             row = (None, None, 0)
         committed, prepared, stored = row
-        check_epoch(namespace, epoch, stored)
+        check_epoch(namespace, epoch, stored, exact=exact)
         if epoch is not None and epoch > stored:
             stored = epoch
         return TxidRecord(committed, prepared, stored)
@@ -439,9 +439,15 @@ class SqliteBackend(Backend):
 
     def write_direct(self, namespace: str, changes: Changes, epoch: int | None) -> None:
         """Apply ``changes`` to the committed rows (one transaction, into the delta), txids untouched."""
+        self._direct(namespace, changes, epoch, exact=False)
 
+    def write_owned(self, namespace: str, changes: Changes, epoch: int) -> None:
+        """:meth:`write_direct` while the stored epoch is exactly ``epoch`` (checked in the same transaction)."""
+        self._direct(namespace, changes, epoch, exact=True)
+
+    def _direct(self, namespace: str, changes: Changes, epoch: int | None, *, exact: bool) -> None:
         def body(conn: sqlite3.Connection) -> None:
-            rec = self._fence(conn, namespace, epoch)
+            rec = self._fence(conn, namespace, epoch, exact=exact)
             conn.executemany(_DELTA_ROW, ((namespace, k, v) for k, v in changes.items()))
             conn.execute(_TXID_SET, (rec.committed, rec.prepared, rec.epoch, namespace))
             conn.execute(_DELTA_ADD, (len(changes), namespace)).fetchone()

@@ -131,6 +131,7 @@ def submit(name: str, conf: Mapping[str, Any], topology: Any, spark: Any = None)
             rc,
             plan.master,
             shape=dialect.shape(plan, namespaces),
+            spouts=dialect.spouts(plan),
         )
     return TopologyRun(
         name,

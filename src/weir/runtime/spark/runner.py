@@ -26,7 +26,7 @@ from weir.errors import ConfigError, FencedError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.session import ensure_python_env, get_spark
 from weir.runtime.spark.spouts import spout_streams, union_as_json
-from weir.runtime.spark.statecheck import check_store_against_spark
+from weir.runtime.spark.statecheck import check_store_against_spark, read_batch_offsets
 from weir.runtime.spark.supervision import RestartPolicy, StopRequested, Supervisor
 from weir.state.base import StateProvider
 from weir.state.config import ProviderConfig, parse_provider_config
@@ -136,13 +136,16 @@ def make_coordinator(
     rc: RuntimeConfig,
     master: str,
     shape: Mapping[str, Any] | None = None,
+    spouts: list[tuple[str, Any]] | None = None,
 ) -> Coordinator:
     """A started coordinator whose record lives in the topology's store.
 
     With a custom ``StateProvider`` the record goes to ``weir.coordinator.url`` (any built-in
     durable store), by default ``<weir.state.dir>/state.db`` — which only local mode can use.
-    The store is cross-checked against Spark's commit log here, before anything runs
-    (:func:`~weir.runtime.spark.statecheck.check_store_against_spark`).
+    The store is cross-checked against Spark's checkpoint here, before anything runs
+    (:func:`~weir.runtime.spark.statecheck.check_store_against_spark`); where the checkpoint is
+    missing and the ``spouts`` can resume from the store's offsets, those are kept in
+    ``coordinator.resume_offsets`` for the query to start from.
     It keeps the last ``weir.history.size`` transactions as history beside its record, with the
     topology's ``shape`` (components and groupings) for ``weir ui``.
     """
@@ -189,7 +192,10 @@ def make_coordinator(
     # contract (warned about at submit), not a loss to stop for
     configured = rc.provider.provider if rc.provider is not None else None
     run_scoped = conf.get("topology.state.provider") is not None and configured == "memory"
-    check_store_against_spark(coord, rc.checkpoint_location, accept=rc.accept_state_loss or run_scoped)
+    coord.accept_state_loss = rc.accept_state_loss or run_scoped
+    coord.resume_offsets = check_store_against_spark(
+        coord, rc.checkpoint_location, accept=coord.accept_state_loss, spouts=spouts
+    )
     return coord
 
 
@@ -332,7 +338,8 @@ class TopologyRun:
         if self.query is not None and self.query.isActive:
             msg = f"topology {self.name!r} is already running (query {self._qid})"
             raise TopologyError(msg, topology=self.name)
-        dfs = spout_streams(self.spark, self.name, self.conf, self.spouts)
+        resume = self.coordinator.resume_offsets if self.coordinator is not None else None
+        dfs = spout_streams(self.spark, self.name, self.conf, self.spouts, resume=resume)
         if len(dfs) == 1:
             self._spout_id: str | None = self.spouts[0][0]
             df = dfs[0]
@@ -366,7 +373,11 @@ class TopologyRun:
         and its first batch recovers the transaction in flight exactly as after a crash.
         """
         if restart and self.coordinator is not None:
-            self.coordinator.start()
+            coord = self.coordinator
+            coord.start()  # a store that lost what this driver wrote is a StateLossError here
+            coord.resume_offsets = check_store_against_spark(
+                coord, self.rc.checkpoint_location, accept=coord.accept_state_loss, spouts=self.spouts
+            )
         self._build(self._trigger)
 
     def _on_restart(self, reason: str) -> None:
@@ -404,6 +415,7 @@ class TopologyRun:
                     self._qid,
                     batch_id,
                     lambda txid, epoch, attempt: self.runner.run(rdd, self._spout_id, txid, epoch),
+                    offsets=self._end_offsets(batch_id),
                 )
             else:
                 report = self._stateless(rdd, batch_id)
@@ -414,6 +426,26 @@ class TopologyRun:
             self._error = exc
             self._status.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise
+
+    def _end_offsets(self, batch_id: int) -> dict[str, Any] | None:
+        """The end offsets of the batch's ReplayableSpout spouts, from Spark's offset log (None: not known).
+
+        Kept with the batch's txid in the coordinator record, so a start without this Spark
+        checkpoint resumes the spouts from there. Spark lists a batch's sources in the order of the
+        query plan, which is the order of the spouts (their streams are unioned in that order).
+        """
+        from weir.sources.replayable import ReplayableSpout
+
+        if not any(isinstance(sp, ReplayableSpout) for _, sp in self.spouts):
+            return None
+        planned = read_batch_offsets(self.rc.checkpoint_location, batch_id)
+        if planned is None or len(planned) != len(self.spouts):
+            return None
+        return {
+            cid: off
+            for (cid, sp), off in zip(self.spouts, planned, strict=True)
+            if isinstance(sp, ReplayableSpout) and isinstance(off, dict)
+        }
 
     def _stateless(self, rdd: Any, batch_id: int) -> BatchReport:
         """A batch of a topology without state: the coordinator's retry loop, with nothing to store or roll back."""

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from weir.errors import TopologyError, WeirError
+from weir.sources.replayable import RESUME_OFFSET_KEY
 from weir.topology.components import Spout
 from weir.topology.context import TopologyContext
 
@@ -19,9 +20,18 @@ __all__ = ["spout_streams", "union_as_json"]
 
 
 def spout_streams(
-    spark: Any, topology: str, conf: Mapping[str, Any], spouts: Sequence[tuple[str, Spout]], *, kind: str = "spout"
+    spark: Any,
+    topology: str,
+    conf: Mapping[str, Any],
+    spouts: Sequence[tuple[str, Spout]],
+    *,
+    kind: str = "spout",
+    resume: Mapping[str, Any] | None = None,
 ) -> list[Any]:
     """Each spout's streaming DataFrame, in order; ``kind`` names a spout in errors ("spout", "stream").
+
+    ``resume`` maps a spout's name to the end offsets the store committed for it: that spout starts
+    from them (a lost or relocated Spark checkpoint then costs nothing).
 
     Raises
     ------
@@ -31,7 +41,8 @@ def spout_streams(
     """
     dfs = []
     for name, spout in spouts:
-        ctx = TopologyContext(topology, name, 0, 1, conf)
+        spout_conf = {**conf, RESUME_OFFSET_KEY: resume[name]} if resume and name in resume else conf
+        ctx = TopologyContext(topology, name, 0, 1, spout_conf)
         try:
             dfs.append(spout.create_stream(spark, ctx))
         except WeirError:

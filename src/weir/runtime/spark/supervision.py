@@ -7,12 +7,15 @@ A topology is one Spark Structured Streaming query. When that query ends with an
   broker or socket that was unreachable for a while (see :func:`transient_reason`): wait
   ``weir.restart.backoff.ms`` (doubled after each consecutive restart, at most
   :data:`MAX_BACKOFF_MS`), restart the coordinator (a new epoch; recovery finishes or undoes the
-  transaction in flight, exactly as after a crash) and the query on the same Spark checkpoint,
+  transaction in flight, exactly as after a crash), run the full start-up check of the store against
+  Spark's checkpoint and what this driver last wrote (a store that lost data while the topology ran
+  stops it with :class:`~weir.errors.StateLossError`), and start the query on the same Spark checkpoint,
   which replays the batch that failed with the same txid. Each restart is logged and counted in
   ``status().restarts``. After ``weir.restart.max`` consecutive restarts without a committed batch
   in between, the run stops with the last error.
 - **permanent** — the user's code failing the same txid past ``weir.batch.max.retries``, bad
-  configuration, fencing by a newer driver, a trimmed source range, anything not known to be
+  configuration, fencing by a newer driver, lost state (:class:`~weir.errors.StateLossError`), a
+  trimmed source range, anything not known to be
   transient: the run stops at once with that (named) error.
 
 A stop requested with :meth:`Supervisor.request_stop` (``weir run`` on Ctrl-C) ends the query at a
@@ -28,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from weir.errors import ConfigError, FencedError, SourceError, TopologyError, WeirError
+from weir.errors import ConfigError, FencedError, SourceError, StateLossError, TopologyError, WeirError
 
 __all__ = ["MAX_BACKOFF_MS", "RestartPolicy", "StopRequested", "Supervisor", "transient_reason"]
 
@@ -98,7 +101,7 @@ def transient_reason(exc: BaseException) -> str | None:
     """Why ``exc`` is a transient failure worth a restart, or None when it is permanent."""
     chain = _chain(exc)
     for e in chain:
-        if isinstance(e, (FencedError, ConfigError, SourceError, StopRequested)):
+        if isinstance(e, (FencedError, StateLossError, ConfigError, SourceError, StopRequested)):
             return None
         if isinstance(e, TopologyError) and e.component not in (None, "<spark>"):
             return None  # the user's component failed the same txid past weir.batch.max.retries

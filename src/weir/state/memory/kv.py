@@ -81,9 +81,9 @@ class MemoryBackend(Backend):
             return sorted(set(self._rows) | set(self._prepared) | set(self._txids))
 
     # writes
-    def _fence(self, namespace: str, epoch: int | None) -> TxidRecord:
+    def _fence(self, namespace: str, epoch: int | None, *, exact: bool = False) -> TxidRecord:
         rec = self._txids.get(namespace, TxidRecord())
-        check_epoch(namespace, epoch, rec.epoch)
+        check_epoch(namespace, epoch, rec.epoch, exact=exact)
         if epoch is not None and epoch > rec.epoch:
             rec = TxidRecord(rec.committed, rec.prepared, epoch)
         return rec
@@ -118,8 +118,15 @@ class MemoryBackend(Backend):
 
     def write_direct(self, namespace: str, changes: Changes, epoch: int | None) -> None:
         """Apply changes to committed rows."""
+        self._direct(namespace, changes, epoch, exact=False)
+
+    def write_owned(self, namespace: str, changes: Changes, epoch: int) -> None:
+        """Apply changes to committed rows while the stored epoch is exactly ``epoch``."""
+        self._direct(namespace, changes, epoch, exact=True)
+
+    def _direct(self, namespace: str, changes: Changes, epoch: int | None, *, exact: bool) -> None:
         with self._lock:
-            rec = self._fence(namespace, epoch)
+            rec = self._fence(namespace, epoch, exact=exact)
             self._apply(namespace, changes)
             self._txids[namespace] = rec
 

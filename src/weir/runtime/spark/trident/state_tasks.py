@@ -264,7 +264,11 @@ class JournalSpec:
                 "group by fields with plain values"
             )
             raise StateError(msg) from exc
-        self.provider.backend.write_direct(self.namespace, {journal_key(self.state_id, partition): data}, self.epoch)
+        rows = {journal_key(self.state_id, partition): data}
+        if self.epoch is None:
+            self.provider.backend.write_direct(self.namespace, rows, None)
+        else:  # exactly the coordinator's epoch: an emptied store is a StateLossError, never re-claimed
+            self.provider.backend.write_owned(self.namespace, rows, self.epoch)
 
 
 def decode_journal(raw: bytes, namespace: str, key: bytes) -> tuple[int, list[Any]]:
