@@ -22,6 +22,29 @@ Trident (``partition_persist`` into a ``KafkaStateFactory`` state)
     stream partitioned by ``partition_by`` fields or a state parallelism of 1) finds the marker and
     sends nothing. The state declares ``StateType.TRANSACTIONAL``, so weir refuses an opaque spout.
 
+Markers are bound to the writer
+    A marker also names its writer: ``{"txid": n, "records": k, "topic": ..., "writer": id}``. A
+    ``KafkaBolt`` task's id is made once and kept in the task's state (the topology's store), so it
+    is the same across restarts and differs for another deployment that happens to use the same
+    topology name on the same cluster; a Trident state's id is its ``transactional_id`` and topic.
+    A last marker that is not such a JSON object (malformed), or that another writer wrote
+    (foreign), is never trusted: publishing stops with a :class:`~weir.errors.StateError` naming the
+    transactional id, the marker topic and both writers.
+
+Transaction timeout
+    ``transaction.timeout.ms`` in ``config`` is respected (default 60000). At submit, a
+    ``KafkaBolt`` checks it against the brokers' ``transaction.max.timeout.ms`` and against the
+    checkpoint interval plus the supervision budget (the waits of ``weir.restart.max`` restarts),
+    so a broker that would refuse the producer fails the submit, not the first commit.
+
+Failures
+    Any failed publish aborts the transaction and drops the producer; the next attempt makes a new
+    one (``init_transactions`` fences and aborts whatever the old one left open) and reads the last
+    marker again, so an indefinite outcome (a commit whose answer was lost) is settled by the marker,
+    never guessed. A transaction of another producer left open on the output topic keeps
+    ``read_committed`` readers from seeing anything after it; :meth:`TransactionalPublisher.check_stable`
+    names such a hanging transaction and the remedy.
+
 Cost: one Kafka transaction (begin, records, marker, commit: two extra round trips plus the commit
 markers' writes) per task or state partition per batch; the marker topic grows by one small record
 per writer and batch (compacted).
@@ -34,6 +57,7 @@ import json
 import logging
 import threading
 import time
+import uuid
 import zlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -57,6 +81,9 @@ log = logging.getLogger("weir.sinks")
 
 DEFAULT_MARKER_TOPIC = "weir.progress"
 _STAGED = "kafka.staged"
+_WRITER = "kafka.writer"
+#: the producer's transaction timeout when ``config`` does not set ``transaction.timeout.ms``
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
 
 #: one publisher per transactional id and process (the producer's init_transactions is costly)
 _PUBLISHERS: dict[tuple[Any, ...], TransactionalPublisher] = {}
@@ -79,27 +106,40 @@ class TransactionalPublisher:
         transactional_id: str,
         marker_topic: str = DEFAULT_MARKER_TOPIC,
         timeout_s: float = 60.0,
+        writer: str | None = None,
     ) -> None:
         self.settings = dict(settings)
         self.topic = topic
         self.transactional_id = transactional_id
         self.marker_topic = marker_topic
         self.timeout_s = timeout_s
+        #: who this writer is: markers of another writer under the same transactional id are refused
+        self.writer = writer if writer is not None else f"{transactional_id}@{topic}"
         self._producer: Any = None
         self._marker: int | None = None  # the last txid this writer published (None: unknown yet)
 
     @classmethod
     def get(
-        cls, settings: Mapping[str, str], topic: str, transactional_id: str, marker_topic: str
+        cls,
+        settings: Mapping[str, str],
+        topic: str,
+        transactional_id: str,
+        marker_topic: str,
+        writer: str | None = None,
     ) -> TransactionalPublisher:
         """The cached publisher of this writer in this process."""
-        key = (tuple(sorted(settings.items())), topic, transactional_id, marker_topic)
+        key = (tuple(sorted(settings.items())), topic, transactional_id, marker_topic, writer)
         with _LOCK:
             pub = _PUBLISHERS.get(key)
             if pub is None:
-                pub = cls(settings, topic, transactional_id, marker_topic)
+                pub = cls(settings, topic, transactional_id, marker_topic, writer=writer)
                 _PUBLISHERS[key] = pub
         return pub
+
+    @property
+    def transaction_timeout_ms(self) -> int:
+        """The producer's ``transaction.timeout.ms``: the user's setting, or 60000."""
+        return transaction_timeout_ms(self.settings, self.describe())
 
     def describe(self) -> str:
         """For messages: the writer, the topic and the brokers."""
@@ -182,10 +222,88 @@ class TransactionalPublisher:
                 if m.error() is not None or m.offset() >= end:
                     continue
                 if m.key() == key:
-                    found = int(json.loads(m.value())["txid"])
+                    found = self._check_marker(m.value(), part, m.offset())
             if time.monotonic() > deadline:
                 msg = f"{self.describe()}: reading the progress markers in {self.marker_topic!r} timed out"
                 raise StateError(msg)
+
+    def _check_marker(self, raw: Any, part: int, offset: int) -> int:
+        """The txid of a marker of this transactional id; a malformed or foreign one is refused."""
+        where = (
+            f"{self.describe()}: the progress marker at {self.marker_topic!r} partition {part} offset {offset} "
+            f"(key {self.transactional_id!r})"
+        )
+        try:
+            value = json.loads(raw) if raw is not None else None
+        except (ValueError, UnicodeDecodeError) as exc:
+            value, why = None, f"is not JSON ({exc})"
+        else:
+            why = "is not a weir marker (a JSON object with txid, records, topic and writer)"
+        ok = (
+            isinstance(value, dict)
+            and isinstance(value.get("txid"), int)
+            and not isinstance(value.get("txid"), bool)
+            and isinstance(value.get("writer"), str)
+        )
+        if not ok:
+            msg = (
+                f"{where} {why}: {str(raw)[:200]}. weir never trusts it; something other than this writer "
+                f"writes to {self.marker_topic!r} under this key. Stop that writer, or give this output its "
+                "own marker_topic (or the topology its own name)"
+            )
+            raise StateError(msg)
+        assert isinstance(value, dict)
+        if value["writer"] != self.writer or value.get("topic", self.topic) != self.topic:
+            msg = (
+                f"{where} was written by writer {value['writer']!r} for topic {value.get('topic')!r}, not by this "
+                f"one ({self.writer!r} for {self.topic!r}): another deployment uses the same transactional id on "
+                "this cluster (a topology of the same name with another store?). weir does not trust its "
+                "progress; give this topology its own name (or the Trident state its own transactional_id), or "
+                "its own marker_topic"
+            )
+            raise StateError(msg)
+        return int(value["txid"])
+
+    def check_stable(self, wait_s: float = 0.0) -> None:
+        """Refuse an output topic with a hanging transaction: a last stable offset that does not move.
+
+        A transaction another producer left open (a crashed producer whose transactional id is never
+        used again) keeps ``read_committed`` readers from every record after it until the broker's
+        ``transaction.timeout.ms`` aborts it. The last stable offset of each partition is compared
+        with its high watermark, twice, ``wait_s`` apart; a partition behind both times is named.
+
+        Raises
+        ------
+        StateError
+            A partition's last stable offset is stuck below its high watermark.
+        """
+        ck = client_module()
+        offset_spec = ck.admin.OffsetSpec
+        md = admin(self.settings).list_topics(self.topic, timeout=self.timeout_s)
+        tps = [ck.TopicPartition(self.topic, p) for p in sorted(md.topics[self.topic].partitions)]
+
+        def ends(level: Any) -> dict[int, int]:
+            futs = admin(self.settings).list_offsets(
+                dict.fromkeys(tps, offset_spec.latest()), isolation_level=level, request_timeout=self.timeout_s
+            )
+            return {tp.partition: int(f.result(self.timeout_s).offset) for tp, f in futs.items()}
+
+        first = ends(ck.IsolationLevel.READ_COMMITTED)
+        if wait_s > 0:
+            time.sleep(wait_s)
+        stable = ends(ck.IsolationLevel.READ_COMMITTED)
+        high = ends(ck.IsolationLevel.READ_UNCOMMITTED)
+        stuck = {p: (stable[p], high[p]) for p in stable if stable[p] < high[p] and stable[p] == first[p]}
+        if stuck:
+            shown = ", ".join(f"partition {p}: last stable offset {s}, high watermark {h}" for p, (s, h) in stuck.items())
+            msg = (
+                f"{self.describe()}: a transaction is hanging on the output topic ({shown}): read_committed "
+                "readers see nothing after it. Find the producer with kafka-transactions.sh list / describe, "
+                "then end it: restart that producer with its transactional.id, or kafka-transactions.sh abort "
+                f"--topic {self.topic} --partition P --start-offset S (the broker aborts it by itself after its "
+                "transaction.timeout.ms)"
+            )
+            raise StateError(msg)
 
     # ---- publishing --------------------------------------------------------------------------
     def _open(self) -> Any:
@@ -194,10 +312,10 @@ class TransactionalPublisher:
             self.ensure_topics()
             p = ck.Producer(
                 {
+                    "transaction.timeout.ms": str(DEFAULT_TRANSACTION_TIMEOUT_MS),
                     **self.settings,
                     "transactional.id": self.transactional_id,
                     "linger.ms": "5",
-                    "transaction.timeout.ms": "60000",
                     "error_cb": error_callback(self.settings),
                 }
             )
@@ -218,7 +336,7 @@ class TransactionalPublisher:
             self._open()
         except Exception as exc:
             self._reset(client_module())
-            if isinstance(exc, ConfigError):
+            if isinstance(exc, (ConfigError, StateError)):
                 raise
             msg = f"{self.describe()}: opening the transactional producer failed: {explain(self.settings, exc)}"
             raise StateError(msg) from exc
@@ -247,7 +365,7 @@ class TransactionalPublisher:
                         p.poll(0.05)
                 if i % 10_000 == 0:
                     p.poll(0)
-            marker = json.dumps({"txid": txid, "records": len(records), "topic": self.topic})
+            marker = json.dumps({"txid": txid, "records": len(records), "topic": self.topic, "writer": self.writer})
             p.produce(
                 self.marker_topic,
                 key=self.transactional_id,
@@ -257,7 +375,7 @@ class TransactionalPublisher:
             p.commit_transaction(self.timeout_s)
         except Exception as exc:
             self._reset(ck)
-            if isinstance(exc, ConfigError):
+            if isinstance(exc, (ConfigError, StateError)):
                 raise
             why = explain(self.settings, exc)
             msg = f"{self.describe()}: publishing txid {txid} ({len(records)} records) failed: {why}"

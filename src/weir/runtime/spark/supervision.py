@@ -68,7 +68,8 @@ _TRANSIENT_TEXT = re.compile(
     r"|ExecutorLostFailure|Executor heartbeat timed out|Connection refused|Connection reset"
     r"|Broken pipe|SocketTimeoutException|EOFException|Error \d+ connecting to|Timeout connecting to"
     r"|redis\.exceptions\.(?:ConnectionError|TimeoutError|BusyLoadingError)"
-    r"|psycopg\.OperationalError|ConnectionRefusedError|ConnectionResetError|nats\.errors\.(?:NoServers|Timeout)",
+    r"|psycopg\.OperationalError|ConnectionRefusedError|ConnectionResetError|nats\.errors\.(?:NoServers|Timeout)"
+    r"|TransientSourceError",
     re.IGNORECASE,
 )
 _TRANSIENT_TYPES = {
@@ -97,6 +98,8 @@ def transient_reason(exc: BaseException) -> str | None:
     """Why ``exc`` is a transient failure worth a restart, or None when it is permanent."""
     chain = _chain(exc)
     for e in chain:
+        if isinstance(e, SourceError) and e.retriable:  # the one mechanism sources use: TransientSourceError
+            return f"{type(e).__name__}: {_first_line(e)}"
         if isinstance(e, (FencedError, ConfigError, SourceError, StopRequested)):
             return None
         if isinstance(e, TopologyError) and e.component not in (None, "<spark>"):
@@ -266,7 +269,23 @@ class Supervisor:
                 if isinstance(verdict, BaseException):
                     raise verdict from exc
                 if not isinstance(verdict, str):
-                    raise
+                    # a source briefly unavailable while the query is built (its initial offset)
+                    reason = transient_reason(exc) if isinstance(exc, SourceError) else None
+                    if reason is None or self.consecutive >= self.policy.max_restarts:
+                        raise
+                    self.consecutive += 1
+                    delay = self.policy.delay_s(self.consecutive)
+                    log.warning(
+                        "topology %s: transient failure at start (%s); try %d of at most %d in %.1f s",
+                        self.topology,
+                        reason,
+                        self.consecutive,
+                        self.policy.max_restarts,
+                        delay,
+                    )
+                    if self._stopping.wait(delay):
+                        raise
+                    continue
                 log.warning("topology %s: %s; starting the query again", self.topology, verdict)
                 if self._stopping.wait(1.0):
                     raise
