@@ -208,21 +208,22 @@ class TransactionalPublisher:
             consumer.close()
 
     def _scan(self, consumer: Any, ck: Any, part: int, first: int, end: int) -> int | None:
+        """The txid of the last marker of this writer's key in ``[first, end)`` (checked), or None."""
         if end <= first:
             return None
         consumer.assign([ck.TopicPartition(self.marker_topic, part, first)])
         key = self.transactional_id.encode()
-        found: int | None = None
+        last: tuple[Any, int] | None = None
         deadline = time.monotonic() + self.timeout_s
         while True:
             pos = consumer.position([ck.TopicPartition(self.marker_topic, part)])[0].offset
             if pos >= end:
-                return found
+                return None if last is None else self._check_marker(last[0], part, last[1])
             for m in consumer.consume(1000, 0.5):
                 if m.error() is not None or m.offset() >= end:
                     continue
                 if m.key() == key:
-                    found = self._check_marker(m.value(), part, m.offset())
+                    last = (m.value(), m.offset())
             if time.monotonic() > deadline:
                 msg = f"{self.describe()}: reading the progress markers in {self.marker_topic!r} timed out"
                 raise StateError(msg)
@@ -289,13 +290,17 @@ class TransactionalPublisher:
             return {tp.partition: int(f.result(self.timeout_s).offset) for tp, f in futs.items()}
 
         first = ends(ck.IsolationLevel.READ_COMMITTED)
+        high = ends(ck.IsolationLevel.READ_UNCOMMITTED)
+        if all(first[p] >= high[p] for p in first):
+            return  # nothing open (the usual case: no wait)
         if wait_s > 0:
             time.sleep(wait_s)
         stable = ends(ck.IsolationLevel.READ_COMMITTED)
-        high = ends(ck.IsolationLevel.READ_UNCOMMITTED)
         stuck = {p: (stable[p], high[p]) for p in stable if stable[p] < high[p] and stable[p] == first[p]}
         if stuck:
-            shown = ", ".join(f"partition {p}: last stable offset {s}, high watermark {h}" for p, (s, h) in stuck.items())
+            shown = ", ".join(
+                f"partition {p}: last stable offset {s}, high watermark {h}" for p, (s, h) in stuck.items()
+            )
             msg = (
                 f"{self.describe()}: a transaction is hanging on the output topic ({shown}): read_committed "
                 "readers see nothing after it. Find the producer with kafka-transactions.sh list / describe, "
@@ -322,6 +327,10 @@ class TransactionalPublisher:
             p.init_transactions(self.timeout_s)  # fences older producers of this id, aborts their transaction
             self._producer = p
             self._marker = self.last_marker()
+            try:  # once per producer: a transaction another producer left open blocks every reader
+                self.check_stable(wait_s=2.0)
+            except StateError as exc:
+                log.error("%s", exc)
         return self._producer
 
     def published(self, txid: int) -> bool:
@@ -399,6 +408,75 @@ class TransactionalPublisher:
                 pass
 
 
+def transaction_timeout_ms(settings: Mapping[str, str], where: str) -> int:
+    """The ``transaction.timeout.ms`` of ``settings`` (default 60000), checked to be a positive integer."""
+    raw = settings.get("transaction.timeout.ms", str(DEFAULT_TRANSACTION_TIMEOUT_MS))
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        msg = f"{where}: transaction.timeout.ms must be a positive number of milliseconds, got {raw!r}"
+        raise ConfigError(msg)
+    return value
+
+
+def supervision_budget_ms(conf: Mapping[str, Any]) -> int:
+    """The checkpoint interval plus every wait of a full row of supervised restarts, in milliseconds."""
+    interval = int(conf.get("topology.state.checkpoint.interval.ms", 1000))
+    restarts = int(conf.get("weir.restart.max", 5))
+    backoff = int(conf.get("weir.restart.backoff.ms", 1000))
+    waits = sum(min(backoff << (i - 1), 60_000) for i in range(1, restarts + 1))
+    return interval + waits
+
+
+def check_transaction_timeout(settings: Mapping[str, str], conf: Mapping[str, Any], where: str) -> int:
+    """Submit-time check of the producer's ``transaction.timeout.ms``; returns it.
+
+    It must not exceed the brokers' ``transaction.max.timeout.ms`` (the broker would refuse the
+    producer at the first commit, after the state committed), and must cover the checkpoint interval
+    plus the supervision budget (``weir.restart.max`` restarts of ``weir.restart.backoff.ms``,
+    doubling): a transaction that the broker aborts on its own while weir still waits to publish
+    again would leave the output behind the state.
+
+    Raises
+    ------
+    ConfigError
+        Either bound is broken (both values and the setting to change are named).
+    """
+    ck = client_module()
+    value = transaction_timeout_ms(settings, where)
+    budget = supervision_budget_ms(conf)
+    if value < budget:
+        msg = (
+            f"{where}: transaction.timeout.ms = {value} is below the checkpoint interval plus the supervision "
+            f"budget ({budget} ms: topology.state.checkpoint.interval.ms + the waits of weir.restart.max restarts "
+            "from weir.restart.backoff.ms); raise transaction.timeout.ms in the writer's config, or lower "
+            "weir.restart.max / weir.restart.backoff.ms"
+        )
+        raise ConfigError(msg)
+    client = admin(settings)
+    try:
+        md = client.list_topics(timeout=30)
+        broker = sorted(md.brokers)[0]
+        res = ck.admin.ConfigResource("broker", str(broker))
+        configs = client.describe_configs([res], request_timeout=30)[res].result(30)
+    except Exception as exc:
+        msg = f"{where}: reading the brokers' transaction.max.timeout.ms failed: {explain(settings, exc)}"
+        raise ConfigError(msg) from exc
+    entry = configs.get("transaction.max.timeout.ms")
+    limit = int(entry.value) if entry is not None and entry.value is not None else 900_000
+    if value > limit:
+        msg = (
+            f"{where}: transaction.timeout.ms = {value} is above the brokers' transaction.max.timeout.ms = {limit} "
+            f"(broker {broker} of {describe_servers(settings)}): the broker would refuse the transactional producer "
+            "at the first commit. Set transaction.timeout.ms to at most that in the writer's config, or raise "
+            "transaction.max.timeout.ms on the brokers"
+        )
+        raise ConfigError(msg)
+    return value
+
+
 def _enc(v: Any) -> Any:
     if v is None or isinstance(v, str):
         return v
@@ -471,6 +549,10 @@ class KafkaBolt(StatefulBolt):
         """Keep the task's state: the records are staged in it."""
         self.state: Any = state
 
+    def check_submit(self, conf: Mapping[str, Any]) -> None:
+        """Submit-time: ``transaction.timeout.ms`` against the brokers and the supervision budget."""
+        check_transaction_timeout(self.settings, conf, f"KafkaBolt(topic {self.topic!r})")
+
     def execute(self, tup: Tuple) -> None:
         """Collect the record; it is published when the batch commits."""
         where = f"KafkaBolt {self.context.component_id!r} task {self.context.task_index}"
@@ -480,21 +562,28 @@ class KafkaBolt(StatefulBolt):
         self.collector.ack(tup)
 
     def pre_prepare(self, txid: int) -> None:
-        """Stage this task's records of ``txid`` in its state (prepared with the batch)."""
-        self.state.put(_STAGED, {"txid": txid, "records": self._records})
+        """Stage this task's records of ``txid`` in its state (prepared with the batch).
 
-    def _publisher(self) -> TransactionalPublisher:
+        The task's writer id is made once, on the first batch, and kept in the same state: it binds
+        the task's progress markers to this deployment's store.
+        """
+        writer = self.state.get(_WRITER)
+        if not isinstance(writer, str):
+            writer = f"{self._tid()}/{uuid.uuid4().hex}"
+            self.state.put(_WRITER, writer)
+        self.state.put(_STAGED, {"txid": txid, "records": self._records, "writer": writer})
+
+    def _tid(self) -> str:
         ctx = self.context
-        tid = f"weir-{ctx.topology}-{ctx.component_id}-{ctx.task_index}"
-        return TransactionalPublisher.get(self.settings, self.topic, tid, self.marker_topic)
+        return f"weir-{ctx.topology}-{ctx.component_id}-{ctx.task_index}"
+
+    def _publisher(self, writer: str | None = None) -> TransactionalPublisher:
+        return TransactionalPublisher.get(self.settings, self.topic, self._tid(), self.marker_topic, writer)
 
     def pre_commit(self, txid: int) -> None:
         """Publish the staged records of ``txid`` with the marker, unless the marker covers it."""
         from weir.state.factory import StateFactory as StormStateFactory
 
-        pub = self._publisher()
-        if pub.published(txid):
-            return
         ns = self.context.state_namespace
         state: Any = StormStateFactory.get_state(ns, self.conf, self.context)
         staged = None
@@ -506,6 +595,10 @@ class KafkaBolt(StatefulBolt):
             staged = state.get(_STAGED)  # an earlier attempt committed the state, then crashed
         if not isinstance(staged, dict) or staged.get("txid") != txid or not staged.get("records"):
             return  # this task had nothing staged for txid
+        writer = staged.get("writer")
+        pub = self._publisher(writer if isinstance(writer, str) else None)
+        if pub.published(txid):
+            return
         records = [(_dec(k), _dec(v)) for k, v in staged["records"]]
         pub.publish(txid, records)
         crash_point("kafka_after_publish", txid, task=self.context.task_index)
