@@ -4,7 +4,9 @@ A topology is one Spark Structured Streaming query. When that query ends with an
 :class:`Supervisor` (a driver-side thread per run) decides:
 
 - **transient** — a Python worker that failed to start or connect back, a lost executor, a store,
-  broker or socket that was unreachable for a while (see :func:`transient_reason`): wait
+  broker or socket that was unreachable for a while, a source's
+  :class:`~weir.errors.TransientSourceError` — also while the query is first built, when the spouts
+  compute their initial offsets (see :func:`transient_reason`): wait
   ``weir.restart.backoff.ms`` (doubled after each consecutive restart, at most
   :data:`MAX_BACKOFF_MS`), restart the coordinator (a new epoch; recovery finishes or undoes the
   transaction in flight, exactly as after a crash) and the query on the same Spark checkpoint,
