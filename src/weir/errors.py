@@ -11,7 +11,9 @@
     ├── TopologyError (RuntimeError) bad topology wiring, or a user function failing inside a task
     ├── CheckpointError (RuntimeError) coordinator / Streams checkpoint failures, corrupt checkpoint data
     │   └── StateLossError           the store lost committed state, or disagrees with Spark's checkpoint
-    └── SourceError (RuntimeError)   a spout/source cannot read what it promised
+    └── SourceError (RuntimeError)   a spout/source cannot read what it promised (permanent: the run stops)
+        └── TransientSourceError     a source briefly unavailable (a broker restarting, a leader moving):
+                                     supervision restarts the query with back-off
 
     NotDurableWarning (UserWarning)  state that lives only as long as the run (in-memory providers on Spark)
 
@@ -30,6 +32,7 @@ __all__ = [
     "StateError",
     "StateLossError",
     "TopologyError",
+    "TransientSourceError",
     "WeirError",
 ]
 
@@ -100,7 +103,25 @@ class StateLossError(StateError, CheckpointError):
 
 
 class SourceError(WeirError, RuntimeError):
-    """A source cannot deliver the range it promised (trimmed, expired, unreachable)."""
+    """A source cannot deliver the range it promised (trimmed, expired, reset under committed offsets).
+
+    ``retriable`` tells supervision what to do: ``False`` (this class) stops the run with the error;
+    ``True`` (:class:`TransientSourceError`) restarts the query with back-off (``weir.restart.max``,
+    ``weir.restart.backoff.ms``), which replays the batch exactly.
+    """
+
+    retriable: bool = False
+
+
+class TransientSourceError(SourceError):
+    """A source that should answer again soon (a broker restarting, a partition leader moving, a timeout).
+
+    Raised after the source's own short retries ran out; supervision restarts the query with
+    back-off. The class name appears in a Spark worker's traceback, so supervision recognises it
+    in a failed query's text as well.
+    """
+
+    retriable = True
 
 
 class NotDurableWarning(UserWarning):

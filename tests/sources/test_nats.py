@@ -61,6 +61,11 @@ def delete_msg(url: str, stream: str, seq: int) -> None:
     run(go())
 
 
+def pos(offset: dict[str, Any]) -> dict[str, Any]:
+    """The offset's sequence and stream (without the stream's creation time it also holds)."""
+    return {k: v for k, v in offset.items() if k != "created"}
+
+
 def off(stream: str, seq: int) -> dict[str, Any]:
     return {"seq": seq, "stream": stream}
 
@@ -74,11 +79,11 @@ def test_initial_offsets_per_start_option(nats_server: NatsServer) -> None:
     url = nats_server.url
     s = make_stream(url, max_msgs=10)
     publish(url, s, nums(15))  # 1..5 were removed by the limit before the topology started
-    assert NatsSpout(url, s).initial_offset() == off(s, 5)
-    assert NatsSpout(url, s, start="new").initial_offset() == off(s, 15)
-    assert NatsSpout(url, s, start=3).initial_offset() == off(s, 2)
+    assert pos(NatsSpout(url, s).initial_offset()) == off(s, 5)
+    assert pos(NatsSpout(url, s, start="new").initial_offset()) == off(s, 15)
+    assert pos(NatsSpout(url, s, start=3).initial_offset()) == off(s, 2)
     empty = make_stream(url)
-    assert NatsSpout(url, empty).initial_offset() == off(empty, 0)
+    assert pos(NatsSpout(url, empty).initial_offset()) == off(empty, 0)
 
 
 def test_latest_offset_honours_records_and_bytes(nats_server: NatsServer) -> None:
@@ -87,13 +92,13 @@ def test_latest_offset_honours_records_and_bytes(nats_server: NatsServer) -> Non
     publish(url, s, [b"x" * 10] * 100)
     spout = NatsSpout(url, s)
     start = spout.initial_offset()
-    assert spout.latest_offset(start, ReadLimit()) == off(s, 100)
-    assert spout.latest_offset(start, ReadLimit(max_records=30)) == off(s, 30)
-    assert spout.latest_offset(off(s, 90), ReadLimit(max_records=30)) == off(s, 100)
+    assert pos(spout.latest_offset(start, ReadLimit())) == off(s, 100)
+    assert pos(spout.latest_offset(start, ReadLimit(max_records=30))) == off(s, 30)
+    assert pos(spout.latest_offset(off(s, 90), ReadLimit(max_records=30))) == off(s, 100)
     by_bytes = spout.latest_offset(start, ReadLimit(max_bytes=500))["seq"]
     assert 5 <= by_bytes <= 50  # from the stream's average stored message size
-    assert spout.latest_offset(start, ReadLimit(max_bytes=1)) == off(s, 1)  # at least one
-    assert spout.latest_offset(off(s, 100), ReadLimit(max_records=5)) == off(s, 100)
+    assert pos(spout.latest_offset(start, ReadLimit(max_bytes=1))) == off(s, 1)  # at least one
+    assert pos(spout.latest_offset(off(s, 100), ReadLimit(max_records=5))) == off(s, 100)
     assert spout.partitions(off(s, 100), off(s, 100)) == []
 
 
@@ -251,3 +256,45 @@ def test_configuration_errors(kwargs: dict[str, Any], needle: str) -> None:
     args = {"url": "nats://127.0.0.1:1", "stream": "S", **kwargs}
     with pytest.raises(ConfigError, match=needle):
         NatsSpout(**args)
+
+
+# ---- resets under committed offsets ----------------------------------------------------------------
+def test_a_stream_deleted_and_created_again_is_a_named_error_never_a_skip(nats_server: NatsServer) -> None:
+    url = nats_server.url
+    s = make_stream(url)
+    publish(url, s, nums(10))
+    spout = NatsSpout(url, s)
+    start = spout.initial_offset()
+    assert "created" in start
+    end = spout.latest_offset(start, ReadLimit())
+    assert pos(end) == off(s, 10) and end["created"] == start["created"]
+
+    async def recreate() -> None:
+        nc, js = await _js(url)
+        await js.delete_stream(s)
+        await js.add_stream(name=s, subjects=[f"{s.lower()}.>"])
+        await nc.close()
+
+    run(recreate())
+    publish(url, s, nums(4))  # shorter than before: the last sequence tells
+    with pytest.raises(SourceError, match=rf"stream '{s}' was deleted and created again: its last sequence is 4"):
+        spout.latest_offset(end, ReadLimit())
+    publish(url, s, nums(20))  # longer than before: the creation time tells
+    with pytest.raises(SourceError, match=rf"stream '{s}' was deleted and created again: it was created at"):
+        spout.latest_offset(end, ReadLimit())
+    # a purge keeps the last sequence: what was read stays read, what follows is read
+    run_purge = make_stream(url)
+    publish(url, run_purge, nums(5))
+    p_spout = NatsSpout(url, run_purge)
+    p_end = p_spout.latest_offset(p_spout.initial_offset(), ReadLimit())
+
+    async def purge() -> None:
+        nc, js = await _js(url)
+        await js.purge_stream(run_purge)
+        await nc.close()
+
+    run(purge())
+    publish(url, run_purge, nums(3, first=6))
+    nxt = p_spout.latest_offset(p_end, ReadLimit())
+    assert pos(nxt) == off(run_purge, 8)
+    assert len(list(p_spout.records(p_end, nxt))) == 3

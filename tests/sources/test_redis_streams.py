@@ -405,3 +405,34 @@ def test_the_spout_pickles_without_connections(r: redis.Redis, redis_server: Red
     spout.initial_offset()  # opens a (process-wide) client
     copy = cloudpickle.loads(cloudpickle.dumps(spout))
     assert [x[0] for x in copy.records({a: {"id": "0-0", "n": 0}}, {a: {"id": "3-0", "n": 3}})] == ["1", "2", "3"]
+
+
+# ---- resets under committed offsets ----------------------------------------------------------------
+def test_a_stream_deleted_or_created_again_is_a_named_error_never_a_skip(
+    r: redis.Redis, redis_server: RedisServer
+) -> None:
+    a = key()
+    fill(r, a, 10)
+    spout = RedisStreamSpout(redis_server.url, [a], ["key"])
+    end = spout.latest_offset(spout.initial_offset(), ReadLimit())
+    assert end == {a: {"id": "10-0", "n": 10}}
+    r.delete(a)
+    for limit in (ReadLimit(), ReadLimit(max_records=3)):
+        with pytest.raises(SourceError, match=rf"Redis stream '{a}' was deleted under the committed position 10-0"):
+            spout.latest_offset(end, limit)
+    fill(r, a, 4)  # created again, shorter: its last id is below the committed one
+    with pytest.raises(SourceError, match=rf"'{a}' was deleted and created again .* last generated id is 4-0"):
+        spout.latest_offset(end, ReadLimit())
+    r.delete(a)
+    fill(r, a, 5, first=20)  # created again with larger ids: fewer entries were ever added than committed
+    for limit in (ReadLimit(), ReadLimit(max_records=3)):
+        with pytest.raises(SourceError, match=r"has had 5 entries added in all, the committed position is entry 10"):
+            spout.latest_offset(end, limit)
+    # trimming what was read is not a reset: the next entries are read
+    b = key()
+    fill(r, b, 10)
+    b_spout = RedisStreamSpout(redis_server.url, [b], ["key"])
+    b_end = b_spout.latest_offset({b: {"id": "0-0", "n": 0}}, ReadLimit())
+    r.xtrim(b, maxlen=0, approximate=False)
+    fill(r, b, 2, first=11)
+    assert b_spout.latest_offset(b_end, ReadLimit()) == {b: {"id": "12-0", "n": 12}}

@@ -60,3 +60,39 @@ def test_any_other_start_failure_is_raised_unchanged() -> None:
     with pytest.raises(ValueError, match="bad option"):
         sup.start()
     assert calls == [False]
+
+
+def test_a_source_briefly_unavailable_at_start_is_retried_with_back_off_and_a_permanent_one_stops() -> None:
+    from weir.errors import SourceError, TransientSourceError
+
+    blip = TransientSourceError(
+        "KafkaSpout(b:1, topics=['t']): listing the earliest offsets failed: FENCED_LEADER_EPOCH"
+    )
+    sup, calls = _supervisor([blip, blip], "never used")
+    sup.start()
+    assert sup.wait(30)
+    assert sup.error is None
+    assert calls == [False, False, False]
+    reset = SourceError("KafkaSpout(b:1, topics=['t']): topic 't' was deleted and created again")
+    sup, calls = _supervisor([reset], "never used")
+    with pytest.raises(SourceError, match="created again"):
+        sup.start()
+    assert calls == [False]
+    sup, calls = _supervisor([blip, blip, blip, blip], "never used")  # RestartPolicy(3, ...): the 4th is final
+    with pytest.raises(TransientSourceError):
+        sup.start()
+    assert calls == [False] * 4
+
+
+def test_retriable_source_errors_are_transient_as_objects_and_in_a_worker_traceback() -> None:
+    from weir.errors import SourceError, TransientSourceError
+    from weir.runtime.spark.supervision import transient_reason
+
+    assert TransientSourceError("x").retriable and not SourceError("x").retriable
+    assert transient_reason(TransientSourceError("broker restarting")) is not None
+    assert transient_reason(SourceError("topic 't' was deleted and created again")) is None
+    remote = RuntimeError(
+        "[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Traceback (most recent call last):\n"
+        "weir.errors.TransientSourceError: spout 'kafka': listing the latest offsets failed: LEADER_NOT_AVAILABLE"
+    )
+    assert transient_reason(remote) is not None

@@ -403,7 +403,13 @@ class _SpoutReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
         if self.available_now and self.target is None:
             # the first call after prepare: what is there now is all this run will read
             self.target = canonical_offset(spout.latest_offset(start, ReadLimit()), self.where)
-        end = canonical_offset(spout.latest_offset(start, _weir_limit(limit, spout.read_limit())), self.where)
+        try:
+            end = canonical_offset(spout.latest_offset(start, _weir_limit(limit, spout.read_limit())), self.where)
+        except SourceError as exc:
+            named = _named(exc, self.where)
+            if named is exc:
+                raise
+            raise named from exc
         if self.target is not None:
             end = canonical_offset(spout.clamp_offset(start, end, self.target), self.where)
         return end
@@ -482,11 +488,27 @@ def _read(spout: ReplayableSpout, where: str, part: _Range) -> Iterator[Any]:
                 chunk = []
         if chunk:
             yield to_batch(chunk, names, types, where)
+    except SourceError as exc:
+        named = _named(exc, where)
+        if named is exc:
+            raise
+        raise named from exc
     except WeirError:
         raise
     except Exception as exc:
         msg = f"{where}: read({json.dumps(part.start)}, {json.dumps(part.end)}) failed: {type(exc).__name__}: {exc}"
         raise SourceError(msg) from exc
+
+
+def _named(exc: SourceError, where: str) -> SourceError:
+    """``exc`` (same class: retriable or not) with the spout and topology in front, unless already there."""
+    if where in str(exc):
+        return exc
+    try:
+        named = type(exc)(f"{where}: {exc}")
+    except TypeError:  # a subclass with its own constructor: keep it as it is
+        return exc
+    return named
 
 
 def to_batch(rows: list[Any], names: list[str], types: list[Any], where: str) -> Any:

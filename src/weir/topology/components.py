@@ -149,6 +149,9 @@ class Bolt(Component):
     def execute(self, tup: Tuple) -> None:
         """Process one input tuple."""
 
+    def check_submit(self, conf: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
+        """Submit-time checks against the bolt's external system (a broker's limits): raise to refuse."""
+
     def cleanup(self) -> None:  # noqa: B027 - optional hook
         """Called at the end of every task of every batch."""
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from weir._redact import collect_secrets, redact_text
-from weir.errors import ConfigError, SourceError
+from weir.errors import ConfigError, TransientSourceError
 
 __all__ = [
     "admin",
@@ -21,6 +21,7 @@ __all__ = [
     "describe_servers",
     "error_callback",
     "explain",
+    "is_retriable",
     "scrub",
     "serve_errors",
     "topic_partitions",
@@ -36,6 +37,37 @@ _ADMINS_PID = [os.getpid()]  # clients made before a fork are not used by the ch
 #: the last error a client of these settings reported (its error callback): why a request timed out
 _LAST_ERROR: dict[tuple[tuple[str, str], ...], str] = {}
 _LOCK = threading.Lock()
+
+#: broker answers that mean "ask again in a moment": a partition's leader moving or being elected, a
+#: broker restarting, a request or connection timing out (Kafka's RetriableException family)
+RETRIABLE_CODES = frozenset(
+    {
+        "FENCED_LEADER_EPOCH",
+        "UNKNOWN_LEADER_EPOCH",
+        "NOT_LEADER_FOR_PARTITION",
+        "NOT_LEADER_OR_FOLLOWER",
+        "LEADER_NOT_AVAILABLE",
+        "ELIGIBLE_LEADERS_NOT_AVAILABLE",
+        "PREFERRED_LEADER_NOT_AVAILABLE",
+        "REPLICA_NOT_AVAILABLE",
+        "OFFSET_NOT_AVAILABLE",
+        "NOT_ENOUGH_REPLICAS",
+        "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+        "KAFKA_STORAGE_ERROR",
+        "NETWORK_EXCEPTION",
+        "REQUEST_TIMED_OUT",
+        "NOT_COORDINATOR",
+        "COORDINATOR_NOT_AVAILABLE",
+        "COORDINATOR_LOAD_IN_PROGRESS",
+        "CONCURRENT_TRANSACTIONS",
+        "_TIMED_OUT",
+        "_TRANSPORT",
+        "_ALL_BROKERS_DOWN",
+        "_WAIT_COORD",
+        "_RESOLVE",
+        "_MSG_TIMED_OUT",
+    }
+)
 
 
 def client_module() -> Any:
@@ -112,6 +144,21 @@ def explain(settings: Mapping[str, str], exc: object) -> str:
     return scrub(settings, text)
 
 
+def is_retriable(exc: object) -> bool:
+    """Whether a client error is one to retry (see :data:`RETRIABLE_CODES`), not a permanent refusal."""
+    err = exc.args[0] if isinstance(exc, Exception) and exc.args and hasattr(exc.args[0], "code") else exc
+    name = getattr(err, "name", None)
+    if callable(name):
+        try:
+            if str(name()) in RETRIABLE_CODES:
+                return True
+            flag = getattr(err, "retriable", None)
+            return bool(flag()) if callable(flag) else False
+        except Exception:  # noqa: BLE001 - not a KafkaError after all
+            return False
+    return isinstance(exc, (TimeoutError, ConnectionError))
+
+
 def admin(settings: Mapping[str, str]) -> Any:
     """A cached ``AdminClient`` for ``settings`` (one per process)."""
     key = tuple(sorted(settings.items()))
@@ -127,7 +174,14 @@ def admin(settings: Mapping[str, str]) -> Any:
 
 
 def topic_partitions(settings: Mapping[str, str], timeout: float, where: str) -> dict[str, int]:
-    """Every topic (not internal ones) with its number of partitions; :class:`SourceError` when unreachable."""
+    """Every topic (not internal ones) with its number of partitions.
+
+    Raises
+    ------
+    TransientSourceError
+        The brokers do not answer within ``timeout`` (at submit time this is reported as is; while a
+        topology runs, supervision restarts the query with back-off).
+    """
     try:
         md = admin(settings).list_topics(timeout=timeout)
     except Exception as exc:
@@ -138,7 +192,7 @@ def topic_partitions(settings: Mapping[str, str], timeout: float, where: str) ->
             f"{where}: cannot reach the Kafka brokers at {describe_servers(settings)} within {timeout:.0f}s "
             f"({explain(settings, exc)}); check bootstrap_servers and the security settings"
         )
-        raise SourceError(msg) from exc
+        raise TransientSourceError(msg) from exc
     out: dict[str, int] = {}
     for name, t in md.topics.items():
         if name.startswith("__") or t.error is not None:

@@ -22,6 +22,29 @@ Trident (``partition_persist`` into a ``KafkaStateFactory`` state)
     stream partitioned by ``partition_by`` fields or a state parallelism of 1) finds the marker and
     sends nothing. The state declares ``StateType.TRANSACTIONAL``, so weir refuses an opaque spout.
 
+Markers are bound to the writer
+    A marker also names its writer: ``{"txid": n, "records": k, "topic": ..., "writer": id}``. A
+    ``KafkaBolt`` task's id is made once and kept in the task's state (the topology's store), so it
+    is the same across restarts and differs for another deployment that happens to use the same
+    topology name on the same cluster; a Trident state's id is its ``transactional_id`` and topic.
+    A last marker that is not such a JSON object (malformed), or that another writer wrote
+    (foreign), is never trusted: publishing stops with a :class:`~weir.errors.StateError` naming the
+    transactional id, the marker topic and both writers.
+
+Transaction timeout
+    ``transaction.timeout.ms`` in ``config`` is respected (default 60000). At submit, a
+    ``KafkaBolt`` checks it against the brokers' ``transaction.max.timeout.ms`` and against the
+    checkpoint interval plus the supervision budget (the waits of ``weir.restart.max`` restarts),
+    so a broker that would refuse the producer fails the submit, not the first commit.
+
+Failures
+    Any failed publish aborts the transaction and drops the producer; the next attempt makes a new
+    one (``init_transactions`` fences and aborts whatever the old one left open) and reads the last
+    marker again, so an indefinite outcome (a commit whose answer was lost) is settled by the marker,
+    never guessed. A transaction of another producer left open on the output topic keeps
+    ``read_committed`` readers from seeing anything after it; :meth:`TransactionalPublisher.check_stable`
+    names such a hanging transaction and the remedy.
+
 Cost: one Kafka transaction (begin, records, marker, commit: two extra round trips plus the commit
 markers' writes) per task or state partition per batch; the marker topic grows by one small record
 per writer and batch (compacted).
@@ -34,6 +57,7 @@ import json
 import logging
 import threading
 import time
+import uuid
 import zlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -65,6 +89,9 @@ log = logging.getLogger("weir.sinks")
 
 DEFAULT_MARKER_TOPIC = "weir.progress"
 _STAGED = "kafka.staged"
+_WRITER = "kafka.writer"
+#: the producer's transaction timeout when ``config`` does not set ``transaction.timeout.ms``
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000
 
 #: one publisher per transactional id and process (the producer's init_transactions is costly)
 _PUBLISHERS: dict[tuple[Any, ...], TransactionalPublisher] = {}
@@ -87,27 +114,40 @@ class TransactionalPublisher:
         transactional_id: str,
         marker_topic: str = DEFAULT_MARKER_TOPIC,
         timeout_s: float = 60.0,
+        writer: str | None = None,
     ) -> None:
         self.settings = dict(settings)
         self.topic = topic
         self.transactional_id = transactional_id
         self.marker_topic = marker_topic
         self.timeout_s = timeout_s
+        #: who this writer is: markers of another writer under the same transactional id are refused
+        self.writer = writer if writer is not None else f"{transactional_id}@{topic}"
         self._producer: Any = None
         self._marker: int | None = None  # the last txid this writer published (None: unknown yet)
 
     @classmethod
     def get(
-        cls, settings: Mapping[str, str], topic: str, transactional_id: str, marker_topic: str
+        cls,
+        settings: Mapping[str, str],
+        topic: str,
+        transactional_id: str,
+        marker_topic: str,
+        writer: str | None = None,
     ) -> TransactionalPublisher:
         """The cached publisher of this writer in this process."""
-        key = (tuple(sorted(settings.items())), topic, transactional_id, marker_topic)
+        key = (tuple(sorted(settings.items())), topic, transactional_id, marker_topic, writer)
         with _LOCK:
             pub = _PUBLISHERS.get(key)
             if pub is None:
-                pub = cls(settings, topic, transactional_id, marker_topic)
+                pub = cls(settings, topic, transactional_id, marker_topic, writer=writer)
                 _PUBLISHERS[key] = pub
         return pub
+
+    @property
+    def transaction_timeout_ms(self) -> int:
+        """The producer's ``transaction.timeout.ms``: the user's setting, or 60000."""
+        return transaction_timeout_ms(self.settings, self.describe())
 
     def describe(self) -> str:
         """For messages: the writer, the topic and the brokers."""
@@ -176,24 +216,107 @@ class TransactionalPublisher:
             consumer.close()
 
     def _scan(self, consumer: Any, ck: Any, part: int, first: int, end: int) -> int | None:
+        """The txid of the last marker of this writer's key in ``[first, end)`` (checked), or None."""
         if end <= first:
             return None
         consumer.assign([ck.TopicPartition(self.marker_topic, part, first)])
         key = self.transactional_id.encode()
-        found: int | None = None
+        last: tuple[Any, int] | None = None
         deadline = time.monotonic() + self.timeout_s
         while True:
             pos = consumer.position([ck.TopicPartition(self.marker_topic, part)])[0].offset
             if pos >= end:
-                return found
+                return None if last is None else self._check_marker(last[0], part, last[1])
             for m in consumer.consume(1000, 0.5):
                 if m.error() is not None or m.offset() >= end:
                     continue
                 if m.key() == key:
-                    found = int(json.loads(m.value())["txid"])
+                    last = (m.value(), m.offset())
             if time.monotonic() > deadline:
                 msg = f"{self.describe()}: reading the progress markers in {self.marker_topic!r} timed out"
                 raise StateError(msg)
+
+    def _check_marker(self, raw: Any, part: int, offset: int) -> int:
+        """The txid of a marker of this transactional id; a malformed or foreign one is refused."""
+        where = (
+            f"{self.describe()}: the progress marker at {self.marker_topic!r} partition {part} offset {offset} "
+            f"(key {self.transactional_id!r})"
+        )
+        try:
+            value = json.loads(raw) if raw is not None else None
+        except (ValueError, UnicodeDecodeError) as exc:
+            value, why = None, f"is not JSON ({exc})"
+        else:
+            why = "is not a weir marker (a JSON object with txid, records, topic and writer)"
+        ok = (
+            isinstance(value, dict)
+            and isinstance(value.get("txid"), int)
+            and not isinstance(value.get("txid"), bool)
+            and isinstance(value.get("writer"), str)
+        )
+        if not ok:
+            msg = (
+                f"{where} {why}: {str(raw)[:200]}. weir never trusts it; something other than this writer "
+                f"writes to {self.marker_topic!r} under this key. Stop that writer, or give this output its "
+                "own marker_topic (or the topology its own name)"
+            )
+            raise StateError(msg)
+        assert isinstance(value, dict)
+        if value["writer"] != self.writer or value.get("topic", self.topic) != self.topic:
+            msg = (
+                f"{where} was written by writer {value['writer']!r} for topic {value.get('topic')!r}, not by this "
+                f"one ({self.writer!r} for {self.topic!r}): another deployment uses the same transactional id on "
+                "this cluster (a topology of the same name with another store?). weir does not trust its "
+                "progress; give this topology its own name (or the Trident state its own transactional_id), or "
+                "its own marker_topic"
+            )
+            raise StateError(msg)
+        return int(value["txid"])
+
+    def check_stable(self, wait_s: float = 0.0) -> None:
+        """Refuse an output topic with a hanging transaction: a last stable offset that does not move.
+
+        A transaction another producer left open (a crashed producer whose transactional id is never
+        used again) keeps ``read_committed`` readers from every record after it until the broker's
+        ``transaction.timeout.ms`` aborts it. The last stable offset of each partition is compared
+        with its high watermark, twice, ``wait_s`` apart; a partition behind both times is named.
+
+        Raises
+        ------
+        StateError
+            A partition's last stable offset is stuck below its high watermark.
+        """
+        ck = client_module()
+        offset_spec = ck.admin.OffsetSpec
+        md = admin(self.settings).list_topics(self.topic, timeout=self.timeout_s)
+        tps = [ck.TopicPartition(self.topic, p) for p in sorted(md.topics[self.topic].partitions)]
+
+        def ends(level: Any) -> dict[int, int]:
+            futs = admin(self.settings).list_offsets(
+                dict.fromkeys(tps, offset_spec.latest()), isolation_level=level, request_timeout=self.timeout_s
+            )
+            return {tp.partition: int(f.result(self.timeout_s).offset) for tp, f in futs.items()}
+
+        first = ends(ck.IsolationLevel.READ_COMMITTED)
+        high = ends(ck.IsolationLevel.READ_UNCOMMITTED)
+        if all(first[p] >= high[p] for p in first):
+            return  # nothing open (the usual case: no wait)
+        if wait_s > 0:
+            time.sleep(wait_s)
+        stable = ends(ck.IsolationLevel.READ_COMMITTED)
+        stuck = {p: (stable[p], high[p]) for p in stable if stable[p] < high[p] and stable[p] == first[p]}
+        if stuck:
+            shown = ", ".join(
+                f"partition {p}: last stable offset {s}, high watermark {h}" for p, (s, h) in stuck.items()
+            )
+            msg = (
+                f"{self.describe()}: a transaction is hanging on the output topic ({shown}): read_committed "
+                "readers see nothing after it. Find the producer with kafka-transactions.sh list / describe, "
+                "then end it: restart that producer with its transactional.id, or kafka-transactions.sh abort "
+                f"--topic {self.topic} --partition P --start-offset S (the broker aborts it by itself after its "
+                "transaction.timeout.ms)"
+            )
+            raise StateError(msg)
 
     # ---- publishing --------------------------------------------------------------------------
     def _open(self) -> Any:
@@ -202,16 +325,20 @@ class TransactionalPublisher:
             self.ensure_topics()
             p = ck.Producer(
                 {
+                    "transaction.timeout.ms": str(DEFAULT_TRANSACTION_TIMEOUT_MS),
                     **self.settings,
                     "transactional.id": self.transactional_id,
                     "linger.ms": "5",
-                    "transaction.timeout.ms": "60000",
                     "error_cb": error_callback(self.settings),
                 }
             )
             p.init_transactions(self.timeout_s)  # fences older producers of this id, aborts their transaction
             self._producer = p
             self._marker = self.last_marker()
+            try:  # once per producer: a transaction another producer left open blocks every reader
+                self.check_stable(wait_s=2.0)
+            except StateError as exc:
+                log.error("%s", exc)
         return self._producer
 
     def published(self, txid: int) -> bool:
@@ -226,7 +353,7 @@ class TransactionalPublisher:
             self._open()
         except Exception as exc:
             self._reset(client_module())
-            if isinstance(exc, ConfigError):
+            if isinstance(exc, (ConfigError, StateError)):
                 raise
             msg = f"{self.describe()}: opening the transactional producer failed: {explain(self.settings, exc)}"
             raise StateError(msg) from exc
@@ -255,7 +382,7 @@ class TransactionalPublisher:
                         p.poll(0.05)
                 if i % 10_000 == 0:
                     p.poll(0)
-            marker = json.dumps({"txid": txid, "records": len(records), "topic": self.topic})
+            marker = json.dumps({"txid": txid, "records": len(records), "topic": self.topic, "writer": self.writer})
             p.produce(
                 self.marker_topic,
                 key=self.transactional_id,
@@ -265,7 +392,7 @@ class TransactionalPublisher:
             p.commit_transaction(self.timeout_s)
         except Exception as exc:
             self._reset(ck)
-            if isinstance(exc, ConfigError):
+            if isinstance(exc, (ConfigError, StateError)):
                 raise
             why = explain(self.settings, exc)
             msg = f"{self.describe()}: publishing txid {txid} ({len(records)} records) failed: {why}"
@@ -287,6 +414,75 @@ class TransactionalPublisher:
                 p.abort_transaction(5)
             except Exception:  # noqa: S110 - the next init_transactions aborts it anyway
                 pass
+
+
+def transaction_timeout_ms(settings: Mapping[str, str], where: str) -> int:
+    """The ``transaction.timeout.ms`` of ``settings`` (default 60000), checked to be a positive integer."""
+    raw = settings.get("transaction.timeout.ms", str(DEFAULT_TRANSACTION_TIMEOUT_MS))
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        msg = f"{where}: transaction.timeout.ms must be a positive number of milliseconds, got {raw!r}"
+        raise ConfigError(msg)
+    return value
+
+
+def supervision_budget_ms(conf: Mapping[str, Any]) -> int:
+    """The checkpoint interval plus every wait of a full row of supervised restarts, in milliseconds."""
+    interval = int(conf.get("topology.state.checkpoint.interval.ms", 1000))
+    restarts = int(conf.get("weir.restart.max", 5))
+    backoff = int(conf.get("weir.restart.backoff.ms", 1000))
+    waits = sum(min(backoff << (i - 1), 60_000) for i in range(1, restarts + 1))
+    return interval + waits
+
+
+def check_transaction_timeout(settings: Mapping[str, str], conf: Mapping[str, Any], where: str) -> int:
+    """Submit-time check of the producer's ``transaction.timeout.ms``; returns it.
+
+    It must not exceed the brokers' ``transaction.max.timeout.ms`` (the broker would refuse the
+    producer at the first commit, after the state committed), and must cover the checkpoint interval
+    plus the supervision budget (``weir.restart.max`` restarts of ``weir.restart.backoff.ms``,
+    doubling): a transaction that the broker aborts on its own while weir still waits to publish
+    again would leave the output behind the state.
+
+    Raises
+    ------
+    ConfigError
+        Either bound is broken (both values and the setting to change are named).
+    """
+    ck = client_module()
+    value = transaction_timeout_ms(settings, where)
+    budget = supervision_budget_ms(conf)
+    if value < budget:
+        msg = (
+            f"{where}: transaction.timeout.ms = {value} is below the checkpoint interval plus the supervision "
+            f"budget ({budget} ms: topology.state.checkpoint.interval.ms + the waits of weir.restart.max restarts "
+            "from weir.restart.backoff.ms); raise transaction.timeout.ms in the writer's config, or lower "
+            "weir.restart.max / weir.restart.backoff.ms"
+        )
+        raise ConfigError(msg)
+    client = admin(settings)
+    try:
+        md = client.list_topics(timeout=30)
+        broker = sorted(md.brokers)[0]
+        res = ck.admin.ConfigResource("broker", str(broker))
+        configs = client.describe_configs([res], request_timeout=30)[res].result(30)
+    except Exception as exc:
+        msg = f"{where}: reading the brokers' transaction.max.timeout.ms failed: {explain(settings, exc)}"
+        raise ConfigError(msg) from exc
+    entry = configs.get("transaction.max.timeout.ms")
+    limit = int(entry.value) if entry is not None and entry.value is not None else 900_000
+    if value > limit:
+        msg = (
+            f"{where}: transaction.timeout.ms = {value} is above the brokers' transaction.max.timeout.ms = {limit} "
+            f"(broker {broker} of {describe_servers(settings)}): the broker would refuse the transactional producer "
+            "at the first commit. Set transaction.timeout.ms to at most that in the writer's config, or raise "
+            "transaction.max.timeout.ms on the brokers"
+        )
+        raise ConfigError(msg)
+    return value
 
 
 def _enc(v: Any) -> Any:
@@ -361,6 +557,10 @@ class KafkaBolt(StatefulBolt["StormState"]):
         """Keep the task's state: the records are staged in it."""
         self.state: Any = state
 
+    def check_submit(self, conf: Mapping[str, Any]) -> None:
+        """Submit-time: ``transaction.timeout.ms`` against the brokers and the supervision budget."""
+        check_transaction_timeout(self.settings, conf, f"KafkaBolt(topic {self.topic!r})")
+
     def execute(self, tup: Tuple) -> None:
         """Collect the record; it is published when the batch commits."""
         where = f"KafkaBolt {self.context.component_id!r} task {self.context.task_index}"
@@ -370,21 +570,28 @@ class KafkaBolt(StatefulBolt["StormState"]):
         self.collector.ack(tup)
 
     def pre_prepare(self, txid: int) -> None:
-        """Stage this task's records of ``txid`` in its state (prepared with the batch)."""
-        self.state.put(_STAGED, {"txid": txid, "records": self._records})
+        """Stage this task's records of ``txid`` in its state (prepared with the batch).
 
-    def _publisher(self) -> TransactionalPublisher:
+        The task's writer id is made once, on the first batch, and kept in the same state: it binds
+        the task's progress markers to this deployment's store.
+        """
+        writer = self.state.get(_WRITER)
+        if not isinstance(writer, str):
+            writer = f"{self._tid()}/{uuid.uuid4().hex}"
+            self.state.put(_WRITER, writer)
+        self.state.put(_STAGED, {"txid": txid, "records": self._records, "writer": writer})
+
+    def _tid(self) -> str:
         ctx = self.context
-        tid = f"weir-{ctx.topology}-{ctx.component_id}-{ctx.task_index}"
-        return TransactionalPublisher.get(self.settings, self.topic, tid, self.marker_topic)
+        return f"weir-{ctx.topology}-{ctx.component_id}-{ctx.task_index}"
+
+    def _publisher(self, writer: str | None = None) -> TransactionalPublisher:
+        return TransactionalPublisher.get(self.settings, self.topic, self._tid(), self.marker_topic, writer)
 
     def pre_commit(self, txid: int) -> None:
         """Publish the staged records of ``txid`` with the marker, unless the marker covers it."""
         from weir.state.factory import StateFactory as StormStateFactory
 
-        pub = self._publisher()
-        if pub.published(txid):
-            return
         ns = self.context.state_namespace
         state: Any = StormStateFactory.get_state(ns, self.conf, self.context)
         staged = None
@@ -396,6 +603,10 @@ class KafkaBolt(StatefulBolt["StormState"]):
             staged = state.get(_STAGED)  # an earlier attempt committed the state, then crashed
         if not isinstance(staged, dict) or staged.get("txid") != txid or not staged.get("records"):
             return  # this task had nothing staged for txid
+        writer = staged.get("writer")
+        pub = self._publisher(writer if isinstance(writer, str) else None)
+        if pub.published(txid):
+            return
         records = [(_dec(k), _dec(v)) for k, v in staged["records"]]
         pub.publish(txid, records)
         crash_point("kafka_after_publish", txid, task=self.context.task_index)

@@ -2,11 +2,23 @@
 
 Offsets
 -------
-``{"orders": {"0": 1200, "1": 1187}}``: per topic and partition, the next offset to read. A batch is
-the range ``[start, end)`` of every partition; Spark stores both ends in its offset log before the
-batch runs and replays exactly that range after a failure. The end of a batch is the partition's
-last stable offset (with ``isolation_level="read_committed"``, the default) or its high watermark,
-so a range never holds a record whose transaction is still open.
+``{"orders": {"0": 1200, "1": 1187}, "$ids": {"orders": "<topic id>"}}``: per topic and partition, the
+next offset to read, and each topic's id. A batch is the range ``[start, end)`` of every partition;
+Spark stores both ends in its offset log before the batch runs and replays exactly that range after a
+failure. The end of a batch is the partition's last stable offset (with
+``isolation_level="read_committed"``, the default) or its high watermark, so a range never holds a
+record whose transaction is still open.
+
+Resets and errors
+-----------------
+A topic deleted and created again under the same name (a new topic id, a partition that ends below
+the committed offset or is gone) or a named topic deleted fails the batch with a
+:class:`~weir.errors.SourceError` naming the topic, the partition and both offsets: its offsets now
+mean other records, and weir never skips or re-reads them silently. Broker answers that mean "ask
+again" (a leader moving: ``FENCED_LEADER_EPOCH``, ``NOT_LEADER_OR_FOLLOWER``,
+``LEADER_NOT_AVAILABLE``; a broker restarting; timeouts) are retried for ``connect_timeout_s``, then
+raised as :class:`~weir.errors.TransientSourceError`, which supervision retries with back-off (also
+while the initial offsets are computed at start); anything else stops the run.
 
 Why not Spark's own Kafka source
 --------------------------------
@@ -46,9 +58,11 @@ from weir.connectors.kafka.client import (
     describe_servers,
     error_callback,
     explain,
+    is_retriable,
     topic_partitions,
 )
-from weir.errors import ConfigError, SourceError
+from weir._util import positive_int
+from weir.errors import ConfigError, SourceError, TransientSourceError
 from weir.sources.replayable import Offset, ReadLimit, ReplayableSpout
 from weir.sources.schema import Column, converter, parse_columns
 from weir.topology.components import Guarantee
@@ -62,6 +76,8 @@ _FORMATS = ("bytes", "utf-8", "json")
 _CONSUME_BATCH = 50_000
 _second = itemgetter(1)  # a message's timestamp() is (type, epoch ms)
 _META = ("topic", "partition", "offset", "timestamp", "headers")
+#: the offset's entry holding each topic's id (not a topic: Kafka names never contain ``$``)
+IDS = "$ids"
 #: one consumer per settings and process (executors reuse their Python workers), with the pid that
 #: made it: a forked child (a Python worker forked from Spark's daemon) never uses its parent's
 #: client, whose librdkafka threads did not survive the fork
@@ -239,19 +255,105 @@ class KafkaSpout(ReplayableSpout):
             else ck.IsolationLevel.READ_UNCOMMITTED
         )
         req = {ck.TopicPartition(t, p): os_ for t, p in tps}
-        try:
+
+        def ask() -> dict[tuple[str, int], int]:
             futures = admin(self.settings).list_offsets(
                 req, isolation_level=level, request_timeout=self.connect_timeout_s
             )
-            out = {(tp.topic, tp.partition): int(f.result(self.connect_timeout_s).offset) for tp, f in futures.items()}
-        except Exception as exc:
-            why = explain(self.settings, exc)
-            msg = f"{self.describe()}: listing the {spec} offsets of {len(tps)} partitions failed: {why}"
-            raise SourceError(msg) from exc
+            return {(tp.topic, tp.partition): int(f.result(self.connect_timeout_s).offset) for tp, f in futures.items()}
+
+        out: dict[tuple[str, int], int] = self._retrying(ask, f"listing the {spec} offsets of {len(tps)} partitions")
         if spec not in ("earliest", "latest"):  # no record at/after the time: start at the end
             ends = self._list_offsets([k for k, v in out.items() if v < 0], "latest")
             out.update(ends)
         return out
+
+    def _retrying(self, ask: Any, what: str) -> Any:
+        """``ask()``, retried with back-off while the brokers answer with a retriable error.
+
+        A leader moving or being elected (``FENCED_LEADER_EPOCH``, ``NOT_LEADER_OR_FOLLOWER``,
+        ``LEADER_NOT_AVAILABLE``, ...), a broker restarting, a timeout: asked again for up to
+        ``connect_timeout_s``, then a :class:`TransientSourceError` (supervision restarts the query with
+        back-off). Any other error is a :class:`SourceError` at once (the run stops).
+        """
+        deadline = time.monotonic() + self.connect_timeout_s
+        delay = 0.1
+        while True:
+            try:
+                return ask()
+            except Exception as exc:
+                why = explain(self.settings, exc) or repr(exc)
+                if not is_retriable(exc):
+                    msg = f"{self.describe()}: {what} failed: {why}"
+                    raise SourceError(msg) from exc
+                if time.monotonic() + delay > deadline:
+                    msg = (
+                        f"{self.describe()}: {what} failed with a retriable error for {self.connect_timeout_s:.0f}s "
+                        f"(connect_timeout_s): {why}; the query is restarted with back-off (weir.restart.max)"
+                    )
+                    raise TransientSourceError(msg) from exc
+                log.info("%s: %s: %s; asking again in %.1fs", self.describe(), what, why, delay)
+                time.sleep(delay)
+                delay = min(2 * delay, 2.0)
+
+    def _topic_ids(self, topics: Iterable[str]) -> dict[str, str]:
+        """Each topic's id: a topic deleted and created again under the same name gets a new one."""
+        names = sorted(set(topics))
+        if not names:
+            return {}
+        ck = client_module()
+        from weir._kafka import admin
+
+        def ask() -> dict[str, str]:
+            futures = admin(self.settings).describe_topics(
+                ck.TopicCollection(names), request_timeout=self.connect_timeout_s
+            )
+            return {t: str(f.result(self.connect_timeout_s).topic_id) for t, f in futures.items()}
+
+        out: dict[str, str] = self._retrying(ask, f"describing topic(s) {names}")
+        return out
+
+    def _check_not_reset(
+        self, start: Offset, found: Mapping[str, int], ends: Mapping[tuple[str, int], int], ids: Mapping[str, str]
+    ) -> None:
+        """Refuse positions the topics no longer have: a topic deleted, or deleted and created again.
+
+        A committed position is only meaningful on the topic it was read from: a new topic id, or a
+        partition ending below the committed offset (a recreated or truncated topic), means the
+        records after it are not the ones this topology counted on. Never skipped silently.
+        """
+        old_ids = start.get(IDS, {})
+        for t, parts in _positions(start).items():
+            if t not in found:
+                if self.topics is None:  # a pattern: a topic may go away; its committed position stays
+                    continue
+                msg = (
+                    f"{self.describe()}: topic {t!r} was deleted under the committed offsets {dict(parts)}; "
+                    f"{_RESET_REMEDY}"
+                )
+                raise SourceError(msg)
+            was, now = old_ids.get(t), ids.get(t)
+            if was is not None and now is not None and was != now:
+                msg = (
+                    f"{self.describe()}: topic {t!r} was deleted and created again: its id is now {now}, the "
+                    f"committed offsets {dict(parts)} belong to topic id {was}; {_RESET_REMEDY}"
+                )
+                raise SourceError(msg)
+            for p, o in parts.items():
+                if int(p) >= found[t]:
+                    msg = (
+                        f"{self.describe()}: topic {t!r} has {found[t]} partition(s) now; partition {p} with the "
+                        f"committed offset {o} is gone (the topic was deleted and created again); {_RESET_REMEDY}"
+                    )
+                    raise SourceError(msg)
+                e = ends.get((t, int(p)))
+                if e is not None and e < int(o):
+                    msg = (
+                        f"{self.describe()}: topic {t!r} partition {p}: the committed offset is {o} but the "
+                        f"partition now ends at {e}: the topic was deleted and created again, or truncated; "
+                        f"{_RESET_REMEDY}"
+                    )
+                    raise SourceError(msg)
 
     def check_reachable(self) -> None:
         """Submit-time checks: brokers reachable, every named topic exists, no compacted topic for TRANSACTIONAL.
@@ -314,29 +416,37 @@ class KafkaSpout(ReplayableSpout):
         out: Offset = {}
         for (t, p), o in sorted(pos.items()):
             out.setdefault(t, {})[str(p)] = o
+        if out:
+            out[IDS] = self._topic_ids(out)
         return out
 
     def latest_offset(self, start: Offset, limit: ReadLimit) -> Offset:
         """Per partition the last stable offset, or — with a limit — a fair share of the records."""
-        tps = [(t, p) for t, n in self._partitions_now().items() for p in range(n)]
-        new = [(t, p) for t, p in tps if str(p) not in start.get(t, {})]
-        begin = {(t, int(p)): int(o) for t, parts in start.items() for p, o in parts.items()}
-        if new:  # partitions (or topics) added since the start: read them from their beginning
-            if new:
-                log.info("%s: new partitions %s start at their earliest offsets", self.describe(), new)
-            begin.update(self._list_offsets(new, "earliest"))
+        found = self._partitions_now()
+        tps = [(t, p) for t, n in found.items() for p in range(n)]
+        positions = _positions(start)
+        new = [(t, p) for t, p in tps if str(p) not in positions.get(t, {})]
+        begin = {(t, int(p)): int(o) for t, parts in positions.items() for p, o in parts.items()}
+        ids = self._topic_ids(found)
         ends = self._list_offsets(tps, "latest")
+        self._check_not_reset(start, found, ends, ids)
+        if new:  # partitions (or topics) added since the start: read them from their beginning
+            log.info("%s: new partitions %s start at their earliest offsets", self.describe(), new)
+            begin.update(self._list_offsets(new, "earliest"))
         avail = {tp: max(0, ends[tp] - begin[tp]) for tp in tps}
         take = _fair_share(avail, limit.max_records)
         out: Offset = {}
         for (t, p), o in sorted(begin.items()):
             out.setdefault(t, {})[str(p)] = o + take.get((t, p), 0)
+        known = {t: i for t, i in {**start.get(IDS, {}), **ids}.items() if t in out}
+        if known:
+            out[IDS] = known
         return out
 
     def partitions(self, start: Offset, end: Offset) -> Sequence[tuple[Offset, Offset]]:
         """One sub-range per topic partition with new records."""
         parts: list[tuple[Offset, Offset]] = []
-        for t, ends in sorted(end.items()):
+        for t, ends in sorted(_positions(end).items()):
             for p, e in sorted(ends.items(), key=lambda kv: int(kv[0])):
                 s = start.get(t, {}).get(p)
                 if s is None:  # a partition new since start: its range begins at its earliest offset
@@ -353,7 +463,7 @@ class KafkaSpout(ReplayableSpout):
         """
         tps = [(t, p) for t, n in self._partitions_now().items() for p in range(n)]
         ends = self._list_offsets(tps, "latest")
-        begin = {(t, int(p)): int(o) for t, parts in position.items() for p, o in parts.items()}
+        begin = {(t, int(p)): int(o) for t, parts in _positions(position).items() for p, o in parts.items()}
         missing = [tp for tp in tps if tp not in begin]
         begin.update(self._list_offsets(missing, "earliest"))
         return {tp: max(0, ends[tp] - begin[tp]) for tp in tps}
@@ -386,7 +496,7 @@ class KafkaSpout(ReplayableSpout):
 
     def read(self, start: Offset, end: Offset) -> Iterable[Any]:
         """The records of every partition in ``[start, end)`` as Arrow record batches."""
-        for t, ends in sorted(end.items()):
+        for t, ends in sorted(_positions(end).items()):
             for p, e in sorted(ends.items(), key=lambda kv: int(kv[0])):
                 s = start.get(t, {}).get(p)
                 if s is None:  # new since start: from its earliest offset (nothing was promised before)
@@ -551,6 +661,19 @@ class KafkaSpout(ReplayableSpout):
             pa.nulls(n, pa.string()) if clean else pa.array(bad, pa.string()),
         ]
         return pa.RecordBatch.from_arrays(cols, names=names)
+
+
+_RESET_REMEDY = (
+    "the records after them are gone and the topic's offsets now mean other records, so weir neither skips "
+    "nor re-reads them silently. To read the topic as it is now, run the topology on a new Spark checkpoint "
+    "(weir.spark.checkpoint.location) or under a new spout id, with start='earliest' (or the offsets to begin "
+    "at); to go on where it was, restore the topic's records"
+)
+
+
+def _positions(offset: Offset) -> dict[str, Any]:
+    """The offset's per-topic partition positions (without the topic ids)."""
+    return {t: parts for t, parts in offset.items() if t != IDS}
 
 
 def _text_column(values: list[Any], fmt: str, bad: list[str | None], where: Any, what: str) -> pa.Array:

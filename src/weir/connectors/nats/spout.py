@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from weir._redact import collect_secrets, redact_text, redact_url
 from weir._util import positive_float, positive_int
-from weir.errors import ConfigError, SourceError
+from weir.errors import ConfigError, SourceError, TransientSourceError
 from weir.sources.replayable import Offset, ReadLimit, ReplayableSpout
 from weir.sources.schema import Column, converter, parse_columns
 from weir.topology.components import Guarantee
@@ -342,23 +342,51 @@ class NatsSpout(ReplayableSpout):
                     else:
                         hint = "start the server or fix the url"
                     msg = f"{self.describe()}: {what}: cannot connect to NATS ({text}); {hint}"
-                    raise SourceError(msg) from None
+                    if refused:  # permanent: the same credentials will be refused again
+                        raise SourceError(msg) from None
+                    raise TransientSourceError(msg) from None
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
-    async def _state(self, nc: Any) -> Any:
+    async def _stream_info(self, nc: Any) -> Any:
         from nats.js.errors import NotFoundError
 
         js = nc.jetstream(timeout=self.request_timeout_s)
         try:
-            info = await js.stream_info(self.stream)
+            return await js.stream_info(self.stream)
         except NotFoundError as exc:
             msg = (
                 f"{self.describe()}: JetStream stream {self.stream!r} does not exist; create it first "
                 "(nats stream add, or js.add_stream(name=..., subjects=[...]))"
             )
             raise SourceError(msg) from exc
-        return info.state
+
+    async def _state(self, nc: Any) -> Any:
+        return (await self._stream_info(nc)).state
+
+    def _check_not_reset(self, start: Offset, s: int, info: Any) -> None:
+        """Refuse a committed sequence the stream no longer has: the stream deleted and created again.
+
+        Stream sequences only grow (a purge moves the first sequence up and keeps the last), so a last
+        sequence below the committed one, or another creation time than the one the offsets were read
+        under, is another stream under the same name.
+        """
+        created = _created(info)
+        was = start.get("created")
+        last = int(info.state.last_seq)
+        if last < s:
+            found = f"its last sequence is {last}, below the committed sequence {s}"
+        elif was is not None and created is not None and was != created:
+            found = f"it was created at {created}, the committed sequence {s} was read from the one created at {was}"
+        else:
+            return
+        msg = (
+            f"{self.describe()}: JetStream stream {self.stream!r} was deleted and created again: {found}. Its "
+            "sequences now mean other messages, so weir neither skips nor re-reads them silently. To read the "
+            "stream as it is now, run the topology on a new Spark checkpoint (weir.spark.checkpoint.location) or "
+            "under a new spout id; to go on where it was, restore the stream"
+        )
+        raise SourceError(msg)
 
     def _offset(self, seq: int) -> Offset:
         return {"seq": int(seq), "stream": self.stream}
@@ -377,15 +405,20 @@ class NatsSpout(ReplayableSpout):
         """Before the first message (``"first"``), after the last (``"new"``) or before sequence ``start``."""
         if isinstance(self.start, int):
             return self._offset(self.start - 1)
-        state = self._run(self._state, "reading the stream's state")
-        if self.start == "new":
-            return self._offset(state.last_seq)
-        return self._offset(max(0, state.first_seq - 1))
+        info = self._run(self._stream_info, "reading the stream's state")
+        state = info.state
+        out = self._offset(state.last_seq) if self.start == "new" else self._offset(max(0, state.first_seq - 1))
+        created = _created(info)
+        if created is not None:
+            out["created"] = created
+        return out
 
     def latest_offset(self, start: Offset, limit: ReadLimit) -> Offset:
         """The stream's last sequence, or the last one the limit admits (at most that many messages)."""
         s = self._seq(start, "start")
-        state = self._run(self._state, "reading the stream's state")
+        info = self._run(self._stream_info, "reading the stream's state")
+        self._check_not_reset(start, s, info)
+        state = info.state
         last = int(state.last_seq)
         if last <= s:
             return start
@@ -396,7 +429,11 @@ class NatsSpout(ReplayableSpout):
         if limit.max_bytes is not None:
             avg = max(1, int(state.bytes) // max(1, int(state.messages)))
             end = min(end, base + max(1, limit.max_bytes // avg))
-        return self._offset(end)
+        out = self._offset(end)
+        created = _created(info)
+        if created is not None:
+            out["created"] = created
+        return out
 
     def source_lag(self, end_offset: Any) -> int | None:
         """Messages in the stream after ``end_offset``'s sequence."""
@@ -551,6 +588,12 @@ class NatsSpout(ReplayableSpout):
         log.warning("%s; continuing with the messages that are left (guarantee %s)", what, self.guarantee.value)
 
 
+def _created(info: Any) -> str | None:
+    """The stream's creation time as text (None when the server does not say)."""
+    created = getattr(info, "created", None)
+    return None if created is None else str(created)
+
+
 class _Puller:
     """A pull consumer starting at one stream sequence, fed by raw ``no_wait`` pull requests."""
 
@@ -611,7 +654,7 @@ class _Puller:
             if self.got:
                 return self.got
             msg = f"{self.spout.describe()}: no reply to a pull request within {self.spout.request_timeout_s}s"
-            raise SourceError(msg) from exc
+            raise TransientSourceError(msg) from exc
         if self.error:
             msg = f"{self.spout.describe()}: the pull request failed: {self.spout.scrub(self.error)}"
             raise SourceError(msg)

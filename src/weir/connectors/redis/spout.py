@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from weir._util import positive_float, positive_int
-from weir.errors import ConfigError, SourceError
+from weir.errors import ConfigError, SourceError, TransientSourceError
 from weir.sources.replayable import Offset, ReadLimit, ReplayableSpout
 from weir.sources.schema import Column, converter, parse_columns
 from weir.topology.components import Guarantee
@@ -202,7 +202,7 @@ class RedisStreamSpout(ReplayableSpout):
                 _CLIENTS.pop(self.settings, None)
                 if time.monotonic() + delay > deadline:
                     msg = f"{self.describe()}: {what} failed: {self.settings.scrub(str(exc))}"
-                    raise SourceError(msg) from exc
+                    raise TransientSourceError(msg) from exc
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
@@ -267,6 +267,7 @@ class RedisStreamSpout(ReplayableSpout):
             if pos is None:  # start="$" and the stream is new: begin at its current end
                 out[s] = {"id": "0-0", "n": 0} if info is None else _at_end(info)
                 continue
+            self._check_not_reset(s, pos, info)
             last = info.get("last-entry") if info else None
             if info is None or not last or _parse_id(last[0]) <= _parse_id(pos["id"]):
                 out[s] = pos
@@ -286,6 +287,39 @@ class RedisStreamSpout(ReplayableSpout):
             self._prefetch_next(plan.end, limit)
         self._remember_splits(start, plan.end, plan.counted, plan.cuts)
         return plan.end
+
+    def _check_not_reset(self, s: str, pos: dict[str, Any], info: dict[str, Any] | None) -> None:
+        """Refuse a committed position the stream no longer has: deleted, or deleted and created again.
+
+        Entry ids only grow and ``entries-added`` only counts up, so a stream whose last generated id or
+        whose count of added entries is below the committed position is another stream under the same
+        key; the entries after the position are not the ones this topology counted on.
+        """
+        committed = _parse_id(pos["id"])
+        if committed == (0, 0):
+            return  # nothing read yet: a missing stream is one that does not exist yet
+        where = f"{self.describe()}: Redis stream {s!r}"
+        remedy = (
+            "its ids now mean other entries, so weir neither skips nor re-reads them silently. To read the "
+            "stream as it is now, run the topology on a new Spark checkpoint (weir.spark.checkpoint.location) "
+            "or under a new spout id; to go on where it was, restore the stream (its entries and ids)"
+        )
+        if info is None:
+            msg = f"{where} was deleted under the committed position {pos['id']}; {remedy}"
+            raise SourceError(msg)
+        last = info.get("last-generated-id")
+        added = info.get("entries-added")
+        if last is not None and _parse_id(last) < committed:
+            found = f"its last generated id is {_text(last)}"
+        elif added is not None and "n" in pos and int(added) < int(pos["n"]):
+            found = f"it has had {int(added)} entries added in all, the committed position is entry {pos['n']}"
+        else:
+            return
+        msg = (
+            f"{where} was deleted and created again (or reset with XSETID) under the committed position "
+            f"{pos['id']}: {found}; {remedy}"
+        )
+        raise SourceError(msg)
 
     def _take_prefetched(self, start: Offset, limit: ReadLimit) -> _Plan | None:
         """The plan counted in the background for ``(start, limit)``, if it filled the batch."""
@@ -327,6 +361,16 @@ class RedisStreamSpout(ReplayableSpout):
                 out[s] = self._end_now(s)
             else:
                 cursor[s] = dict(pos)
+        if cursor:
+
+            def run(client: Any) -> list[Any]:
+                pipe = client.pipeline(transaction=False)
+                for name in cursor:
+                    pipe.xinfo_stream(name)
+                return list(pipe.execute(raise_on_error=False))
+
+            for name, raw in zip(cursor, self._call(run, "reading the streams' state"), strict=True):
+                self._check_not_reset(name, cursor[name], self._info(raw))
         lefts: dict[str, int] | None = None
         if limit.max_bytes is None:
             lefts = self._left(cursor)

@@ -4,7 +4,9 @@ A topology is one Spark Structured Streaming query. When that query ends with an
 :class:`Supervisor` (a driver-side thread per run) decides:
 
 - **transient** — a Python worker that failed to start or connect back, a lost executor, a store,
-  broker or socket that was unreachable for a while (see :func:`transient_reason`): wait
+  broker or socket that was unreachable for a while, a source's
+  :class:`~weir.errors.TransientSourceError` — also while the query is first built, when the spouts
+  compute their initial offsets (see :func:`transient_reason`): wait
   ``weir.restart.backoff.ms`` (doubled after each consecutive restart, at most
   :data:`MAX_BACKOFF_MS`), restart the coordinator (a new epoch; recovery finishes or undoes the
   transaction in flight, exactly as after a crash), run the full start-up check of the store against
@@ -72,7 +74,8 @@ _TRANSIENT_TEXT = re.compile(
     r"|ExecutorLostFailure|Executor heartbeat timed out|Connection refused|Connection reset"
     r"|Broken pipe|SocketTimeoutException|EOFException|Error \d+ connecting to|Timeout connecting to"
     r"|redis\.exceptions\.(?:ConnectionError|TimeoutError|BusyLoadingError)"
-    r"|psycopg\.OperationalError|ConnectionRefusedError|ConnectionResetError|nats\.errors\.(?:NoServers|Timeout)",
+    r"|psycopg\.OperationalError|ConnectionRefusedError|ConnectionResetError|nats\.errors\.(?:NoServers|Timeout)"
+    r"|TransientSourceError",
     re.IGNORECASE,
 )
 _TRANSIENT_TYPES = {
@@ -101,6 +104,8 @@ def transient_reason(exc: BaseException) -> str | None:
     """Why ``exc`` is a transient failure worth a restart, or None when it is permanent."""
     chain = _chain(exc)
     for e in chain:
+        if isinstance(e, SourceError) and e.retriable:  # the one mechanism sources use: TransientSourceError
+            return f"{type(e).__name__}: {_first_line(e)}"
         if isinstance(e, (FencedError, StateLossError, ConfigError, SourceError, StopRequested)):
             return None
         if isinstance(e, TopologyError) and e.component not in (None, "<spark>"):
@@ -270,7 +275,23 @@ class Supervisor:
                 if isinstance(verdict, BaseException):
                     raise verdict from exc
                 if not isinstance(verdict, str):
-                    raise
+                    # a source briefly unavailable while the query is built (its initial offset)
+                    reason = transient_reason(exc) if isinstance(exc, SourceError) else None
+                    if reason is None or self.consecutive >= self.policy.max_restarts:
+                        raise
+                    self.consecutive += 1
+                    delay = self.policy.delay_s(self.consecutive)
+                    log.warning(
+                        "topology %s: transient failure at start (%s); try %d of at most %d in %.1f s",
+                        self.topology,
+                        reason,
+                        self.consecutive,
+                        self.policy.max_restarts,
+                        delay,
+                    )
+                    if self._stopping.wait(delay):
+                        raise
+                    continue
                 log.warning("topology %s: %s; starting the query again", self.topology, verdict)
                 if self._stopping.wait(1.0):
                     raise

@@ -19,7 +19,7 @@ from weir.runtime.spark.storm.participants import CompositeParticipants, Statefu
 from weir.runtime.spark.streams.operators import StreamsParticipants
 from weir.state.factory import KeyValueStateProvider
 from weir.topology.builder import Topology
-from weir.topology.components import Spout, StatefulBolt
+from weir.topology.components import Bolt, Spout, StatefulBolt
 from weir.topology.windowing import WindowedBolt
 
 __all__ = ["StormDialect", "StormPlan", "submit_topology", "topology_shape"]
@@ -97,6 +97,9 @@ def submit_topology(
     stateful = topology.stateful
     for spout in (s.obj for s in topology.spouts if isinstance(s.obj, Spout)):
         spout.validate()  # submit-time checks of the sources (brokers reachable, topics exist)
+    for c in topology.components.values():
+        if isinstance(c.obj, Bolt):
+            c.obj.check_submit(conf)  # submit-time checks of the sinks (a broker's transaction limits)
     # the store is checked (and connected once) before Spark starts: a typo fails in about a second
     master = master_for(rc, spark)
     provider = None
