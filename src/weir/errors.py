@@ -10,7 +10,8 @@
     ├── TopologyError (RuntimeError) bad topology wiring, or a user function failing inside a task
     ├── CheckpointError (RuntimeError) coordinator / Streams checkpoint failures, corrupt checkpoint data
     │   └── StateLossError           the store is behind Spark's commit log: committed state was lost
-    └── SourceError (RuntimeError)   a spout/source cannot read what it promised
+    ├── SourceError (RuntimeError)   a spout/source cannot read what it promised
+    └── SparkDiedError (RuntimeError) Spark's JVM (the driver's Java process) died: not retried
 
     NotDurableWarning (UserWarning)  state that lives only as long as the run (in-memory providers on Spark)
 
@@ -26,6 +27,7 @@ __all__ = [
     "NotDurableWarning",
     "SerializationError",
     "SourceError",
+    "SparkDiedError",
     "StateError",
     "StateLossError",
     "TopologyError",
@@ -94,6 +96,10 @@ class StateLossError(CheckpointError):
 
 class SourceError(WeirError, RuntimeError):
     """A source cannot deliver the range it promised (trimmed, expired, unreachable)."""
+
+
+class SparkDiedError(WeirError, RuntimeError):
+    """Spark's JVM died under the driver (killed, out of memory): the run stops; a new driver recovers."""
 
 
 class NotDurableWarning(UserWarning):

@@ -62,6 +62,18 @@ LARGE_CHANGE_SET = 10_000
 
 T = TypeVar("T")
 
+#: the longest namespace weir's tables index (a btree entry holds at most about 2,700 bytes)
+MAX_NAMESPACE_BYTES = 2000
+#: the longest server error text quoted in a StateError (a refused row may be quoted whole)
+_MAX_REASON = 1000
+
+
+def shown_namespace(namespace: str, limit: int = 120) -> str:
+    """``repr(namespace)``, cut to about ``limit`` characters with its length when it is longer."""
+    if len(namespace) <= limit:
+        return repr(namespace)
+    return f"{namespace[: limit // 2]!r}... ({len(namespace)} characters)"
+
 _SCHEMA_LOCK_ID = 0x7765_6972_5F73_6368  # pg_advisory_xact_lock key guarding table creation ("weir_sch")
 _GET_MANY_CHUNK = 10_000
 _SCAN_CHUNK = 5_000
@@ -288,9 +300,17 @@ class PostgresBackend(Backend):
             reason = self._scrub(exc)
             if isinstance(exc, psycopg.errors.QueryCanceled):
                 reason += f" (statementTimeout={self.options.statement_timeout:g} s)"
+        if len(reason) > _MAX_REASON:
+            reason = reason[:_MAX_REASON] + f"... ({len(reason)} characters in all)"
+        if len(namespace.encode("utf-8", "surrogatepass")) > MAX_NAMESPACE_BYTES:
+            return StateError(
+                f"namespace {shown_namespace(namespace)}: {what} on the postgres store {self.describe()} failed: "
+                f"{reason}; the namespace is longer than PostgreSQL can index (at most {MAX_NAMESPACE_BYTES} "
+                "bytes in weir's tables): use shorter topology, component or state names"
+            )
         return StateError(
-            f"namespace {namespace!r}: {what} on the postgres store {self.describe()} failed: {reason}{extra}; "
-            "the batch fails and is retried or recovered once the server answers"
+            f"namespace {shown_namespace(namespace)}: {what} on the postgres store {self.describe()} failed: "
+            f"{reason}{extra}; the batch fails and is retried or recovered once the server answers"
         )
 
     def close(self) -> None:

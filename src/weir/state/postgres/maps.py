@@ -150,6 +150,15 @@ def _json_loads(data: str | bytes) -> Any:
     return decode_json(data, what="PostgresMapState JSON column")
 
 
+def _utf8(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (no lone surrogates)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class PostgresMapStore(MapStore):
     """A typed PostgreSQL table holding one Trident map state (see the module docstring).
@@ -502,6 +511,14 @@ class PostgresBackingMap(BackingMap[Any]):
                     "non-null value per key column, in that order"
                 )
                 raise SerializationError(msg)
+            for v in k:
+                if isinstance(v, str) and not _utf8(v):
+                    msg = (
+                        f"PostgresMapState {where}: key {k!r} holds a lone surrogate ({ascii(v)}), which "
+                        "PostgreSQL text cannot store; decode the grouping value with errors='replace' "
+                        "or group by its bytes"
+                    )
+                    raise SerializationError(msg)
         arrays: list[list[Any]] = []
         for i, (name, ctype) in enumerate(store.key_columns):
             column = _uniform([k[i] for k in ks])
