@@ -74,6 +74,7 @@ def shown_namespace(namespace: str, limit: int = 120) -> str:
         return repr(namespace)
     return f"{namespace[: limit // 2]!r}... ({len(namespace)} characters)"
 
+
 _SCHEMA_LOCK_ID = 0x7765_6972_5F73_6368  # pg_advisory_xact_lock key guarding table creation ("weir_sch")
 _GET_MANY_CHUNK = 10_000
 _SCAN_CHUNK = 5_000
