@@ -6,6 +6,7 @@
     ├── ConfigError (ValueError)     bad or missing configuration, unreachable server at submit time
     ├── StateError (RuntimeError)    state misuse or a failed state operation
     │   ├── FencedError              a newer driver took over this topology (epoch fencing)
+    │   ├── StoreUnavailableError    the store did not answer in time (refused, timed out, frozen): retriable
     │   └── SerializationError (TypeError-like)   a key or value that cannot be (de)serialized
     ├── TopologyError (RuntimeError) bad topology wiring, or a user function failing inside a task
     ├── CheckpointError (RuntimeError) coordinator / Streams checkpoint failures, corrupt checkpoint data
@@ -30,6 +31,7 @@ __all__ = [
     "SparkDiedError",
     "StateError",
     "StateLossError",
+    "StoreUnavailableError",
     "TopologyError",
     "WeirError",
 ]
@@ -49,6 +51,14 @@ class StateError(WeirError, RuntimeError):
 
 class FencedError(StateError):
     """A newer driver holds a higher epoch for this topology; this one must stop and commit nothing."""
+
+
+class StoreUnavailableError(StateError):
+    """The store did not answer within its bound (connection refused or lost, a timeout, a frozen server).
+
+    Retriable: a supervised run restarts the query after it (``weir.restart.max``, with back-off),
+    and recovery resolves the transaction in flight; past the restarts the run stops with it.
+    """
 
 
 class SerializationError(StateError, TypeError):

@@ -21,7 +21,7 @@ PINS: dict[str, set[str]] = {
     },
     "weir.errors": {
         "CheckpointError", "ConfigError", "FencedError", "NotDurableWarning", "SerializationError", "SourceError",
-        "SparkDiedError", "StateError", "StateLossError", "TopologyError", "WeirError",
+        "SparkDiedError", "StateError", "StateLossError", "StoreUnavailableError", "TopologyError", "WeirError",
     },
     "weir.testing": {"BatchResult", "BoltTester", "OperatorTester"},
     "weir.demo": {

@@ -4,7 +4,9 @@ A topology is one Spark Structured Streaming query. When that query ends with an
 :class:`Supervisor` (a driver-side thread per run) decides:
 
 - **transient** — a Python worker that failed to start or connect back, a lost executor, a store,
-  broker or socket that was unreachable for a while (see :func:`transient_reason`): wait
+  broker or socket that was unreachable for a while, a store call past its bound
+  (:class:`~weir.errors.StoreUnavailableError`, raised on the driver or in a task; see
+  :func:`transient_reason`): wait
   ``weir.restart.backoff.ms`` (doubled after each consecutive restart, at most
   :data:`MAX_BACKOFF_MS`), restart the coordinator (a new epoch; recovery finishes or undoes the
   transaction in flight, exactly as after a crash) and the query on the same Spark checkpoint,
@@ -28,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from weir.errors import ConfigError, FencedError, SourceError, TopologyError, WeirError
+from weir.errors import ConfigError, FencedError, SourceError, StoreUnavailableError, TopologyError, WeirError
 
 __all__ = ["MAX_BACKOFF_MS", "RestartPolicy", "StopRequested", "Supervisor", "transient_reason"]
 
@@ -71,6 +73,8 @@ _TRANSIENT_TEXT = re.compile(
     r"|psycopg\.OperationalError|ConnectionRefusedError|ConnectionResetError|nats\.errors\.(?:NoServers|Timeout)",
     re.IGNORECASE,
 )
+#: a task's failure report when its store call ran past its bound (executor.py: "<type> in <where>: ...")
+_TASK_STORE_UNAVAILABLE = re.compile(r"\bStoreUnavailableError in ")
 _TRANSIENT_TYPES = {
     "ConnectionError",
     "ConnectionRefusedError",
@@ -97,6 +101,11 @@ def transient_reason(exc: BaseException) -> str | None:
     """Why ``exc`` is a transient failure worth a restart, or None when it is permanent."""
     chain = _chain(exc)
     for e in chain:
+        # a store that did not answer within its bound, on the driver or in a task (whose report names it)
+        if isinstance(e, StoreUnavailableError) or (
+            isinstance(e, TopologyError) and _TASK_STORE_UNAVAILABLE.search(str(e))
+        ):
+            return f"the store did not answer ({_first_line(e)})"
         if isinstance(e, (FencedError, ConfigError, SourceError, StopRequested)):
             return None
         if isinstance(e, TopologyError) and e.component not in (None, "<spark>"):

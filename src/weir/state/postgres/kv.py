@@ -42,7 +42,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from weir._util import validate_identifier
-from weir.errors import ConfigError, StateError
+from weir.errors import ConfigError, StateError, StoreUnavailableError
 from weir.state._watchdog import WATCHDOG
 from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
 from weir.state.config import ProviderConfig
@@ -291,16 +291,20 @@ class PostgresBackend(Backend):
 
     def _failure(self, namespace: str, what: str, exc: BaseException, timed_out: bool, extra: str = "") -> StateError:
         """A StateError naming the store, the namespace and the operation (never a raw psycopg error)."""
+        psycopg = _import_psycopg()
+        # the server did not answer (refused, lost, timed out, frozen): retriable, a supervised run restarts
+        unavailable = timed_out or isinstance(exc, psycopg.OperationalError)
         if timed_out:
             reason = (
                 f"no answer within socketTimeout={self.options.socket_timeout:g} s (the server is frozen "
                 "or unreachable); the connection was closed"
             )
         else:
-            psycopg = _import_psycopg()
             reason = self._scrub(exc)
             if isinstance(exc, psycopg.errors.QueryCanceled):
                 reason += f" (statementTimeout={self.options.statement_timeout:g} s)"
+            elif what.endswith("(connecting)"):
+                reason += f" (connectTimeout={self.options.connect_timeout:g} s)"
         if len(reason) > _MAX_REASON:
             reason = reason[:_MAX_REASON] + f"... ({len(reason)} characters in all)"
         if len(namespace.encode("utf-8", "surrogatepass")) > MAX_NAMESPACE_BYTES:
@@ -309,9 +313,17 @@ class PostgresBackend(Backend):
                 f"{reason}; the namespace is longer than PostgreSQL can index (at most {MAX_NAMESPACE_BYTES} "
                 "bytes in weir's tables): use shorter topology, component or state names"
             )
-        return StateError(
+        cls = StoreUnavailableError if unavailable else StateError
+        return cls(
             f"namespace {shown_namespace(namespace)}: {what} on the postgres store {self.describe()} failed: "
             f"{reason}{extra}; the batch fails and is retried or recovered once the server answers"
+        )
+
+    def _waiting(self, namespace: str, what: str) -> str:
+        """What a call waits for, for the watchdog's log lines while the server does not answer."""
+        return (
+            f"namespace {shown_namespace(namespace)}: {what} on the postgres store {self.describe()} "
+            f"(gives up at socketTimeout={self.options.socket_timeout:g} s)"
         )
 
     def close(self) -> None:
@@ -345,14 +357,16 @@ class PostgresBackend(Backend):
         try:
             return self._conn()
         except psycopg.Error as exc:
-            raise self._failure(namespace, f"{what} (connecting)", exc, False) from None
+            raise self._failure(namespace, f"{what} (connecting)", exc, False) from exc
 
     def _read(self, namespace: str, body: Callable[[psycopg.Connection[Any]], T], what: str = "read") -> T:
         """Run a read; reconnect and retry once if the connection broke (not after a timeout)."""
         psycopg = _import_psycopg()
         for attempt in (1, 2):
             conn = self._get_conn(namespace, what)
-            with WATCHDOG.guard(conn.pgconn.socket, self.options.socket_timeout) as guard:
+            with WATCHDOG.guard(
+                conn.pgconn.socket, self.options.socket_timeout, self._waiting(namespace, what)
+            ) as guard:
                 try:
                     return body(conn)
                 except psycopg.Error as exc:
@@ -384,7 +398,9 @@ class PostgresBackend(Backend):
         for attempt in (1, 2):
             conn = self._get_conn(namespace, what)
             stage = "begin"
-            with WATCHDOG.guard(conn.pgconn.socket, self.options.socket_timeout) as guard:
+            with WATCHDOG.guard(
+                conn.pgconn.socket, self.options.socket_timeout, self._waiting(namespace, what)
+            ) as guard:
                 try:
                     with conn.transaction():
                         stage = "body"

@@ -52,7 +52,7 @@ from typing import Any, ClassVar, TypeVar
 
 from weir._redact import collect_secrets, redact_text
 from weir._util import validate_identifier
-from weir.errors import ConfigError, SerializationError, StateError
+from weir.errors import ConfigError, SerializationError, StateError, StoreUnavailableError
 from weir.state._watchdog import WATCHDOG
 from weir.state.connections import ProcessConnections, shared_connections
 from weir.state.postgres.connection import check_connection_options, redact_url
@@ -290,10 +290,13 @@ class PostgresMapStore(MapStore):
                 conn = self.connection()
             except ConfigError as exc:  # the server went away mid-run: a failed batch, not bad config
                 msg = f"{what}: {exc}"
-                raise StateError(msg) from exc
+                raise StoreUnavailableError(msg) from exc
             guard = None
             try:
-                with WATCHDOG.guard(conn.pgconn.socket, self.socket_timeout) as guard:
+                waiting = (
+                    f"PostgresMapState {self.describe()}: {what} (gives up at socket_timeout={self.socket_timeout:g} s)"
+                )
+                with WATCHDOG.guard(conn.pgconn.socket, self.socket_timeout, waiting) as guard:
                     if not in_transaction:
                         return body(conn)
                     with conn.transaction():
@@ -303,7 +306,7 @@ class PostgresMapStore(MapStore):
                     f"PostgresMapState {self.describe()}: {what} failed: {self._scrub(exc)} "
                     f"(statement_timeout={self.statement_timeout:g} s); the batch fails and is retried"
                 )
-                raise StateError(msg) from exc
+                raise StoreUnavailableError(msg) from exc
             except (psycopg.DataError, psycopg.errors.IntegrityError) as exc:
                 text = self._scrub(exc)
                 msg = (
@@ -325,8 +328,10 @@ class PostgresMapStore(MapStore):
                         f"socket_timeout={self.socket_timeout:g} s (the server is frozen or unreachable); "
                         "the connection was closed and the batch fails and is retried once the server answers"
                     )
-                else:
-                    msg = f"PostgresMapState {self.describe()}: {what} failed: {self._scrub(exc)}"
+                    raise StoreUnavailableError(msg) from exc
+                msg = f"PostgresMapState {self.describe()}: {what} failed: {self._scrub(exc)}"
+                if lost or isinstance(exc, psycopg.OperationalError):
+                    raise StoreUnavailableError(msg) from exc
                 raise StateError(msg) from exc
         msg = f"PostgresMapState {self.describe()}: {what} failed twice"  # pragma: no cover
         raise StateError(msg)  # pragma: no cover
