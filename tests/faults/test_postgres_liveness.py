@@ -201,3 +201,16 @@ def test_a_run_on_a_frozen_server_stops_with_a_named_error_within_its_budget_the
     # the server answers again: a new run recovers the transaction in flight and ends exact
     weir.submit("pgfrz", conf, topology, spark).process_available(timeout=600)
     assert read_counts(conf, "pgfrz") == expected
+
+
+def test_a_task_whose_store_did_not_answer_is_transient_a_user_error_is_not() -> None:
+    from weir.errors import TopologyError
+
+    store = TopologyError(
+        "topology 't': component 'count' task 0 failed txid 3 1 times (weir.batch.max.retries=0): "
+        "StoreUnavailableError in prepare_commit: namespace 't-count-0': ... socketTimeout=3 s",
+        component="count",
+    )
+    assert transient_reason(store) is not None
+    user = TopologyError("component 'count' task 0 failed txid 3 1 times: ValueError in execute: x", component="count")
+    assert transient_reason(user) is None
