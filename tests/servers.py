@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes  # imported here: _set_pdeathsig may run as another user, who cannot read this Python's files
 import os
 import shutil
 import signal
@@ -42,6 +43,7 @@ __all__ = [
     "Memcached",
     "NatsServer",
     "PostgresDatabase",
+    "PostgresServer",
     "RedisCluster",
     "RedisReplyError",
     "RedisServer",
@@ -199,8 +201,6 @@ _LIVE: weakref.WeakSet[ServerProcess] = weakref.WeakSet()
 def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child
     """Have Linux kill the server if the test process dies without cleaning up."""
     if sys.platform.startswith("linux"):
-        import ctypes
-
         with contextlib.suppress(Exception):
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
@@ -229,6 +229,10 @@ class ServerProcess:
         raise NotImplementedError
 
     startup_timeout = 20.0
+
+    def popen_user(self) -> str | None:
+        """The user the server runs as (None: this process's user)."""
+        return None
 
     @property
     def pid(self) -> int | None:
@@ -264,6 +268,7 @@ class ServerProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 preexec_fn=_set_pdeathsig,
+                user=self.popen_user(),
             )
         _LIVE.add(self)
         try:
@@ -615,6 +620,142 @@ class PostgresDatabase:
         with _pg_connect(self.admin_dsn) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{self.name}"')
         self.dropped = True
+
+
+class PostgresServer(ServerProcess):
+    """A private PostgreSQL cluster (``initdb`` + ``postgres``) on a free loopback port, trust auth.
+
+    For fault tests that stop, freeze or kill the server: :meth:`freeze` SIGSTOPs every process of
+    the server (a paused VM: open connections hang too), :meth:`freeze_postmaster` only the
+    postmaster (open connections keep working, new ones hang), :meth:`thaw` SIGCONTs them, and
+    :meth:`kill_and_restart` SIGKILLs the postmaster and its backends and starts again on the same
+    data directory (crash recovery replays the WAL). Run as root, the server runs as ``postgres``.
+    """
+
+    name = "postgres"
+    stop_signal = signal.SIGINT  # "fast" shutdown: open connections are ended
+    startup_timeout = 60.0
+
+    def __init__(self, workdir: str | os.PathLike[str] | None = None, *, port: int | None = None) -> None:
+        super().__init__(workdir)
+        self.bin_dir = self._find_bin_dir()
+        self.port = port or free_port()
+        self.data_dir = self.workdir / "data"
+        self._user = "postgres" if os.geteuid() == 0 else None
+        if self._user is not None:
+            shutil.chown(self.workdir, self._user, self._user)
+            self.log_path.touch()
+            shutil.chown(self.log_path, self._user, self._user)
+
+    @staticmethod
+    def _find_bin_dir() -> Path:
+        found = shutil.which("pg_config")
+        if found:
+            out = subprocess.run([found, "--bindir"], capture_output=True, text=True, check=False).stdout.strip()
+            if out and (Path(out) / "initdb").exists():
+                return Path(out)
+        for cand in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+            if (cand / "initdb").exists():
+                return cand
+        require_service(False, "PostgreSQL's initdb and postgres binaries are not installed")
+        raise AssertionError  # pragma: no cover - require_service does not return
+
+    def popen_user(self) -> str | None:
+        """``postgres`` when this process runs as root (the server refuses to run as root)."""
+        return self._user
+
+    def start(self) -> ServerProcess:
+        """Make the cluster on first use (``initdb``), then start the server."""
+        if not (self.data_dir / "PG_VERSION").exists():
+            done = subprocess.run(
+                [str(self.bin_dir / "initdb"), "-D", str(self.data_dir), "-U", "postgres", "--auth=trust",
+                 "-E", "UTF8", "--no-sync", "--no-instructions"],
+                check=False, capture_output=True, text=True, user=self._user,
+            )  # fmt: skip
+            if done.returncode != 0:
+                msg = f"initdb failed in {self.data_dir} (its user must be able to reach it): {done.stderr[-2000:]}"
+                raise RuntimeError(msg)
+        return super().start()
+
+    def command(self) -> list[str]:
+        """``postgres`` on 127.0.0.1:port, its socket in the work directory."""
+        return [
+            str(self.bin_dir / "postgres"), "-D", str(self.data_dir), "-p", str(self.port),
+            "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.workdir}",
+            "-c", "fsync=off", "-c", "max_connections=50",
+        ]  # fmt: skip
+
+    def ready(self) -> bool:
+        """A connection is accepted and answers."""
+        import psycopg
+
+        try:
+            with psycopg.connect(self.url, connect_timeout=2, autocommit=True) as conn:
+                conn.execute("SELECT 1")
+        except psycopg.Error:
+            return False
+        return True
+
+    @property
+    def url(self) -> str:
+        """``postgresql://postgres@127.0.0.1:PORT/postgres``."""
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def server_pids(self) -> list[int]:
+        """The postmaster's pid and its children's (each backend is in its own process group)."""
+        if self.proc is None:
+            return []
+        master = self.proc.pid
+        pids = [master]
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open(f"/proc/{d}/stat", encoding="utf-8", errors="replace") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == master:
+                pids.append(int(d))
+        return pids
+
+    def _group(self, sig: int) -> None:
+        for pid in self.server_pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+
+    def freeze(self) -> None:
+        """SIGSTOP every process of the server (postmaster and backends): nothing answers."""
+        self._group(signal.SIGSTOP)
+
+    def freeze_postmaster(self) -> None:
+        """SIGSTOP the postmaster only: open connections answer, new ones are never accepted."""
+        if self.proc is not None:
+            os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """SIGCONT every process of the server."""
+        self._group(signal.SIGCONT)
+
+    def kill(self) -> None:
+        """SIGKILL the postmaster and every backend (a crash), and reap the postmaster."""
+        pids = self.server_pids()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        super().kill()
+        pid_file = self.data_dir / "postmaster.pid"
+        with contextlib.suppress(OSError):
+            pid_file.unlink()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Thaw, then stop the server (fast shutdown), then SIGKILL what is left of its group."""
+        pids = self.server_pids()
+        self.thaw()
+        super().stop(timeout)
+        for pid in pids[1:]:  # backends the fast shutdown left (none, normally)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def fresh_postgres_database(admin_dsn: str = POSTGRES_ADMIN_DSN) -> tuple[str, Callable[[], None]]:

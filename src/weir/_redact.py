@@ -8,7 +8,8 @@ password of a URL (``redis://:pw@host``, ``postgresql://user:pw@host``, ``nats:/
 Kafka client options (``sasl.password``, ``ssl.key.password``, ``sasl.jaas.config``) follow the same
 rule, so the helper applies to them as well.
 
-* :func:`redact_url` — a URL with its password replaced by ``***``;
+* :func:`redact_url` — a URL with its password (and any query value whose key looks like a
+  misspelled secret, ``?pasword=``) replaced by ``***``;
 * :func:`redact_config` — a deep copy of a configuration with every secret replaced by ``***``;
 * :func:`collect_secrets` — the secret strings found in a configuration (to scrub free text);
 * :func:`redact_text` — ``text`` with the given secrets (and any URL userinfo password) replaced.
@@ -25,6 +26,7 @@ Examples
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -35,6 +37,7 @@ __all__ = [
     "SPARK_REDACTION_REGEX",
     "SPARK_STRING_REDACTION_REGEX",
     "collect_secrets",
+    "is_query_secret",
     "is_secret_key",
     "redact_config",
     "redact_text",
@@ -80,6 +83,24 @@ def is_secret_key(key: object) -> bool:
     return isinstance(key, str) and bool(_SECRET_KEY_RE.search(key.strip()))
 
 
+#: words a misspelled secret query parameter is compared with (``?pasword=``, ``?passwrod=``, ``?tokne=``)
+_NEAR_SECRET_WORDS = ("password", "passwd", "secret", "token", "apikey", "credentials", "sslpassword")
+
+
+def is_query_secret(key: object) -> bool:
+    """Whether URL query parameter ``key`` holds a secret or looks like a misspelled secret key.
+
+    ``?pasword=hunter2`` is refused by the store as an unknown parameter; the error message quotes
+    the url, so its value is hidden like a password's.
+    """
+    if is_secret_key(key):
+        return True
+    if not isinstance(key, str):
+        return False
+    last = re.split(r"[._\-]", key.strip().lower())[-1]
+    return len(last) >= 4 and bool(difflib.get_close_matches(last, _NEAR_SECRET_WORDS, n=1, cutoff=0.8))
+
+
 #: schemes whose bare userinfo (no ``:``) is a user name, not a password or token
 _USER_ONLY_SCHEMES = ("postgres", "mysql", "kafka", "sasl", "http", "ftp", "ssh")
 
@@ -123,7 +144,7 @@ def redact_url(url: str) -> str:
     head, q, query = rest.partition("?")
     if q:
         query, hsh, frag = query.partition("#")
-        pairs = [(k, MASK if is_secret_key(k) else v) for k, v in parse_qsl(query, keep_blank_values=True)]
+        pairs = [(k, MASK if is_query_secret(k) else v) for k, v in parse_qsl(query, keep_blank_values=True)]
         rest = head + "?" + urlencode(pairs, safe="*/:,") + hsh + frag
     return f"{scheme}://{rest}"
 
@@ -163,6 +184,9 @@ def collect_secrets(obj: Any, *, key: str | None = None) -> list[str]:
                     found.update({secret, unquote(secret)})
             for m in _PASSWORD_PARAM_RE.finditer(o):
                 found.update({m.group(2).strip("'"), unquote(m.group(2).strip("'"))})
+            if "://" in o and "?" in o:
+                query = o.split("?", 1)[1].split("#", 1)[0]
+                found.update(v for k, v in parse_qsl(query, keep_blank_values=True) if v and is_query_secret(k))
 
     walk(obj, key)
     return sorted((s for s in found if len(s) >= 3 and s != MASK), key=len, reverse=True)

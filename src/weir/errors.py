@@ -6,14 +6,16 @@
     ├── ConfigError (ValueError)     bad or missing configuration, unreachable server at submit time
     ├── StateError (RuntimeError)    state misuse or a failed state operation
     │   ├── FencedError              a newer driver took over this topology (epoch fencing)
-    │   ├── StateLossError           committed state was lost (also a CheckpointError)
+    │   ├── StateLossError           committed state was lost, or the store disagrees with Spark's checkpoint
+    │   │                            (also a CheckpointError)
+    │   ├── StoreUnavailableError    the store did not answer in time (refused, timed out, frozen): retriable
     │   └── SerializationError (TypeError-like)   a key or value that cannot be (de)serialized
     ├── TopologyError (RuntimeError) bad topology wiring, or a user function failing inside a task
     ├── CheckpointError (RuntimeError) coordinator / Streams checkpoint failures, corrupt checkpoint data
-    │   └── StateLossError           the store lost committed state, or disagrees with Spark's checkpoint
-    └── SourceError (RuntimeError)   a spout/source cannot read what it promised (permanent: the run stops)
-        └── TransientSourceError     a source briefly unavailable (a broker restarting, a leader moving):
-                                     supervision restarts the query with back-off
+    ├── SourceError (RuntimeError)   a spout/source cannot read what it promised (permanent: the run stops)
+    │   └── TransientSourceError     a source briefly unavailable (a broker restarting, a leader moving):
+    │                                supervision restarts the query with back-off
+    └── SparkDiedError (RuntimeError) Spark's JVM (the driver's Java process) died: not retried
 
     NotDurableWarning (UserWarning)  state that lives only as long as the run (in-memory providers on Spark)
 
@@ -29,8 +31,10 @@ __all__ = [
     "NotDurableWarning",
     "SerializationError",
     "SourceError",
+    "SparkDiedError",
     "StateError",
     "StateLossError",
+    "StoreUnavailableError",
     "TopologyError",
     "TransientSourceError",
     "WeirError",
@@ -51,6 +55,14 @@ class StateError(WeirError, RuntimeError):
 
 class FencedError(StateError):
     """A newer driver holds a higher epoch for this topology; this one must stop and commit nothing."""
+
+
+class StoreUnavailableError(StateError):
+    """The store did not answer within its bound (connection refused or lost, a timeout, a frozen server).
+
+    Retriable: a supervised run restarts the query after it (``weir.restart.max``, with back-off),
+    and recovery resolves the transaction in flight; past the restarts the run stops with it.
+    """
 
 
 class SerializationError(StateError, TypeError):
@@ -122,6 +134,10 @@ class TransientSourceError(SourceError):
     """
 
     retriable = True
+
+
+class SparkDiedError(WeirError, RuntimeError):
+    """Spark's JVM died under the driver (killed, out of memory): the run stops; a new driver recovers."""
 
 
 class NotDurableWarning(UserWarning):

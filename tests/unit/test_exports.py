@@ -21,7 +21,8 @@ PINS: dict[str, set[str]] = {
     },
     "weir.errors": {
         "CheckpointError", "ConfigError", "FencedError", "NotDurableWarning", "SerializationError", "SourceError",
-        "StateError", "StateLossError", "TopologyError", "TransientSourceError", "WeirError",
+        "SparkDiedError", "StateError", "StateLossError", "StoreUnavailableError", "TopologyError",
+        "TransientSourceError", "WeirError",
     },
     "weir.testing": {"BatchResult", "BoltTester", "OperatorTester"},
     "weir.demo": {

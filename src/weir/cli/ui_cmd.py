@@ -17,7 +17,14 @@ def _cmd_ui(args: argparse.Namespace) -> int:
     backend, _ = open_backend_for(conf, must_exist=True)
     try:
         reader = StoreReader(backend, window=args.window)
-        server = UiServer(reader, host=args.host, port=args.port, topology=args.topology, refresh_s=args.refresh)
+        server = UiServer(
+            reader,
+            host=args.host,
+            port=args.port,
+            topology=args.topology,
+            refresh_s=args.refresh,
+            extra_hosts=args.allowed_host or (),
+        )
         where = f"/t/{args.topology}" if args.topology else "/"
         print(
             f"weir ui: http://{args.host}:{args.port}{where} (store {reader.where}; read-only; Ctrl-C stops it)",
@@ -44,6 +51,13 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("topology", nargs="?", help="open this topology's page directly")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="NAME",
+        help="also accept requests whose Host header is NAME (repeatable; e.g. a reverse proxy's name); "
+        "other names are refused against DNS rebinding",
+    )
     p.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765)")
     p.add_argument("--refresh", type=float, default=2.0, help="page refresh in seconds (0 = never)")
     p.add_argument("--window", type=int, default=60, help="batches the throughput is computed over (default 60)")

@@ -9,6 +9,10 @@ duplicate of the descriptor), so the blocked call returns at once with a connect
 ``g.fired`` tells the caller it was the deadline. The connection is then broken and must be
 replaced; nothing else is touched.
 
+While a guarded call waits, the watchdog logs a warning every :data:`WARN_EVERY_S` seconds
+(logger ``weir.state``), naming what waits (``label``) and for how long, so a frozen server is never
+a silent stall: first at :data:`WARN_EVERY_S` s, then at twice that, and so on until the deadline.
+
 One thread per process serves every guard (started lazily, and again after ``fork()``).
 """
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
+import logging
 import os
 import socket
 import threading
@@ -24,7 +29,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-__all__ = ["WATCHDOG", "Guard", "SocketWatchdog"]
+__all__ = ["WARN_EVERY_S", "WATCHDOG", "Guard", "SocketWatchdog"]
+
+log = logging.getLogger("weir.state")
+
+#: seconds between two "still waiting" warnings of a guarded call
+WARN_EVERY_S = 10.0
 
 
 @dataclass
@@ -34,8 +44,10 @@ class Guard:
     fd: int
     deadline: float
     seconds: float
+    label: str = ""
     fired: bool = False
     done: bool = field(default=False, repr=False)
+    started: float = field(default_factory=time.monotonic, repr=False)
 
 
 class SocketWatchdog:
@@ -43,9 +55,11 @@ class SocketWatchdog:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._heap: list[tuple[float, int, Guard]] = []
+        self._heap: list[tuple[float, int, Guard, bool]] = []  # (when, seq, guard, is a warning)
         self._seq = itertools.count()
         self._pid = -1
+        #: seconds between two "still waiting" warnings (:data:`WARN_EVERY_S`)
+        self.warn_every_s = WARN_EVERY_S
 
     def _ensure_thread(self) -> None:
         pid = os.getpid()
@@ -58,17 +72,25 @@ class SocketWatchdog:
         threading.Thread(target=self._loop, name="weir-socket-watchdog", daemon=True).start()
 
     @contextlib.contextmanager
-    def guard(self, fd: int, seconds: float | None) -> Iterator[Guard]:
-        """Arm a deadline of ``seconds`` for socket ``fd`` while the block runs (None: no deadline)."""
-        g = Guard(fd, time.monotonic() + (seconds or 0.0), seconds or 0.0)
+    def guard(self, fd: int, seconds: float | None, label: str = "") -> Iterator[Guard]:
+        """Arm a deadline of ``seconds`` for socket ``fd`` while the block runs (None: no deadline).
+
+        ``label`` says what waits (the store, namespace and operation): with it, the watchdog logs a
+        warning every :data:`WARN_EVERY_S` seconds while the block still runs.
+        """
+        now = time.monotonic()
+        g = Guard(fd, now + (seconds or 0.0), seconds or 0.0, label, started=now)
         if not seconds or seconds <= 0 or fd < 0:
             yield g
             return
         self._ensure_thread()
         with self._cond:
-            earliest = not self._heap or g.deadline < self._heap[0][0]
-            heapq.heappush(self._heap, (g.deadline, next(self._seq), g))
-            if earliest:  # the thread sleeps until the earliest deadline: wake it only for a new one
+            first = g.deadline
+            heapq.heappush(self._heap, (g.deadline, next(self._seq), g, False))
+            if label and now + self.warn_every_s < g.deadline:
+                first = now + self.warn_every_s
+                heapq.heappush(self._heap, (first, next(self._seq), g, True))
+            if self._heap[0][0] == first:  # the thread sleeps until the earliest entry: wake it for a new one
                 self._cond.notify()
         try:
             yield g
@@ -87,15 +109,24 @@ class SocketWatchdog:
                 if not self._heap:
                     self._cond.wait()
                     continue
-                deadline, _, g = self._heap[0]
-                wait = deadline - time.monotonic()
+                when, _, g, warning = self._heap[0]
+                now = time.monotonic()
+                wait = when - now
                 if wait > 0:
                     self._cond.wait(wait)
                     continue
                 heapq.heappop(self._heap)
-                g.fired = True
-                g.done = True
-                fd = g.fd
+                if warning:
+                    if now + self.warn_every_s < g.deadline:
+                        heapq.heappush(self._heap, (now + self.warn_every_s, next(self._seq), g, True))
+                    waited = now - g.started
+                else:
+                    g.fired = True
+                    g.done = True
+                    fd = g.fd
+            if warning:
+                log.warning("still waiting after %.0f s: %s", waited, g.label)
+                continue
             _shutdown(fd)
 
 

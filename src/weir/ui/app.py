@@ -5,12 +5,18 @@ Routes (all ``GET``; the app has no route that writes):
 * ``/`` — the topologies in the store (straight to the one when ``topology`` is given);
 * ``/t/<topology>`` — the topology's page; ``/t/<topology>/body`` — its body, for the refresh;
 * ``/api/topologies`` and ``/api/topologies/<topology>`` — the same data as JSON.
+
+Every request's ``Host`` header must name this server (:func:`allowed_hosts`): a page on another
+site that rebinds its DNS name to ``127.0.0.1`` (DNS rebinding) gets ``400 Invalid host header``
+instead of the store's contents.
 """
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote
 
@@ -18,13 +24,39 @@ from weir.errors import ConfigError
 from weir.ui.data import StoreReader
 from weir.ui.render import body_html, index_html, page_html
 
-__all__ = ["UiServer", "create_app"]
+__all__ = ["UiServer", "allowed_hosts", "create_app"]
+
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
-def create_app(reader: StoreReader, *, topology: str | None = None, refresh_s: float = 2.0) -> Any:
-    """The Starlette application over ``reader``."""
+def allowed_hosts(bind: str, extra: Iterable[str] = ()) -> list[str]:
+    """The ``Host`` header names a server bound to ``bind`` answers (ports aside).
+
+    Loopback names always; the bound address itself; for a bind-all address (``0.0.0.0``,
+    ``::``) also this machine's host name and fully qualified name; and ``extra`` (``--allowed-host``,
+    e.g. the name of a reverse proxy). Any other name is refused.
+    """
+    names = [*_LOOPBACK_NAMES]
+    if bind not in ("0.0.0.0", "::", ""):  # noqa: S104 - compared, not bound
+        names.append(bind)
+    else:
+        names += [socket.gethostname(), socket.getfqdn()]
+    names += [h for h in extra if h]
+    return list(dict.fromkeys(n.lower() for n in names))
+
+
+def create_app(
+    reader: StoreReader,
+    *,
+    topology: str | None = None,
+    refresh_s: float = 2.0,
+    hosts: Iterable[str] | None = None,
+) -> Any:
+    """The Starlette application over ``reader``; ``hosts``: the accepted ``Host`` names (default loopback)."""
     try:
         from starlette.applications import Starlette
+        from starlette.middleware import Middleware
+        from starlette.middleware.trustedhost import TrustedHostMiddleware
         from starlette.requests import Request
         from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
         from starlette.routing import Route
@@ -76,7 +108,10 @@ def create_app(reader: StoreReader, *, topology: str | None = None, refresh_s: f
             Route("/t/{name}/body", body),
             Route("/api/topologies", api_list),
             Route("/api/topologies/{name}", api_one),
-        ]
+        ],
+        middleware=[
+            Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts or allowed_hosts("127.0.0.1"))),
+        ],
     )
 
 
@@ -91,13 +126,14 @@ class UiServer:
         port: int = 8765,
         topology: str | None = None,
         refresh_s: float = 2.0,
+        extra_hosts: Iterable[str] = (),
     ) -> None:
         try:
             import uvicorn
         except ImportError as exc:
             msg = "weir ui needs starlette and uvicorn; pip install 'weir[ui]'"
             raise ConfigError(msg) from exc
-        app = create_app(reader, topology=topology, refresh_s=refresh_s)
+        app = create_app(reader, topology=topology, refresh_s=refresh_s, hosts=allowed_hosts(host, extra_hosts))
         self.config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
         self.server = uvicorn.Server(self.config)
         self.host = host

@@ -376,3 +376,18 @@ def test_a_fenced_driver_changes_no_cell(kit: StoreKit) -> None:
         assert backing.multi_get([("cat", 0), ("emu", 2)]) == [OpaqueValue(2, 3, 2), None]
     finally:
         close_backends()
+
+
+def test_a_lone_surrogate_key_is_stored_or_named(kit: StoreKit) -> None:
+    """A key holding a lone surrogate (not UTF-8) is stored and read back, or refused naming state and key."""
+    backing = kit.make(StateType.NON_TRANSACTIONAL).backing_map()
+    keys = [("bad\udcff", 1), ("fine", 2)]
+    try:
+        backing.multi_put(keys, [1, 2])
+    except SerializationError as exc:
+        text = str(exc)
+        assert kit.kind == "postgres", text  # only a TEXT key column cannot hold it
+        assert kit.name in text and "bad\\udcff" in text, text
+        return
+    assert backing.multi_get(keys) == [1, 2]
+    assert kit.make(StateType.NON_TRANSACTIONAL).backing_map().multi_get([keys[0]]) == [1]

@@ -155,13 +155,15 @@ def run_guarded(
     may_rerun: Callable[[FailedCall], bool],
     fail: Callable[[FailedCall], Exception],
     discard: Callable[[Any], None],
+    label: str = "",
 ) -> T:
     """Run ``body(conn)`` (in one transaction if asked), bounded by ``socket_timeout``; rerun it at most once.
 
     1. ``connection()`` gives the connection of this process and thread (it raises the caller's
        error when none can be made).
     2. The call runs under the socket watchdog: a server that does not answer within
-       ``socket_timeout`` has the connection shut down.
+       ``socket_timeout`` has the connection shut down; with a ``label`` (what waits), the watchdog
+       logs a warning while the call still waits.
     3. On a psycopg error, a lost connection is handed to ``discard``; if it was lost without a
        timeout and ``may_rerun`` agrees (nothing can have been applied, or the body is
        idempotent), ``body`` runs once more on a new connection.
@@ -171,7 +173,7 @@ def run_guarded(
     for attempt in (1, 2):
         conn = connection()
         stage: Literal["begin", "body", "commit"] = "begin"
-        with WATCHDOG.guard(conn.pgconn.socket, socket_timeout) as guard:
+        with WATCHDOG.guard(conn.pgconn.socket, socket_timeout, label) as guard:
             try:
                 if not in_transaction:
                     stage = "body"

@@ -53,7 +53,7 @@ from weir.connectors.postgres.connection import (
 from weir.connectors.postgres.connection import close as _close
 from weir.connectors.postgres.connection import connect_hint as _connect_hint
 from weir.connectors.postgres.connection import import_psycopg as _import_psycopg
-from weir.errors import ConfigError, StateError
+from weir.errors import ConfigError, StateError, StoreUnavailableError
 from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
 from weir.state.config import ProviderConfig
 from weir.state.connections import ProcessConnections
@@ -67,6 +67,19 @@ __all__ = ["PostgresBackend", "PostgresOptions", "open_backend", "redact_url"]
 LARGE_CHANGE_SET = 10_000
 
 T = TypeVar("T")
+
+#: the longest namespace weir's tables index (a btree entry holds at most about 2,700 bytes)
+MAX_NAMESPACE_BYTES = 2000
+#: the longest server error text quoted in a StateError (a refused row may be quoted whole)
+_MAX_REASON = 1000
+
+
+def shown_namespace(namespace: str, limit: int = 120) -> str:
+    """``repr(namespace)``, cut to about ``limit`` characters with its length when it is longer."""
+    if len(namespace) <= limit:
+        return repr(namespace)
+    return f"{namespace[: limit // 2]!r}... ({len(namespace)} characters)"
+
 
 _SCHEMA_LOCK_ID = 0x7765_6972_5F73_6368  # pg_advisory_xact_lock key guarding table creation ("weir_sch")
 _GET_MANY_CHUNK = 10_000
@@ -280,19 +293,39 @@ class PostgresBackend(Backend):
 
     def _failure(self, namespace: str, what: str, exc: BaseException, timed_out: bool, extra: str = "") -> StateError:
         """A StateError naming the store, the namespace and the operation (never a raw psycopg error)."""
+        psycopg = _import_psycopg()
+        # the server did not answer (refused, lost, timed out, frozen): retriable, a supervised run restarts
+        unavailable = timed_out or isinstance(exc, psycopg.OperationalError)
         if timed_out:
             reason = (
                 f"no answer within socketTimeout={self.options.socket_timeout:g} s (the server is frozen "
                 "or unreachable); the connection was closed"
             )
         else:
-            psycopg = _import_psycopg()
             reason = self._scrub(exc)
             if isinstance(exc, psycopg.errors.QueryCanceled):
                 reason += f" (statementTimeout={self.options.statement_timeout:g} s)"
-        return StateError(
-            f"namespace {namespace!r}: {what} on the postgres store {self.describe()} failed: {reason}{extra}; "
-            "the batch fails and is retried or recovered once the server answers"
+            elif what.endswith("(connecting)"):
+                reason += f" (connectTimeout={self.options.connect_timeout:g} s)"
+        if len(reason) > _MAX_REASON:
+            reason = reason[:_MAX_REASON] + f"... ({len(reason)} characters in all)"
+        if len(namespace.encode("utf-8", "surrogatepass")) > MAX_NAMESPACE_BYTES:
+            return StateError(
+                f"namespace {shown_namespace(namespace)}: {what} on the postgres store {self.describe()} failed: "
+                f"{reason}; the namespace is longer than PostgreSQL can index (at most {MAX_NAMESPACE_BYTES} "
+                "bytes in weir's tables): use shorter topology, component or state names"
+            )
+        cls = StoreUnavailableError if unavailable else StateError
+        return cls(
+            f"namespace {shown_namespace(namespace)}: {what} on the postgres store {self.describe()} failed: "
+            f"{reason}{extra}; the batch fails and is retried or recovered once the server answers"
+        )
+
+    def _waiting(self, namespace: str, what: str) -> str:
+        """What a call waits for, for the watchdog's log lines while the server does not answer."""
+        return (
+            f"namespace {shown_namespace(namespace)}: {what} on the postgres store {self.describe()} "
+            f"(gives up at socketTimeout={self.options.socket_timeout:g} s)"
         )
 
     def close(self) -> None:
@@ -326,7 +359,7 @@ class PostgresBackend(Backend):
         try:
             return self._conn()
         except psycopg.Error as exc:
-            raise self._failure(namespace, f"{what} (connecting)", exc, False) from None
+            raise self._failure(namespace, f"{what} (connecting)", exc, False) from exc
 
     def _read(self, namespace: str, body: Callable[[psycopg.Connection[Any]], T], what: str = "read") -> T:
         """Run a read; reconnect and retry once if the connection broke (not after a timeout)."""
@@ -339,6 +372,7 @@ class PostgresBackend(Backend):
             may_rerun=lambda f: isinstance(f.exc, psycopg.OperationalError),
             fail=lambda f: self._failure(namespace, what, f.exc, f.timed_out),
             discard=self._conns.discard,
+            label=self._waiting(namespace, what),
         )
 
     def _write(
@@ -373,6 +407,7 @@ class PostgresBackend(Backend):
             may_rerun=lambda f: f.stage == "begin" or (f.stage == "body" and rerun),
             fail=fail,
             discard=self._conns.discard,
+            label=self._waiting(namespace, what),
         )
 
     def _fence(

@@ -55,7 +55,7 @@ from weir._util import validate_identifier
 from weir.connectors.postgres.connection import FailedCall, check_connection_options, connect, redact_url, run_guarded
 from weir.connectors.postgres.connection import close as _close
 from weir.connectors.postgres.connection import import_psycopg as _import_psycopg
-from weir.errors import ConfigError, SerializationError, StateError
+from weir.errors import ConfigError, SerializationError, StateError, StoreUnavailableError
 from weir.state.connections import ProcessConnections, shared_connections
 from weir.trident.backing.catalog import PREFIX, MapCatalog, MapInfo, missing
 from weir.trident.backing.codec import decode_json, encode_cell, encode_json, encode_key, to_cell, to_stored
@@ -147,6 +147,15 @@ def _already_json(text: str) -> str:
 def _json_loads(data: str | bytes) -> Any:
     """Read a ``JSON``/``JSONB`` column written by :func:`_json_dumps`."""
     return decode_json(data, what="PostgresMapState JSON column")
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (no lone surrogates)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -279,11 +288,11 @@ class PostgresMapStore(MapStore):
                 return self.connection()
             except ConfigError as exc:  # the server went away mid-run: a failed batch, not bad config
                 msg = f"{what}: {exc}"
-                raise StateError(msg) from exc
+                raise StoreUnavailableError(msg) from exc
 
         def fail(f: FailedCall) -> Exception:
             if isinstance(f.exc, psycopg.errors.QueryCanceled) and not f.timed_out:
-                return StateError(
+                return StoreUnavailableError(
                     f"PostgresMapState {self.describe()}: {what} failed: {self._scrub(f.exc)} "
                     f"(statement_timeout={self.statement_timeout:g} s); the batch fails and is retried"
                 )
@@ -294,12 +303,15 @@ class PostgresMapStore(MapStore):
                     "values of the column types, or use value_type='JSONB'"
                 )
             if f.timed_out:
-                return StateError(
+                return StoreUnavailableError(
                     f"PostgresMapState {self.describe()}: {what} failed: no answer within "
                     f"socket_timeout={self.socket_timeout:g} s (the server is frozen or unreachable); "
                     "the connection was closed and the batch fails and is retried once the server answers"
                 )
-            return StateError(f"PostgresMapState {self.describe()}: {what} failed: {self._scrub(f.exc)}")
+            failed = f"PostgresMapState {self.describe()}: {what} failed: {self._scrub(f.exc)}"
+            if f.lost or isinstance(f.exc, psycopg.OperationalError):
+                return StoreUnavailableError(failed)
+            return StateError(failed)
 
         return run_guarded(
             connection,
@@ -311,6 +323,7 @@ class PostgresMapStore(MapStore):
             ),
             fail=fail,
             discard=lambda conn: self._connections().discard(conn),
+            label=f"PostgresMapState {self.describe()}: {what} (gives up at socket_timeout={self.socket_timeout:g} s)",
         )
 
     # ---- the table -----------------------------------------------------------------------------
@@ -493,6 +506,14 @@ class PostgresBackingMap(BackingMap[Any]):
                     "non-null value per key column, in that order"
                 )
                 raise SerializationError(msg)
+            for v in k:
+                if isinstance(v, str) and not _utf8(v):
+                    msg = (
+                        f"PostgresMapState {where}: key {k!r} holds a lone surrogate ({ascii(v)}), which "
+                        "PostgreSQL text cannot store; decode the grouping value with errors='replace' "
+                        "or group by its bytes"
+                    )
+                    raise SerializationError(msg)
         arrays: list[list[Any]] = []
         for i, (name, ctype) in enumerate(store.key_columns):
             column = _uniform([k[i] for k in ks])

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from weir._redact import redact_url
 from weir._util import positive_float, positive_int
 from weir.errors import ConfigError, StateError
 from weir.state.config import ProviderConfig
@@ -135,7 +136,7 @@ def path_from_url(url: str) -> str:
         msg = f"sqlite provider: url {url!r} must look like sqlite:///PATH (relative) or sqlite:////PATH"
         raise ConfigError(msg)
     if "?" in rest or "#" in rest:
-        msg = f"sqlite provider: url {url!r} may not have a query; set timeout/synchronous as config keys"
+        msg = f"sqlite provider: url {redact_url(url)!r} may not have a query; set timeout/synchronous as config keys"
         raise ConfigError(msg)
     path = rest[1:] if rest.startswith("/") else rest
     if not path:

@@ -11,7 +11,7 @@ from weir._util import flag, positive_int
 from weir.errors import ConfigError
 from weir.state.config import ProviderConfig, default_state_dir, parse_provider_config, spark_checkpoint_location
 
-__all__ = ["RuntimeConfig", "WEIR_KEYS"]
+__all__ = ["MAX_TOPOLOGY_NAME_BYTES", "RuntimeConfig", "WEIR_KEYS", "check_topology_name"]
 
 WEIR_KEYS = {
     "weir.state.dir",
@@ -41,6 +41,46 @@ def _int(conf: Mapping[str, Any], key: str, default: int, minimum: int) -> int:
     return positive_int(v, key, minimum=minimum, expected=f"an integer ≥ {minimum}")
 
 
+#: the longest topology name: it is a directory name (255 bytes on common file systems) with room to spare
+MAX_TOPOLOGY_NAME_BYTES = 200
+
+
+def check_topology_name(topology: object) -> str:
+    """``topology`` when it is a safe name; else a ConfigError saying why.
+
+    The name becomes a path component (Spark's checkpoint directory ``<state dir>/spark/<topology>``)
+    and part of every namespace, so it must be a non-empty string that is not ``.`` or ``..``, holds
+    no ``/``, backslash, NUL or other control character, encodes as UTF-8 in at most
+    :data:`MAX_TOPOLOGY_NAME_BYTES` bytes and does not start with ``$`` (weir's own components).
+    """
+    if not isinstance(topology, str) or not topology:
+        msg = f"topology name {topology!r} must be a non-empty string"
+        raise ConfigError(msg)
+    why = None
+    if topology in (".", ".."):
+        why = "is a relative directory name"
+    elif topology.startswith("$"):
+        why = "starts with '$' (reserved for weir's own components)"
+    elif any(c in "/\\" or ord(c) < 32 or ord(c) == 127 for c in topology):
+        why = "holds '/', '\\' or a control character"
+    else:
+        try:
+            size = len(topology.encode())
+        except UnicodeEncodeError:
+            why = "holds a lone surrogate (not valid Unicode text)"
+        else:
+            if size > MAX_TOPOLOGY_NAME_BYTES:
+                why = f"is {size} bytes long in UTF-8 (at most {MAX_TOPOLOGY_NAME_BYTES})"
+    if why is not None:
+        shown = ascii(topology) if len(topology) <= 80 else ascii(topology[:80]) + "..."
+        msg = (
+            f"topology name {shown} {why}: it names a directory (Spark's checkpoint) and the state "
+            "namespaces, so it must be a safe path component; use letters, digits, '-', '_' or '.'"
+        )
+        raise ConfigError(msg)
+    return topology
+
+
 @dataclass(frozen=True)
 class RuntimeConfig:
     """Validated runtime settings of one topology run.
@@ -60,7 +100,8 @@ class RuntimeConfig:
         behind Spark's commit log (see :mod:`weir.runtime.spark.statecheck`)
     history_size : ``weir.history.size``: checkpoint history entries kept in the store (default 100, 0 = none)
     metrics_port : ``weir.metrics.port``: serve Prometheus metrics on this port (None = off, 0 = any free port)
-    metrics_host : ``weir.metrics.host``: the address the metrics endpoint binds (default ``0.0.0.0``)
+    metrics_host : ``weir.metrics.host``: the address the metrics endpoint binds (default ``127.0.0.1``:
+        the endpoint has no authentication; set ``0.0.0.0`` to let a remote Prometheus scrape it)
     coordinator_url : ``weir.coordinator.url``: the store of the coordinator record when the state
         provider is a custom ``StateProvider`` (None: ``<state_dir>/state.db``)
     message_timeout_secs : ``topology.message.timeout.secs`` (default 30, Storm's); the checkpoint
@@ -88,7 +129,7 @@ class RuntimeConfig:
     accept_state_loss: bool = False
     history_size: int = 100
     metrics_port: int | None = None
-    metrics_host: str = "0.0.0.0"
+    metrics_host: str = "127.0.0.1"
     restart_max: int = 5
     restart_backoff_ms: int = 1000
     allow_inexact: bool = False
@@ -102,9 +143,7 @@ class RuntimeConfig:
     @classmethod
     def from_conf(cls, topology: str, conf: Mapping[str, Any]) -> RuntimeConfig:
         """Parse and validate ``conf``; unknown ``weir.*`` keys are refused (likely typos)."""
-        if not isinstance(topology, str) or not topology or "/" in topology or topology.startswith("$"):
-            msg = f"topology name {topology!r} must be a non-empty string without '/' and not starting with '$'"
-            raise ConfigError(msg)
+        check_topology_name(topology)
         for k in conf:
             if not isinstance(k, str):
                 msg = f"configuration keys must be strings, got {k!r}"
@@ -164,7 +203,7 @@ class RuntimeConfig:
         if metrics_port is not None and metrics_port > 65535:
             msg = f"weir.metrics.port must be a TCP port (0 = any free port), got {metrics_port!r}"
             raise ConfigError(msg)
-        metrics_host = conf.get("weir.metrics.host", "0.0.0.0")
+        metrics_host = conf.get("weir.metrics.host", "127.0.0.1")
         if not isinstance(metrics_host, str) or not metrics_host:
             msg = f"weir.metrics.host must be an address to bind, e.g. 127.0.0.1, got {metrics_host!r}"
             raise ConfigError(msg)

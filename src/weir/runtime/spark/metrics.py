@@ -128,7 +128,7 @@ class TopologyMetrics:
         self.lock = threading.Lock()
 
     # ---- serving ---------------------------------------------------------------------------
-    def serve(self, port: int, host: str = "0.0.0.0") -> int:  # noqa: S104 - a metrics endpoint is scraped remotely
+    def serve(self, port: int, host: str = "127.0.0.1") -> int:
         """Serve ``/metrics`` on ``host:port`` (0 = a free port) in a daemon thread; the bound port."""
         from prometheus_client import start_http_server
 

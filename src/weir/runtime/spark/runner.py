@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import re
+import signal
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -22,9 +23,9 @@ from pyspark import cloudpickle
 
 from weir.checkpoint.coordinator import BatchReport, CheckpointStore, Coordinator, JobOutcome, retry_batch
 from weir.checkpoint.history import CheckpointHistory
-from weir.errors import ConfigError, FencedError, TopologyError, WeirError
+from weir.errors import ConfigError, FencedError, SparkDiedError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
-from weir.runtime.spark.session import ensure_python_env, get_spark
+from weir.runtime.spark.session import ensure_python_env, get_spark, spark_jvm_exit
 from weir.runtime.spark.spouts import spout_streams, union_as_json
 from weir.runtime.spark.statecheck import check_store_against_spark, read_batch_offsets
 from weir.runtime.spark.supervision import RestartPolicy, StopRequested, Supervisor
@@ -58,6 +59,19 @@ RECENT_BATCHES = 8
 _CHECKPOINT_CLASH = re.compile(
     r"number of sources|sources in the checkpoint|offset log|incompatible|schema of the", re.IGNORECASE
 )
+#: how py4j reports a JVM it can no longer reach
+_PY4J_LOST = re.compile(
+    r"Py4JNetworkError|Py4JError|Connection refused|ConnectionRefusedError|Answer from Java side is empty"
+)
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return str(signum)
+
+
 #: the file in a Spark checkpoint directory that says which topology's spouts wrote it
 CHECKPOINT_MARKER = "weir-topology.json"
 
@@ -625,6 +639,9 @@ class TopologyRun:
         to start the query again when this driver holds the newest epoch (the other one is being
         fenced and will stop); None for any other failure.
         """
+        died = self._jvm_died(exc)
+        if died is not None:
+            return died
         if not any(m in str(exc) for m in _CONCURRENT_CHECKPOINT):
             return None
         conflict = self._checkpoint_conflict(exc)
@@ -632,6 +649,25 @@ class TopologyRun:
             return conflict
         self._conflict_restarts += 1
         return f"another driver still writes the Spark checkpoint ({self._conflict_restarts}/{_CONFLICT_RESTARTS})"
+
+    def _jvm_died(self, exc: BaseException) -> SparkDiedError | None:
+        """A named error when Spark's JVM is gone: no restart can reach it from this process."""
+        ended = spark_jvm_exit(wait_s=2.0 if _PY4J_LOST.search(f"{type(exc).__name__}: {exc}") else 0.0)
+        if ended is None:
+            return None
+        pid, code = ended
+        how = f"was killed by signal {_signal_name(-code)}" if code < 0 else f"exited with status {code}"
+        rec = self.coordinator.record if self.coordinator is not None else None
+        committed = rec.last_committed if rec is not None else "unknown"
+        msg = (
+            f"topology {self.name!r}: Spark's JVM died (pid {pid} {how}); the run stops without a restart, "
+            f"since a restart from this process cannot reach it. The store holds every committed batch (last "
+            f"committed txid {committed}); start the topology again (weir run / weir.submit) and recovery "
+            "finishes or undoes the transaction in flight. If the JVM ran out of memory, raise "
+            "spark.driver.memory (weir.spark.conf)"
+        )
+        log.error("%s", msg)
+        return SparkDiedError(msg)
 
     def await_termination(self, timeout: float | None = None) -> bool:
         """Wait for the run to end; re-raise the error that stopped it (a :class:`WeirError`).

@@ -21,7 +21,7 @@ from typing import Any
 
 from weir._redact import SPARK_REDACTION_REGEX, SPARK_STRING_REDACTION_REGEX
 
-__all__ = ["QUIET_LOG4J2", "ensure_python_env", "get_spark", "stop_spark", "verbose"]
+__all__ = ["QUIET_LOG4J2", "ensure_python_env", "get_spark", "spark_jvm_exit", "stop_spark", "verbose"]
 
 #: the log4j2 configuration of a quiet driver: errors only, on stderr
 QUIET_LOG4J2 = """\
@@ -167,6 +167,26 @@ def _spark_children() -> list[int]:
 def _drop_py4j_send_errors(record: logging.LogRecord) -> bool:
     """A root-logger filter: py4j's report of a command the stopped JVM did not answer is not the user's."""
     return not (record.name == "root" and record.getMessage() == "Exception while sending command.")
+
+
+def spark_jvm_exit(wait_s: float = 0.0) -> tuple[int, int] | None:
+    """``(pid, exit status)`` of the Spark JVM this process launched, once it has ended; else None.
+
+    A negative status is the signal that ended it (``-9``: SIGKILL). ``wait_s`` waits that long for
+    a JVM that is on its way out (its socket closed a moment before the process is reaped). None as
+    well when Spark runs in a JVM this process did not start (``PYSPARK_GATEWAY_PORT``).
+    """
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    proc: subprocess.Popen[bytes] | None = getattr(gateway, "proc", None) if gateway is not None else None
+    if proc is None:
+        return None
+    try:
+        code = proc.wait(wait_s) if wait_s > 0 else proc.poll()
+    except subprocess.TimeoutExpired:
+        return None
+    return None if code is None else (proc.pid, code)
 
 
 def stop_spark() -> None:

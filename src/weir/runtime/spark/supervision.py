@@ -6,7 +6,9 @@ A topology is one Spark Structured Streaming query. When that query ends with an
 - **transient** — a Python worker that failed to start or connect back, a lost executor, a store,
   broker or socket that was unreachable for a while, a source's
   :class:`~weir.errors.TransientSourceError` — also while the query is first built, when the spouts
-  compute their initial offsets (see :func:`transient_reason`): wait
+  compute their initial offsets — or a store call past its bound
+  (:class:`~weir.errors.StoreUnavailableError`, raised on the driver or in a task; see
+  :func:`transient_reason`): wait
   ``weir.restart.backoff.ms`` (doubled after each consecutive restart, at most
   :data:`MAX_BACKOFF_MS`), restart the coordinator (a new epoch; recovery finishes or undoes the
   transaction in flight, exactly as after a crash), run the full start-up check of the store against
@@ -33,7 +35,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from weir.errors import ConfigError, FencedError, SourceError, StateLossError, TopologyError, WeirError
+from weir.errors import (
+    ConfigError,
+    FencedError,
+    SourceError,
+    StateLossError,
+    StoreUnavailableError,
+    TopologyError,
+    WeirError,
+)
 
 __all__ = ["MAX_BACKOFF_MS", "RestartPolicy", "StopRequested", "Supervisor", "transient_reason"]
 
@@ -78,6 +88,8 @@ _TRANSIENT_TEXT = re.compile(
     r"|TransientSourceError",
     re.IGNORECASE,
 )
+#: a task's failure report when its store call ran past its bound (executor.py: "<type> in <where>: ...")
+_TASK_STORE_UNAVAILABLE = re.compile(r"\bStoreUnavailableError in ")
 _TRANSIENT_TYPES = {
     "ConnectionError",
     "ConnectionRefusedError",
@@ -106,6 +118,11 @@ def transient_reason(exc: BaseException) -> str | None:
     for e in chain:
         if isinstance(e, SourceError) and e.retriable:  # the one mechanism sources use: TransientSourceError
             return f"{type(e).__name__}: {_first_line(e)}"
+        # a store that did not answer within its bound, on the driver or in a task (whose report names it)
+        if isinstance(e, StoreUnavailableError) or (
+            isinstance(e, TopologyError) and _TASK_STORE_UNAVAILABLE.search(str(e))
+        ):
+            return f"the store did not answer ({_first_line(e)})"
         if isinstance(e, (FencedError, StateLossError, ConfigError, SourceError, StopRequested)):
             return None
         if isinstance(e, TopologyError) and e.component not in (None, "<spark>"):

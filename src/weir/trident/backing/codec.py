@@ -15,6 +15,7 @@ tuples become lists, and NaN, infinities and non-JSON objects are refused with a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,6 +36,18 @@ __all__ = [
 ]
 
 _JSON = JsonSerializer()
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_surrogates(text: str) -> str:
+    """JSON text with each lone surrogate written as a JSON unicode escape (valid UTF-8, same JSON value).
+
+    Such a character can only stand inside a JSON string literal, where the escape means the same
+    thing; every JSON decoder (Python's included) reads it back as the same character.
+    """
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
 
 _CELL_FORM = {
     StateType.OPAQUE: "OpaqueValue cells (or their [curr_txid, curr, prev] list form)",
@@ -85,7 +98,9 @@ def encode_key(key: Key, *, where: str) -> str:
             "must be str, int, float, bool, None, bytes or lists of those"
         )
         raise SerializationError(msg) from exc
-    return data.decode("utf-8", "surrogatepass")
+    # a lone surrogate (from a decoded byte string, say) is not UTF-8: stores that keep text refuse
+    # it, so it is written as its JSON escape, the same stored key in every process
+    return _escape_surrogates(data.decode("utf-8", "surrogatepass"))
 
 
 def to_stored(cell: Any, state_type: StateType, key: Key, *, where: str) -> Any:
@@ -186,7 +201,7 @@ def encode_cell_text(cell: Any, state_type: StateType, key: Key, *, where: str) 
             val = _scalar_text(cell.val)
             if val is not None:
                 return f"[{'null' if txid is None else txid},{val}]"
-    return encode_cell(cell, state_type, key, where=where).decode("utf-8", "surrogatepass")
+    return _escape_surrogates(encode_cell(cell, state_type, key, where=where).decode("utf-8", "surrogatepass"))
 
 
 def decode_cell(data: bytes | str | None, state_type: StateType, key: Key, *, where: str) -> Any:
