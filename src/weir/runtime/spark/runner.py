@@ -82,6 +82,15 @@ class BatchRunner(ABC):
         msg = f"{type(self).__name__} carries no punctuation"
         raise NotImplementedError(msg)
 
+    def after_batch(self, txid: int, skipped: bool) -> None:  # noqa: B027 - optional hook
+        """Batch ``txid`` is COMMITTED (``skipped``: a replay of a committed one); default: nothing."""
+
+    def abandoned(self) -> None:  # noqa: B027 - optional hook
+        """A batch failed every attempt and the query stops; default: nothing."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """The topology stopped; default: nothing."""
+
 
 @dataclass
 class RunStatus:
@@ -428,12 +437,14 @@ class TopologyRun:
                 )
             else:
                 report = self._stateless(rdd, batch_id)
+            self.runner.after_batch(report.txid, report.skipped)
             self._record(report)
             if not report.skipped:
                 self._supervisor.progressed()
         except BaseException as exc:
             self._error = exc
             self._status.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            self.runner.abandoned()
             raise
 
     def _stateless(self, rdd: Any, batch_id: int) -> BatchReport:
@@ -632,6 +643,7 @@ class TopologyRun:
             self.start()
         done = self._supervisor.wait(timeout)
         if done:
+            self.runner.close()
             err = self._supervisor.error
             self._status.state = "stopped" if err is None else "failed"
             if err is not None:
@@ -683,6 +695,7 @@ class TopologyRun:
         """
         self._supervisor.stop()
         self._stop_query()
+        self.runner.close()
         self._status.state = "stopped"
         if self.metrics is not None:
             self.metrics.close()

@@ -1,0 +1,1 @@
+"""Connectors: one package (or module) per external system, above the APIs they implement."""
