@@ -112,18 +112,14 @@ class Spout(Component):
     def create_stream(self, spark: SparkSession, context: TopologyContext) -> DataFrame:
         """A streaming DataFrame whose columns are the output fields, in order.
 
-        A Storm spout (one that implements :meth:`next_tuple`) does not override this: its batches
-        are paced by an internal stream with no rows, and its tuples come from the spout log.
+        A Storm spout (one that implements :meth:`next_tuple`) does not override this: the runtime
+        paces its batches with a stream of its own, and its tuples come from the spout log.
         """
-        if not self.is_storm_spout():
-            msg = (
-                f"{type(self).__name__} implements neither create_stream (a Spark-source spout) nor next_tuple "
-                "(a Storm spout); implement one of them"
-            )
-            raise NotImplementedError(msg)
-        from weir.sources._ticks import tick_stream
-
-        return tick_stream(spark, context)
+        msg = (
+            f"{type(self).__name__} implements neither create_stream (a Spark-source spout) nor next_tuple "
+            "(a Storm spout); implement one of them"
+        )
+        raise NotImplementedError(msg)
 
     def is_storm_spout(self) -> bool:
         """Whether this is a Storm spout (it implements ``next_tuple``, not ``create_stream``)."""

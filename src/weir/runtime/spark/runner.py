@@ -82,6 +82,10 @@ class BatchRunner(ABC):
         msg = f"{type(self).__name__} carries no punctuation"
         raise NotImplementedError(msg)
 
+    def create_stream(self, spout_id: str, spout: Any, spark: Any, context: TopologyContext) -> Any:
+        """The streaming DataFrame of spout ``spout_id``; the default asks the spout itself."""
+        return spout.create_stream(spark, context)
+
     def after_batch(self, txid: int, skipped: bool) -> None:  # noqa: B027 - optional hook
         """Batch ``txid`` is COMMITTED (``skipped``: a replay of a committed one); default: nothing."""
 
@@ -348,7 +352,7 @@ class TopologyRun:
         for cid, spout in self.spouts:
             ctx = TopologyContext(self.name, cid, 0, 1, self.conf)
             try:
-                dfs.append((cid, spout.create_stream(self.spark, ctx)))
+                dfs.append((cid, self.runner.create_stream(cid, spout, self.spark, ctx)))
             except WeirError:
                 raise
             except Exception as exc:

@@ -44,6 +44,7 @@ from weir.runtime.spark.executor import (
 from weir.runtime.spark.runner import BatchRunner
 from weir.runtime.spark.storm.spouts import SpoutDriver, logged_spout_task
 from weir.runtime.spark.storm.task import run_spout_task, run_task_blocks
+from weir.runtime.spark.storm.ticks import tick_stream
 from weir.topology.builder import GroupingKind, Subscription, Topology
 from weir.topology.punctuation import MarkRecord
 
@@ -389,6 +390,12 @@ class BatchJob(BatchRunner):
             return send_reports(acc, logged_spout_task(_s, pidx, txid, it, final=final))
 
         return _Chain(rdd._jrdd.rdd(), rdd._jrdd_deserializer, ("logged", cid)).then(("spout", cid, final), run)
+
+    def create_stream(self, spout_id: str, spout: Any, spark: Any, context: Any) -> Any:
+        """A Storm spout's batches are paced by :func:`~weir.runtime.spark.storm.ticks.tick_stream`."""
+        if self.spout_driver is not None and spout_id in self.spout_driver.spout_ids:
+            return tick_stream(spark, context)
+        return spout.create_stream(spark, context)
 
     def after_batch(self, txid: int, skipped: bool) -> None:
         """The batch ``txid`` is committed (or was, for a skipped replay): the spouts ack its tuples."""
