@@ -93,7 +93,9 @@ def rabbit_spout(url: str, queue: str, record_url: str, pg_url: str, topology: s
                 self._record(msg_id)
             return ok
 
-    s = RecordingRabbitMQSpout(url, queue, ["line", "id"], message_id=lambda body, props: body.split(" ", 1)[0])
+    s = RecordingRabbitMQSpout(
+        url, queue, ["line"], id_field="id", message_id=lambda body, props: body.split(" ", 1)[0]
+    )
     s.record_url, s.pg_url, s.topology_name = record_url, pg_url, topology
     return s
 
