@@ -79,6 +79,7 @@ PINS: dict[str, set[str]] = {
         "DataFrameSpout", "FileSpout", "Guarantee", "KafkaSpout", "NatsSpout", "RabbitMQSpout", "RateSpout",
         "ReadLimit", "RedisQueueSpout", "RedisStreamSpout", "ReplayableSpout",
     },
+    "weir.connectors": set(),
     "weir.sinks": {"KafkaBolt", "KafkaState", "KafkaStateFactory", "KafkaStateUpdater", "TransactionalPublisher"},
     "weir.ui": {"Snapshot", "StoreReader", "UiServer", "create_app"},
 }  # fmt: skip
