@@ -25,6 +25,7 @@ from tests.servers import (
     Memcached,
     NatsServer,
     PostgresDatabase,
+    RabbitMQServer,
     RedisCluster,
     RedisServer,
     require_binary,
@@ -46,6 +47,8 @@ def xdist_group(nodeid: str) -> str:
     """
     if "hbase" in nodeid.lower():
         return "hbase"
+    if "rabbitmq" in nodeid.lower():
+        return "rabbitmq"
     if nodeid.startswith("tests/kafka/"):
         return "kafka"
     return nodeid
@@ -69,6 +72,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def redis_server() -> Iterator[RedisServer]:
     """A standalone ``redis-server`` on a free loopback port (no persistence)."""
     with RedisServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_server() -> Iterator[RabbitMQServer]:
+    """Debian's ``rabbitmq-server`` as its own node on free loopback ports (slow to boot: one per worker)."""
+    with RabbitMQServer() as server:
         yield server
 
 

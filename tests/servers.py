@@ -527,6 +527,88 @@ class Memcached(ServerProcess):
         return f"memcached://127.0.0.1:{self.port}"
 
 
+# ---- RabbitMQ --------------------------------------------------------------------------------
+class RabbitMQServer(ServerProcess):
+    """Debian's ``rabbitmq-server`` on a free loopback port, as its own node.
+
+    Its own node name, mnesia and log directories, no plugins, and its own ``epmd`` on a free port
+    (stopped with the broker), so it never touches a system RabbitMQ or another test's node.
+    ``guest``/``guest`` may connect from loopback. Messages published persistent to a durable
+    queue survive :meth:`kill_and_restart`.
+    """
+
+    name = "rabbitmq"
+    startup_timeout = 180.0  # an Erlang VM booting on a loaded machine
+
+    def __init__(self, workdir: str | os.PathLike[str] | None = None) -> None:
+        super().__init__(workdir)
+        script = "/usr/lib/rabbitmq/bin/rabbitmq-server"  # the wrapper in /usr/sbin switches user
+        require_service(os.path.exists(script), "rabbitmq-server is not installed (apt-get install rabbitmq-server)")
+        self.script = script
+        self.port = free_port()
+        self.dist_port = free_port()
+        self.epmd_port = free_port()
+        self.node = f"weir{self.port}@localhost"
+        (self.workdir / "enabled_plugins").write_text("[].\n")
+
+    @property
+    def url(self) -> str:
+        """The AMQP URL of the broker (guest on the default vhost)."""
+        return f"amqp://guest:guest@127.0.0.1:{self.port}/%2F"
+
+    def command(self) -> list[str]:
+        """``rabbitmq-server`` with its environment (``env`` keeps the test's own untouched)."""
+        w = self.workdir
+        env = {
+            "HOME": str(w),  # the Erlang cookie
+            "RABBITMQ_NODENAME": self.node,
+            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+            "RABBITMQ_NODE_PORT": str(self.port),
+            "RABBITMQ_DIST_PORT": str(self.dist_port),
+            "ERL_EPMD_PORT": str(self.epmd_port),
+            "RABBITMQ_MNESIA_BASE": str(w / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(w / "log"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(w / "enabled_plugins"),
+            "RABBITMQ_CONFIG_FILE": str(w / "rabbitmq"),
+            "RABBITMQ_ADVANCED_CONFIG_FILE": str(w / "advanced.config"),
+            "RABBITMQ_CONF_ENV_FILE": str(w / "rabbitmq-env.conf"),
+        }
+        return ["env", *(f"{k}={v}" for k, v in env.items()), self.script]
+
+    def ready(self) -> bool:
+        """The broker accepts an AMQP connection."""
+        import pika
+
+        try:
+            pika.BlockingConnection(pika.URLParameters(self.url + "?connection_attempts=1&socket_timeout=2")).close()
+        except Exception:
+            return False
+        return True
+
+    def _kill_group(self, sig: int) -> None:
+        proc = self.proc
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, sig)  # the script, the Erlang VM and its port programs
+
+    def _stop_epmd(self) -> None:
+        epmd = shutil.which("epmd")
+        if epmd is not None:
+            env = {**os.environ, "ERL_EPMD_PORT": str(self.epmd_port)}
+            subprocess.run([epmd, "-kill"], env=env, capture_output=True, check=False, timeout=30)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the node's whole process group, then its epmd."""
+        self._kill_group(signal.SIGTERM)
+        super().stop(timeout)
+        self._stop_epmd()
+
+    def kill(self) -> None:
+        """SIGKILL the node (a crash); its epmd stays for the restart."""
+        self._kill_group(signal.SIGKILL)
+        super().kill()
+
+
 # ---- NATS ------------------------------------------------------------------------------------
 class NatsServer(ServerProcess):
     """``nats-server -js -a 127.0.0.1 -p PORT -sd DIR``; JetStream data survives a restart."""

@@ -11,7 +11,15 @@ from typing import Any
 
 from weir.errors import ConfigError
 
-__all__ = ["flag", "import_object", "java_class_name", "positive_float", "positive_int", "stable_hash", "validate_identifier"]
+__all__ = [
+    "flag",
+    "import_object",
+    "java_class_name",
+    "positive_float",
+    "positive_int",
+    "stable_hash",
+    "validate_identifier",
+]
 
 
 def flag(value: Any, what: str) -> bool:

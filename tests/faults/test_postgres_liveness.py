@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from weir.state._watchdog import WATCHDOG
+from weir.state.postgres import PostgresBackend, PostgresOptions
 
 import weir
 from tests.servers import PostgresServer, wait_until
@@ -25,8 +27,6 @@ from weir.demo import read_counts
 from weir.errors import ConfigError, StateError, StoreUnavailableError, WeirError
 from weir.runtime.spark.supervision import transient_reason
 from weir.sources import FileSpout
-from weir.state._watchdog import WATCHDOG
-from weir.state.postgres import PostgresBackend, PostgresOptions
 from weir.topology import BasicBolt, Fields, StatefulBolt, TopologyBuilder, Values
 
 pytestmark = [pytest.mark.services, pytest.mark.xdist_group("postgres-private")]

@@ -10,13 +10,13 @@ import time
 from typing import Any
 
 import pytest
+from weir._kafka import is_retriable
+from weir.sources.kafka import IDS
 
 from tests.kafka.conftest import create_topic, produce
 from tests.servers import KafkaBroker
-from weir._kafka import is_retriable
 from weir.errors import SourceError, TransientSourceError
 from weir.sources import KafkaSpout, ReadLimit
-from weir.sources.kafka import IDS
 
 pytestmark = [pytest.mark.services]
 

@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from weir.sinks.kafka import check_transaction_timeout
 
 import weir
 from tests.kafka.conftest import create_topic, produce
@@ -18,7 +19,6 @@ from tests.servers import KafkaBroker
 from tests.sources._spouts import CountByKey
 from weir.errors import ConfigError, StateError
 from weir.sinks import KafkaBolt, TransactionalPublisher
-from weir.sinks.kafka import check_transaction_timeout
 from weir.sources import KafkaSpout
 from weir.topology import Fields, TopologyBuilder
 

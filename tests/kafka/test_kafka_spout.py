@@ -10,12 +10,12 @@ import uuid
 from typing import Any
 
 import pytest
+from weir.sources.kafka import IDS
 
 from tests.kafka.conftest import create_topic, produce
 from tests.servers import KafkaBroker, free_port
 from weir.errors import ConfigError, SourceError
 from weir.sources import Guarantee, KafkaSpout, ReadLimit
-from weir.sources.kafka import IDS
 
 pytestmark = [pytest.mark.services]
 

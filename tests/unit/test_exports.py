@@ -34,7 +34,8 @@ PINS: dict[str, set[str]] = {
         "BaseWindowedBolt", "BasicBolt", "BasicOutputCollector", "Bolt", "BoltDeclarer", "ComponentSpec", "Count",
         "DEFAULT_STREAM", "Duration", "FailedException", "FailedTuple", "Fields", "Grouping", "GroupingKind",
         "Guarantee", "IBasicBolt", "IRichBolt", "IRichSpout", "IStatefulBolt", "IStatefulWindowedBolt",
-        "IWindowedBolt", "OutputCollector", "OutputFieldsDeclarer", "Spout", "StatefulBolt", "StatefulWindowedBolt",
+        "IWindowedBolt", "OutputCollector", "OutputFieldsDeclarer", "Spout", "SpoutOutputCollector", "StatefulBolt",
+        "StatefulWindowedBolt",
         "Subscription", "Topology", "TopologyBuilder", "TopologyContext", "Tuple", "TupleWindow", "Values",
         "WindowedBolt",
     },
@@ -76,8 +77,8 @@ PINS: dict[str, set[str]] = {
         "TxidRecord", "open_backend", "parse_provider_config",
     },
     "weir.sources": {
-        "DataFrameSpout", "FileSpout", "Guarantee", "KafkaSpout", "NatsSpout", "RateSpout", "ReadLimit",
-        "RedisStreamSpout", "ReplayableSpout",
+        "DataFrameSpout", "FileSpout", "Guarantee", "KafkaSpout", "NatsSpout", "RabbitMQSpout", "RateSpout",
+        "ReadLimit", "RedisQueueSpout", "RedisStreamSpout", "ReplayableSpout",
     },
     "weir.sinks": {"KafkaBolt", "KafkaState", "KafkaStateFactory", "KafkaStateUpdater", "TransactionalPublisher"},
     "weir.ui": {"Snapshot", "StoreReader", "UiServer", "create_app"},
@@ -86,6 +87,7 @@ PINS: dict[str, set[str]] = {
     "weir.connectors.kafka": {"CONNECTOR"},
     "weir.connectors.memcached": {"CONNECTOR"},
     "weir.connectors.nats": {"CONNECTOR"},
+    "weir.connectors.rabbitmq": {"CONNECTOR"},
     "weir.connectors.postgres": {"CONNECTOR", "PostgresBackend", "PostgresOptions", "open_backend", "redact_url"},
     "weir.connectors.redis": {
         "COMMIT_CHUNK", "CONNECTOR", "INLINE_LIMIT", "RedisBackend", "RedisSettings", "open_backend", "redis_client",

@@ -3,9 +3,11 @@
 Built on Spark's own sources: :class:`FileSpout`, :class:`RateSpout`, :class:`DataFrameSpout`.
 Replayable by offset range (Spark Python data sources): :class:`ReplayableSpout` (write your own),
 :class:`RedisStreamSpout` (Redis Streams), :class:`NatsSpout` (NATS JetStream) and
-:class:`KafkaSpout` (Kafka topics); those three live in their connectors
-(:mod:`weir.connectors.redis`, :mod:`weir.connectors.nats`, :mod:`weir.connectors.kafka`), which
-offer them here (this package imports no connector).
+:class:`KafkaSpout` (Kafka topics). Storm spouts (``next_tuple``/``ack``/``fail``, run on the driver
+with a spout log): :class:`RabbitMQSpout` (a RabbitMQ queue, manual acks) and :class:`RedisQueueSpout`
+(a Redis list as a reliable queue). The spouts of external systems live in their connectors
+(:mod:`weir.connectors.redis`, :mod:`weir.connectors.nats`, :mod:`weir.connectors.kafka`,
+:mod:`weir.connectors.rabbitmq`), which offer them here (this package imports no connector).
 """
 
 from typing import Any
@@ -30,8 +32,10 @@ __all__ = [
     "Guarantee",
     "KafkaSpout",
     "NatsSpout",
+    "RabbitMQSpout",
     "RateSpout",
     "ReadLimit",
+    "RedisQueueSpout",
     "RedisStreamSpout",
     "ReplayableSpout",
 ]

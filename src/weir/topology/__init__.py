@@ -19,6 +19,7 @@ from weir.topology.components import (
     StatefulBolt,
 )
 from weir.topology.context import TopologyContext
+from weir.topology.spout_collector import SpoutOutputCollector
 from weir.topology.tuple import DEFAULT_STREAM, Fields, Tuple, Values
 from weir.topology.windowing import Count, Duration, StatefulWindowedBolt, TupleWindow, WindowedBolt
 
@@ -67,6 +68,7 @@ __all__ = [
     "OutputCollector",
     "OutputFieldsDeclarer",
     "Spout",
+    "SpoutOutputCollector",
     "StatefulBolt",
     "StatefulWindowedBolt",
     "Subscription",

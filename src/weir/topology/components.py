@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from weir.state.base import State
     from weir.topology.collector import BasicOutputCollector, OutputCollector
     from weir.topology.context import TopologyContext
+    from weir.topology.spout_collector import SpoutOutputCollector
 
 __all__ = [
     "BasicBolt",
@@ -89,17 +90,71 @@ class Component(ABC):  # noqa: B024 - a marker base with optional hooks
 
 
 class Spout(Component):
-    """A source of tuples: a Spark streaming source whose offsets Spark checkpoints.
+    """A source of tuples: a Spark streaming source, or Storm's ``next_tuple`` / ``ack`` / ``fail`` spout.
 
-    Subclasses implement :meth:`create_stream` and declare their output fields; see
-    :mod:`weir.sources` for the built-ins (files, rate, any DataFrame, Redis Streams, NATS).
+    Two kinds, told apart by what the subclass implements:
+
+    * **Spark-source spouts** implement :meth:`create_stream` (a streaming DataFrame whose offsets
+      Spark checkpoints); see :mod:`weir.sources` for the built-ins (files, rate, any DataFrame,
+      Redis Streams, NATS, Kafka) and :class:`~weir.sources.ReplayableSpout`.
+    * **Storm spouts** (``BaseRichSpout``/``IRichSpout``) implement :meth:`next_tuple` and usually
+      :meth:`open`, :meth:`ack` and :meth:`fail`, as in Storm. Their tasks run on the driver; every
+      batch's tuples are written to a spout log in the topology's store before any bolt sees them,
+      so a retried or restarted batch replays exactly those tuples, and ``ack(msg_id)`` is called
+      once the batch's state is COMMITTED (see docs/storm-on-spark.md, "Storm spouts").
     """
 
     guarantee: Guarantee = Guarantee.TRANSACTIONAL
+    collector: SpoutOutputCollector
 
-    @abstractmethod
     def create_stream(self, spark: SparkSession, context: TopologyContext) -> DataFrame:
-        """A streaming DataFrame whose columns are the output fields, in order."""
+        """A streaming DataFrame whose columns are the output fields, in order.
+
+        A Storm spout (one that implements :meth:`next_tuple`) does not override this: the runtime
+        paces its batches with a stream of its own, and its tuples come from the spout log.
+        """
+        msg = (
+            f"{type(self).__name__} implements neither create_stream (a Spark-source spout) nor next_tuple "
+            "(a Storm spout); implement one of them"
+        )
+        raise NotImplementedError(msg)
+
+    def is_storm_spout(self) -> bool:
+        """Whether this is a Storm spout (it implements ``next_tuple``, not ``create_stream``)."""
+        cls = type(self)
+        return cls.next_tuple is not Spout.next_tuple and cls.create_stream is Spout.create_stream
+
+    # ---- Storm's ISpout (the driver calls these for a Storm spout; see the class docstring) ----
+    def open(self, conf: Mapping[str, Any], context: TopologyContext, collector: SpoutOutputCollector) -> None:
+        """Called once per spout task before any ``next_tuple``; keeps the collector as ``self.collector``."""
+        self.collector = collector
+
+    def next_tuple(self) -> None:
+        """Emit zero or more tuples with ``self.collector.emit``; emitting none says "nothing now"."""
+        msg = f"{type(self).__name__} does not implement next_tuple"
+        raise NotImplementedError(msg)
+
+    def ack(self, msg_id: Any) -> bool | None:
+        """The tuple emitted with ``msg_id`` is in a COMMITTED batch: acknowledge it at the source.
+
+        weir's addition to Storm's contract: return ``False`` when this instance does not hold the
+        message (it was delivered to an earlier instance, before a restart); weir then calls
+        ``ack`` again when the source redelivers it (the redelivered tuple is not emitted again).
+        ``None`` (Storm's ``void``) or ``True`` means acknowledged.
+        """
+        return None
+
+    def fail(self, msg_id: Any) -> None:  # noqa: B027 - optional hook
+        """The tuple's batch was abandoned after its retries: let the source redeliver it."""
+
+    def activate(self) -> None:  # noqa: B027 - optional hook
+        """The spout is about to be polled (after ``open`` and whenever the topology starts again)."""
+
+    def deactivate(self) -> None:  # noqa: B027 - optional hook
+        """The topology stops polling this spout (before ``close`` on a stop)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """The spout task ends (the topology stopped, or the task failed and is opened again)."""
 
     #: punctuation (IBM Streams): every spout task ends its part of each micro-batch with a window mark
     window_mark_each_batch: bool = False

@@ -47,7 +47,16 @@ def allow_inexact(conf: Mapping[str, Any]) -> bool:
 
 
 def spout_type(spout: Any) -> StateType:
-    """The spout's ``guarantee`` as a :class:`StateType` (transactional when it declares none)."""
+    """The spout's ``guarantee`` as a :class:`StateType` (transactional when it declares none).
+
+    A Storm spout (``next_tuple``/``ack``/``fail``) is non-transactional in Storm: a replay emits
+    whatever the source redelivers. On weir its batches come from the spout log, so a batch replays
+    exactly the tuples it had, and a redelivered message id is not emitted again: it is
+    transactional, whatever it declares. (Trident's ``new_stream`` does not take one yet; a
+    ``TopologyBuilder`` topology does.)
+    """
+    if isinstance(spout, Spout) and spout.is_storm_spout():
+        return StateType.TRANSACTIONAL
     g = spout.guarantee if isinstance(spout, Spout) else None
     if g is None:
         return StateType.TRANSACTIONAL

@@ -561,6 +561,14 @@ class TridentTopology:
         if not isinstance(spout, Spout):
             msg = f"new_stream({name!r}): expected a weir Spout (weir.sources.FileSpout, ...), got {spout!r}"
             raise TopologyError(msg)
+        if spout.is_storm_spout():
+            msg = (
+                f"new_stream({name!r}): {type(spout).__name__} is a Storm spout (next_tuple/ack/fail); Trident "
+                "plans each batch in Spark SQL from a Spark source, and cannot read the spout log yet. Run it in "
+                "a TopologyBuilder topology (its batches replay from the spout log: exactly-once state), or read "
+                "the source with a ReplayableSpout (see docs/sources.md)"
+            )
+            raise TopologyError(msg)
         declarer = OutputFieldsDeclarer()
         spout.declare_output_fields(declarer)
         fields = declarer.streams.get(DEFAULT_STREAM)

@@ -61,7 +61,6 @@ from weir.connectors.kafka.client import (
     is_retriable,
     topic_partitions,
 )
-from weir._util import positive_int
 from weir.errors import ConfigError, SourceError, TransientSourceError
 from weir.sources.replayable import Offset, ReadLimit, ReplayableSpout
 from weir.sources.schema import Column, converter, parse_columns

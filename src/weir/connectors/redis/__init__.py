@@ -10,6 +10,8 @@
   prefix (also offered as :mod:`weir.trident.backing`'s ``RedisMapState``).
 - :mod:`weir.connectors.redis.spout` — :class:`RedisStreamSpout`, a replayable spout over Redis Streams
   (also offered as ``weir.sources.RedisStreamSpout``).
+- :mod:`weir.connectors.redis.queue_spout` — :class:`RedisQueueSpout`, a Storm spout (``next_tuple``/
+  ``ack``/``fail``) over a Redis list used as a reliable queue (also ``weir.sources.RedisQueueSpout``).
 
 This ``__init__`` registers the store with :mod:`weir.state.registry` (:data:`CONNECTOR`).
 """
@@ -82,7 +84,10 @@ CONNECTOR = register(
         catalog=_catalog,
         exports={
             "weir.trident.backing": lazy_attrs(_MAPS, "RedisBackingMap", "RedisMapState", "RedisMapStore"),
-            "weir.sources": lazy_attrs("weir.connectors.redis.spout", "RedisStreamSpout"),
+            "weir.sources": {
+                **lazy_attrs("weir.connectors.redis.spout", "RedisStreamSpout"),
+                **lazy_attrs("weir.connectors.redis.queue_spout", "RedisQueueSpout"),
+            },
         },
     )
 )

@@ -29,6 +29,7 @@ WEIR_KEYS = {
     "weir.metrics.host",
     "weir.coordinator.url",
     "weir.restart.max",
+    "weir.spout.batch.max.tuples",
     "weir.restart.backoff.ms",
 }
 

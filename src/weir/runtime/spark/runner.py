@@ -32,6 +32,7 @@ from weir.runtime.spark.supervision import RestartPolicy, StopRequested, Supervi
 from weir.state.base import StateProvider
 from weir.state.config import ProviderConfig, parse_provider_config
 from weir.state.factory import KeyValueStateProvider, StateFactory, open_backend
+from weir.topology.context import TopologyContext
 
 if TYPE_CHECKING:
     from weir.runtime.spark.metrics import TopologyMetrics
@@ -95,6 +96,19 @@ class BatchRunner(ABC):
         """Run the final-mark transaction of a finite run (only called when :meth:`punctuates`)."""
         msg = f"{type(self).__name__} carries no punctuation"
         raise NotImplementedError(msg)
+
+    def create_stream(self, spout_id: str, spout: Any, spark: Any, context: TopologyContext) -> Any:
+        """The streaming DataFrame of spout ``spout_id``; the default asks the spout itself."""
+        return spout.create_stream(spark, context)
+
+    def after_batch(self, txid: int, skipped: bool) -> None:  # noqa: B027 - optional hook
+        """Batch ``txid`` is COMMITTED (``skipped``: a replay of a committed one); default: nothing."""
+
+    def abandoned(self) -> None:  # noqa: B027 - optional hook
+        """A batch failed every attempt and the query stops; default: nothing."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """The topology stopped; default: nothing."""
 
 
 @dataclass
@@ -353,7 +367,9 @@ class TopologyRun:
             msg = f"topology {self.name!r} is already running (query {self._qid})"
             raise TopologyError(msg, topology=self.name)
         resume = self.coordinator.resume_offsets if self.coordinator is not None else None
-        dfs = spout_streams(self.spark, self.name, self.conf, self.spouts, resume=resume)
+        dfs = spout_streams(
+            self.spark, self.name, self.conf, self.spouts, resume=resume, create=self.runner.create_stream
+        )
         if len(dfs) == 1:
             self._spout_id: str | None = self.spouts[0][0]
             df = dfs[0]
@@ -433,12 +449,14 @@ class TopologyRun:
                 )
             else:
                 report = self._stateless(rdd, batch_id)
+            self.runner.after_batch(report.txid, report.skipped)
             self._record(report)
             if not report.skipped:
                 self._supervisor.progressed()
         except BaseException as exc:
             self._error = exc
             self._status.error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            self.runner.abandoned()
             raise
 
     def _end_offsets(self, batch_id: int) -> dict[str, Any] | None:
@@ -679,6 +697,7 @@ class TopologyRun:
             self.start()
         done = self._supervisor.wait(timeout)
         if done:
+            self.runner.close()
             err = self._supervisor.error
             self._status.state = "stopped" if err is None else "failed"
             if err is not None:
@@ -730,6 +749,7 @@ class TopologyRun:
         """
         self._supervisor.stop()
         self._stop_query()
+        self.runner.close()
         self._status.state = "stopped"
         if self.metrics is not None:
             self.metrics.close()

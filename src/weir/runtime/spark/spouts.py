@@ -8,7 +8,7 @@ the tag.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from weir.errors import TopologyError, WeirError
@@ -27,11 +27,14 @@ def spout_streams(
     *,
     kind: str = "spout",
     resume: Mapping[str, Any] | None = None,
+    create: Callable[[str, Spout, Any, TopologyContext], Any] | None = None,
 ) -> list[Any]:
     """Each spout's streaming DataFrame, in order; ``kind`` names a spout in errors ("spout", "stream").
 
     ``resume`` maps a spout's name to the end offsets the store committed for it: that spout starts
-    from them (a lost or relocated Spark checkpoint then costs nothing).
+    from them (a lost or relocated Spark checkpoint then costs nothing). ``create(name, spout, spark,
+    context)`` makes a spout's stream (a dialect's :meth:`BatchRunner.create_stream`); by default
+    the spout's own ``create_stream``.
 
     Raises
     ------
@@ -44,7 +47,7 @@ def spout_streams(
         spout_conf = {**conf, RESUME_OFFSET_KEY: resume[name]} if resume and name in resume else conf
         ctx = TopologyContext(topology, name, 0, 1, spout_conf)
         try:
-            dfs.append(spout.create_stream(spark, ctx))
+            dfs.append(create(name, spout, spark, ctx) if create is not None else spout.create_stream(spark, ctx))
         except WeirError:
             raise
         except Exception as exc:

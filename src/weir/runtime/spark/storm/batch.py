@@ -43,6 +43,8 @@ from weir.runtime.spark.executor import (
     send_reports,
 )
 from weir.runtime.spark.runner import BatchRunner
+from weir.runtime.spark.storm.pacing import pacing_stream
+from weir.runtime.spark.storm.spouts import SpoutDriver, logged_spout_task
 from weir.runtime.spark.storm.task import TaskLoop, run_spout_task, task_loop
 from weir.topology.builder import GroupingKind, Subscription, Topology
 from weir.topology.punctuation import MarkRecord
@@ -254,6 +256,8 @@ class BatchJob(BatchRunner):
     specs: dict[str, TaskSpec]
     on_dead_letters: Callable[[int, list[dict[str, Any]]], None] | None = None
     last_stats: BatchStats = field(default_factory=BatchStats)
+    #: the Storm spouts (``next_tuple``) of the topology, run on the driver with their spout log
+    spout_driver: SpoutDriver | None = None
 
     def __post_init__(self) -> None:
         #: marks may flow (IBM Streams operators or punctuating spouts): tasks align their input
@@ -289,6 +293,11 @@ class BatchJob(BatchRunner):
             self._plan = _RunPlan(sc)
             self._acc = sc.accumulator([], ReportAccumulatorParam())
         plan, acc = self._plan, self._acc
+        logged: dict[str, list[list[tuple[Any, ...]]]] = {}
+        if self.spout_driver is not None:
+            logged, spout_failures = self.spout_driver.batch(txid)
+            if spout_failures:
+                return JobOutcome(failures=spout_failures)
         acc.value = []  # a failed job's tasks send nothing (Spark drops their updates); reports name their txid
         outs: dict[str, tuple[_Chain, int]] = {}  # component -> (its output, its partitions)
         persisted: list[Any] = []
@@ -298,7 +307,9 @@ class BatchJob(BatchRunner):
             batch_parts = -1
             for cid in topo.order:
                 comp = topo.components[cid]
-                if comp.is_spout:
+                if cid in logged:
+                    out = (self._logged_chain(sc, logged[cid], cid, acc, final), comp.parallelism)
+                elif comp.is_spout:
                     if batch_parts < 0:
                         batch_parts = batch.rdd.getNumPartitions()
                     out = (self._spout_chain(batch, spout_id, cid, acc, final), batch_parts)
@@ -381,6 +392,38 @@ class BatchJob(BatchRunner):
     def _expected_tasks(self) -> list[tuple[str, int]]:
         """Every (bolt, task) that must report (a spout's partitions vary with its source)."""
         return [(cid, t) for cid, c in self.topology.components.items() if not c.is_spout for t in range(c.parallelism)]
+
+    def _logged_chain(self, sc: Any, parts: list[list[tuple[Any, ...]]], cid: str, acc: Any, final: bool) -> _Chain:
+        """A Storm spout's tuples of the batch, one partition per spout task (from the spout log)."""
+        rdd = sc.parallelize(parts, len(parts))
+        spec = self.specs[cid]
+
+        def run(pidx: int, it: Iterator[Any], _s: TaskSpec = spec, _c: str = cid) -> Iterator[Any]:
+            txid, _epoch = batch_of_job(f"spout {_c!r}")
+            return send_reports(acc, logged_spout_task(_s, pidx, txid, it, final=final))
+
+        return _Chain(rdd._jrdd.rdd(), rdd._jrdd_deserializer, ("logged", cid)).then(("spout", cid, final), run)
+
+    def create_stream(self, spout_id: str, spout: Any, spark: Any, context: Any) -> Any:
+        """A Storm spout's batches are paced by :func:`~weir.runtime.spark.storm.pacing.pacing_stream`."""
+        if self.spout_driver is not None and spout_id in self.spout_driver.spout_ids:
+            return pacing_stream(spark, context)
+        return spout.create_stream(spark, context)
+
+    def after_batch(self, txid: int, skipped: bool) -> None:
+        """The batch ``txid`` is committed (or was, for a skipped replay): the spouts ack its tuples."""
+        if self.spout_driver is not None:
+            self.spout_driver.committed(txid)
+
+    def abandoned(self) -> None:
+        """A batch failed every attempt: the spouts fail its tuples and are closed."""
+        if self.spout_driver is not None:
+            self.spout_driver.abandoned()
+
+    def close(self) -> None:
+        """The topology stops: close the spout tasks."""
+        if self.spout_driver is not None:
+            self.spout_driver.close()
 
     def _spout_chain(self, batch: _Chain, spout_id: str | None, cid: str, acc: Any, final: bool) -> _Chain:
         spec = self.specs[cid]

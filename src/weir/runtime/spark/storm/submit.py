@@ -16,6 +16,7 @@ from weir.runtime.spark.executor import TaskSpec
 from weir.runtime.spark.runner import master_for, picklable_or_raise, resolve_provider, ship_user_modules, spark_for
 from weir.runtime.spark.storm.batch import BatchJob
 from weir.runtime.spark.storm.participants import CompositeParticipants, StatefulParticipants
+from weir.runtime.spark.storm.spouts import SpoutDriver, SpoutOptions, check_storm_spouts
 from weir.runtime.spark.streams.operators import StreamsParticipants
 from weir.state.factory import KeyValueStateProvider
 from weir.topology.builder import Topology
@@ -95,6 +96,8 @@ def submit_topology(
     for c in topology.components.values():
         picklable_or_raise(name, c.id, c.obj)
     stateful = topology.stateful
+    storm_spouts = check_storm_spouts(name, topology)
+    spout_options = SpoutOptions.from_conf(conf, rc.interval_ms, rc.message_timeout_secs)
     for spout in (s.obj for s in topology.spouts if isinstance(s.obj, Spout)):
         spout.validate()  # submit-time checks of the sources (brokers reachable, topics exist)
     for c in topology.components.values():
@@ -138,7 +141,18 @@ def submit_topology(
             acking=rc.acking,
         )
     sink = make_sink(rc.deadletter, name, provider) if rc.deadletter else None
-    job = BatchJob(topology, specs, on_dead_letters=sink.write if sink else None)
+    driver = None
+    if storm_spouts:
+        if provider is not None and not isinstance(provider, KeyValueStateProvider):
+            msg = (
+                f"topology {name!r}: Storm spout(s) {', '.join(map(repr, storm_spouts))} keep their spout log in a "
+                f"weir key-value store, but topology.state.provider is the custom {type(provider).__name__}; use "
+                "sqlite, redis or postgres"
+            )
+            raise TopologyError(msg, topology=name, component=storm_spouts[0])
+        backend = provider.backend if isinstance(provider, KeyValueStateProvider) else None
+        driver = SpoutDriver(name, conf, topology, backend, spout_options)
+    job = BatchJob(topology, specs, on_dead_letters=sink.write if sink else None, spout_driver=driver)
     return StormPlan(name, conf, rc, spark_session, master, provider, topology=topology, specs=specs, job=job)
 
 

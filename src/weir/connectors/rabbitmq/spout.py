@@ -1,0 +1,202 @@
+"""A Storm spout over a RabbitMQ queue: consume with manual acks, ack after weir's commit, requeue on fail.
+
+The spout consumes with ``basic_consume`` (manual acknowledgement, ``prefetch`` unacked deliveries at
+most) and emits every delivery with its message id; ``ack(msg_id)`` sends ``basic.ack`` once weir
+has COMMITTED the batch holding the tuple, ``fail(msg_id)`` sends ``basic.nack`` with requeue. When
+the connection dies (a driver crash, a broker restart), the broker requeues every unacked delivery;
+weir's spout log keeps the ids of committed messages until they are redelivered and acked, and a
+redelivered message is never counted twice.
+
+Message ids must be stable across redelivery: the default is the AMQP ``message_id`` property
+(publishers should set it), else the body itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from weir.errors import SourceError
+from weir.topology.components import Guarantee, OutputFieldsDeclarer, Spout
+from weir.topology.context import TopologyContext
+from weir.topology.spout_collector import SpoutOutputCollector
+
+__all__ = ["RabbitMQSpout"]
+
+log = logging.getLogger("weir.sources")
+
+
+def _pika() -> Any:
+    try:
+        import pika
+    except ImportError as exc:  # pragma: no cover - the extra is not installed
+        msg = "RabbitMQSpout needs pika: pip install 'weir[rabbitmq]'"
+        raise SourceError(msg) from exc
+    return pika
+
+
+def _default_id(body: str, properties: Any) -> Any:
+    mid = getattr(properties, "message_id", None)
+    return mid if mid else body
+
+
+class RabbitMQSpout(Spout):
+    """Consume ``queue`` on the broker at ``url`` (``amqp://user:pass@host:port/vhost``), manual acks.
+
+    Parameters
+    ----------
+    url : the AMQP URL (a password in it is never logged)
+    queue : the queue to consume (declared durable unless ``declare=False``)
+    fields : output field names; the body (decoded as UTF-8) is the first value, the message id
+        follows when ``id_field`` is given
+    message_id : ``f(body, properties)`` -> the message's id (default: ``properties.message_id``,
+        else the body); must be the same when the broker redelivers the message
+    prefetch : unacked deliveries the broker sends this task at most (``basic.qos``); keep it at
+        least ``topology.max.spout.pending``
+    connect_timeout_s : how long ``open`` retries connecting (rides out a broker restart)
+
+    Examples
+    --------
+    >>> spout = RabbitMQSpout("amqp://guest:guest@127.0.0.1:5672/%2F", "lines", fields=["line"])
+    """
+
+    guarantee = Guarantee.TRANSACTIONAL  # through the spout log: a batch replays the same tuples
+
+    def __init__(
+        self,
+        url: str,
+        queue: str,
+        fields: Sequence[str] = ("message",),
+        *,
+        message_id: Callable[[str, Any], Any] | None = None,
+        id_field: str | None = None,
+        prefetch: int = 1000,
+        declare: bool = True,
+        connect_timeout_s: float = 30.0,
+    ) -> None:
+        if not isinstance(queue, str) or not queue:
+            msg = f"RabbitMQSpout: queue must be a non-empty queue name, got {queue!r}"
+            raise SourceError(msg)
+        if not isinstance(prefetch, int) or prefetch < 1:
+            msg = f"RabbitMQSpout({queue!r}): prefetch must be a positive int, got {prefetch!r}"
+            raise SourceError(msg)
+        self.url = url
+        self.queue = queue
+        self.fields = list(fields) + ([id_field] if id_field else [])
+        self.id_field = id_field
+        self.message_id = message_id
+        self.prefetch = prefetch
+        self.declare = declare
+        self.connect_timeout_s = connect_timeout_s
+        self._conn: Any = None
+        self._channel: Any = None
+        self._buffer: list[tuple[int, str, Any]] = []
+        self._held: dict[Any, list[int]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable before and after ``open``: the connection is not copied."""
+        state = dict(self.__dict__)
+        state.update(_conn=None, _channel=None, _buffer=[], _held={})
+        return state
+
+    def describe(self) -> str:
+        """For messages (no password)."""
+        pika = _pika()
+        p = pika.URLParameters(self.url)
+        return f"RabbitMQSpout(amqp://{p.host}:{p.port}/{p.virtual_host}, queue={self.queue!r})"
+
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
+        """The body (and the message id, with ``id_field``)."""
+        declarer.declare(self.fields)
+
+    def validate(self) -> None:
+        """Submit time: the broker answers and the queue exists (or can be declared)."""
+        conn, channel = self._connect(deadline=time.monotonic() + min(self.connect_timeout_s, 10.0))
+        try:
+            self._declare(channel)
+        finally:
+            conn.close()
+
+    # ---- connections -----------------------------------------------------------------------------
+    def _connect(self, deadline: float) -> tuple[Any, Any]:
+        pika = _pika()
+        params = pika.URLParameters(self.url)
+        delay = 0.1
+        while True:
+            try:
+                conn = pika.BlockingConnection(params)
+                return conn, conn.channel()
+            except pika.exceptions.AMQPError as exc:
+                if time.monotonic() + delay > deadline:
+                    msg = f"{self.describe()}: cannot connect ({type(exc).__name__}: {exc}); is the broker running?"
+                    raise SourceError(msg) from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def _declare(self, channel: Any) -> None:
+        pika = _pika()
+        try:
+            channel.queue_declare(self.queue, durable=True, passive=not self.declare)
+        except pika.exceptions.ChannelClosedByBroker as exc:
+            msg = f"{self.describe()}: the queue cannot be used ({exc}); create it, or let weir declare it"
+            raise SourceError(msg) from exc
+
+    # ---- Storm's ISpout ------------------------------------------------------------------------
+    def open(self, conf: Mapping[str, Any], context: TopologyContext, collector: SpoutOutputCollector) -> None:
+        """Connect (retrying up to ``connect_timeout_s``), set the prefetch and start consuming."""
+        self.collector = collector
+        self._conn, self._channel = self._connect(time.monotonic() + self.connect_timeout_s)
+        self._declare(self._channel)
+        self._channel.basic_qos(prefetch_count=self.prefetch)
+        self._buffer, self._held = [], {}
+        self._channel.basic_consume(self.queue, self._on_message, auto_ack=False)
+
+    def _on_message(self, channel: Any, method: Any, properties: Any, body: bytes) -> None:
+        text = body.decode("utf-8", errors="replace")
+        mid = (self.message_id or _default_id)(text, properties)
+        self._buffer.append((method.delivery_tag, text, mid))
+
+    def next_tuple(self) -> None:
+        """Emit what the broker has delivered (waiting at most a few milliseconds for more)."""
+        if not self._buffer:
+            self._conn.process_data_events(time_limit=0.005)
+        buffered, self._buffer = self._buffer, []
+        for tag, text, mid in buffered:
+            self._held.setdefault(mid, []).append(tag)
+            values = [text, mid] if self.id_field else [text]
+            self.collector.emit(values, msg_id=mid)
+
+    def ack(self, msg_id: Any) -> bool:
+        """``basic.ack`` the deliveries of ``msg_id``; ``False`` when this connection does not hold it."""
+        tags = self._held.pop(msg_id, None)
+        if not tags or self._channel is None:
+            return False
+        try:
+            for tag in tags:
+                self._channel.basic_ack(tag)
+        except _pika().exceptions.AMQPError:
+            log.warning("%s: ack of %r failed; acked when redelivered", self.describe(), msg_id, exc_info=True)
+            return False
+        return True
+
+    def fail(self, msg_id: Any) -> None:
+        """``basic.nack`` with requeue: the broker redelivers the message."""
+        tags = self._held.pop(msg_id, None)
+        if not tags or self._channel is None:
+            return
+        try:
+            for tag in tags:
+                self._channel.basic_nack(tag, requeue=True)
+        except _pika().exceptions.AMQPError:
+            log.warning("%s: nack of %r failed (the broker requeues it anyway)", self.describe(), msg_id)
+
+    def close(self) -> None:
+        """Close the connection: the broker requeues every delivery not acked."""
+        conn, self._conn, self._channel = self._conn, None, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # a dead connection: nothing to close
+                log.debug("%s: close failed", self.describe(), exc_info=True)

@@ -1,0 +1,153 @@
+"""Storm spouts over RabbitMQ and a Redis list: SIGKILL the driver at every protocol point, kill the broker once.
+
+Each chain runs the driver (tests/crash/storm_spouts_driver.py) several times on one topology; every
+run but the last is SIGKILLed at a crash point (the coordinator's steps, after the spout log is
+written and before the batch runs, between the spout's acks), and the last one kills and restarts
+the broker while it runs. At the end every message is counted exactly once, acked on the broker
+exactly once and only once its count was committed, and the broker holds no message (none un-acked).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.crash._harness import run_driver
+from tests.servers import RabbitMQServer, RedisServer
+from tests.storm_spouts._topology import all_counts
+
+pytestmark = [pytest.mark.crash, pytest.mark.spark, pytest.mark.slow, pytest.mark.services]
+
+DRIVER = str(Path(__file__).resolve().parents[1] / "crash" / "storm_spouts_driver.py")
+N = 36
+
+#: the crash points of each chain (``point@txid``): the spout log's own steps — written, the batch
+#: not run; COMMITTED, no ack sent; between two acks — plus one of the coordinator's (whose every
+#: step tests/crash/test_storm_crash.py covers); a driver start costs ~20-60 s here, so few runs
+CHAINS = {
+    "redis": ["after_spout_log@2", "after_committed@3"],
+    "rabbitmq": ["between_spout_acks@2", "after_preparing@3"],
+}
+
+
+def _driver_args(kind: str, broker: str, queue: str, record_url: str, pg_url: str, tmp: Path, name: str) -> list[str]:
+    return [DRIVER, kind, broker, queue, record_url, pg_url, str(tmp / "state"), name, str(N)]
+
+
+def _last_run_with_broker_kill(args: list[str], kill_broker: Any) -> str:
+    """Run the driver to DONE; after its second batch, SIGKILL the broker and start it again."""
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    env.pop("WEIR_CRASH_AT", None)
+    proc = subprocess.Popen([sys.executable, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)  # fmt: skip
+    out: list[str] = []
+    killed = False
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 600
+        for line in proc.stdout:
+            out.append(line)
+            if line.startswith("BATCH") and not killed:
+                kill_broker()
+                killed = True
+            if line.startswith("DONE") or time.monotonic() > deadline:
+                break
+        proc.wait(120)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        err = proc.stderr.read() if proc.stderr else ""
+    text = "".join(out)
+    assert "DONE" in text, f"the last run did not finish:\n{text}\n{err[-4000:]}"
+    assert killed, "the broker was never killed"
+    return text
+
+
+def _check(record_url: str, pg_url: str, name: str) -> None:
+    import redis
+
+    counts = all_counts(pg_url, name)
+    assert counts == {f"m{i}": 1 for i in range(N)}, f"not counted exactly once: {sorted(counts.items())}"
+    rec = redis.Redis.from_url(record_url)
+    acks = [json.loads(x) for x in rec.lrange(f"{name}:acks", 0, -1)]
+    per_id = Counter(mid for mid, _ in acks)
+    assert per_id == Counter({f"m{i}": 1 for i in range(N)}), f"broker acks not exactly once: {per_id}"
+    early = [mid for mid, committed in acks if committed != 1]
+    assert not early, f"acked before their count was committed: {early}"
+    from weir.state.factory import StateFactory
+
+    log = [json.loads(v) for _k, v in StateFactory.from_url(pg_url).backend.scan(f"$spoutlog-{name}")]
+    assert all(e["committed"] for e in log), f"uncommitted spout log entries left: {log}"
+
+
+def _chain(
+    kind: str, broker_url: str, queue: str, record_url: str, pg_url: str, tmp: Path, publish: Any, kill_broker: Any
+) -> None:
+    name = f"spouts_{kind}"
+    args = _driver_args(kind, broker_url, queue, record_url, pg_url, tmp, name)
+    publish(range(N // 2))
+    for crash in CHAINS[kind]:
+        res = run_driver(args, crash, timeout=400)
+        assert res.returncode == -signal.SIGKILL, (
+            f"{crash}: the driver was not killed (rc {res.returncode}):\n{res.stdout}\n{res.stderr[-4000:]}"
+        )
+    publish(range(N // 2, N))  # the last run has work when the broker dies
+    _last_run_with_broker_kill(args, kill_broker)
+    _check(record_url, pg_url, name)
+
+
+def test_redis_queue_spout_exactly_once_through_driver_and_broker_crashes(
+    redis_server: Any, postgres_url: str, tmp_path: Path
+) -> None:
+    import redis
+
+    with RedisServer(tmp_path / "broker", appendonly=True) as broker:
+        url = f"redis://127.0.0.1:{broker.port}/0"
+
+        def publish(ids: range) -> None:
+            c = redis.Redis.from_url(url)
+            for i in ids:
+                c.lpush("lines", f"m{i} w{i % 3} w{i % 5}")
+            c.close()
+
+        record = f"redis://127.0.0.1:{redis_server.port}/0"
+        _chain("redis", url, "lines", record, postgres_url, tmp_path, publish, broker.kill_and_restart)
+        c = redis.Redis.from_url(url)
+        assert c.llen("lines") == 0
+        leftover = {k.decode(): c.llen(k) for k in c.keys("lines:processing:*")}
+        assert not any(leftover.values()), f"messages left un-acked in processing lists: {leftover}"
+
+
+def test_rabbitmq_spout_exactly_once_through_driver_and_broker_crashes(
+    rabbitmq_server: RabbitMQServer, redis_server: Any, postgres_url: str, tmp_path: Path
+) -> None:
+    import pika
+
+    def publish(ids: range) -> None:
+        conn = pika.BlockingConnection(pika.URLParameters(rabbitmq_server.url))
+        ch = conn.channel()
+        ch.queue_declare("lines", durable=True)
+        ch.confirm_delivery()  # persistent and confirmed: on disk before the broker is killed
+        for i in ids:
+            props = pika.BasicProperties(message_id=f"m{i}", delivery_mode=2)
+            ch.basic_publish("", "lines", f"m{i} w{i % 3} w{i % 5}".encode(), props)
+        conn.close()
+
+    record = f"redis://127.0.0.1:{redis_server.port}/0"
+    url = rabbitmq_server.url
+    _chain("rabbitmq", url, "lines", record, postgres_url, tmp_path, publish, rabbitmq_server.kill_and_restart)
+    conn = pika.BlockingConnection(pika.URLParameters(rabbitmq_server.url))
+    left = conn.channel().queue_declare("lines", durable=True, passive=True).method.message_count
+    conn.close()
+    assert left == 0, f"{left} message(s) left in the queue (un-acked, requeued)"
