@@ -42,6 +42,7 @@ from weir.runtime.spark.executor import (
     send_reports,
 )
 from weir.runtime.spark.runner import BatchRunner
+from weir.runtime.spark.storm.instances import LINEAGE_PROPERTY, LineageTracker
 from weir.runtime.spark.storm.task import run_spout_task, run_task_blocks
 from weir.topology.builder import GroupingKind, Subscription, Topology
 from weir.topology.punctuation import MarkRecord
@@ -262,6 +263,8 @@ class BatchJob(BatchRunner):
         self._plan: _RunPlan | None = None
         #: one accumulator per run: every component's function is made once and carries it
         self._acc: Any = None
+        #: which kept bolt instances may continue into a batch (see :mod:`.instances`)
+        self._lineage = LineageTracker()
 
     def punctuates(self) -> bool:
         """Whether marks flow in this topology (Streams operators or punctuating spouts)."""
@@ -284,6 +287,7 @@ class BatchJob(BatchRunner):
             self._plan = _RunPlan(sc)
             self._acc = sc.accumulator([], ReportAccumulatorParam())
         plan, acc = self._plan, self._acc
+        lineage = self._lineage.next()
         acc.value = []  # a failed job's tasks send nothing (Spark drops their updates); reports name their txid
         outs: dict[str, tuple[_Chain, int]] = {}  # component -> (its output, its partitions)
         persisted: list[Any] = []
@@ -310,12 +314,15 @@ class BatchJob(BatchRunner):
             for other in terminals[1:]:
                 job = job.union(other)
             sc.setLocalProperty(BATCH_PROPERTY, batch_property(txid, epoch))
+            sc.setLocalProperty(LINEAGE_PROPERTY, lineage.to_property())
             try:
                 job.count()
             finally:
                 sc.setLocalProperty(BATCH_PROPERTY, None)
+                sc.setLocalProperty(LINEAGE_PROPERTY, None)
             sent: list[TaskReport] = [r for r in acc.value if r.txid == txid]
         except Exception as exc:  # a worker died, OOM, ...: the whole job failed
+            self._lineage.finished(txid, lineage, ok=False)
             return JobOutcome(
                 failures=[TaskFailure("<spark>", -1, f"the Spark job failed: {_short(exc)}", str(exc)[-4000:])]
             )
@@ -323,6 +330,7 @@ class BatchJob(BatchRunner):
             for r in persisted:
                 r.unpersist(False)
         outcome, reports = outcome_of(sent, self._expected_tasks(), {})
+        self._lineage.finished(txid, lineage, ok=outcome.ok)
         dead = [d for r in reports for d in r.dead_letters]
         stats = self._stats(reports, dead, (time.perf_counter() - t0) * 1000)
         self.last_stats = stats
@@ -399,6 +407,11 @@ class BatchJob(BatchRunner):
             c["out"] += r.n_out
             c["failed"] += r.failed
             c["tasks"] += 1
+            if r.extra.get("instance") == "kept":  # a bolt task that continued with its worker's instance
+                c["kept"] = c.get("kept", 0) + 1
+            restore = r.extra.get("restore")  # a Streams operator task: how its instance was restored
+            if restore is not None:
+                c[f"restore_{restore}"] = c.get(f"restore_{restore}", 0) + 1
         spout_in = sum(v["in"] for k, v in per.items() if self.topology.components[k].is_spout) if per else 0
         return {
             "components": per,
