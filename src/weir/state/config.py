@@ -11,6 +11,7 @@ provider options. Everything is checked here, at submit time.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from collections.abc import Mapping
@@ -225,6 +226,13 @@ def parse_provider_config(conf: Mapping[str, Any]) -> ProviderConfig:
     if provider not in SHORT_NAMES:
         if java_class_name(provider):
             what = _STORM_UNAVAILABLE.get(provider, "a Java class")
+            close = difflib.get_close_matches(provider, list(_STORM_PROVIDERS), n=1, cutoff=0.8)
+            if close:
+                msg = (
+                    f"{PROVIDER_KEY}: unknown class {raw_provider!r}; did you mean {close[0]!r} (weir's "
+                    f"{_STORM_PROVIDERS[close[0]]} provider)?"
+                )
+                raise ConfigError(msg)
             msg = (
                 f"{PROVIDER_KEY}: {raw_provider!r} ({what}) is not available in weir, which runs Python; Storm's "
                 f"providers map to: {', '.join(f'{k} -> {v}' for k, v in sorted(_STORM_PROVIDERS.items()))}. Use "
@@ -232,8 +240,10 @@ def parse_provider_config(conf: Mapping[str, Any]) -> ProviderConfig:
             )
             raise ConfigError(msg)
         if "." not in provider and ":" not in provider:
+            close = difflib.get_close_matches(provider, [*SHORT_NAMES, *(a for a in _ALIASES if "." not in a)], n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
             msg = (
-                f"{PROVIDER_KEY}: unknown provider {raw_provider!r}; use one of {', '.join(SHORT_NAMES)} "
+                f"{PROVIDER_KEY}: unknown provider {raw_provider!r}; {hint}use one of {', '.join(SHORT_NAMES)} "
                 "or a dotted path to a weir.state.StateProvider subclass"
             )
             raise ConfigError(msg)

@@ -75,8 +75,13 @@ class LineageTracker:
         return Lineage(self.run, self.attempts, prev[0] if prev else None, prev[1] if prev else None)
 
     def finished(self, txid: int, lineage: Lineage, ok: bool) -> None:
-        """Record how the attempt ``lineage`` of ``txid`` ended (its job, before the commit)."""
-        self.last_ok = (txid, lineage.attempt) if ok else None
+        """Record how the attempt ``lineage`` of ``txid`` ended (its job, before the commit).
+
+        A failed attempt changes nothing: the instances that finished the last successful attempt
+        (and were not taken by the failed one) still continue into the retry.
+        """
+        if ok:
+            self.last_ok = (txid, lineage.attempt)
 
 
 def lineage_of_job() -> Lineage | None:
