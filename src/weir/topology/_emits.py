@@ -34,7 +34,7 @@ def literal_emit_streams(cls: type) -> Iterator[tuple[str, str, int]]:
                 continue
             for node in ast.walk(fn):
                 stream = _literal_stream(node)
-                if stream is not None:
+                if stream is not None and isinstance(node, ast.Call):
                     yield stream, fn.name, first + node.lineno - 1
 
 
