@@ -85,8 +85,9 @@ def standalone_cluster(workdir: Path) -> Iterator[str]:
 
 def run_once(master: str, url: str, batches: int, workdir: Path) -> dict[str, Any]:
     """Run the topology on ``master`` with state at ``url``; return the shares and whether it was exact."""
-    import weir
     from tests.spark._lifetime import lifetime_topology, shares
+
+    import weir
     from weir.demo import generate_corpus
     from weir.state import StateFactory
 
