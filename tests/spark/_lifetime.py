@@ -77,15 +77,19 @@ class Last(StatefulBolt):
         self.state.put(key, max(self.state.get(key, 0), tup[2]))
 
 
-def lifetime_topology(input_dir: str) -> Topology:
-    """lines → split (2) → probe (2); split → inreg (2, a region) and outreg (2, no region) → last (1)."""
+def lifetime_topology(input_dir: str, outreg_period_ms: int = 3_600_000) -> Topology:
+    """lines → split (2) → probe (2); split → inreg (2, a region) and outreg (2, no region) → last (1).
+
+    ``outreg_period_ms``: the periodic checkpoint of ``outreg`` (default: never during a run; 0: every
+    batch, which makes it exact across a restart too).
+    """
     b = TopologyBuilder()
     b.set_spout("lines", FileSpout(input_dir, files_per_batch=1))
     b.set_bolt("split", SplitSentence(), 2).shuffle_grouping("lines")
     b.set_bolt("probe", Probe(), 2).fields_grouping("split", Fields("word"))
     b.set_bolt("inreg", Tally("inreg"), 2).fields_grouping("split", Fields("word"))
     b.set_bolt("outreg", Tally("outreg"), 2).fields_grouping("split", Fields("word")).add_configuration(
-        "checkpoint.period.ms", 3_600_000
+        "checkpoint.period.ms", outreg_period_ms
     )
     b.set_bolt("last", Last(), 1).global_grouping("inreg").global_grouping("outreg")
     b.consistent_region("inreg")
