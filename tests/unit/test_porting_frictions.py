@@ -108,7 +108,10 @@ def test_tick_plan_maps_the_frequency_onto_batches_and_refuses_what_cannot_tick(
     with pytest.raises(ConfigError, match=r"component 's'.*set on a FileSpout"):
         tick_plan("t", "s", FileSpout("/x"), {}, {key: 5}, 1000)
     for bad in (0, -1, True, "10"):
-        with pytest.raises(ConfigError, match=r"topology 't', component 'b': topology.tick.tuple.freq.secs = "):
+        with pytest.raises(
+            ConfigError,
+            match=r"topology 't', component 'b': topology.tick.tuple.freq.secs must be a positive number of seconds",
+        ):
             tick_plan("t", "b", Counting(), {key: bad}, {}, 1000)
     assert [t for t in range(1, 9) if ticks_in(t, (3.0, 3))] == [3, 6]
 

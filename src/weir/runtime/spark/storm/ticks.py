@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from weir._util import positive_float
 from weir.errors import ConfigError
 from weir.topology.components import BasicBolt, Bolt, Component, StatefulBolt
 from weir.topology.ticks import TOPOLOGY_TICK_TUPLE_FREQ_SECS
@@ -17,13 +18,9 @@ __all__ = ["tick_plan", "ticks_in"]
 
 
 def _freq(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        msg = (
-            f"{where}: {TOPOLOGY_TICK_TUPLE_FREQ_SECS} = {value!r} is not a positive number of seconds; "
-            "set it to e.g. 10 (one tick every 10 s of batches), or remove it"
-        )
-        raise ConfigError(msg)
-    return float(value)
+    return positive_float(
+        value, f"{where}: {TOPOLOGY_TICK_TUPLE_FREQ_SECS}", expected="a positive number of seconds (e.g. 10)"
+    )
 
 
 def tick_plan(
