@@ -69,3 +69,18 @@ def test_a_new_driver_goes_back_to_the_last_checkpoint_as_in_streams(tmp_path: P
         r = t.run_batch([[2]])
         assert r.reports[0].extra["restore"] == "reset"
         assert _total(t) == 3
+
+
+def test_a_hand_off_directory_others_can_read_is_not_used(tmp_path: Path) -> None:
+    from weir.runtime.spark.streams.handoff import handoff_for_task
+
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+    with directory_override(str(shared)):
+        assert handoff_for_task() is None  # a move then restores from the store, as without a hand-off
+        t = OperatorTester(Summer(), input_fields=["v"], region=True)
+        t.run_batch([[1]])
+        clear_live_instances()
+        assert t.run_batch([[2]]).reports[0].extra["restore"] == "reset"
+    assert not (shared / "handoff.db").exists()

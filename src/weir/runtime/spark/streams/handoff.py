@@ -58,6 +58,10 @@ class HandOff:
 
     def __init__(self, directory: str) -> None:
         os.makedirs(directory, mode=0o700, exist_ok=True)
+        st = os.stat(directory)
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            msg = f"{directory} is not private to this user (owner {st.st_uid}, mode {st.st_mode & 0o777:o})"
+            raise OSError(msg)
         self.path = os.path.join(directory, "handoff.db")
         self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA journal_mode=WAL")
