@@ -41,7 +41,8 @@ PINS: dict[str, set[str]] = {
     },
     "weir.trident": {
         "Aggregator", "BackingMap", "BaseAggregator", "BaseFilter", "BaseFunction", "BaseQueryFunction",
-        "BaseStateUpdater", "CachedMap", "CombinerAggregator", "Count", "Filter", "Function", "GroupedStream",
+        "BaseStateUpdater", "CachedMap", "CombinerAggregator", "Count", "Debug", "Filter", "FilterNull", "Function",
+        "GroupedStream",
         "IBackingMap", "MapGet", "MapState", "MemoryMapState", "NonTransactionalMap", "OpaqueMap", "OpaqueValue",
         "Operation", "OperationContext", "QueryFunction", "ReducerAggregator", "SnapshotGet", "Snapshottable",
         "SnapshottableMap", "State", "StateFactory", "StateType", "StateUpdater", "Stream", "Sum",

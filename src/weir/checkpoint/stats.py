@@ -41,20 +41,37 @@ class CountedTask(Protocol):
     def keys_written(self) -> Mapping[str, int]:
         """Keys each state namespace prepared."""
 
+    @property
+    def extra(self) -> Mapping[str, Any]:
+        """The dialect's own counts (``instance``: ``"kept"`` or ``"new"``; ``restore``: how it was restored)."""
+
 
 @dataclass(frozen=True)
 class ComponentStats:
-    """One component's tasks in one batch: tuples in and out, tuples failed, tasks and their summed time."""
+    """One component's tasks in one batch: tuples in and out, tuples failed, tasks and their summed time.
+
+    ``instances`` counts tasks by how their instance came, where a dialect says so: ``kept`` (a
+    bolt task that continued with its worker's instance) and ``restore_<kind>`` (how a Streams
+    operator task's state was restored).
+    """
 
     n_in: int = 0
     n_out: int = 0
     failed: int = 0
     tasks: int = 0
     task_ms: float = 0.0
+    instances: Mapping[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON form (``in``, ``out``, ``tasks``, ``failed``, ``task_ms``)."""
-        return {"in": self.n_in, "out": self.n_out, "tasks": self.tasks, "failed": self.failed, "task_ms": self.task_ms}
+        """The JSON form (``in``, ``out``, ``tasks``, ``failed``, ``task_ms``, then ``instances``' counts)."""
+        return {
+            "in": self.n_in,
+            "out": self.n_out,
+            "tasks": self.tasks,
+            "failed": self.failed,
+            "task_ms": self.task_ms,
+            **self.instances,
+        }
 
 
 @dataclass(frozen=True)
@@ -91,12 +108,18 @@ class BatchStats:
                 keys[ns] = keys.get(ns, 0) + int(n)
             c = per.get(r.component)
             if c is None:
-                c = per[r.component] = [0, 0, 0, 0, 0.0]
+                c = per[r.component] = [0, 0, 0, 0, 0.0, {}]
             c[0] += r.n_in
             c[1] += r.n_out
             c[2] += r.failed
             c[3] += 1
             c[4] += r.ms
+            inst: dict[str, int] = c[5]
+            if r.extra.get("instance") == "kept":
+                inst["kept"] = inst.get("kept", 0) + 1
+            restore = r.extra.get("restore")
+            if restore is not None:
+                inst[f"restore_{restore}"] = inst.get(f"restore_{restore}", 0) + 1
         components = {k: ComponentStats(*v) for k, v in per.items()}
         return cls(tuples_in, dead_letters, job_ms, components, keys)
 

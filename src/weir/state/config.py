@@ -11,6 +11,7 @@ provider options. Everything is checked here, at submit time.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
@@ -224,6 +225,13 @@ def parse_provider_config(conf: Mapping[str, Any]) -> ProviderConfig:
     if connector is None or not connector.is_provider:
         if java_class_name(provider):
             storm = registry.storm_providers()
+            close = difflib.get_close_matches(provider, list(storm), n=1, cutoff=0.8)
+            if close:
+                msg = (
+                    f"{PROVIDER_KEY}: unknown class {raw_provider!r}; did you mean {close[0]!r} (weir's "
+                    f"{storm[close[0]]} provider)?"
+                )
+                raise ConfigError(msg)
             msg = (
                 f"{PROVIDER_KEY}: {raw_provider!r} (a Java class) is not available in weir, which runs Python; "
                 f"Storm's providers map to: {', '.join(f'{k} -> {v}' for k, v in sorted(storm.items()))}. Use "
@@ -231,8 +239,11 @@ def parse_provider_config(conf: Mapping[str, Any]) -> ProviderConfig:
             )
             raise ConfigError(msg)
         if "." not in provider and ":" not in provider:
+            known = [n for c in registry.providers() for n in (c.name, *c.aliases) if "." not in n]
+            close = difflib.get_close_matches(provider, known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
             msg = (
-                f"{PROVIDER_KEY}: unknown provider {raw_provider!r}; use one of {', '.join(short_names())} "
+                f"{PROVIDER_KEY}: unknown provider {raw_provider!r}; {hint}use one of {', '.join(short_names())} "
                 "or a dotted path to a weir.state.StateProvider subclass"
             )
             raise ConfigError(msg)

@@ -1,10 +1,10 @@
 """A Streams ``Operator``: a bolt-like component whose state is kept through state handlers.
 
-Lifetime (unlike a Storm bolt, whose instance lives for one task of one batch): an operator
-instance is created and ``prepare``-d once, then kept by the Python worker and used for the same
-task's next batches while its last checkpoint is the latest complete one. Otherwise (another
-worker ran the task meanwhile, a batch failed, the driver restarted) the instance is restored with
-``reset(Checkpoint)`` — see ``docs/streams-handlers.md``.
+Lifetime: an operator instance is created and ``prepare``-d once, then kept by the Python worker
+and used for the same task's next batches while its last batch is the committed one. When Spark
+runs the task in another Python worker of the machine, that worker's instance is ``reset`` from
+the state the previous worker handed off after the batch; after a failed batch or a driver restart
+it is restored with ``reset(Checkpoint)`` from the store — see ``docs/streams-handlers.md``.
 """
 
 from __future__ import annotations

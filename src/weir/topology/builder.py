@@ -9,6 +9,7 @@ from typing import Any
 
 from weir._util import positive_int
 from weir.errors import TopologyError
+from weir.topology._emits import literal_emit_streams
 from weir.topology.components import (
     BasicBolt,
     Bolt,
@@ -354,6 +355,15 @@ def _check_bolt(spec: ComponentSpec, inputs: dict[tuple[str, str], Fields]) -> N
     if not isinstance(spec.obj, (Bolt, BasicBolt)):
         return  # a Streams operator (process(), run by its own task loop)
     execute_shape(spec.obj, spec.id)
+    for stream, method, line in literal_emit_streams(type(spec.obj)):
+        if stream not in spec.outputs:
+            declared = ", ".join(sorted(spec.outputs)) or "none"
+            msg = (
+                f"bolt {spec.id!r}: {type(spec.obj).__qualname__}.{method} (line {line}) emits on stream {stream!r}, "
+                f"which its declare_output_fields does not declare (declared: {declared}); declare it with "
+                f"declarer.declare_stream({stream!r}, Fields(...)) or fix the stream id"
+            )
+            raise TopologyError(msg, component=spec.id)
     if isinstance(spec.obj, WindowedBolt):
         spec.obj.window_config.validate(spec.id, inputs)
 

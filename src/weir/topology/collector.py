@@ -58,6 +58,18 @@ class OutputCollector:
         self.token = int.from_bytes(os.urandom(8), "big") >> 1
         self._pending: dict[int, Tuple] = {}
 
+    def new_batch(self) -> None:
+        """Start a new batch on a kept instance: nothing pending, emitted or failed; a new token.
+
+        The tuples of earlier batches can no longer be anchored, acked or failed.
+        """
+        self.emitted.clear()
+        self.failed.clear()
+        self.errors.clear()
+        self.acked = 0
+        self.token = int.from_bytes(os.urandom(8), "big") >> 1
+        self._pending = {}
+
     # ---- the tuples of this task ---------------------------------------------------------------
     def received(self, tup: Tuple, *, acked: bool = False) -> Tuple:
         """Register ``tup`` as an input of this task (the runtime calls it for every tuple it delivers)."""

@@ -1,9 +1,11 @@
 """Components of a topology: spouts, bolts, basic bolts and stateful bolts (Storm's lifecycle).
 
-Instance lifetime differs from Storm: a bolt instance lives for **one task of one micro-batch**.
-``prepare`` runs at the start of every batch's task, ``cleanup`` at its end; the hooks
-``pre_prepare``/``pre_commit``/``pre_rollback`` may run on a fresh instance prepared with the same
-task context. Anything that must survive a batch belongs in state.
+Instance lifetime: a Python worker keeps a bolt task's instance after a successful batch, and the
+task's next batch continues with it when Spark runs it in the same worker (``prepare`` once per
+instance, fields kept); otherwise, or after a failed attempt, a new instance is prepared — never a
+stale one (see ``docs/storm-on-spark.md``, "Instance lifetime"). ``cleanup`` runs when an instance
+is dropped; ``pre_commit``/``pre_rollback`` run on the driver on a fresh instance prepared with the
+same task context. Fields are a cache: anything that must survive belongs in state.
 """
 
 from __future__ import annotations
@@ -197,7 +199,7 @@ class Bolt(Component):
     collector: OutputCollector
 
     def prepare(self, conf: Mapping[str, Any], context: TopologyContext, collector: OutputCollector) -> None:
-        """Called at the start of every task of every batch."""
+        """Called once per instance, before its first tuple (an instance may serve several batches)."""
         self.collector = collector
 
     @abstractmethod
@@ -208,7 +210,7 @@ class Bolt(Component):
         """Submit-time checks against the bolt's external system (a broker's limits): raise to refuse."""
 
     def cleanup(self) -> None:  # noqa: B027 - optional hook
-        """Called at the end of every task of every batch."""
+        """Called when the instance is dropped (not after every batch; not guaranteed when a worker dies)."""
 
 
 class BasicBolt(Component):
@@ -219,14 +221,14 @@ class BasicBolt(Component):
         return True
 
     def prepare(self, conf: Mapping[str, Any], context: TopologyContext) -> None:  # noqa: B027
-        """Called at the start of every task of every batch."""
+        """Called once per instance, before its first tuple (an instance may serve several batches)."""
 
     @abstractmethod
     def execute(self, tup: Tuple, collector: BasicOutputCollector) -> None:
         """Process one input tuple; emit with ``collector``."""
 
     def cleanup(self) -> None:  # noqa: B027
-        """Called at the end of every task of every batch."""
+        """Called when the instance is dropped (not after every batch; not guaranteed when a worker dies)."""
 
 
 class StatefulBolt(Bolt, Generic[S]):

@@ -17,6 +17,7 @@ Examples
 See ``docs/trident.md`` and ``examples/trident_wordcount.py``.
 """
 
+from weir.trident.builtin import Debug, FilterNull
 from weir.trident.operation import (
     Aggregator,
     CombinerAggregator,
@@ -70,7 +71,9 @@ __all__ = [
     "CachedMap",
     "CombinerAggregator",
     "Count",
+    "Debug",
     "Filter",
+    "FilterNull",
     "Function",
     "GroupedStream",
     "IBackingMap",

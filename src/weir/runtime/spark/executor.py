@@ -115,6 +115,8 @@ class TaskSpec:
     placement: Any = None
     #: marks (window / final punctuation) may reach this task: its input goes through an Aligner
     punctuation: bool = False
+    #: Storm's tick tuples: ``(freq_secs, every_n_batches)`` (see :mod:`weir.runtime.spark.storm.ticks`)
+    ticks: tuple[float, int] | None = None
 
     def context(self, task: int) -> TopologyContext:
         """The task's context."""

@@ -530,6 +530,9 @@ class TopologyRun:
                 agg = s.components.setdefault(comp, {"in": 0, "out": 0, "failed": 0})
                 for k in ("in", "out", "failed"):
                     agg[k] += c.get(k, 0)
+                for k, v in c.items():  # task-batches, kept instances, Streams restores (docs/storm-on-spark.md)
+                    if k == "tasks" or k == "kept" or k.startswith("restore_"):
+                        agg[k] = agg.get(k, 0) + int(v)
 
     # ---- control -------------------------------------------------------------------------
     def start(self, *, available_now: bool = False, final: bool = False) -> TopologyRun:

@@ -43,6 +43,7 @@ from weir.runtime.spark.executor import (
     send_reports,
 )
 from weir.runtime.spark.runner import BatchRunner
+from weir.runtime.spark.storm.instances import LINEAGE_PROPERTY, LineageTracker
 from weir.runtime.spark.storm.pacing import pacing_stream
 from weir.runtime.spark.storm.spouts import SpoutDriver, logged_spout_task
 from weir.runtime.spark.storm.task import TaskLoop, run_spout_task, task_loop
@@ -271,6 +272,8 @@ class BatchJob(BatchRunner):
         self._plan: _RunPlan | None = None
         #: one accumulator per run: every component's function is made once and carries it
         self._acc: Any = None
+        #: which kept bolt instances may continue into a batch (see :mod:`.instances`)
+        self._lineage = LineageTracker()
 
     def punctuates(self) -> bool:
         """Whether marks flow in this topology (Streams operators or punctuating spouts)."""
@@ -298,6 +301,7 @@ class BatchJob(BatchRunner):
             logged, spout_failures = self.spout_driver.batch(txid)
             if spout_failures:
                 return JobOutcome(failures=spout_failures)
+        lineage = self._lineage.next()
         acc.value = []  # a failed job's tasks send nothing (Spark drops their updates); reports name their txid
         outs: dict[str, tuple[_Chain, int]] = {}  # component -> (its output, its partitions)
         persisted: list[Any] = []
@@ -326,12 +330,15 @@ class BatchJob(BatchRunner):
             for other in terminals[1:]:
                 job = job.union(other)
             sc.setLocalProperty(BATCH_PROPERTY, batch_property(txid, epoch))
+            sc.setLocalProperty(LINEAGE_PROPERTY, lineage.to_property())
             try:
                 job.count()
             finally:
                 sc.setLocalProperty(BATCH_PROPERTY, None)
+                sc.setLocalProperty(LINEAGE_PROPERTY, None)
             sent: list[TaskReport] = [r for r in acc.value if r.txid == txid]
         except Exception as exc:  # a worker died, OOM, ...: the whole job failed
+            self._lineage.finished(txid, lineage, ok=False)
             return JobOutcome(
                 failures=[TaskFailure("<spark>", -1, f"the Spark job failed: {_short(exc)}", str(exc)[-4000:])]
             )
@@ -339,6 +346,7 @@ class BatchJob(BatchRunner):
             for r in persisted:
                 r.unpersist(False)
         outcome, reports = outcome_of(sent, self._expected_tasks(), {})
+        self._lineage.finished(txid, lineage, ok=outcome.ok)
         dead = [d for r in reports for d in r.dead_letters]
         comps = self.topology.components
         stats = BatchStats.of(

@@ -17,6 +17,7 @@ from weir.runtime.spark.runner import master_for, picklable_or_raise, resolve_pr
 from weir.runtime.spark.storm.batch import BatchJob
 from weir.runtime.spark.storm.participants import CompositeParticipants, StatefulParticipants
 from weir.runtime.spark.storm.spouts import SpoutDriver, SpoutOptions, check_storm_spouts
+from weir.runtime.spark.storm.ticks import tick_plan
 from weir.runtime.spark.streams.operators import StreamsParticipants
 from weir.state.factory import KeyValueStateProvider
 from weir.topology.builder import Topology
@@ -139,6 +140,9 @@ def submit_topology(
             stateful=c.is_stateful,
             consumed_streams=frozenset(sub.stream for _, sub in topology.consumers(cid)),
             acking=rc.acking,
+            ticks=tick_plan(
+                name, cid, c.obj, conf, {**(c.obj.get_component_configuration() or {}), **c.conf}, rc.interval_ms
+            ),
         )
     sink = make_sink(rc.deadletter, name, provider) if rc.deadletter else None
     driver = None

@@ -17,6 +17,7 @@ import os
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
 from typing import Any
 
 from weir._faults import crash_point
@@ -29,11 +30,14 @@ from weir.runtime.spark.executor import (
     failure_report,
     task_report,
 )
+from weir.runtime.spark.storm.instances import keep, lineage_of_job, take
+from weir.runtime.spark.storm.ticks import ticks_in
 from weir.state.kv import TransactionalKeyValueState
 from weir.topology.collector import BasicOutputCollector, FailedTuple, OutputCollector
 from weir.topology.components import BasicBolt, Spout, StatefulBolt
 from weir.topology.punctuation import Aligner, MarkRecord, Punctuation
 from weir.topology.shape import execute_shape
+from weir.topology.ticks import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, TICK_FIELDS
 from weir.topology.tuple import Tuple
 
 __all__ = ["TaskSpec", "run_spout_task", "run_task", "unacked_error"]
@@ -219,7 +223,13 @@ def run_bolt_blocks(
     t0 = time.perf_counter()
     comp = spec.component
     ctx = spec.context(task)
-    out = OutputCollector(spec.component_id, task, dict(spec.outputs), topology=spec.topology, acking=spec.acking)
+    lineage = lineage_of_job()
+    kept = take(spec.topology, spec.component_id, task, txid, lineage) if lineage is not None else None
+    if kept is not None:  # this worker's instance of the task finished the batch before: it lives on
+        comp, out = kept
+        out.new_batch()
+    else:
+        out = OutputCollector(spec.component_id, task, dict(spec.outputs), topology=spec.topology, acking=spec.acking)
     n_in = n_out = n_failed = 0
     state = None
     keys_written: dict[str, int] = {}
@@ -232,11 +242,12 @@ def run_bolt_blocks(
         crash_after = 0
     try:
         shape = execute_shape(comp, spec.component_id)
-        if isinstance(comp, BasicBolt):
-            comp.prepare(spec.conf, ctx)
-        else:
-            comp.collector = out
-            comp.prepare(spec.conf, ctx, out)
+        if kept is None:
+            if isinstance(comp, BasicBolt):
+                comp.prepare(spec.conf, ctx)
+            else:
+                comp.collector = out
+                comp.prepare(spec.conf, ctx, out)
         basic = BasicOutputCollector(out) if shape == "basic" else None
         if spec.stateful and isinstance(comp, StatefulBolt):
             stage = "init_state"
@@ -252,6 +263,10 @@ def run_bolt_blocks(
                 (r[0], r[1], r[2] if r[0] is None else [r[2]], r[3])
                 for r in _forwarding_marks(spec, task, records_of(blocks))
             )
+        if ticks_in(txid, spec.ticks):  # after the batch's last tuple, before the state is prepared
+            assert spec.ticks is not None
+            blocks = chain(blocks, [(SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, [(spec.ticks[0],)], -1)])
+            fields_of = {**fields_of, (SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID): TICK_FIELDS}
         consumed = spec.consumed_streams
         new_object = object.__new__
         token = out.token
@@ -266,6 +281,7 @@ def run_bolt_blocks(
                 yield payload
                 continue
             fields = fields_of[(source, stream)]
+            tracked = pending if source is not SYSTEM_COMPONENT_ID else None  # ticks are never anchored
             for values in payload:
                 current = new_object(Tuple)  # Tuple(values, fields, ...) without the call: one per input tuple
                 current.values = values
@@ -275,8 +291,8 @@ def run_bolt_blocks(
                 current.source_task = source_task
                 current.txid = txid
                 current.owner = token
-                if pending is not None:
-                    pending[id(current)] = current
+                if tracked is not None:
+                    tracked[id(current)] = current
                 n_in += 1
                 if crash_after >= 0 and n_in > crash_after:
                     crash_point("during_processing", txid, task=task)
@@ -345,8 +361,11 @@ def run_bolt_blocks(
                 keys_written[ctx.state_namespace] = state.pending_count
             state.prepare_commit(txid)
             crash_point("between_prepares", txid, task=task)
-        stage = "cleanup"
-        comp.cleanup()
+        if lineage is not None:  # the next batch's task may continue with it (see .instances)
+            keep(spec.topology, spec.component_id, task, txid, lineage, comp, out)
+        else:
+            stage = "cleanup"
+            comp.cleanup()
     except Exception as exc:
         if run:  # what was emitted before the failure, in its place before the report
             yield ("B", run_stream, run, task)
@@ -363,4 +382,5 @@ def run_bolt_blocks(
         errors=out.errors[:5],
         keys_written=keys_written,
         ms=(time.perf_counter() - t0) * 1000,
+        instance="kept" if kept is not None else "new",
     )

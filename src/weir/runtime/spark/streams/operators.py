@@ -53,6 +53,7 @@ from weir.checkpoint.coordinator import Participants
 from weir.errors import CheckpointError, ConfigError, FencedError, TopologyError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.executor import TaskReport, TaskSpec, check_emitted, dead_letter, task_report
+from weir.runtime.spark.streams.handoff import Entry, HandOff, handoff_for_task
 from weir.state.factory import KeyValueStateProvider
 from weir.streams.checkpoint import Checkpoint
 from weir.streams.context import ConsistentRegionContext, ContextHandle, OperatorContext
@@ -194,6 +195,11 @@ class _OperatorTask:
         #: merges the marks of every upstream task per input port (punctuation)
         self.aligner = Aligner()
         self.final_sent = False
+        #: the machine's hand-off between workers (None outside Spark: live instances only)
+        self.handoff: HandOff | None = None
+        #: the last checkpoint this batch took, and whether tuples were processed after it
+        self.last_ckpt: Checkpoint | None = None
+        self.after_cut = False
 
     # ---- restore -----------------------------------------------------------------------------
     def restore(self, store: TaskCheckpoints) -> tuple[_Live, Head | None]:
@@ -206,6 +212,22 @@ class _OperatorTask:
             self.stats["restore"] = "live"
             return live, head
         t0 = time.perf_counter()
+        handed = self._handed_off(key, head)
+        if handed is not None:  # the task moved between workers: the state its last worker handed off
+            if live is None:
+                self.stage = "prepare"
+                live = _new_instance(spec, task, self.placement)
+                with _LIVE_LOCK:
+                    _LIVE[key] = live
+            live.token = None  # dirty until this batch prepares
+            self.stage = "reset"
+            for h in live.context.state_handlers:
+                _call(live.context, h, "reset", handed[0], " (hand-off from another worker)")
+            live.seq = head.seq if head is not None else handed[1].seq
+            live.last_ckpt_ts = handed[1].ts
+            self.stats["restore"] = "handoff"
+            self.stats["restore_ms"] = (time.perf_counter() - t0) * 1000
+            return live, head
         fresh = live is None
         if live is None:
             self.stage = "prepare"
@@ -250,6 +272,34 @@ class _OperatorTask:
         self.stats["restore_ms"] = (time.perf_counter() - t0) * 1000
         return live, head
 
+    def _handed_off(self, key: tuple[str, str, str, int], head: Head | None) -> tuple[Checkpoint, Entry] | None:
+        """The checkpoint another worker handed off after the batch ``head`` committed, if any."""
+        if self.handoff is None or head is None or self.epoch is None or self.store is None:
+            return None
+        entry = self.handoff.load(_handoff_key(key), head.token, self.epoch)
+        if entry is None:
+            return None
+        ckpt = Checkpoint.from_bytes(
+            entry.data, entry.seq, entry.ts, where=f"{self.where} (hand-off)", serializer=self.store.serializer
+        )
+        return ckpt, entry
+
+    def _hand_off(self, key: tuple[str, str, str, int], cut: Checkpoint | None) -> None:
+        """Write the live state for the task's next batch, wherever Spark runs it (see :mod:`.handoff`)."""
+        assert self.live is not None and self.store is not None and self.handoff is not None
+        if self.epoch is None:
+            return
+        live = self.live
+        ckpt = cut
+        if ckpt is None:  # no checkpoint of this batch holds the state at its end: take one for the hand-off
+            ckpt = Checkpoint(live.seq, live.last_ckpt_ts, where=f"{self.where} (hand-off)",
+                              serializer=self.store.serializer)  # fmt: skip
+            for h in live.context.state_handlers:
+                _call(live.context, h, "checkpoint", ckpt, " (hand-off to the next batch)")
+        entry = Entry(ckpt.to_bytes(), live.seq, live.last_ckpt_ts, self.txid)
+        self.handoff.save(_handoff_key(key), self.token, self.epoch, self.txid, entry)
+        self.stats["handoff_bytes"] = len(entry.data)
+
     def _kept(self, store: TaskCheckpoints) -> bool:
         """Whether this task's cut of this txid was prepared by an earlier attempt of this driver.
 
@@ -283,6 +333,7 @@ class _OperatorTask:
         self.stats["checkpoint_bytes"] = self.stats.get("checkpoint_bytes", 0) + meta.size
         self.metas.append(meta)
         self.live.last_ckpt_ts = ckpt.timestamp
+        self.last_ckpt = ckpt
         return meta
 
     def operator_driven(self) -> int:
@@ -441,6 +492,8 @@ class _OperatorTask:
                 yield task_report(spec, task, txid, restore="kept", ms=(time.perf_counter() - t0) * 1000, **self.stats)
                 return
             self.stage = "restore"
+            self.handoff = handoff_for_task()
+            key = (store.backend.describe(), spec.topology, spec.component_id, task)
             live, prev = self.restore(store)
             self.live = live
             self.stats["gc"] = store.collect_garbage(prev)
@@ -525,6 +578,7 @@ class _OperatorTask:
                 self.checkpoint_now(cid)
                 self.stats["pause_ms"] = (time.perf_counter() - t_pause) * 1000
             if self.held["autonomous"]:  # outside the cut: after its checkpoint, in the next one
+                self.after_cut = True
                 live.handle.checkpointer = self.operator_driven if region is None else None
                 yield from self._process(live, self.held["autonomous"])
                 self.held["autonomous"] = []
@@ -533,6 +587,10 @@ class _OperatorTask:
             head = self.new_head(prev)
             store.prepare(txid, head)
             live.token = self.token
+            if self.handoff is not None:
+                self.stage = "hand-off"
+                cut = self.last_ckpt if cid is not None and not self.after_cut else None
+                self._hand_off(key, cut)
             crash_point("between_prepares", txid, task=task)
             if cid is None or region is None or not region.non_blocking:
                 yield from drained
@@ -563,6 +621,10 @@ class _OperatorTask:
             ms=(time.perf_counter() - t0) * 1000,
             **self.stats,
         )
+
+
+def _handoff_key(key: tuple[str, str, str, int]) -> str:
+    return "\x1f".join(map(str, key))
 
 
 def _is_punctuation(values: Any, mark: Punctuation | None = None) -> bool:
