@@ -34,12 +34,15 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir._faults import crash_point
 from weir.checkpoint.history import CheckpointHistory, HistoryEntry
 from weir.errors import CheckpointError, ConfigError, FencedError, TopologyError
 from weir.state.backend import Backend
+
+if TYPE_CHECKING:
+    from weir.checkpoint.rescale import Rescaler
 
 __all__ = [
     "CheckPointState",
@@ -297,8 +300,11 @@ class Coordinator:
         max_retries: int = 3,
         history: CheckpointHistory | None = None,
         shape: Mapping[str, Any] | None = None,
+        rescaler: Rescaler | None = None,
     ) -> None:
         self.topology = topology
+        #: re-partitions a stateful component whose parallelism changed (None: refuse the change)
+        self.rescaler = rescaler
         self.history = history
         self.shape = shape
         #: called with every history entry right after it is stored (metrics, live displays)
@@ -317,6 +323,9 @@ class Coordinator:
         rec = self.store.load()
         if rec is None:
             return
+        if self.rescaler is not None:  # refuses only what it cannot re-partition
+            self.rescaler.check(rec, self.parallelism)
+            return
         for comp, stored in rec.parallelism.items():
             now = self.parallelism.get(comp)
             if now is not None and now != stored:
@@ -332,6 +341,8 @@ class Coordinator:
         """Take a new epoch (fencing any older driver) and load the record. Returns the epoch."""
         self.check_parallelism()
         self.epoch = self.store.acquire_epoch()
+        if self.rescaler is not None:  # re-partition (or finish a crashed re-partition) before anything runs
+            self.rescaler.run(self.store, self.epoch, self.parallelism)
         rec = self.store.load() or CheckPointState(parallelism=self.parallelism)
         self.record = replace(rec, parallelism={**rec.parallelism, **self.parallelism})
         self._recovered = False

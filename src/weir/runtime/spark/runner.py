@@ -22,6 +22,7 @@ from pyspark import cloudpickle
 
 from weir.checkpoint.coordinator import BatchReport, CheckpointStore, Coordinator, JobOutcome, retry_batch
 from weir.checkpoint.history import CheckpointHistory
+from weir.checkpoint.rescale import Rescaler
 from weir.errors import ConfigError, FencedError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.session import ensure_python_env, get_spark
@@ -136,6 +137,7 @@ def make_coordinator(
     rc: RuntimeConfig,
     master: str,
     shape: Mapping[str, Any] | None = None,
+    rescaler: Rescaler | None = None,
 ) -> Coordinator:
     """A started coordinator whose record lives in the topology's store.
 
@@ -183,6 +185,7 @@ def make_coordinator(
         max_retries=rc.max_retries,
         history=CheckpointHistory(backend, store.namespace, rc.history_size),
         shape=shape,
+        rescaler=rescaler,
     )
     coord.start()
     # Storm's in-memory provider is a run-scoped store: losing its state on a restart is its
