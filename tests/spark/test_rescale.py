@@ -40,7 +40,9 @@ def _layout_ok(url: str, name: str, tasks: int) -> None:
     assert not [ns for ns in backend.namespaces() if ns.startswith("$rescale-")]
 
 
-@pytest.mark.parametrize("provider_url", ["sqlite", "redis", "postgres", "hbase"], indirect=True)
+# the re-partition itself runs on every store through the Backend SPI (tests/crash/test_rescale_crash.py);
+# here the whole word count goes through weir.submit three times (on SQLite, to keep the suite's time)
+@pytest.mark.parametrize("provider_url", ["sqlite"], indirect=True)
 def test_wordcount_grows_and_shrinks(spark: Any, tmp_path: Path, provider_url: str) -> None:
     corpus = tmp_path / "in"
     conf = {
