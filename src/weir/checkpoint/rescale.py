@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 
 from weir._faults import crash_point
 from weir._util import stable_hash
-from weir.checkpoint.coordinator import CheckpointPhase, CheckPointState, CheckpointStore
+from weir.checkpoint.coordinator import RECORD_KEY, CheckpointPhase, CheckPointState, CheckpointStore
 from weir.errors import CheckpointError, ConfigError, FencedError
 from weir.state.backend import Backend
 from weir.state.serializers import JsonSerializer, Serializer
@@ -253,15 +253,18 @@ class Rescaler:
         stage: str | None = None,
     ) -> CheckPointState:
         row = None if marker is None else json.dumps({**marker, "stage": stage}, sort_keys=True).encode()
+        # the record keeps its time: a rescale is not a run (``weir state rescale`` twice in a row is not
+        # refused as a live topology); one atomic write of the record and the marker, fenced
+        rec = replace(rec, epoch=epoch)
         try:
-            store.save(rec, epoch, {RESCALE_KEY: row})
+            store.backend.write_direct(store.namespace, {RECORD_KEY: rec.to_bytes(), RESCALE_KEY: row}, epoch)
         except FencedError as exc:
             msg = (
                 f"topology {self.topology!r}: another driver or `weir state rescale` (a newer epoch) took over "
                 f"during the rescale; this one (epoch {epoch}) stops, the newer one finishes it. ({exc})"
             )
             raise FencedError(msg) from exc
-        return replace(rec, epoch=epoch)
+        return rec
 
     def _stage(
         self,
