@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -79,12 +80,13 @@ def verify(url: str, topology: str, keys: int) -> None:
         raise SystemExit(f"{url}: {seen} keys after the rescale, expected {keys}")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--keys", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     ap.add_argument("--stores", nargs="+", default=list(STORES), choices=list(STORES))
     ap.add_argument("--name", default="rescale", help="results file bench/results/<name>.json")
-    args = ap.parse_args()
+    ap.add_argument("--out", type=Path, help="write the JSON here instead")
+    args = ap.parse_args(argv)
     rows: list[dict[str, Any]] = []
     print(f"{'store':<9} {'keys':>9} {'rescale s':>10} {'keys/s':>10}", flush=True)
     for name in args.stores:
@@ -100,7 +102,12 @@ def main() -> int:
                 for ns in backend.namespaces():
                     if ns.startswith((f"{topo}-", f"$checkpointspout-{topo}")):
                         backend.drop(ns)
-    path = write_results(args.name, {"machine": machine(), "from": OLD, "to": NEW, "rows": rows})
+    data = {"machine": machine(), "from": OLD, "to": NEW, "rows": rows}
+    if args.out:
+        args.out.write_text(json.dumps(data, indent=2) + "\n")
+        path = args.out
+    else:
+        path = write_results(args.name, data)
     print(f"wrote {path}")
     return 0
 
