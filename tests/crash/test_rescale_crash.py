@@ -73,8 +73,9 @@ def _check_layout(url: str, tasks: int, expected: Counter[str]) -> None:
     rec = json.loads(backend.get(f"$checkpointspout-{TOPO}", b"__state") or b"{}")
     assert rec["parallelism"] == {COMP: tasks}
     assert backend.get(f"$checkpointspout-{TOPO}", RESCALE_KEY) is None
-    for t in range(tasks):
+    for t in range(tasks):  # every case ends with txid 2 committed: the next batch's txid follows it
         assert backend.txids(task_namespace(TOPO, COMP, t)).prepared is None
+        assert backend.txids(task_namespace(TOPO, COMP, t)).committed == 2
 
 
 def _step(url: str, old: int, new: int, point: str, expected: Counter[str]) -> None:

@@ -12,7 +12,7 @@ stored in the same atomic write as the record):
    its txid is ``COMMITTING`` and discarded otherwise (what recovery would do);
 2. marker ``{"stage": "staging", "from": N, "to": M}`` — the old layout is the truth; the
    staging namespaces ``$rescale-<topology>-<component>-<task>`` (0..M-1) are dropped and written
-   anew from the old namespaces, each with the highest committed txid of the old ones;
+   anew from the old namespaces, each with the record's last committed txid as its committed txid;
 3. marker ``"switching"`` — the new layout is the truth: every new namespace is dropped and
    copied from its staging namespace, old namespaces M..N-1 are dropped;
 4. record ``parallelism[component] = M`` with marker ``"cleanup"`` (one write);
@@ -231,7 +231,12 @@ class Rescaler:
         crash_point("rescale_staging", rec.txid)
         # 2. the staging namespaces, from the old ones
         self._drop_staging(backend, comp, new)
-        committed = max((c for c in (backend.txids(ns).committed for ns in olds) if c is not None), default=None)
+        # the new namespaces' committed txid: the record's last committed one (after step 1 every old
+        # namespace is at most there), so recovery's commit of a COMMITTING txid finds it committed
+        done = [c for c in (backend.txids(ns).committed for ns in olds) if c is not None]
+        if rec.last_committed > 0:
+            done.append(rec.last_committed)
+        committed = max(done, default=None)
         self._stage(backend, epoch, comp, olds, new, route.route(new), committed)
         crash_point("rescale_staged", rec.txid)
         # 3. switch
