@@ -332,8 +332,8 @@ class Coordinator:
                 msg = (
                     f"topology {self.topology!r}: stateful component {comp!r} has parallelism {now}, but its "
                     f"state was written by {stored} tasks (namespaces {self.topology}-{comp}-0..{stored - 1}). "
-                    f"Run it with parallelism {stored}, or re-partition the state first (weir state dump / put), "
-                    f"or use a new topology name"
+                    f"Run it with parallelism {stored}, or re-partition the state first (`weir state rescale "
+                    f"--topology {self.topology} --component {comp} --to {now}`), or use a new topology name"
                 )
                 raise ConfigError(msg)
 
