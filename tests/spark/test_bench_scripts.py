@@ -184,3 +184,14 @@ def test_sqlite_many_keys_benchmark_measures_the_store_and_sqlite(bench_path: No
         assert all(v >= 0 for v in costs.values()) and costs["upsert"] > 0
     with pytest.raises(SystemExit):
         sqlite_many_keys.main(["--pragma", "cache_size=1; DROP TABLE wc"])
+
+
+def test_rescale_benchmark_re_partitions_and_verifies(bench_path: None, tmp_path: Path) -> None:
+    """``bench/rescale.py`` on tiny inputs (SQLite): every key lands in its new task (the script checks it)."""
+    import rescale
+
+    out = tmp_path / "rescale.json"
+    assert rescale.main(["--keys", "300", "3000", "--stores", "sqlite", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["store"], r["keys"]) for r in rows] == [("sqlite", 300), ("sqlite", 3000)]
+    assert all(r["seconds"] > 0 and r["keys_per_s"] > 0 for r in rows)

@@ -339,8 +339,9 @@ def test_submit_time_errors(spark: Any, tmp_path: Path) -> None:
     b.set_bolt("locky", Unpicklable()).shuffle_grouping("lines")
     with pytest.raises(TopologyError, match="locky"):
         weir.submit("e5", _conf(tmp_path), b.create_topology(), spark=spark)
-    # parallelism differing from the stored one
-    conf = _conf(tmp_path)
+    # parallelism differing from the stored one, with weir.rescale=refuse (re-partitioned by default:
+    # tests/spark/test_rescale.py)
+    conf = _conf(tmp_path, **{"weir.rescale": "refuse"})
     weir.submit("par", conf, wordcount_topology(str(corpus), parallelism=2), spark=spark).process_available()
     with pytest.raises(ConfigError, match="parallelism 3") as ei:
         weir.submit("par", conf, wordcount_topology(str(corpus), parallelism=3), spark=spark)

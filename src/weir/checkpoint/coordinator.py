@@ -43,12 +43,15 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir._faults import crash_point
 from weir.checkpoint.history import CheckpointHistory, HistoryEntry
 from weir.errors import CheckpointError, ConfigError, FencedError, StateError, StateLossError, TopologyError
 from weir.state.backend import Backend
+
+if TYPE_CHECKING:
+    from weir.checkpoint.rescale import Rescaler
 
 __all__ = [
     "CheckPointState",
@@ -324,8 +327,11 @@ class Coordinator:
         max_retries: int = 3,
         history: CheckpointHistory | None = None,
         shape: Mapping[str, Any] | None = None,
+        rescaler: Rescaler | None = None,
     ) -> None:
         self.topology = topology
+        #: re-partitions a stateful component whose parallelism changed (None: refuse the change)
+        self.rescaler = rescaler
         self.history = history
         self.shape = shape
         #: called with every history entry right after it is stored (metrics, live displays)
@@ -348,14 +354,17 @@ class Coordinator:
         rec = self.store.load()
         if rec is None:
             return
+        if self.rescaler is not None:  # refuses only what it cannot re-partition
+            self.rescaler.check(rec, self.parallelism)
+            return
         for comp, stored in rec.parallelism.items():
             now = self.parallelism.get(comp)
             if now is not None and now != stored:
                 msg = (
                     f"topology {self.topology!r}: stateful component {comp!r} has parallelism {now}, but its "
                     f"state was written by {stored} tasks (namespaces {self.topology}-{comp}-0..{stored - 1}). "
-                    f"Run it with parallelism {stored}, or re-partition the state first (weir state dump / put), "
-                    f"or use a new topology name"
+                    f"Run it with parallelism {stored}, or re-partition the state first (`weir state rescale "
+                    f"--topology {self.topology} --component {comp} --to {now}`), or use a new topology name"
                 )
                 raise ConfigError(msg)
 
@@ -372,6 +381,9 @@ class Coordinator:
         loaded = self.store.load()
         if before is not None and before_epoch is not None:
             self._check_not_lost(before, before_epoch, loaded)
+        if self.rescaler is not None:  # re-partition (or finish a crashed re-partition) before anything runs
+            self.rescaler.run(self.store, self.epoch, self.parallelism)
+            loaded = self.store.load()
         rec = loaded or CheckPointState(parallelism=self.parallelism)
         self.record = replace(rec, parallelism={**rec.parallelism, **self.parallelism})
         self._recovered = False

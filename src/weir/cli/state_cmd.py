@@ -675,7 +675,7 @@ def _store_options() -> argparse.ArgumentParser:
 
 def register(subparsers: Any) -> None:
     """Add ``weir state`` and its subcommands."""
-    from weir.cli import state_migrate
+    from weir.cli import state_migrate, state_rescale
 
     common = _store_options()
     state = subparsers.add_parser(
@@ -735,3 +735,4 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_cmd_inspect)
 
     state_migrate.register(sub, open_backend_for)
+    state_rescale.register(sub, common)

@@ -259,3 +259,14 @@ class StatefulBolt(Bolt, Generic[S]):
 
     def pre_rollback(self) -> None:  # noqa: B027
         """Hook: just before the framework rolls back the prepared state."""
+
+    def rescale_state(self, key: Any, parallelism: int) -> int | None:
+        """Hook: the task (``0..parallelism-1``) that state key ``key`` belongs to after a parallelism change.
+
+        Called on the driver at submit, once per stored key, when the component's parallelism differs
+        from the one its state was written with (see :mod:`weir.checkpoint.rescale`). The default,
+        None, routes the key as the fields grouping routes its tuples: ``stable_hash(key) %
+        parallelism``, the key being the grouping value (a list of the values for several fields). A
+        bolt fed by another grouping must override it, or a parallelism change is refused.
+        """
+        return None

@@ -31,6 +31,7 @@ WEIR_KEYS = {
     "weir.restart.max",
     "weir.spout.batch.max.tuples",
     "weir.restart.backoff.ms",
+    "weir.rescale",
 }
 
 
@@ -111,6 +112,8 @@ class RuntimeConfig:
     restart_max : ``weir.restart.max`` (default 5): consecutive query restarts after transient failures
     restart_backoff_ms : ``weir.restart.backoff.ms`` (default 1000): first wait before a restart, doubled
         per consecutive restart (see :mod:`weir.runtime.spark.supervision`)
+    rescale : ``weir.rescale``: ``auto`` (default) re-partitions the state of a stateful component whose
+        parallelism changed at submit (see :mod:`weir.checkpoint.rescale`); ``refuse`` refuses the change
     """
 
     topology: str
@@ -135,6 +138,7 @@ class RuntimeConfig:
     restart_backoff_ms: int = 1000
     allow_inexact: bool = False
     provider: ProviderConfig | None = field(default=None, repr=False)
+    rescale: str = "auto"
 
     @property
     def local(self) -> bool:
@@ -200,6 +204,10 @@ class RuntimeConfig:
         if not isinstance(accept, bool):
             msg = f"weir.accept.state.loss must be true or false, got {accept!r}"
             raise ConfigError(msg)
+        rescale = conf.get("weir.rescale", "auto")
+        if rescale not in ("auto", "refuse"):
+            msg = f"weir.rescale must be 'auto' (default: re-partition at submit) or 'refuse', got {rescale!r}"
+            raise ConfigError(msg)
         metrics_port = None if conf.get("weir.metrics.port") is None else _int(conf, "weir.metrics.port", 0, 0)
         if metrics_port is not None and metrics_port > 65535:
             msg = f"weir.metrics.port must be a TCP port (0 = any free port), got {metrics_port!r}"
@@ -246,4 +254,5 @@ class RuntimeConfig:
             metrics_host=metrics_host,
             restart_max=_int(conf, "weir.restart.max", 5, 0),
             restart_backoff_ms=_int(conf, "weir.restart.backoff.ms", 1000, 0),
+            rescale=str(rescale),
         )

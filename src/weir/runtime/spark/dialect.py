@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from weir.checkpoint.coordinator import Participants
+from weir.checkpoint.rescale import Rescaler
 from weir.errors import TopologyError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.runner import BatchRunner, TopologyRun, make_coordinator
@@ -83,6 +84,10 @@ class Dialect(ABC):
         """The topology's graph as JSON-ready data for ``weir ui``; None by default."""
         return None
 
+    def rescaler(self, plan: Prepared) -> Rescaler | None:
+        """What re-partitions a stateful component whose parallelism changed; None (default) refuses it."""
+        return None
+
 
 _DIALECTS: list[Dialect] = []
 
@@ -132,6 +137,7 @@ def submit(name: str, conf: Mapping[str, Any], topology: Any, spark: Any = None)
             plan.master,
             shape=dialect.shape(plan, namespaces),
             spouts=dialect.spouts(plan),
+            rescaler=dialect.rescaler(plan),
         )
     return TopologyRun(
         name,

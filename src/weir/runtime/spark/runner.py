@@ -23,6 +23,7 @@ from pyspark import cloudpickle
 
 from weir.checkpoint.coordinator import BatchReport, CheckpointStore, Coordinator, JobOutcome, retry_batch
 from weir.checkpoint.history import CheckpointHistory
+from weir.checkpoint.rescale import Rescaler
 from weir.errors import ConfigError, FencedError, SparkDiedError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.session import ensure_python_env, get_spark, spark_jvm_exit
@@ -165,6 +166,7 @@ def make_coordinator(
     master: str,
     shape: Mapping[str, Any] | None = None,
     spouts: list[tuple[str, Any]] | None = None,
+    rescaler: Rescaler | None = None,
 ) -> Coordinator:
     """A started coordinator whose record lives in the topology's store.
 
@@ -214,6 +216,7 @@ def make_coordinator(
         max_retries=rc.max_retries,
         history=CheckpointHistory(backend, store.namespace, rc.history_size),
         shape=shape,
+        rescaler=rescaler,
     )
     coord.start()
     # Storm's in-memory provider is a run-scoped store: losing its state on a restart is its

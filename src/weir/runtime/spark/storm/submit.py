@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from weir.checkpoint.coordinator import Participants
-from weir.errors import TopologyError
+from weir.checkpoint.rescale import ComponentRoute, Rescaler, Route, hash_route
+from weir.errors import ConfigError, TopologyError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.deadletter import make_sink
 from weir.runtime.spark.dialect import BatchRunner, Dialect, Prepared, register_dialect
@@ -20,6 +21,7 @@ from weir.runtime.spark.storm.spouts import SpoutDriver, SpoutOptions, check_sto
 from weir.runtime.spark.storm.ticks import tick_plan
 from weir.runtime.spark.streams.operators import StreamsParticipants
 from weir.state.factory import KeyValueStateProvider
+from weir.state.serializers import JsonSerializer, Serializer, serializer_for
 from weir.topology.builder import Topology
 from weir.topology.components import Bolt, Spout, StatefulBolt
 from weir.topology.windowing import WindowedBolt
@@ -222,6 +224,78 @@ class StormDialect(Dialect):
         """Components, groupings and stateful namespaces (see :func:`topology_shape`)."""
         assert isinstance(plan, StormPlan) and plan.topology is not None
         return topology_shape(plan.topology, namespaces)
+
+    def rescaler(self, plan: Prepared) -> Rescaler | None:
+        """Re-partitions stateful bolts by their fields grouping (or ``rescale_state``); see :func:`rescale_routes`."""
+        assert isinstance(plan, StormPlan) and plan.topology is not None
+        routes = rescale_routes(plan.topology, plan.provider)
+        return Rescaler(plan.name, routes, enabled=plan.rc.rescale == "auto")
+
+
+def rescale_routes(topology: Topology, provider: Any) -> dict[str, ComponentRoute]:
+    """How each stateful component's keys move when its parallelism changes, or why they cannot.
+
+    A :class:`StatefulBolt` whose every input is a fields grouping routes a key by the grouping's
+    hash; one that overrides ``rescale_state`` routes by that hook. Windowed bolts and Streams
+    operators are refused: their stored windows and checkpoints are not split by key.
+    """
+    routes: dict[str, ComponentRoute] = {}
+    for c in topology.stateful:
+        bolt = c.obj
+        if isinstance(bolt, WindowedBolt):
+            why = (
+                "it is a windowed bolt, whose stored windows (namespaces …-window) hold the tuples of every key "
+                "in slices of the window's axis; weir does not re-partition them"
+            )
+            routes[c.id] = ComponentRoute(c.id, refusal=why)
+            continue
+        if not isinstance(bolt, StatefulBolt):
+            why = (
+                "it is a Streams operator, whose checkpoints are opaque byte streams written by its state "
+                "handlers; weir cannot split them by key"
+            )
+            routes[c.id] = ComponentRoute(c.id, refusal=why)
+            continue
+        key_ser = _key_serializer(provider)
+        if type(bolt).rescale_state is not StatefulBolt.rescale_state:
+            routes[c.id] = ComponentRoute(c.id, route=_hook_route(bolt, key_ser))
+            continue
+        groupings = {sub.grouping.kind.value for sub in c.inputs}
+        if groupings != {"fields"}:
+            why = (
+                f"its input grouping(s) {', '.join(sorted(groupings))} do not say which task a key belongs to; "
+                "override StatefulBolt.rescale_state(key, parallelism) to say it"
+            )
+            routes[c.id] = ComponentRoute(c.id, refusal=why)
+            continue
+        routes[c.id] = ComponentRoute(c.id, route=hash_route(key_ser))
+    return routes
+
+
+def _key_serializer(provider: Any) -> Serializer:
+    """The key serializer of the topology's state (JSON unless configured otherwise)."""
+    if isinstance(provider, KeyValueStateProvider):
+        return serializer_for(
+            provider.config.options.get("keySerializerClass") or provider.config.key_class,
+            what="keySerializerClass",
+        )
+    return JsonSerializer()
+
+
+def _hook_route(bolt: StatefulBolt[Any], key_ser: Serializer) -> Callable[[int], Route]:
+    """Routing by the bolt's own ``rescale_state(key, parallelism)``."""
+
+    def for_parallelism(m: int) -> Route:
+        def route(skey: bytes) -> int:
+            task = bolt.rescale_state(key_ser.deserialize(skey), m)
+            if not isinstance(task, int) or not 0 <= task < m:
+                msg = f"{type(bolt).__name__}.rescale_state returned {task!r} for a key; expected a task 0..{m - 1}"
+                raise ConfigError(msg)
+            return task
+
+        return route
+
+    return for_parallelism
 
 
 register_dialect(StormDialect())

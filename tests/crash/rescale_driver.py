@@ -1,0 +1,43 @@
+"""The submit-time rescale alone, as a process the crash tests SIGKILL (see WEIR_CRASH_AT).
+
+Usage: python rescale_driver.py URL TOPOLOGY COMPONENT PARALLELISM
+
+Starts the coordinator of ``TOPOLOGY`` exactly as ``weir.submit`` does for a Storm topology whose
+stateful bolt ``COMPONENT`` (fields grouping on its key) now has ``PARALLELISM`` tasks: a
+:class:`~weir.checkpoint.rescale.Rescaler` re-partitions (or finishes re-partitioning) its state.
+No Spark: the step under test runs on the driver before any batch.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from weir.checkpoint.coordinator import CheckpointStore, Coordinator, Participants
+from weir.checkpoint.rescale import ComponentRoute, Rescaler, hash_route
+from weir.state import StateFactory
+
+
+class _NoParticipants(Participants):
+    def commit_all(self, txid: int, epoch: int, after_first: Callable[[], None] | None = None) -> None:
+        """Nothing to commit: only the start is under test."""
+
+    def rollback_all(self, epoch: int, after_first: Callable[[], None] | None = None) -> None:
+        """Nothing to roll back."""
+
+
+def main() -> int:
+    url, topology, component, parallelism = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    backend = StateFactory.from_url(url).backend
+    rescaler = Rescaler(topology, {component: ComponentRoute(component, route=hash_route())})
+    coord = Coordinator(
+        topology, CheckpointStore(backend, topology), _NoParticipants(), {component: parallelism}, rescaler=rescaler
+    )
+    epoch = coord.start()
+    assert coord.record is not None
+    print(f"DONE epoch={epoch} parallelism={dict(coord.record.parallelism)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
