@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from weir.state._watchdog import WATCHDOG
-from weir.state.postgres import PostgresBackend, PostgresOptions
+from weir.state.watchdog import WATCHDOG
+from weir.connectors.postgres import PostgresBackend, PostgresOptions
 
 import weir
 from tests.servers import PostgresServer, wait_until

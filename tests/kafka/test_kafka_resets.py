@@ -10,8 +10,8 @@ import time
 from typing import Any
 
 import pytest
-from weir._kafka import is_retriable
-from weir.sources.kafka import IDS
+from weir.connectors.kafka.client import is_retriable
+from weir.connectors.kafka.spout import IDS
 
 from tests.kafka.conftest import create_topic, produce
 from tests.servers import KafkaBroker

@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from weir.sinks.kafka import check_transaction_timeout
+from weir.connectors.kafka.sink import check_transaction_timeout
 
 import weir
 from tests.kafka.conftest import create_topic, produce

@@ -10,7 +10,7 @@ import uuid
 from typing import Any
 
 import pytest
-from weir.sources.kafka import IDS
+from weir.connectors.kafka.spout import IDS
 
 from tests.kafka.conftest import create_topic, produce
 from tests.servers import KafkaBroker, free_port

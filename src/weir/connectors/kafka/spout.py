@@ -301,7 +301,7 @@ class KafkaSpout(ReplayableSpout):
         if not names:
             return {}
         ck = client_module()
-        from weir._kafka import admin
+        from weir.connectors.kafka.client import admin
 
         def ask() -> dict[str, str]:
             futures = admin(self.settings).describe_topics(

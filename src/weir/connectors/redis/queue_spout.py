@@ -81,7 +81,7 @@ class RedisQueueSpout(Spout):
 
     def describe(self) -> str:
         """For messages (no password)."""
-        from weir.state.redis.client import RedisSettings
+        from weir.connectors.redis.client import RedisSettings
 
         return f"RedisQueueSpout({RedisSettings.from_url(self.url).describe()}, queue={self.queue!r})"
 
@@ -91,14 +91,14 @@ class RedisQueueSpout(Spout):
 
     def validate(self) -> None:
         """Submit time: the server answers."""
-        from weir.state.redis.client import close_client, redis_client
+        from weir.connectors.redis.client import close_client, redis_client
 
         close_client(redis_client(self.url))
 
     # ---- Storm's ISpout ------------------------------------------------------------------------
     def open(self, conf: Mapping[str, Any], context: TopologyContext, collector: SpoutOutputCollector) -> None:
         """Connect, and move what this task's processing list holds back to the queue (redelivered)."""
-        from weir.state.redis.client import redis_client
+        from weir.connectors.redis.client import redis_client
 
         self.collector = collector
         self.processing = self.processing_name or (
