@@ -18,15 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from weir.state.watchdog import WATCHDOG
-from weir.connectors.postgres import PostgresBackend, PostgresOptions
 
 import weir
 from tests.servers import PostgresServer, wait_until
+from weir.connectors.postgres import PostgresBackend, PostgresOptions
 from weir.demo import read_counts
 from weir.errors import ConfigError, StateError, StoreUnavailableError, WeirError
 from weir.runtime.spark.supervision import transient_reason
 from weir.sources import FileSpout
+from weir.state.watchdog import WATCHDOG
 from weir.topology import BasicBolt, Fields, StatefulBolt, TopologyBuilder, Values
 
 pytestmark = [pytest.mark.services, pytest.mark.xdist_group("postgres-private")]

@@ -10,11 +10,11 @@ import time
 from typing import Any
 
 import pytest
-from weir.connectors.kafka.client import is_retriable
-from weir.connectors.kafka.spout import IDS
 
 from tests.kafka.conftest import create_topic, produce
 from tests.servers import KafkaBroker
+from weir.connectors.kafka.client import is_retriable
+from weir.connectors.kafka.spout import IDS
 from weir.errors import SourceError, TransientSourceError
 from weir.sources import KafkaSpout, ReadLimit
 

@@ -10,13 +10,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-from weir.connectors.kafka.sink import check_transaction_timeout
 
 import weir
 from tests.kafka.conftest import create_topic, produce
 from tests.kafka.test_kafka_e2e import read_committed
 from tests.servers import KafkaBroker
 from tests.sources._spouts import CountByKey
+from weir.connectors.kafka.sink import check_transaction_timeout
 from weir.errors import ConfigError, StateError
 from weir.sinks import KafkaBolt, TransactionalPublisher
 from weir.sources import KafkaSpout

@@ -10,10 +10,10 @@ import uuid
 from typing import Any
 
 import pytest
-from weir.connectors.kafka.spout import IDS
 
 from tests.kafka.conftest import create_topic, produce
 from tests.servers import KafkaBroker, free_port
+from weir.connectors.kafka.spout import IDS
 from weir.errors import ConfigError, SourceError
 from weir.sources import Guarantee, KafkaSpout, ReadLimit
 
