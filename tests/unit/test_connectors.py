@@ -18,7 +18,7 @@ from weir.state.memory import MemoryBackend
 
 def test_every_connector_package_registers_one_descriptor() -> None:
     packages = sorted(m.name for m in pkgutil.iter_modules(weir.connectors.__path__) if m.ispkg)
-    assert packages == ["hbase", "kafka", "memcached", "nats", "postgres", "redis", "sqlite"]
+    assert packages == ["hbase", "kafka", "memcached", "nats", "postgres", "rabbitmq", "redis", "sqlite"]
     for name in packages:
         module = importlib.import_module(f"weir.connectors.{name}")
         assert registry.connector(name) is module.CONNECTOR, f"weir.connectors.{name} did not register"

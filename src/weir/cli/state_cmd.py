@@ -735,4 +735,4 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_cmd_inspect)
 
     state_migrate.register(sub, open_backend_for)
-    state_rescale.register(sub, common)
+    state_rescale.register(sub, common, open_store)

@@ -19,7 +19,7 @@ from weir.errors import ConfigError, StateError
 __all__ = ["register"]
 
 
-def _cmd_rescale(args: argparse.Namespace) -> int:
+def _cmd_rescale(args: argparse.Namespace, open_store: Any) -> int:
     from weir.checkpoint.admin import live_topology
     from weir.checkpoint.coordinator import CheckpointStore
     from weir.checkpoint.history import load_topology_shape
@@ -31,7 +31,6 @@ def _cmd_rescale(args: argparse.Namespace) -> int:
         plan_counts,
         task_namespace,
     )
-    from weir.cli.state_cmd import open_store
 
     topo, comp, new = args.topology, args.component, args.to
     if new < 1:
@@ -110,8 +109,10 @@ def _refuse_unsplittable(backend: Any, topo: str, comp: str, old: int, shape: di
                 raise ConfigError(msg)
 
 
-def register(sub: Any, common: argparse.ArgumentParser) -> None:
-    """Add ``weir state rescale`` (``common``: the store options of ``weir state``)."""
+def register(sub: Any, common: argparse.ArgumentParser, open_store: Any) -> None:
+    """Add ``weir state rescale`` (``common``: the store options of ``weir state``; ``open_store(args)``
+    opens the store they select).
+    """
     p = sub.add_parser(
         "rescale",
         parents=[common],
@@ -127,4 +128,4 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--component", required=True, metavar="C", help="the stateful bolt's id")
     p.add_argument("--to", required=True, type=int, metavar="M", help="the new parallelism")
     p.add_argument("--dry-run", action="store_true", help="print the key counts per new task; write nothing")
-    p.set_defaults(func=_cmd_rescale)
+    p.set_defaults(func=lambda args: _cmd_rescale(args, open_store))
