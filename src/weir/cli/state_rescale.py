@@ -110,9 +110,7 @@ def _refuse_unsplittable(backend: Any, topo: str, comp: str, old: int, shape: di
 
 
 def register(sub: Any, common: argparse.ArgumentParser, open_store: Any) -> None:
-    """Add ``weir state rescale`` (``common``: the store options of ``weir state``; ``open_store(args)``
-    opens the store they select).
-    """
+    """Add ``weir state rescale``; ``common``: ``weir state``'s store options, ``open_store(args)`` opens it."""
     p = sub.add_parser(
         "rescale",
         parents=[common],
