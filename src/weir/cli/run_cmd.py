@@ -243,8 +243,9 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--accept-state-loss",
         action="store_true",
-        help="start even if the store lost committed state (it is behind Spark's commit log); "
-        "the lost updates stay lost (weir.accept.state.loss)",
+        help="start even if the store and Spark's checkpoint disagree (the store lost committed state, or the "
+        "checkpoint is missing and the spouts cannot resume from the store); the lost updates stay lost, or "
+        "the sources are read again (weir.accept.state.loss)",
     )
     p.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--interval", type=float, default=0.5, help="progress refresh in seconds")

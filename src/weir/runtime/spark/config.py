@@ -98,8 +98,8 @@ class RuntimeConfig:
     max_task_parallelism : ``topology.max.task.parallelism`` (None = no cap)
     checkpoint_serializer : ``weir.streams.checkpoint.serializer``: ``data`` (default) or ``pickle``
         (Streams checkpoints may hold any picklable object; trusts whoever can write the store)
-    accept_state_loss : ``weir.accept.state.loss`` (default False): start even when the store is
-        behind Spark's commit log (see :mod:`weir.runtime.spark.statecheck`)
+    accept_state_loss : ``weir.accept.state.loss`` (default False): start even when the store and
+        Spark's checkpoint disagree (see :mod:`weir.runtime.spark.statecheck`)
     history_size : ``weir.history.size``: checkpoint history entries kept in the store (default 100, 0 = none)
     metrics_port : ``weir.metrics.port``: serve Prometheus metrics on this port (None = off, 0 = any free port)
     metrics_host : ``weir.metrics.host``: the address the metrics endpoint binds (default ``127.0.0.1``:
