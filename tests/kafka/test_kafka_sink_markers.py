@@ -79,6 +79,14 @@ def test_transaction_timeout_is_checked_against_the_broker_and_the_supervision_b
     builder.set_bolt("out", bolt, 1).shuffle_grouping("kafka")
     with pytest.raises(ConfigError, match="transaction.max.timeout.ms"):
         weir.submit("ktimeout", {"weir.state.dir": str(tmp_path / "s")}, builder.create_topology())
+    from weir.sinks import KafkaStateFactory, KafkaStateUpdater
+    from weir.trident import TridentTopology
+
+    t = TridentTopology()
+    factory = KafkaStateFactory(b, out, "tt-trident", config={"transaction.timeout.ms": "10000"})
+    t.new_stream("kafka", KafkaSpout(b, src)).partition_persist(factory, ["key", "value"], KafkaStateUpdater("value"))
+    with pytest.raises(ConfigError, match=r"KafkaStateFactory\(topic .*\): transaction.timeout.ms = 10000 is below"):
+        weir.submit("ktimeout-trident", {"weir.state.dir": str(tmp_path / "t")}, t)
     # the user's timeout is what the producer uses (a publisher with 120 s works against this broker)
     pub = TransactionalPublisher(
         {"bootstrap.servers": b, "transaction.timeout.ms": "120000"}, out, f"tt-{uuid.uuid4().hex[:6]}", "weir.progress"

@@ -33,7 +33,7 @@ Markers are bound to the writer
 
 Transaction timeout
     ``transaction.timeout.ms`` in ``config`` is respected (default 60000). At submit, a
-    ``KafkaBolt`` checks it against the brokers' ``transaction.max.timeout.ms`` and against the
+    ``KafkaBolt`` or ``KafkaStateFactory`` checks it against the brokers' ``transaction.max.timeout.ms`` and against the
     checkpoint interval plus the supervision budget (the waits of ``weir.restart.max`` restarts),
     so a broker that would refuse the producer fails the submit, not the first commit.
 
@@ -668,6 +668,10 @@ class KafkaStateFactory(StateFactory):
             msg = f"KafkaStateFactory: transactional_id must be a non-empty string, got {transactional_id!r}"
             raise ConfigError(msg)
         self.topic, self.transactional_id, self.marker_topic = topic, transactional_id, marker_topic
+
+    def check_submit(self, conf: Mapping[str, Any]) -> None:
+        """Submit-time: ``transaction.timeout.ms`` against the brokers and the supervision budget."""
+        check_transaction_timeout(self.settings, conf, f"KafkaStateFactory(topic {self.topic!r})")
 
     def make_state(self, conf: Mapping[str, Any], partition_index: int, num_partitions: int) -> KafkaState:
         """The state of partition ``partition_index``."""

@@ -122,6 +122,9 @@ class StateFactory(ABC):
     def make_state(self, conf: Mapping[str, Any], partition_index: int, num_partitions: int) -> State:
         """Return the state of partition ``partition_index`` out of ``num_partitions``."""
 
+    def check_submit(self, conf: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
+        """Submit-time checks against the state's external system (a broker's limits): raise to refuse."""
+
 
 def check_partition(partition_index: int, num_partitions: int, *, what: str) -> None:
     """Raise :class:`ConfigError` unless ``0 <= partition_index < num_partitions``."""

@@ -35,6 +35,7 @@ from weir.state.factory import KeyValueStateProvider
 from weir.topology.components import Spout
 from weir.topology.context import TopologyContext
 from weir.trident.guarantee import spout_type
+from weir.trident.state.base import StateFactory as TridentStateFactory
 from weir.trident.state.base import StateType
 from weir.trident.topology import TridentTopology
 
@@ -281,6 +282,9 @@ class TridentDialect(Dialect):
             raise TopologyError(msg, topology=name)
         for spout in (n.params["spout"] for n in topology.spout_nodes()):
             spout.validate()  # submit-time checks of the sources (brokers reachable, topics exist)
+        for state in topology.states:
+            if isinstance(state.factory, TridentStateFactory):  # submit-time checks of the sinks (broker limits)
+                state.factory.check_submit(conf)
         master = master_for(rc, spark)
         factories = _memory_states(name, topology, master)
         # before Spark starts: a typo fails in about a second
