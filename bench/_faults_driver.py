@@ -62,8 +62,14 @@ class WordCounter(Operator, StateHandler):
         w = tup["word"]
         self.counts[w] = self.counts.get(w, 0) + 1
 
+    def drain(self) -> None:
+        pass  # nothing is submitted downstream
+
     def checkpoint(self, checkpoint: Checkpoint) -> None:
         checkpoint.put("counts", dict(self.counts))
+
+    def retire_checkpoint(self, id: int) -> None:  # noqa: A002 - Streams' name
+        pass  # nothing outside the checkpoint to clean up
 
     def reset(self, checkpoint: Checkpoint) -> None:
         self.counts = dict(checkpoint.get("counts", {}))
