@@ -168,7 +168,12 @@ def main() -> int:
     if "--count" in sys.argv:
         print(json.dumps(counts(dialect, store, url, state_dir, name, inp)))
         return 0
-    run = weir.submit(name, conf_for(store, url, state_dir), topology(dialect, store, url, inp, name))
+    try:
+        run = weir.submit(name, conf_for(store, url, state_dir), topology(dialect, store, url, inp, name))
+    except Exception as exc:  # noqa: BLE001 - refused at submit: reported to the harness
+        line = (str(exc).strip().splitlines() or [""])[0]
+        print(f"ERROR {type(exc).__name__}: {line[:500]}", flush=True)
+        return 3
     stop = threading.Event()
 
     def progress() -> None:
