@@ -62,8 +62,14 @@ class WordCounter(Operator, StateHandler):
         w = tup["word"]
         self.counts[w] = self.counts.get(w, 0) + 1
 
+    def drain(self) -> None:
+        pass  # nothing is submitted downstream
+
     def checkpoint(self, checkpoint: Checkpoint) -> None:
         checkpoint.put("counts", dict(self.counts))
+
+    def retire_checkpoint(self, id: int) -> None:  # noqa: A002 - Streams' name
+        pass  # nothing outside the checkpoint to clean up
 
     def reset(self, checkpoint: Checkpoint) -> None:
         self.counts = dict(checkpoint.get("counts", {}))
@@ -162,7 +168,12 @@ def main() -> int:
     if "--count" in sys.argv:
         print(json.dumps(counts(dialect, store, url, state_dir, name, inp)))
         return 0
-    run = weir.submit(name, conf_for(store, url, state_dir), topology(dialect, store, url, inp, name))
+    try:
+        run = weir.submit(name, conf_for(store, url, state_dir), topology(dialect, store, url, inp, name))
+    except Exception as exc:  # noqa: BLE001 - refused at submit: reported to the harness
+        line = (str(exc).strip().splitlines() or [""])[0]
+        print(f"ERROR {type(exc).__name__}: {line[:500]}", flush=True)
+        return 3
     stop = threading.Event()
 
     def progress() -> None:

@@ -11,7 +11,7 @@ from tests.security._proxy import PausableProxy
 from tests.servers import PostgresDatabase, RedisServer
 from weir.connectors.postgres import PostgresBackend, PostgresOptions
 from weir.connectors.redis import RedisBackend, RedisSettings
-from weir.errors import ConfigError, StateError
+from weir.errors import ConfigError, StateError, StoreUnavailableError
 from weir.state.config import parse_provider_config
 
 
@@ -81,7 +81,7 @@ def test_postgres_outage_is_a_state_error_not_psycopg(postgres_database: Postgre
         proxy.close()  # every connection dropped, nothing listens any more
         with pytest.raises(StateError) as info:
             backend.write_direct("gone-ns", {b"a": b"1"}, None)
-        assert type(info.value) is StateError
+        assert type(info.value) is StoreUnavailableError  # a StateError that supervision retries
         assert "'gone-ns'" in str(info.value) and "write 1 changes" in str(info.value)
         backend.close()
 

@@ -676,7 +676,7 @@ class TopologyRun:
 
     def _jvm_died(self, exc: BaseException) -> SparkDiedError | None:
         """A named error when Spark's JVM is gone: no restart can reach it from this process."""
-        ended = spark_jvm_exit(wait_s=2.0 if _PY4J_LOST.search(f"{type(exc).__name__}: {exc}") else 0.0)
+        ended = spark_jvm_exit(wait_s=0.5 if _PY4J_LOST.search(f"{type(exc).__name__}: {exc}") else 0.0)
         if ended is None:
             return None
         pid, code = ended

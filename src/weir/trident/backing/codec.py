@@ -201,7 +201,7 @@ def encode_cell_text(cell: Any, state_type: StateType, key: Key, *, where: str) 
             val = _scalar_text(cell.val)
             if val is not None:
                 return f"[{'null' if txid is None else txid},{val}]"
-    return _escape_surrogates(encode_cell(cell, state_type, key, where=where).decode("utf-8", "surrogatepass"))
+    return encode_cell(cell, state_type, key, where=where).decode("utf-8", "surrogatepass")
 
 
 def decode_cell(data: bytes | str | None, state_type: StateType, key: Key, *, where: str) -> Any:
