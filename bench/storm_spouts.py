@@ -154,7 +154,7 @@ def run_weir(spark: Any, name: str, spout: Any, n: int, state_dir: str) -> float
 def weir_counts(state_dir: str, name: str) -> collections.Counter[str]:
     from weir.state.factory import StateFactory
 
-    p = StateFactory.from_url(f"sqlite:///{state_dir}/weir-state.db")
+    p = StateFactory.from_url(f"sqlite:///{state_dir}/state.db")
     out: collections.Counter[str] = collections.Counter()
     for i in range(2):
         for k, v in p.new_state(f"{name}-count-{i}"):

@@ -30,6 +30,7 @@ def main() -> int:
     else:
         spout = rabbit_spout(broker, queue, record_url, pg_url, name)
         spout.connect_timeout_s = 150
+        spout.max_per_call = 3
     conf = {
         "weir.state.dir": state_dir,
         "weir.spark.master": "local[2]",

@@ -55,6 +55,7 @@ class RabbitMQSpout(Spout):
         else the body); must be the same when the broker redelivers the message
     prefetch : unacked deliveries the broker sends this task at most (``basic.qos``); keep it at
         least ``topology.max.spout.pending``
+    max_per_call : deliveries one ``next_tuple`` emits at most (the rest wait for the next call)
     connect_timeout_s : how long ``open`` retries connecting (rides out a broker restart)
 
     Examples
@@ -73,6 +74,7 @@ class RabbitMQSpout(Spout):
         message_id: Callable[[str, Any], Any] | None = None,
         id_field: str | None = None,
         prefetch: int = 1000,
+        max_per_call: int = 1000,
         declare: bool = True,
         connect_timeout_s: float = 30.0,
     ) -> None:
@@ -88,6 +90,7 @@ class RabbitMQSpout(Spout):
         self.id_field = id_field
         self.message_id = message_id
         self.prefetch = prefetch
+        self.max_per_call = max_per_call
         self.declare = declare
         self.connect_timeout_s = connect_timeout_s
         self._conn: Any = None
@@ -159,10 +162,10 @@ class RabbitMQSpout(Spout):
         self._buffer.append((method.delivery_tag, text, mid))
 
     def next_tuple(self) -> None:
-        """Emit what the broker has delivered (waiting at most a few milliseconds for more)."""
+        """Emit up to ``max_per_call`` deliveries (waiting at most 50 ms for some when none is buffered)."""
         if not self._buffer:
-            self._conn.process_data_events(time_limit=0.005)
-        buffered, self._buffer = self._buffer, []
+            self._conn.process_data_events(time_limit=0.05)
+        buffered, self._buffer = self._buffer[: self.max_per_call], self._buffer[self.max_per_call :]
         for tag, text, mid in buffered:
             self._held.setdefault(mid, []).append(tag)
             values = [text, mid] if self.id_field else [text]
