@@ -46,6 +46,7 @@ __all__ = [
     "Rescaler",
     "hash_route",
     "load_marker",
+    "plan_counts",
     "staging_namespace",
     "task_namespace",
 ]
