@@ -23,6 +23,11 @@ A SIGKILL anywhere leaves a marker that the next start (or ``weir state rescale`
 ``cleanup`` roll forward from the complete staging namespaces. A reader therefore always finds
 the old layout or the new one, never a mix, and every count exactly once. Every write carries the
 epoch the caller took in the coordinator namespace, so a newer driver fences this one.
+
+An event-time windowed bolt (``ComponentRoute.window_key`` set) has its window namespaces
+``<task namespace>-window`` staged, switched and dropped alongside, every stored window tuple moved
+to the task of its grouping value; :func:`_plan_windows` says when that is exact and refuses, before
+the marker is written, when it is not. The plan holds the component's stored window tuples in memory.
 """
 
 from __future__ import annotations
