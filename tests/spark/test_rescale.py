@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 from collections import Counter
@@ -228,3 +229,33 @@ def _count_topology() -> Any:
         "parse", Fields("key")
     )
     return b.create_topology()
+
+
+@pytest.mark.parametrize("provider_url", ["sqlite"], indirect=True)
+def test_windowed_count_through_submit_2_to_3(spark: Any, tmp_path: Path, provider_url: str) -> None:
+    """The same per-key window count through weir.submit: 2 tasks for two batches, then 3 tasks for two more."""
+    conf = {
+        "weir.state.dir": str(tmp_path / "state"),
+        "weir.spark.master": "local[2]",
+        "topology.state.provider.config": {"url": provider_url},
+    }
+    corpus, batches = tmp_path / "readings", _readings(4, random.Random(3))
+    corpus.mkdir()
+
+    def write(first: int, last: int) -> None:
+        for f in range(first, last):  # one file per batch; Spark's file source takes them by mtime
+            path = corpus / f"r{f:03d}.txt"
+            path.write_text("".join(f"{k} {ts}\n" for k, ts in batches[f]))
+            os.utime(path, (1_700_000_000 + f, 1_700_000_000 + f))
+
+    write(0, 2)
+    weir.submit("rw2", conf, _window_topology(str(corpus), 2), spark=spark).process_available()
+    write(2, 4)
+    weir.submit("rw2", conf, _window_topology(str(corpus), 3), spark=spark).process_available()
+    seen = [r for rows in batches for r in rows]
+    wm = max(ts for _, ts in seen)
+    expected = Counter((k, (ts + 999) // 1000 * 1000) for k, ts in seen)
+    got = dict(StateFactory.from_url(provider_url).new_state("rw2-sink-0"))
+    assert got == {f"{k}:{end}": [n] for (k, end), n in expected.items() if end <= wm}
+    rec = StateFactory.from_url(provider_url).backend.get("$checkpointspout-rw2", b"__state")
+    assert rec is not None and json.loads(rec)["parallelism"]["win"] == 3
