@@ -138,3 +138,31 @@ def test_rescale_survives_sigkill_on_hbase(provider_url: str) -> None:
     _setup(provider_url, 2, counts, Counter(), CheckpointPhase.COMMITTED)
     _step(provider_url, 2, 5, "rescale_switching", counts)
     _step(provider_url, 5, 3, "rescale_staged", counts)
+
+
+@pytest.mark.parametrize("point", ["rescale_staging", "rescale_staged", "rescale_switching", "rescale_switched"])
+@pytest.mark.parametrize("provider_url", ["sqlite"], indirect=True)
+def test_windowed_rescale_survives_sigkill(provider_url: str, point: str) -> None:
+    """An event-time windowed per-key count, 2 → 3 tasks, killed at ``point`` and restarted: every window once."""
+    from tests.spark.test_rescale import _readings, _window_batch
+
+    provider = StateFactory.from_url(provider_url)
+    batches, out = _readings(4, random.Random(11)), {}
+    for txid, rows in enumerate(batches[:2], start=1):
+        _window_batch(provider, 2, rows, txid, out)
+    store = CheckpointStore(provider.backend, "rw")
+    store.save(CheckPointState(txid=2, phase=CheckpointPhase.COMMITTED, parallelism={"win": 2}), store.acquire_epoch())
+    crashed = run_driver([str(DRIVER), provider_url, "rw", "win", "3", "windowed"], f"{point}@2", timeout=120)
+    assert crashed.returncode == -9, crashed.stderr[-2000:]
+    assert provider.backend.get("$checkpointspout-rw", RESCALE_KEY) is not None
+    done = run_driver([str(DRIVER), provider_url, "rw", "win", "3", "windowed"], None, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for txid, rows in enumerate(batches[2:], start=3):
+        _window_batch(provider, 3, rows, txid, out)
+    seen = [r for rows in batches for r in rows]
+    wm = max(ts for _, ts in seen)
+    expected = Counter((k, (ts + 999) // 1000 * 1000) for k, ts in seen)
+    assert out == {f"{k}:{end}": [n] for (k, end), n in expected.items() if end <= wm}
+    names = provider.backend.namespaces()
+    assert not [ns for ns in names if ns.startswith(("$rescale-", "rw-win-3"))]
+    assert provider.backend.get("$checkpointspout-rw", RESCALE_KEY) is None

@@ -542,7 +542,7 @@ def test_changed_parallelism_of_a_stateful_component_is_refused_with_a_way_out(
         "written by 2 tasks",
         "wc-count-0..1",
         "Run it with parallelism 2",
-        "weir state dump",
+        "weir state rescale --topology wc --component count --to 3",
         "new topology name",
     ):
         assert part in text

@@ -23,15 +23,22 @@ A SIGKILL anywhere leaves a marker that the next start (or ``weir state rescale`
 ``cleanup`` roll forward from the complete staging namespaces. A reader therefore always finds
 the old layout or the new one, never a mix, and every count exactly once. Every write carries the
 epoch the caller took in the coordinator namespace, so a newer driver fences this one.
+
+An event-time windowed bolt (``ComponentRoute.window_key`` set) has its window namespaces
+``<task namespace>-window`` staged, switched and dropped alongside, every stored window tuple moved
+to the task of its grouping value; :func:`_plan_windows` says when that is exact and refuses, before
+the marker is written, when it is not. The plan holds the component's stored window tuples in memory.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from weir._faults import crash_point
 from weir._util import stable_hash
@@ -46,6 +53,7 @@ __all__ = [
     "Rescaler",
     "hash_route",
     "load_marker",
+    "plan_counts",
     "staging_namespace",
     "task_namespace",
 ]
@@ -99,6 +107,9 @@ class ComponentRoute:
     component: str
     route: Callable[[int], Route] | None = None
     refusal: str | None = None
+    #: a windowed bolt's stored event ``[v, source, stream, source_task, txid, values]`` → its
+    #: fields grouping value; set, the task's window namespace (``…-window``) is re-partitioned too
+    window_key: Callable[[list[Any]], Any] | None = None
 
 
 def load_marker(backend: Backend, namespace: str) -> dict[str, object] | None:
@@ -218,7 +229,8 @@ class Rescaler:
         log.warning("topology %s: re-partitioning %r from %d to %d tasks", self.topology, comp, old, new)
         olds = [task_namespace(self.topology, comp, t) for t in range(old)]
         # 1. pending prepares, resolved as recovery would
-        for ns in olds:
+        windowed = [window_ns(ns) for ns in olds] if route.window_key is not None else []
+        for ns in olds + windowed:
             prepared = backend.txids(ns).prepared
             if prepared is None:
                 continue
@@ -226,6 +238,9 @@ class Rescaler:
                 backend.commit_prepared(ns, prepared, epoch)
             else:
                 backend.discard_prepared(ns, epoch)
+        windows = None
+        if route.window_key is not None:  # refused before anything is written when not exact
+            windows = _plan_windows(backend, self.topology, comp, olds, new, route.window_key)
         marker = {"component": comp, "from": old, "to": new}
         rec = self._save(store, epoch, rec, marker, "staging")
         crash_point("rescale_staging", rec.txid)
@@ -238,6 +253,13 @@ class Rescaler:
             done.append(rec.last_committed)
         committed = max(done, default=None)
         self._stage(backend, epoch, comp, olds, new, route.route(new), committed)
+        if windows is not None:
+            for t, rows in enumerate(windows):
+                ns = window_ns(staging_namespace(self.topology, comp, t))
+                for chunk in _chunks(iter(rows.items())):
+                    backend.write_direct(ns, chunk, epoch)
+                if committed is not None:
+                    _set_committed(backend, ns, committed, epoch)
         crash_point("rescale_staged", rec.txid)
         # 3. switch
         rec = self._save(store, epoch, rec, marker, "switching")
@@ -303,23 +325,31 @@ class Rescaler:
                 _set_committed(backend, staged[t], committed, epoch)
 
     def _switch(self, backend: Backend, epoch: int, comp: str, old: int, new: int, txid: int) -> None:
+        # a windowed bolt's window namespaces move too; a staged one exists for every new task
+        windowed = any(True for _ in backend.scan(window_ns(staging_namespace(self.topology, comp, 0))))
         for t in range(new):
-            src, dst = staging_namespace(self.topology, comp, t), task_namespace(self.topology, comp, t)
-            backend.drop(dst)
-            for rows in _chunks(backend.scan(src)):
-                backend.write_direct(dst, rows, epoch)
-            committed = backend.txids(src).committed
-            if committed is not None:
-                _set_committed(backend, dst, committed, epoch)
+            pairs = [(staging_namespace(self.topology, comp, t), task_namespace(self.topology, comp, t))]
+            if windowed:
+                pairs.append((window_ns(pairs[0][0]), window_ns(pairs[0][1])))
+            for src, dst in pairs:
+                backend.drop(dst)
+                for rows in _chunks(backend.scan(src)):
+                    backend.write_direct(dst, rows, epoch)
+                committed = backend.txids(src).committed
+                if committed is not None:
+                    _set_committed(backend, dst, committed, epoch)
             if t == 0:
                 crash_point("rescale_switching", txid)
         for t in range(new, old):
             backend.drop(task_namespace(self.topology, comp, t))
+            if windowed:
+                backend.drop(window_ns(task_namespace(self.topology, comp, t)))
 
     def _drop_staging(self, backend: Backend, comp: str, new: int) -> None:
         prefix = f"$rescale-{self.topology}-{comp}-"
         for ns in backend.namespaces():
-            if ns.startswith(prefix) and ns[len(prefix) :].isdigit():
+            rest = ns[len(prefix) :].removesuffix("-window")
+            if ns.startswith(prefix) and rest.isdigit():
                 backend.drop(ns)
 
 
@@ -347,3 +377,96 @@ def plan_counts(backend: Backend, topology: str, component: str, old: int, new: 
         for skey, _ in backend.scan(task_namespace(topology, component, t)):
             counts[route(skey)] += 1
     return counts
+
+
+def window_ns(namespace: str) -> str:
+    """A task's window namespace (:func:`weir.topology.window_manager.window_namespace`)."""
+    return f"{namespace}-window"
+
+
+def _plan_windows(
+    backend: Backend, topology: str, comp: str, olds: list[str], new: int, key: Callable[[list[Any]], Any]
+) -> list[dict[bytes, bytes]]:
+    """The rows of the ``new`` window namespaces of an event-time windowed bolt, or a ConfigError.
+
+    Every stored tuple moves to the task of its key (``stable_hash(key) % new``). It is exact only
+    when every old task has processed the same window ends, i.e. its watermark lies in the same
+    sliding interval ``(P, P + S]`` (windows end at multiples of ``S``; all ends ``<= P`` fired or
+    were empty): a key then sees no window twice and none lost. The new tasks take the smallest old
+    watermark (per input stream the smallest largest timestamp), the largest last fired end, and
+    their next window end from their own tuples, past ``P``.
+    """
+    ser = JsonSerializer()
+    metas: list[tuple[str, dict[str, Any]]] = []
+    events: list[list[Any]] = []
+    for ns in olds:
+        wns = window_ns(ns)
+        meta: dict[str, Any] | None = None
+        for skey, sval in backend.scan(wns):
+            k, v = ser.deserialize(skey), ser.deserialize(sval)
+            if k == "meta" and isinstance(v, dict):
+                meta = v
+            elif isinstance(k, list) and isinstance(v, list):
+                events.extend(v)
+        if meta is not None:
+            metas.append((wns, meta))
+    where = f"topology {topology!r}, component {comp!r}"
+    out: list[dict[bytes, bytes]] = [{} for _ in range(new)]
+    if not metas:
+        return out
+    layouts = {json.dumps(m.get("layout")) for _, m in metas}
+    layout = metas[0][1].get("layout")
+    if len(layouts) != 1 or not isinstance(layout, list) or layout[:2] != ["duration", "event"]:
+        msg = (
+            f"{where}: its stored windows ({', '.join(ns for ns, _ in metas)}) are not event-time windows of one "
+            f"layout ({sorted(layouts)}); only event-time windows are re-partitioned. Keep its parallelism"
+        )
+        raise ConfigError(msg)
+    slide, width, size = int(layout[3]), int(layout[4]), int(layout[5])
+    done = {ns: (None if m.get("wm") is None else math.floor(float(m["wm"]) / slide) * slide) for ns, m in metas}
+    if len(set(done.values())) != 1:
+        shown = ", ".join(f"{ns}: watermark {m.get('wm')}" for ns, m in metas)
+        msg = (
+            f"{where}: its tasks have fired windows up to different ends ({shown}; windows end at multiples of "
+            f"{slide}), so a key moving between them would see a window twice or lose one. Keep its parallelism "
+            "for now and rescale after a run in which every task's watermark passed the same window end "
+            "(e.g. once every key has tuples past it)"
+        )
+        raise ConfigError(msg)
+    p = next(iter(done.values()))
+    wms = [float(m["wm"]) for _, m in metas if m.get("wm") is not None]
+    smax: dict[str, float] = {}
+    for _, m in metas:
+        for s, v in dict(m.get("smax", {})).items():
+            smax[s] = min(float(v), smax.get(s, math.inf))
+    ends = [float(m["last_end"]) for _, m in metas if m.get("last_end") is not None]
+    last_end = max(ends) if ends else None
+    per_task: list[list[list[Any]]] = [[] for _ in range(new)]
+    for ev in events:
+        per_task[stable_hash(key(ev)) % new].append(ev)
+    for t, evs in enumerate(per_task):
+        slices: dict[int, list[list[Any]]] = {}
+        for ev in evs:
+            slices.setdefault(math.ceil(float(ev[0]) / width), []).append(ev)
+        rows = out[t]
+        for b, sev in slices.items():
+            for c in range(0, len(sev), size):
+                rows[ser.serialize(["c", b, c // size])] = ser.serialize(sev[c : c + size])
+        next_end: float | None = None
+        if evs:
+            next_end = math.ceil(min(float(ev[0]) for ev in evs) / slide) * slide
+            for floor in (p, last_end):
+                if floor is not None:
+                    next_end = max(next_end, floor + slide)
+        meta = {
+            "seq": len(evs),
+            "axis": None,
+            "next_end": next_end,
+            "last_end": last_end,
+            "wm": min(wms) if wms else None,
+            "smax": smax,
+            "slices": {str(b): len(sev) for b, sev in sorted(slices.items())},
+            "layout": layout,
+        }
+        rows[ser.serialize("meta")] = ser.serialize(meta)
+    return out

@@ -88,7 +88,9 @@ def _refuse_unsplittable(backend: Any, topo: str, comp: str, old: int, shape: di
         if backend.count(f"{ns}-window"):
             msg = (
                 f"topology {topo!r}: {comp!r} is a windowed bolt (namespace {ns}-window holds its stored windows); "
-                "weir does not re-partition windows. Keep its parallelism, or use a new topology name"
+                "the grouping fields its window tuples move by are in the topology, not the store. Submit the "
+                "topology with the new parallelism (an event-time windowed bolt fed by fields groupings is "
+                "re-partitioned then), keep its parallelism, or use a new topology name"
             )
             raise ConfigError(msg)
         if backend.get(ns, b"head") is not None and backend.get(ns, b"started") is not None:

@@ -236,18 +236,15 @@ def rescale_routes(topology: Topology, provider: Any) -> dict[str, ComponentRout
     """How each stateful component's keys move when its parallelism changes, or why they cannot.
 
     A :class:`StatefulBolt` whose every input is a fields grouping routes a key by the grouping's
-    hash; one that overrides ``rescale_state`` routes by that hook. Windowed bolts and Streams
-    operators are refused: their stored windows and checkpoints are not split by key.
+    hash; one that overrides ``rescale_state`` routes by that hook. An event-time windowed bolt fed
+    by fields groupings moves its stored window tuples with their keys too (:func:`_window_route`);
+    count and processing-time windows and Streams operators are refused.
     """
     routes: dict[str, ComponentRoute] = {}
     for c in topology.stateful:
         bolt = c.obj
         if isinstance(bolt, WindowedBolt):
-            why = (
-                "it is a windowed bolt, whose stored windows (namespaces …-window) hold the tuples of every key "
-                "in slices of the window's axis; weir does not re-partition them"
-            )
-            routes[c.id] = ComponentRoute(c.id, refusal=why)
+            routes[c.id] = _window_route(topology, c, _key_serializer(provider))
             continue
         if not isinstance(bolt, StatefulBolt):
             why = (
@@ -270,6 +267,47 @@ def rescale_routes(topology: Topology, provider: Any) -> dict[str, ComponentRout
             continue
         routes[c.id] = ComponentRoute(c.id, route=hash_route(key_ser))
     return routes
+
+
+def _window_route(topology: Topology, c: Any, key_ser: Serializer) -> ComponentRoute:
+    """An event-time windowed bolt fed by fields groupings moves its stored tuples with their keys.
+
+    Count windows hold a task's last N tuples whatever their keys, and processing-time windows
+    depend on when a tuple reached its task's batch (the task's clock is not stored): neither has a
+    per-key meaning that a re-partition could keep, so both are refused.
+    """
+    cfg = c.obj.window_config
+    if cfg.by_count:
+        why = (
+            "it is a count-windowed bolt: a count window holds the last N tuples its task received, whatever "
+            "their keys, so moving keys to other tasks changes what every window holds; weir does not "
+            "re-partition count windows"
+        )
+        return ComponentRoute(c.id, refusal=why)
+    if not cfg.event_time:
+        why = (
+            "it is a processing-time windowed bolt: which windows a key's tuples already fired in depends on "
+            "its task's clock, which is not stored; only event-time windows (with_timestamp_field) are "
+            "re-partitioned"
+        )
+        return ComponentRoute(c.id, refusal=why)
+    groupings = {sub.grouping.kind.value for sub in c.inputs}
+    if groupings != {"fields"}:
+        why = (
+            f"its input grouping(s) {', '.join(sorted(groupings))} do not say which task a window tuple belongs "
+            "to; only a windowed bolt fed by fields groupings is re-partitioned"
+        )
+        return ComponentRoute(c.id, refusal=why)
+    index: dict[tuple[str, str], list[int]] = {}
+    for sub in c.inputs:
+        src_fields = topology.components[sub.source].outputs[sub.stream]
+        index[(sub.source, sub.stream)] = [src_fields.field_index(f) for f in sub.grouping.fields]
+
+    def window_key(ev: list[Any]) -> Any:
+        idx, vals = index[(ev[1], ev[2])], ev[5]
+        return vals[idx[0]] if len(idx) == 1 else tuple(vals[i] for i in idx)
+
+    return ComponentRoute(c.id, route=hash_route(key_ser), window_key=window_key)
 
 
 def _key_serializer(provider: Any) -> Serializer:
