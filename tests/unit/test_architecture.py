@@ -293,12 +293,7 @@ def _module_cycles(imports: list[Import]) -> list[list[str]]:
 
 
 #: module cycles still to break, each with the change that breaks it (the list only shrinks)
-PENDING_MODULE_CYCLES = [
-    # task.py picks the windowed task loop with isinstance inside run_task_blocks, and windowed.py
-    # uses task.py's failure report; issue 26's "task loop chosen at submit" and "one constructor for
-    # a failed TaskReport" (another branch) rewrite exactly these lines
-    ["weir.runtime.spark.storm.task", "weir.runtime.spark.storm.windowed"],
-]
+PENDING_MODULE_CYCLES: list[list[str]] = []
 
 
 def test_no_import_cycles_between_modules() -> None:

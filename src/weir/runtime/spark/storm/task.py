@@ -27,28 +27,20 @@ from weir.runtime.spark.executor import (
     TaskSpec,
     check_emitted,
     dead_letter,
-    failure_report,
     task_report,
 )
+from weir.runtime.spark.storm.common import failure_report_at, forwarding_marks
 from weir.runtime.spark.storm.instances import keep, lineage_of_job, take
 from weir.runtime.spark.storm.ticks import ticks_in
 from weir.state.kv import TransactionalKeyValueState
 from weir.topology.collector import BasicOutputCollector, FailedTuple, OutputCollector
 from weir.topology.components import BasicBolt, Spout, StatefulBolt
-from weir.topology.punctuation import Aligner, MarkRecord, Punctuation
+from weir.topology.punctuation import MarkRecord, Punctuation
 from weir.topology.shape import execute_shape
 from weir.topology.ticks import SYSTEM_COMPONENT_ID, SYSTEM_TICK_STREAM_ID, TICK_FIELDS
 from weir.topology.tuple import Tuple
 
 __all__ = ["TaskSpec", "run_spout_task", "run_task", "unacked_error"]
-
-
-def _failure_report(
-    spec: TaskSpec, task: int, txid: int, exc: BaseException, stage: str, current: Any, n_in: int, n_out: int
-) -> tuple[str, TaskReport]:
-    """The report of a task that failed at ``stage`` (on tuple ``current``, if any); call it in ``except``."""
-    where = stage + (f" of tuple {list(current.values)!r:.200}" if current is not None else "")
-    return failure_report(spec, task, txid, exc, where, n_in, n_out)
 
 
 _UNACKED = "never acked or failed (Storm's message timeout): a Bolt must ack or fail every input tuple"
@@ -103,31 +95,6 @@ def run_spout_task(
     if final:
         yield ("P", "default", Punctuation.FINAL_MARKER, task, None)
     yield task_report(spec, task, txid, n_in=n, n_out=n, failed=failed, ms=(time.perf_counter() - t0) * 1000)
-
-
-def _forwarding_marks(spec: TaskSpec, task: int, records: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
-    """Input tuples of a Storm bolt, with each aligned mark as ``(None, None, ("P", ...), None)`` records.
-
-    A window mark is forwarded on every consumed output stream once its port has it from every
-    upstream task; a final mark once every input port has one.
-    """
-    aligner = Aligner()
-    ports = set(spec.input_fields)
-    outs = [s for s in spec.outputs if s in spec.consumed_streams]
-    final_sent = False
-    it = aligner.feed(records)
-    for phase in (it, aligner.end()):
-        for item in phase:
-            if item[0] == "T":
-                yield item[1]
-                continue
-            mark = item[2]
-            if mark is Punctuation.FINAL_MARKER:
-                if final_sent or not ports <= aligner.final_ports():
-                    continue
-                final_sent = True
-            for s in outs:
-                yield (None, None, ("P", s, mark, task, None), None)
 
 
 def records_of(blocks: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
@@ -261,7 +228,7 @@ def run_bolt_blocks(
         if spec.punctuation:  # align marks record by record; each record travels as a block of one
             blocks = (
                 (r[0], r[1], r[2] if r[0] is None else [r[2]], r[3])
-                for r in _forwarding_marks(spec, task, records_of(blocks))
+                for r in forwarding_marks(spec, task, records_of(blocks))
             )
         if ticks_in(txid, spec.ticks):  # after the batch's last tuple, before the state is prepared
             assert spec.ticks is not None
@@ -369,7 +336,7 @@ def run_bolt_blocks(
     except Exception as exc:
         if run:  # what was emitted before the failure, in its place before the report
             yield ("B", run_stream, run, task)
-        yield _failure_report(spec, task, txid, exc, stage, current, n_in, n_out)
+        yield failure_report_at(spec, task, txid, exc, stage, current, n_in, n_out)
         return
     yield task_report(
         spec,

@@ -20,7 +20,7 @@ from typing import Any
 
 from weir._faults import crash_point
 from weir.runtime.spark.executor import TaskSpec, check_emitted, dead_letter, task_report
-from weir.runtime.spark.storm.task import _failure_report
+from weir.runtime.spark.storm.common import failure_report_at, forwarding_marks
 from weir.state.kv import TransactionalKeyValueState
 from weir.state.serializers import JsonSerializer
 from weir.topology.collector import FailedTuple, OutputCollector
@@ -102,9 +102,7 @@ def run_windowed_task(
         mgr = WindowManager(cfg, wstate, make_tuple, sorted(fields_of), where=where)
         stage = "execute"
         if spec.punctuation:  # marks pass through (Storm's windows ignore punctuation)
-            from weir.runtime.spark.storm.task import _forwarding_marks
-
-            records = _forwarding_marks(spec, task, records)
+            records = forwarding_marks(spec, task, records)
         for source, stream, values, source_task in records:
             if source is None:
                 yield values
@@ -135,7 +133,7 @@ def run_windowed_task(
         stage = "cleanup"
         comp.cleanup()
     except Exception as exc:
-        yield _failure_report(spec, task, txid, exc, stage, current, n_in, n_out)
+        yield failure_report_at(spec, task, txid, exc, stage, current, n_in, n_out)
         return
     yield task_report(
         spec,
