@@ -84,7 +84,7 @@ class RecordingRedisQueueSpout(_Recording, RedisQueueSpout):
 
 
 def rabbit_spout(url: str, queue: str, record_url: str, pg_url: str, topology: str) -> Any:
-    from weir.connectors.rabbitmq import RabbitMQSpout
+    from weir.sources import RabbitMQSpout
 
     class RecordingRabbitMQSpout(_Recording, RabbitMQSpout):
         def ack(self, msg_id: Any) -> bool:

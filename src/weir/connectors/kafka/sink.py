@@ -580,6 +580,7 @@ class KafkaBolt(StatefulBolt["StormState"]):
             writer = f"{self._tid()}/{uuid.uuid4().hex}"
             self.state.put(_WRITER, writer)
         self.state.put(_STAGED, {"txid": txid, "records": self._records, "writer": writer})
+        self._records = []  # the instance may live on into the next batch (prepare() runs once per instance)
 
     def _tid(self) -> str:
         ctx = self.context
