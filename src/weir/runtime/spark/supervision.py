@@ -252,16 +252,7 @@ class Supervisor:
                     )
                     self.error = failure
                     return
-                self.consecutive += 1
-                delay = self.policy.delay_s(self.consecutive)
-                log.warning(
-                    "topology %s: transient failure (%s); restart %d of at most %d in %.1f s",
-                    self.topology,
-                    reason,
-                    self.consecutive,
-                    self.policy.max_restarts,
-                    delay,
-                )
+                delay = self._count_restart("transient failure (%s); restart", reason)
                 if self._stopping.wait(delay):
                     return
                 self._on_restart(reason)
@@ -274,6 +265,20 @@ class Supervisor:
                     if reason is None:
                         self.error = exc
                         return
+
+    def _count_restart(self, what: str, reason: str) -> float:
+        """Count one more consecutive restart, log it (``what`` % ``reason``), return its back-off in seconds."""
+        self.consecutive += 1
+        delay = self.policy.delay_s(self.consecutive)
+        log.warning(
+            "topology %s: " + what + " %d of at most %d in %.1f s",
+            self.topology,
+            reason,
+            self.consecutive,
+            self.policy.max_restarts,
+            delay,
+        )
+        return delay
 
     def _launch_classified(self) -> None:
         """Start the query; a start refused because another driver holds the checkpoint is retried.
@@ -296,16 +301,7 @@ class Supervisor:
                     reason = transient_reason(exc) if isinstance(exc, SourceError) else None
                     if reason is None or self.consecutive >= self.policy.max_restarts:
                         raise
-                    self.consecutive += 1
-                    delay = self.policy.delay_s(self.consecutive)
-                    log.warning(
-                        "topology %s: transient failure at start (%s); try %d of at most %d in %.1f s",
-                        self.topology,
-                        reason,
-                        self.consecutive,
-                        self.policy.max_restarts,
-                        delay,
-                    )
+                    delay = self._count_restart("transient failure at start (%s); try", reason)
                     if self._stopping.wait(delay):
                         raise
                     continue
