@@ -22,7 +22,7 @@ CORRUPT = "_corrupt_record"
 
 
 class FileSpout(Spout):
-    """A directory of text, JSON-lines or CSV files; new files are picked up in name order.
+    """A directory of text, JSON-lines or CSV files; new files are picked up oldest first (modification time).
 
     Parameters
     ----------
