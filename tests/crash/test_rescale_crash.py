@@ -96,9 +96,9 @@ def _step(url: str, old: int, new: int, point: str, expected: Counter[str]) -> N
     _check_layout(url, new, expected)
 
 
-# every step on SQLite; on Redis and PostgreSQL the two that leave each layout (old, staged new)
+# every step on SQLite; on Redis, the Redis Cluster and PostgreSQL the two that leave each layout (old, staged new)
 CASES = [("sqlite", p) for p in POINTS] + [
-    (store, p) for store in ("redis", "postgres") for p in ("rescale_staged", "rescale_switching")
+    (store, p) for store in ("redis", "redis-cluster", "postgres") for p in ("rescale_staged", "rescale_switching")
 ]
 
 

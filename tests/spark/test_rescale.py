@@ -7,6 +7,7 @@ import os
 import random
 import shutil
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,10 @@ import weir
 from weir._util import stable_hash
 from weir.checkpoint.coordinator import CheckpointPhase, CheckPointState, CheckpointStore
 from weir.checkpoint.rescale import Rescaler
-from weir.demo import generate_corpus, read_counts, wordcount_topology
+from weir.demo import SplitSentence, WordCount, generate_corpus, read_counts, wordcount_topology
 from weir.errors import ConfigError
-from weir.runtime.spark.storm.submit import rescale_routes
+from weir.runtime.spark.config import RuntimeConfig
+from weir.runtime.spark.storm.submit import StormDialect, rescale_routes
 from weir.runtime.spark.storm.windowed import open_window_state
 from weir.sources import FileSpout
 from weir.state import StateFactory
@@ -61,9 +63,9 @@ def _layout_ok(url: str, name: str, tasks: int) -> None:
     assert not [ns for ns in backend.namespaces() if ns.startswith("$rescale-")]
 
 
-# the re-partition itself runs on every store through the Backend SPI (tests/crash/test_rescale_crash.py);
-# here the whole word count goes through weir.submit three times (on SQLite, to keep the suite's time)
-@pytest.mark.parametrize("provider_url", ["sqlite"], indirect=True)
+# the re-partition itself is SIGKILLed on every store through the Backend SPI (tests/crash/test_rescale_crash.py);
+# here the whole word count goes through weir.submit three times on each store
+@pytest.mark.parametrize("provider_url", ["sqlite", "redis", "postgres", "hbase"], indirect=True)
 def test_wordcount_grows_and_shrinks(spark: Any, tmp_path: Path, provider_url: str) -> None:
     corpus = tmp_path / "in"
     conf = {
@@ -259,3 +261,76 @@ def test_windowed_count_through_submit_2_to_3(spark: Any, tmp_path: Path, provid
     assert got == {f"{k}:{end}": [n] for (k, end), n in expected.items() if end <= wm}
     rec = StateFactory.from_url(provider_url).backend.get("$checkpointspout-rw2", b"__state")
     assert rec is not None and json.loads(rec)["parallelism"]["win"] == 3
+
+
+class _HookedCount(WordCount):
+    """The demo's count, appending every pre_commit / pre_rollback it gets to a file (a side effect a user's
+    bolt would have, e.g. publishing what it staged) with the task and parallelism it was prepared as."""
+
+    def __init__(self, log: str) -> None:
+        self.log = log
+
+    def prepare(self, conf: Any, context: Any, collector: Any) -> None:
+        super().prepare(conf, context, collector)
+        self.where = f"{context.task_index}/{context.parallelism}"
+
+    def _note(self, what: str) -> None:
+        with open(self.log, "a", encoding="utf-8") as fh:
+            fh.write(f"{what} {self.where}\n")
+
+    def pre_commit(self, txid: int) -> None:
+        self._note(f"pre_commit {txid}")
+
+    def pre_rollback(self) -> None:
+        self._note("pre_rollback")
+
+
+def _hooked_topology(input_dir: str, log: str, tasks: int) -> Any:
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(input_dir, files_per_batch=1))
+    b.set_bolt("split", SplitSentence(), 1).shuffle_grouping("lines")
+    b.set_bolt("count", _HookedCount(log), tasks).fields_grouping("split", Fields("word"))
+    return b.create_topology()
+
+
+@pytest.mark.parametrize("phase", [CheckpointPhase.COMMITTING, CheckpointPhase.PREPARING])
+@pytest.mark.parametrize("provider_url", ["sqlite"], indirect=True)
+def test_rescale_runs_the_old_tasks_hooks_when_it_resolves_their_prepares(
+    spark: Any, tmp_path: Path, provider_url: str, phase: CheckpointPhase
+) -> None:
+    """A driver died with txid n prepared in the 2 old tasks: the rescale to 3 that the Storm dialect
+    plans commits (COMMITTING) or discards (PREPARING) it as recovery would, after each old task's
+    ``pre_commit(n)`` / ``pre_rollback()`` on an instance prepared as that task of the old layout."""
+    corpus, log = tmp_path / "in", tmp_path / "hooks.log"
+    conf = {"weir.state.dir": str(tmp_path / "state"), "topology.state.provider.config": {"url": provider_url}}
+    expected = _add_files(corpus, "a", 1, tmp_path)
+    weir.submit("rh", conf, _hooked_topology(str(corpus), str(log), 2), spark=spark).process_available()
+    assert read_counts(conf, "rh", parallelism=2) == expected
+    # what a driver killed in the commit of the next txid leaves: every old task's set prepared
+    provider = StateFactory.from_url(provider_url)
+    store = CheckpointStore(provider.backend, "rh")
+    rec = store.load()
+    assert rec is not None
+    txid = rec.txid + 1
+    epoch = store.acquire_epoch()
+    for t in range(2):
+        state = provider.new_state(f"rh-count-{t}")
+        state.put(f"pending{t}", 7)
+        state.prepare_commit(txid)
+    store.save(replace(rec, txid=txid, phase=phase), epoch)
+    log.write_text("")
+    dialect = StormDialect()
+    plan = dialect.prepare(
+        "rh", conf, _hooked_topology(str(corpus), str(log), 3), RuntimeConfig.from_conf("rh", conf), spark
+    )
+    rescaler = dialect.rescaler(plan)
+    assert rescaler is not None
+    rescaler.run(store, store.acquire_epoch(), {"count": 3})
+    hooks = log.read_text().splitlines()
+    if phase is CheckpointPhase.COMMITTING:
+        assert sorted(hooks) == [f"pre_commit {txid} 0/2", f"pre_commit {txid} 1/2"]
+        expected.update({"pending0": 7, "pending1": 7})
+    else:
+        assert sorted(hooks) == ["pre_rollback 0/2", "pre_rollback 1/2"]
+    assert read_counts(conf, "rh", parallelism=3) == expected
+    _layout_ok(provider_url, "rh", 3)

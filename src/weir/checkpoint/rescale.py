@@ -9,7 +9,8 @@ recorded beside the coordinator record (row ``__rescale`` of ``$checkpointspout-
 stored in the same atomic write as the record):
 
 1. **resolve** — a prepared change set left in an old namespace is committed when the record says
-   its txid is ``COMMITTING`` and discarded otherwise (what recovery would do);
+   its txid is ``COMMITTING`` and discarded otherwise (what recovery would do), after the task's
+   hook (:attr:`ComponentRoute.resolve`: a Storm bolt's ``pre_commit(txid)`` or ``pre_rollback()``);
 2. marker ``{"stage": "staging", "from": N, "to": M}`` — the old layout is the truth; the
    staging namespaces ``$rescale-<topology>-<component>-<task>`` (0..M-1) are dropped and written
    anew from the old namespaces, each with the record's last committed txid as its committed txid;
@@ -110,6 +111,10 @@ class ComponentRoute:
     #: a windowed bolt's stored event ``[v, source, stream, source_task, txid, values]`` → its
     #: fields grouping value; set, the task's window namespace (``…-window``) is re-partitioned too
     window_key: Callable[[list[Any]], Any] | None = None
+    #: called per old task before its pending prepare is resolved (step 1): ``resolve(task, old
+    #: parallelism, txid, commit)`` — the Storm runtime runs the bolt's ``pre_commit(txid)`` (commit)
+    #: or ``pre_rollback()`` there, as recovery would
+    resolve: Callable[[int, int, int, bool], None] | None = None
 
 
 def load_marker(backend: Backend, namespace: str) -> dict[str, object] | None:
@@ -228,16 +233,20 @@ class Rescaler:
         backend = store.backend
         log.warning("topology %s: re-partitioning %r from %d to %d tasks", self.topology, comp, old, new)
         olds = [task_namespace(self.topology, comp, t) for t in range(old)]
-        # 1. pending prepares, resolved as recovery would
-        windowed = [window_ns(ns) for ns in olds] if route.window_key is not None else []
-        for ns in olds + windowed:
-            prepared = backend.txids(ns).prepared
-            if prepared is None:
+        # 1. pending prepares, resolved as recovery would: the task's hook, then its namespaces
+        for t, ns in enumerate(olds):
+            own = [ns, window_ns(ns)] if route.window_key is not None else [ns]
+            pending = [(n, p) for n in own if (p := backend.txids(n).prepared) is not None]
+            if not pending:
                 continue
-            if rec.phase is CheckpointPhase.COMMITTING and prepared == rec.txid:
-                backend.commit_prepared(ns, prepared, epoch)
-            else:
-                backend.discard_prepared(ns, epoch)
+            commit = rec.phase is CheckpointPhase.COMMITTING
+            if route.resolve is not None:
+                route.resolve(t, old, rec.txid, commit and any(p == rec.txid for _, p in pending))
+            for n, prepared in pending:
+                if commit and prepared == rec.txid:
+                    backend.commit_prepared(n, prepared, epoch)
+                else:
+                    backend.discard_prepared(n, epoch)
         windows = None
         if route.window_key is not None:  # refused before anything is written when not exact
             windows = _plan_windows(backend, self.topology, comp, olds, new, route.window_key)

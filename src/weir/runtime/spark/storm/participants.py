@@ -58,7 +58,8 @@ class StatefulParticipants(Participants):
             st.fence(epoch)
         return states
 
-    def _hook(self, spec: TaskSpec, task: int, inherited: bool, call: Callable[[StatefulBolt[Any]], None]) -> None:
+    def run_hook(self, spec: TaskSpec, task: int, inherited: bool, call: Callable[[StatefulBolt[Any]], None]) -> None:
+        """``call`` on a fresh instance of ``spec``'s bolt prepared as task ``task`` (nothing for an inherited hook)."""
         if inherited:
             return  # StatefulBolt's empty hook: no need to build an instance
         inst = cloudpickle.loads(self._blobs[spec.component_id])
@@ -89,7 +90,7 @@ class StatefulParticipants(Participants):
         def one(spec: TaskSpec, task: int) -> None:
             states = self._states(spec, task, epoch)
             inherited = type(spec.component).pre_commit is StatefulBolt.pre_commit
-            self._hook(spec, task, inherited, lambda bolt: bolt.pre_commit(txid))
+            self.run_hook(spec, task, inherited, lambda bolt: bolt.pre_commit(txid))
             for state in states:
                 state.commit(txid)
 
@@ -101,7 +102,7 @@ class StatefulParticipants(Participants):
         def one(spec: TaskSpec, task: int) -> None:
             states = self._states(spec, task, epoch)
             inherited = type(spec.component).pre_rollback is StatefulBolt.pre_rollback
-            self._hook(spec, task, inherited, lambda bolt: bolt.pre_rollback())
+            self.run_hook(spec, task, inherited, lambda bolt: bolt.pre_rollback())
             for state in states:
                 state.rollback()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from weir.checkpoint.coordinator import Participants
@@ -229,7 +229,31 @@ class StormDialect(Dialect):
         """Re-partitions stateful bolts by their fields grouping (or ``rescale_state``); see :func:`rescale_routes`."""
         assert isinstance(plan, StormPlan) and plan.topology is not None
         routes = rescale_routes(plan.topology, plan.provider)
+        for comp, route in routes.items():
+            spec = plan.specs.get(comp)
+            if route.route is not None and spec is not None and isinstance(spec.component, StatefulBolt):
+                routes[comp] = replace(route, resolve=_resolve_hook(spec, plan.provider))
         return Rescaler(plan.name, routes, enabled=plan.rc.rescale == "auto")
+
+
+def _resolve_hook(spec: TaskSpec, provider: Any) -> Callable[[int, int, int, bool], None]:
+    """A rescale's step 1 for one old task: the bolt's ``pre_commit(txid)`` or ``pre_rollback()``.
+
+    It runs on a fresh instance prepared with the task's context in the *old* layout, as recovery's
+    commit would.
+    """
+
+    def resolve(task: int, old: int, txid: int, commit: bool) -> None:
+        before = replace(spec, parallelism=old, component_tasks={**spec.component_tasks, spec.component_id: old})
+        parts = StatefulParticipants([before], provider, parallel=False)
+        if commit:
+            inherited = type(before.component).pre_commit is StatefulBolt.pre_commit
+            parts.run_hook(before, task, inherited, lambda bolt: bolt.pre_commit(txid))
+        else:
+            inherited = type(before.component).pre_rollback is StatefulBolt.pre_rollback
+            parts.run_hook(before, task, inherited, lambda bolt: bolt.pre_rollback())
+
+    return resolve
 
 
 def rescale_routes(topology: Topology, provider: Any) -> dict[str, ComponentRoute]:
