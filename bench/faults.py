@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import random
 import shutil
 import signal
@@ -115,6 +116,7 @@ class Outcome:
     silent_hang: bool = False
     named_error: str | None = None
     unnamed_error: str | None = None
+    fault_error: str | None = None
     seconds: float = 0.0
 
     @property
@@ -127,13 +129,23 @@ class Outcome:
 
 # ---- the store of a schedule -----------------------------------------------------------------
 class Store:
-    """The schedule's store; redis and postgres are private servers reached through a :class:`FaultProxy`."""
+    """The schedule's store; redis and postgres are private servers reached through a :class:`FaultProxy`.
+
+    Faults that restart the server run on the store's own *keeper* thread, which lives as long as the
+    store: the test servers are started with ``PR_SET_PDEATHSIG``, which Linux fires when the
+    **thread** that forked the server ends — a server restarted from a short-lived thread was killed
+    again as soon as that thread returned, and never answered again.
+    """
 
     def __init__(self, kind: str, workdir: Path, *, persist: bool = True) -> None:
         self.kind = kind
         self.workdir = workdir
         self.server: Any = None
         self.proxy: FaultProxy | None = None
+        self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._keeper = threading.Thread(target=self._keep, name="store-keeper", daemon=True)
+        self._keeper.start()
+        self.fault_errors: list[str] = []
         if kind == "redis":
             self.server = RedisServer(workdir / "redis", appendonly=persist)
         elif kind == "postgres":
@@ -146,10 +158,23 @@ class Store:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._jobs.put(None)
+        self._keeper.join(120)
         if self.proxy is not None:
             self.proxy.close()
         if self.server is not None:
             self.server.close()
+
+    def _keep(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            try:
+                job()
+            except Exception as exc:  # noqa: BLE001 - reported with the schedule
+                self.fault_errors.append(f"{type(exc).__name__}: {exc}"[:300])
+
+    def in_background(self, job: Callable[[], None]) -> None:
+        """Run ``job`` on the keeper thread (after the jobs before it)."""
+        self._jobs.put(job)
 
     @property
     def url(self) -> str:
@@ -324,9 +349,9 @@ def run_schedule(
                     for w in _python_workers(pid)[:1]:
                         os.kill(w, signal.SIGKILL)
                 elif fault in ("store_kill", "store_kill_nopersist"):
-                    threading.Thread(target=store.kill_and_restart, daemon=True).start()
+                    store.in_background(store.kill_and_restart)
                 elif fault == "store_pause":
-                    threading.Thread(target=store.pause, args=(opts.pause,), daemon=True).start()
+                    store.in_background(lambda: store.pause(opts.pause))
                 else:
                     proxy = store.proxy
                     assert proxy is not None
@@ -365,6 +390,7 @@ def run_schedule(
                 out.lost = sum((expected - got).values())
                 out.duplicated = sum((got - expected).values())
                 out.out_of_order = _out_of_order(store, name)
+            out.fault_error = "; ".join(store.fault_errors) or None  # the fault itself failed (a harness bug)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     out.seconds = round(time.monotonic() - started, 1)
