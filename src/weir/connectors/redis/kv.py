@@ -644,15 +644,22 @@ class RedisBackend(Backend):
 
     def write_prepared(self, namespace: str, txid: int, changes: Changes, epoch: int | None) -> None:
         """Replace the prepared change set with ``changes`` as ``txid`` (one script)."""
+        self._prepare(namespace, txid, changes, epoch, self._epoch(epoch))
+
+    def write_prepared_owned(self, namespace: str, txid: int, changes: Changes, epoch: int) -> None:
+        """:meth:`write_prepared` while the stored epoch is exactly ``epoch`` (checked by the same script)."""
+        self._prepare(namespace, txid, changes, epoch, "=" + self._epoch(epoch))
+
+    def _prepare(self, namespace: str, txid: int, changes: Changes, epoch: int | None, fence: str) -> None:
         keys = self.keys(namespace)
         what = f"prepare txid {txid} ({len(changes)} changes)"
         with self._call(namespace, what, epoch):
             if len(changes) <= INLINE_LIMIT:
                 blob = pack_changes(changes.items(), len(changes))
-                _S_PREPARE_INLINE(self.client, keys, [self._epoch(epoch), str(txid), blob])
+                _S_PREPARE_INLINE(self.client, keys, [fence, str(txid), blob])
             else:
                 stage = self._stage(namespace, changes)
-                _S_PREPARE_STAGED(self.client, (*keys, stage), [self._epoch(epoch), str(txid), len(changes)])
+                _S_PREPARE_STAGED(self.client, (*keys, stage), [fence, str(txid), len(changes)])
 
     def commit_prepared(self, namespace: str, txid: int, epoch: int | None) -> None:
         """Apply the prepared set of ``txid`` to the committed rows and record it.
