@@ -2,7 +2,7 @@
 
 The driver stamps its epoch on every task namespace at start (``Backend.claim``) and each task
 prepares with exactly that epoch (``Backend.write_prepared_owned``, in the same atomic step as the
-write). Here a bolt empties the store (Redis ``FLUSHALL``) in the middle of batch 3: the task's
+write). Here a bolt empties the store (Redis ``FLUSHALL``) in the middle of batch 2: the task's
 prepare is refused with :class:`StateLossError`, the run stops with it, and the emptied store holds
 no prepared change set, no committed count and no coordinator record afterwards. (Before, the
 prepares were accepted into the emptied store and left uncommitted change sets behind.)
@@ -25,7 +25,7 @@ from ..sources._spouts import Numbers
 
 pytestmark = [pytest.mark.spark, pytest.mark.services]
 
-TRIGGER = 250  # in batch 3 (100 records a batch)
+TRIGGER = 150  # in batch 2 (100 records a batch)
 
 
 class FlushingCount(StatefulBolt):
@@ -60,7 +60,7 @@ def test_a_store_emptied_during_a_batch_refuses_the_tasks_prepares_and_keeps_not
             "weir.batch.max.retries": 1,
         }
         b = TopologyBuilder()
-        b.set_spout("numbers", Numbers(1_000, keys=7, max_records=100))
+        b.set_spout("numbers", Numbers(300, keys=7, max_records=100))
         b.set_bolt("count", FlushingCount(server.port), 2).fields_grouping("numbers", Fields("key"))
         started = time.monotonic()
         with pytest.raises(StateLossError) as info:
