@@ -7,7 +7,11 @@ Usage::
 DIALECT is ``storm`` (split + stateful count bolt), ``trident`` (``persistent_aggregate`` of
 ``Count`` into an opaque map state of STORE) or ``streams`` (an operator that is its own
 ``StateHandler``, counting words in its checkpoint); STORE is ``sqlite``, ``redis`` or
-``postgres`` and URL its address. STATE_DIR may be relative (``weir.state.dir`` — a run from
+``postgres`` and URL its address — or ``kafka``: URL is then the brokers' bootstrap address and
+INPUT_DIR the input topic (one record per word, read by a ``KafkaSpout`` in batches of
+``$WEIR_FAULTS_BATCH`` records), the state is SQLite under STATE_DIR, and the words also go,
+exactly once, to the topic ``<input>-out`` (Storm: ``KafkaBolt``; Trident: ``KafkaStateFactory``).
+STATE_DIR may be relative (``weir.state.dir`` — a run from
 another working directory then finds another Spark checkpoint). Processes what is in INPUT_DIR,
 printing ``TXID <n>`` as batches commit, then ``DONE``; a failure prints ``ERROR <type>: <first
 line>`` and exits 3. ``--count`` instead prints the committed counts as JSON.
@@ -16,6 +20,7 @@ line>`` and exits 3. ``--count`` instead prints the committed counts as JSON.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -27,8 +32,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout (for cloudpickle by value)
 
 import weir  # noqa: E402
-from weir.demo import read_counts, wordcount_topology  # noqa: E402
-from weir.sources import FileSpout  # noqa: E402
+from weir.demo import SplitSentence, WordCount, read_counts, wordcount_topology  # noqa: E402
+from weir.sinks import KafkaBolt, KafkaStateFactory, KafkaStateUpdater  # noqa: E402
+from weir.sources import FileSpout, KafkaSpout  # noqa: E402
 from weir.streams import Checkpoint, Operator, OperatorContext, StateHandler, load_checkpoint  # noqa: E402
 from weir.topology import BasicBolt, Fields, OutputCollector, TopologyBuilder, Tuple  # noqa: E402
 from weir.trident import Count, Function, TridentTopology  # noqa: E402
@@ -95,6 +101,44 @@ def _map_factory(store: str, url: str, name: str) -> Any:
     return PostgresMapState.opaque(url, table=table, key_columns={"word": "TEXT"}, value_type="BIGINT")
 
 
+def kafka_state_url(state_dir: str) -> str:
+    """The SQLite store of a ``kafka`` configuration."""
+    return f"sqlite:///{Path(state_dir).resolve()}/store.db"
+
+
+def kafka_topology(dialect: str, bootstrap: str, topic: str, state_dir: str, name: str) -> Any:
+    """KafkaSpout → split → count (SQLite), and the words exactly once to ``<topic>-out`` (Storm, Trident)."""
+    spout = KafkaSpout(
+        bootstrap, topic, max_records_per_batch=int(os.environ.get("WEIR_FAULTS_BATCH", "100")), connect_timeout_s=10
+    )
+    out = f"{topic}-out"
+    if dialect == "storm":
+        b = TopologyBuilder()
+        b.set_spout("lines", spout)
+        b.set_bolt("split", SplitSentence(), PARALLELISM).shuffle_grouping("lines")
+        b.set_bolt("count", WordCount(), PARALLELISM).fields_grouping("split", Fields("word"))
+        out_bolt = KafkaBolt(bootstrap, out, value_field="word", key_field="word")
+        b.set_bolt("out", out_bolt, PARALLELISM).shuffle_grouping("split")
+        return b.create_topology()
+    if dialect == "streams":
+        b = TopologyBuilder()
+        b.set_spout("lines", spout)
+        b.set_bolt("split", Split()).shuffle_grouping("lines")
+        b.set_bolt("count", WordCounter(), PARALLELISM).fields_grouping("split", Fields("word"))
+        return b.create_topology()
+    t = TridentTopology()
+    words = t.new_stream("lines", spout).each(["key"], TridentSplit(), ["word:str"])
+    words.group_by(["word"]).persistent_aggregate(
+        _map_factory("sqlite", kafka_state_url(state_dir), name), Count(), "count"
+    ).parallelism_hint(PARALLELISM)
+    words.partition_persist(
+        KafkaStateFactory(bootstrap, out, f"{name}-tx"),
+        ["word"],
+        KafkaStateUpdater(value_field="word", key_field="word"),
+    )
+    return t
+
+
 def topology(dialect: str, store: str, url: str, inp: str, name: str) -> Any:
     """The word count of ``dialect``."""
     if dialect == "storm":
@@ -126,7 +170,9 @@ def conf_for(store: str, url: str, state_dir: str) -> dict[str, Any]:
         "weir.restart.max": 3,
         "weir.batch.max.retries": 1,
     }
-    if store == "sqlite":
+    if store == "kafka":
+        conf["topology.state.provider.config"] = {"url": kafka_state_url(state_dir)}
+    elif store == "sqlite":
         conf["topology.state.provider.config"] = {"url": url}
     elif store == "redis":
         conf["topology.state.provider"] = "redis"
@@ -157,6 +203,11 @@ def counts(dialect: str, store: str, url: str, state_dir: str, name: str, inp: s
             if ck is not None:
                 got.update({str(k): int(v) for k, v in dict(ck.get("counts", {})).items()})
         return got
+    if store == "kafka":
+        words = sorted(json.loads(os.environ["WEIR_FAULTS_WORDS"]))
+        cells = _map_factory("sqlite", kafka_state_url(state_dir), name).backing_map()
+        got_cells = cells.multi_get([(w,) for w in words])
+        return Counter({w: int(c.curr) for w, c in zip(words, got_cells, strict=True) if c is not None and c.curr})
     words = sorted({w for f in Path(inp).glob("*.txt") for w in f.read_text().split()})
     cells = _map_factory(store, url, name).backing_map().multi_get([(w,) for w in words])
     return Counter({w: int(c.curr) for w, c in zip(words, cells, strict=True) if c is not None and c.curr})
@@ -169,7 +220,12 @@ def main() -> int:
         print(json.dumps(counts(dialect, store, url, state_dir, name, inp)))
         return 0
     try:
-        run = weir.submit(name, conf_for(store, url, state_dir), topology(dialect, store, url, inp, name))
+        topo = (
+            kafka_topology(dialect, url, inp, state_dir, name)
+            if store == "kafka"
+            else topology(dialect, store, url, inp, name)
+        )
+        run = weir.submit(name, conf_for(store, url, state_dir), topo)
     except Exception as exc:  # noqa: BLE001 - refused at submit: reported to the harness
         line = (str(exc).strip().splitlines() or [""])[0]
         print(f"ERROR {type(exc).__name__}: {line[:500]}", flush=True)

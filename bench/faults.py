@@ -1,6 +1,7 @@
 """Fault harness: seeded random schedules of crashes, pauses and network faults, with counters.
 
-For each configuration (dialect × store) it runs ``--schedules`` seeded schedules. A schedule is a
+For each configuration (dialect × store; ``kafka`` is a Kafka-in, Kafka-out configuration, below) it
+runs ``--schedules`` seeded schedules. A schedule is a
 word count over ``--files`` input files (one micro-batch each) whose first driver run gets one
 fault when a chosen txid has committed; further runs (no faults, at most ``--recoveries``) follow
 until one ends cleanly. The committed counts are then compared with a ``Counter`` of the input, the
@@ -24,11 +25,21 @@ for ``--pause`` s, every connection closed), ``checkpoint_delete`` (the driver k
 checkpoint deleted, then started again) and ``other_cwd`` (the driver killed and started again
 from another working directory with the default, relative ``weir.state.dir``).
 
+The ``kafka`` configurations read the words from a private single-node broker (a ``KafkaSpout``,
+one record per word, 2 partitions, batches of ``--words`` + 1 records), count them in SQLite, and
+(Storm, Trident) write every word exactly once to an output topic (``KafkaBolt`` /
+``KafkaStateFactory``); lost / duplicated then also count the output topic as a ``read_committed``
+consumer sees it, against the input. The driver reaches the broker only through the proxy (the
+broker advertises the proxy's port on a listener of its own), so ``proxy_*`` cut or black-hole the
+driver's every broker connection; ``store_kill`` / ``store_pause`` SIGKILL + restart / SIGSTOP the
+broker.
+
 Usage::
 
     python bench/faults.py                                   # 20 schedules × 9 configurations
     python bench/faults.py --dialects storm --stores sqlite,redis --schedules 2 --seed 7
     python bench/faults.py --faults driver_kill,proxy_cut --schedules 3
+    python bench/faults.py --stores kafka --dialects storm,trident --schedules 3 --files 3 --words 60
 
 Prints one table row per configuration and writes every schedule to ``bench/results/faults.json``.
 """
@@ -38,6 +49,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import random
 import shutil
 import signal
@@ -57,11 +69,11 @@ sys.path.insert(0, str(ROOT))
 
 from bench._common import machine, write_results  # noqa: E402
 from tests.faults.proxy import FaultProxy  # noqa: E402
-from tests.servers import PostgresServer, RedisServer  # noqa: E402
+from tests.servers import KafkaBroker, PostgresServer, RedisServer, free_port  # noqa: E402
 
 DRIVER = ROOT / "bench" / "_faults_driver.py"
 DIALECTS = ("storm", "trident", "streams")
-STORES = ("sqlite", "redis", "postgres")
+STORES = ("sqlite", "redis", "postgres", "kafka")
 FAULTS = (
     "driver_kill",
     "worker_kill",
@@ -96,7 +108,37 @@ def applicable(store: str, fault: str) -> bool:
         return store == "redis"
     if fault in SERVER_FAULTS:
         return store != "sqlite"
+    if fault == "other_cwd":
+        return store != "kafka"  # its SQLite store lives under the state directory: covered by sqlite
     return True
+
+
+class ProxiedBroker(KafkaBroker):
+    """A :class:`KafkaBroker` with a second listener, ``EXTERNAL``, whose advertised port is a proxy's.
+
+    Clients that bootstrap through the proxy are told to reach the broker at the proxy's port, so
+    every connection of theirs goes through it; the broker's own (inter-broker) traffic does not.
+    """
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir)
+        self.external_port = free_port()
+        self.advertised_port = 0  # set to the proxy's port before start()
+
+    def write_config(self) -> None:
+        """The base config plus the ``EXTERNAL`` listener."""
+        super().write_config()
+        lines = []
+        for line in self.config_path.read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key == "listeners":
+                value += f",EXTERNAL://127.0.0.1:{self.external_port}"
+            elif key == "advertised.listeners":
+                value += f",EXTERNAL://127.0.0.1:{self.advertised_port}"
+            elif key == "listener.security.protocol.map":
+                value += ",EXTERNAL:PLAINTEXT"
+            lines.append(f"{key}={value}")
+        self.config_path.write_text("\n".join(lines) + "\n")
 
 
 @dataclass
@@ -115,6 +157,9 @@ class Outcome:
     silent_hang: bool = False
     named_error: str | None = None
     unnamed_error: str | None = None
+    fault_error: str | None = None
+    output_lost: int = 0
+    output_duplicated: int = 0
     seconds: float = 0.0
 
     @property
@@ -127,29 +172,58 @@ class Outcome:
 
 # ---- the store of a schedule -----------------------------------------------------------------
 class Store:
-    """The schedule's store; redis and postgres are private servers reached through a :class:`FaultProxy`."""
+    """The schedule's store; redis and postgres are private servers reached through a :class:`FaultProxy`.
+
+    Faults that restart the server run on the store's own *keeper* thread, which lives as long as the
+    store: the test servers are started with ``PR_SET_PDEATHSIG``, which Linux fires when the
+    **thread** that forked the server ends — a server restarted from a short-lived thread was killed
+    again as soon as that thread returned, and never answered again.
+    """
 
     def __init__(self, kind: str, workdir: Path, *, persist: bool = True) -> None:
         self.kind = kind
         self.workdir = workdir
         self.server: Any = None
         self.proxy: FaultProxy | None = None
+        self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._keeper = threading.Thread(target=self._keep, name="store-keeper", daemon=True)
+        self._keeper.start()
+        self.fault_errors: list[str] = []
         if kind == "redis":
             self.server = RedisServer(workdir / "redis", appendonly=persist)
         elif kind == "postgres":
             self.server = PostgresServer()
+        elif kind == "kafka":
+            self.server = ProxiedBroker(workdir / "kafka")
 
     def __enter__(self) -> Store:
-        if self.server is not None:
+        if isinstance(self.server, ProxiedBroker):
+            self.proxy = FaultProxy(self.server.external_port).__enter__()
+            self.server.advertised_port = self.proxy.port
+            self.server.start()
+        elif self.server is not None:
             self.server.start()
             self.proxy = FaultProxy(self.server.port).__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._jobs.put(None)
+        self._keeper.join(120)
         if self.proxy is not None:
             self.proxy.close()
         if self.server is not None:
             self.server.close()
+
+    def _keep(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            try:
+                job()
+            except Exception as exc:  # noqa: BLE001 - reported with the schedule
+                self.fault_errors.append(f"{type(exc).__name__}: {exc}"[:300])
+
+    def in_background(self, job: Callable[[], None]) -> None:
+        """Run ``job`` on the keeper thread (after the jobs before it)."""
+        self._jobs.put(job)
 
     @property
     def url(self) -> str:
@@ -159,6 +233,8 @@ class Store:
         assert self.proxy is not None
         if self.kind == "redis":
             return f"redis://127.0.0.1:{self.proxy.port}/0"
+        if self.kind == "kafka":
+            return f"127.0.0.1:{self.proxy.port}"  # the bootstrap address of the driver: the proxy
         return f"postgresql://postgres@127.0.0.1:{self.proxy.port}/postgres"
 
     def kill_and_restart(self, gap_s: float = 1.0) -> None:
@@ -270,16 +346,74 @@ def write_input(directory: Path, files: int, words_per_file: int, rng: random.Ra
     return expected
 
 
+def write_topic(bootstrap: str, topic: str, files: int, words_per_file: int, rng: random.Random) -> Counter[str]:
+    """The input of a ``kafka`` configuration: the words of :func:`write_input`, one record each, in a new topic.
+
+    The output topic ``<topic>-out`` is created too (weir's Kafka writers refuse a missing one).
+    """
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new = [NewTopic(topic, 2, 1), NewTopic(f"{topic}-out", 2, 1)]  # the input, and the exactly-once output
+    for f in admin.create_topics(new, operation_timeout=60, request_timeout=60).values():
+        f.result(120)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+    expected: Counter[str] = Counter()
+    for f in range(files):
+        words = [f"file{f}"] + [f"w{rng.randrange(60)}" for _ in range(words_per_file)]
+        expected.update(words)
+        for w in words:
+            producer.produce(topic, key=w, value=w)
+            producer.poll(0)
+    if producer.flush(120) != 0:
+        msg = f"could not write the input topic {topic!r}"
+        raise RuntimeError(msg)
+    return expected
+
+
+def read_topic(bootstrap: str, topic: str) -> Counter[str]:
+    """The keys of every record of ``topic`` a ``read_committed`` consumer sees (an absent topic: none)."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30)
+    got: Counter[str] = Counter()
+    if topic not in md.topics:
+        return got
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "faults-check",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        for p in md.topics[topic].partitions:
+            tp = TopicPartition(topic, p)
+            _low, high = c.get_watermark_offsets(tp, timeout=30, cached=False)
+            c.assign([TopicPartition(topic, p, 0)])
+            deadline = time.monotonic() + 60
+            while c.position([tp])[0].offset < high and time.monotonic() < deadline:
+                for m in c.consume(1000, 0.5):
+                    if m.error() is None and m.key() is not None:
+                        got[m.key().decode()] += 1
+    finally:
+        c.close()
+    return got
+
+
 def _out_of_order(store: Store, name: str) -> int:
     from weir.checkpoint.history import load_history
     from weir.state.config import parse_provider_config
     from weir.state.factory import open_backend
 
-    provider = {"sqlite": "sqlite", "redis": "redis", "postgres": "postgres"}[store.kind]
+    provider = {"sqlite": "sqlite", "redis": "redis", "postgres": "postgres", "kafka": "sqlite"}[store.kind]
+    url = f"sqlite:///{(store.workdir / 'state').resolve()}/store.db" if store.kind == "kafka" else store.url
     backend = open_backend(
-        parse_provider_config(
-            {"topology.state.provider": provider, "topology.state.provider.config": {"url": store.url}}
-        )
+        parse_provider_config({"topology.state.provider": provider, "topology.state.provider.config": {"url": url}})
     )
     try:
         entries = load_history(backend, f"$checkpointspout-{name}")
@@ -303,14 +437,21 @@ def run_schedule(
     base = Path(tempfile.mkdtemp(prefix=f"weir-faults-{dialect}-{store_kind}-"))
     try:
         rng = random.Random(seed)
-        expected = write_input(base / "in", opts.files, opts.words, rng)
         name = f"f{seed}"
         with Store(store_kind, base, persist=fault != "store_kill_nopersist") as store:
+            if store_kind == "kafka":
+                inp = f"in{seed}"
+                expected = write_topic(store.server.bootstrap, inp, opts.files, opts.words, rng)
+                os.environ["WEIR_FAULTS_BATCH"] = str(opts.words + 1)  # about one "file" a batch
+                os.environ["WEIR_FAULTS_WORDS"] = json.dumps(sorted(expected))
+            else:
+                inp = str(base / "in")
+                expected = write_input(base / "in", opts.files, opts.words, rng)
             relative = fault == "other_cwd"
             (base / "a").mkdir()
             (base / "b").mkdir()
             state_dir = "weir-state" if relative else str(base / "state")
-            args = [dialect, store_kind, store.url, state_dir, str(base / "in"), name]
+            args = [dialect, store_kind, store.url, state_dir, inp, name]
             injected = threading.Event()
             kill_driver = fault in ("driver_kill", "checkpoint_delete", "other_cwd")
 
@@ -324,9 +465,9 @@ def run_schedule(
                     for w in _python_workers(pid)[:1]:
                         os.kill(w, signal.SIGKILL)
                 elif fault in ("store_kill", "store_kill_nopersist"):
-                    threading.Thread(target=store.kill_and_restart, daemon=True).start()
+                    store.in_background(store.kill_and_restart)
                 elif fault == "store_pause":
-                    threading.Thread(target=store.pause, args=(opts.pause,), daemon=True).start()
+                    store.in_background(lambda: store.pause(opts.pause))
                 else:
                     proxy = store.proxy
                     assert proxy is not None
@@ -364,7 +505,14 @@ def run_schedule(
                 got = Counter({k: int(v) for k, v in json.loads(counted.strip().splitlines()[-1]).items()})
                 out.lost = sum((expected - got).values())
                 out.duplicated = sum((got - expected).values())
+                if store_kind == "kafka" and dialect != "streams":  # the output topic, exactly once too
+                    published = read_topic(store.server.bootstrap, f"{inp}-out")
+                    out.output_lost = sum((expected - published).values())
+                    out.output_duplicated = sum((published - expected).values())
+                    out.lost += out.output_lost
+                    out.duplicated += out.output_duplicated
                 out.out_of_order = _out_of_order(store, name)
+            out.fault_error = "; ".join(store.fault_errors) or None  # the fault itself failed (a harness bug)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     out.seconds = round(time.monotonic() - started, 1)

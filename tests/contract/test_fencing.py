@@ -150,3 +150,52 @@ def test_an_owned_write_refuses_a_store_that_lost_the_epoch(provider_url: str) -
     # the plain write keeps its meaning: a newer epoch is stored by its first write
     backend.write_direct(ns, {b"r": b"5"}, newer + 1)
     assert txids(provider, ns).epoch == newer + 1
+
+
+@ALL_LAYOUTS
+def test_a_task_prepare_requires_exactly_the_epoch_its_driver_claimed(provider_url: str) -> None:
+    """A task's prepare (``fence(epoch, owned=True)``) is refused by a store that lost the driver's epoch.
+
+    The driver stamps its epoch on every task namespace at start (``Backend.claim``); a namespace
+    emptied, restarted without persistence or rolled back while the batch ran then refuses the
+    prepare with :class:`StateLossError` and nothing is written (no uncommitted change set is left).
+    """
+    provider = provider_of(provider_url)
+    backend = provider.backend
+    ns = new_ns("claim")
+    epoch = backend.acquire_epoch(new_ns("coordinator"))  # the driver's epoch, taken on its own record
+    backend.claim(ns, epoch)
+    assert txids(provider, ns).epoch == epoch
+    state = provider.new_state(ns)
+    state.fence(epoch, owned=True)
+    state.put("a", 1)
+    state.prepare_commit(1)
+    state.commit(1)
+    state.put("a", 2)
+    backend.drop(ns)  # the store lost the namespace while the batch ran
+    with pytest.raises(StateLossError) as info:
+        state.prepare_commit(2)
+    text = str(info.value)
+    assert f"namespace {ns!r}" in text and f"took epoch {epoch}" in text and "nothing was written" in text, text
+    assert ns not in backend.namespaces() and backend.load_prepared(ns) is None  # no change set was left
+    # a store rolled back to an older epoch than the driver's refuses the same way
+    backend.claim(ns, epoch)
+    later = provider.new_state(ns)
+    later.fence(epoch + 1, owned=True)  # a driver whose claim the store no longer holds
+    later.put("a", 3)
+    with pytest.raises(StateLossError, match=f"now holds epoch {epoch}"):
+        later.prepare_commit(1)
+    assert backend.load_prepared(ns) is None and txids(provider, ns).prepared is None
+    # a newer driver claimed the namespace: the older one is fenced, and cannot claim it back
+    backend.claim(ns, epoch + 2)
+    with pytest.raises(FencedError):
+        later.prepare_commit(1)
+    with pytest.raises(FencedError):
+        backend.claim(ns, epoch + 1)
+    assert backend.load_prepared(ns) is None and txids(provider, ns).epoch == epoch + 2
+    # without owned the old meaning stays: a missing epoch is stored by the first write
+    plain = provider.new_state(ns)
+    plain.fence(epoch + 3)
+    plain.put("a", 4)
+    plain.prepare_commit(1)
+    assert txids(provider, ns).epoch == epoch + 3 and txids(provider, ns).prepared == 1

@@ -14,7 +14,7 @@ import pytest
 from tests.security._servers import PasswordRedis
 from tests.servers import RedisCluster, RedisServer, free_port
 from weir.connectors.redis import COMMIT_CHUNK, INLINE_LIMIT, RedisBackend, RedisSettings, open_backend
-from weir.errors import ConfigError, FencedError, StateError
+from weir.errors import ConfigError, FencedError, StateError, StoreUnavailableError
 from weir.state import StateFactory
 from weir.state.config import parse_provider_config
 from weir.state.kv import TransactionalKeyValueState
@@ -288,8 +288,10 @@ def test_server_lost_at_runtime_is_a_state_error(tmp_path: Path, ns: str) -> Non
         where = server.url
         b = _backend(where)
         b.write_direct(ns, {b"a": b"1"}, None)
-    with pytest.raises(StateError, match=rf"namespace '{ns}': Redis at {where} failed to commit txid 4"):
-        b.commit_prepared(ns, 4, 1)  # after the client's retries (a short outage is ridden out)
+    with pytest.raises(
+        StoreUnavailableError, match=rf"namespace '{ns}': commit txid 4 on the redis store {where} failed"
+    ):
+        b.commit_prepared(ns, 4, 1)  # after the client's retries (a short outage is ridden out): retriable
 
 
 def test_mode_mismatch_is_a_config_error(standalone_url: str, cluster_url: str) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,6 +48,34 @@ def test_the_proxy_forwards_cuts_and_black_holes(proxied_redis: tuple[FaultProxy
     assert client.get("fp-key") == b"1"  # slower, still correct
     proxy.restore()
     client.delete("fp-key")
+
+
+@pytest.mark.services
+def test_a_store_restarted_by_a_fault_keeps_answering(tmp_path: Path) -> None:
+    """The harness restarts a killed server on its keeper thread, which outlives the fault.
+
+    Test servers die with the *thread* that started them (``PR_SET_PDEATHSIG``): a restart from a
+    short-lived thread was killed again at once — the "Redis behind the proxy never answered again"
+    of the last fault run.
+    """
+    sys.path.insert(0, str(ROOT))
+    from bench.faults import Store
+
+    with Store("redis", tmp_path) as store:
+        assert store.proxy is not None
+        done = threading.Event()
+        first_pid = store.server.pid
+        store.in_background(store.kill_and_restart)
+        store.in_background(done.set)
+        assert done.wait(120)
+        assert store.server.pid != first_pid and not store.fault_errors, store.fault_errors
+        time.sleep(1.0)  # past the death signal a short-lived starter thread would have sent
+        client = redis.Redis(port=store.proxy.port, socket_timeout=5.0)
+        try:
+            assert client.ping()  # through the proxy, on the restarted server
+        finally:
+            client.close()
+        assert store.server.running()
 
 
 def _opts(**kw: object) -> argparse.Namespace:

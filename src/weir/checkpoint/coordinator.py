@@ -245,6 +245,9 @@ class Participants(ABC):
     def after_commit(self, txid: int) -> None:  # noqa: B027 - optional hook
         """Called once ``COMMITTED(txid)`` is stored; the default does nothing."""
 
+    def claim(self, epoch: int) -> None:  # noqa: B027 - optional hook
+        """Stamp ``epoch`` on every namespace whose tasks prepare with exactly it (at each start); none by default."""
+
 
 @dataclass
 class BatchReport:
@@ -387,6 +390,8 @@ class Coordinator:
         rec = loaded or CheckPointState(parallelism=self.parallelism)
         self.record = replace(rec, parallelism={**rec.parallelism, **self.parallelism})
         self._recovered = False
+        # the tasks' prepares require exactly this epoch: a store that loses it refuses them
+        self.participants.claim(self.epoch)
         log.info("topology %s: coordinator epoch %d, record %s", self.topology, self.epoch, rec)
         return self.epoch
 

@@ -132,6 +132,25 @@ class Backend(ABC):
     def write_direct(self, namespace: str, changes: Changes, epoch: int | None) -> None:
         """Apply ``changes`` to the committed rows atomically, without touching txids."""
 
+    def write_prepared_owned(self, namespace: str, txid: int, changes: Changes, epoch: int) -> None:
+        """:meth:`write_prepared`, only while the stored epoch is exactly ``epoch`` (a task of the driver that took it).
+
+        The driver stamps its epoch on every task namespace at start (:meth:`claim`); a task's prepare
+        then finds exactly that epoch, unless the store lost it — emptied, restarted without
+        persistence, rolled back — which raises :class:`~weir.errors.StateLossError` and writes
+        nothing (a newer epoch: :class:`~weir.errors.FencedError`). Built-in backends check it in
+        the same atomic step as the write; this default (for other backends) reads the epoch first.
+        """
+        check_epoch(namespace, epoch, self.txids(namespace).epoch, exact=True)
+        self.write_prepared(namespace, txid, changes, epoch)
+
+    def claim(self, namespace: str, epoch: int) -> None:
+        """Store ``epoch`` as the namespace's epoch (a driver at start); nothing else changes.
+
+        A newer stored epoch raises :class:`~weir.errors.FencedError` (another driver took over).
+        """
+        self.write_direct(namespace, {}, epoch)
+
     def write_owned(self, namespace: str, changes: Changes, epoch: int) -> None:
         """:meth:`write_direct`, only while the stored epoch is exactly ``epoch`` (taken by this writer).
 

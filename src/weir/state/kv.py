@@ -64,6 +64,7 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
         self.key_serializer: Serializer = key_serializer or JsonSerializer()
         self.value_serializer: Serializer = value_serializer or JsonSerializer()
         self.epoch = epoch
+        self._owned = False
         self._pending: dict[bytes, bytes | None] = {}
         # the change set this instance prepared and has not committed yet (read-own-writes);
         # a prepared set left by another instance (a crashed attempt) is not visible here
@@ -85,9 +86,16 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
         self._next_probe = _DENSE_FIRST_PROBE
 
     # ---- helpers -------------------------------------------------------------------------
-    def fence(self, epoch: int | None) -> None:
-        """Carry ``epoch`` on every write; the backend refuses it once a newer driver has written."""
+    def fence(self, epoch: int | None, *, owned: bool = False) -> None:
+        """Carry ``epoch`` on every write; the backend refuses it once a newer driver has written.
+
+        ``owned``: the driver stamped ``epoch`` on this namespace at start
+        (:meth:`~weir.state.backend.Backend.claim`), so :meth:`prepare_commit` requires exactly that
+        epoch (:meth:`~weir.state.backend.Backend.write_prepared_owned`): a store that lost it refuses
+        the prepare with :class:`~weir.errors.StateLossError` and writes nothing.
+        """
         self.epoch = epoch
+        self._owned = owned and epoch is not None
 
     @property
     def phase(self) -> StatePhase:
@@ -297,7 +305,10 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
         self._flush()
         merged = dict(self._prepared or {})
         merged.update(self._pending)
-        self.backend.write_prepared(self.namespace, txid, merged, self.epoch)
+        if self._owned and self.epoch is not None:
+            self.backend.write_prepared_owned(self.namespace, txid, merged, self.epoch)
+        else:
+            self.backend.write_prepared(self.namespace, txid, merged, self.epoch)
         self._prepared, self._prepared_txid = merged, txid
         self._pending = {}
         self._pending_obj = {}

@@ -13,6 +13,9 @@ While a guarded call waits, the watchdog logs a warning every :data:`WARN_EVERY_
 (logger ``weir.state``), naming what waits (``label``) and for how long, so a frozen server is never
 a silent stall: first at :data:`WARN_EVERY_S` s, then at twice that, and so on until the deadline.
 
+A client whose own socket timeouts already bound each attempt (redis-py, pymemcache, Thrift) only
+needs the log lines: :meth:`SocketWatchdog.waiting` arms the warnings without a socket to shut down.
+
 One thread per process serves every guard (started lazily, and again after ``fork()``).
 """
 
@@ -80,7 +83,7 @@ class SocketWatchdog:
         """
         now = time.monotonic()
         g = Guard(fd, now + (seconds or 0.0), seconds or 0.0, label, started=now)
-        if not seconds or seconds <= 0 or fd < 0:
+        if not seconds or seconds <= 0 or (fd < 0 and not label):
             yield g
             return
         self._ensure_thread()
@@ -100,6 +103,14 @@ class SocketWatchdog:
                 heap = self._heap
                 while heap and heap[0][2].done:  # finished guards leave at once (usually in order)
                     heapq.heappop(heap)
+
+    def waiting(self, label: str, seconds: float) -> contextlib.AbstractContextManager[Guard]:
+        """Log "still waiting" for ``label`` while the block runs, up to ``seconds``; nothing is shut down.
+
+        For clients whose own timeouts bound every attempt: the block ends by itself within
+        ``seconds`` (the client's bound), and the log says what waits in the meantime.
+        """
+        return self.guard(-1, seconds, label)
 
     def _loop(self) -> None:
         while True:
@@ -127,7 +138,8 @@ class SocketWatchdog:
             if warning:
                 log.warning("still waiting after %.0f s: %s", waited, g.label)
                 continue
-            _shutdown(fd)
+            if fd >= 0:
+                _shutdown(fd)
 
 
 def _shutdown(fd: int) -> None:

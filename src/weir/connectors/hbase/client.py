@@ -7,6 +7,13 @@ Thrift 1 gateway, ``org.apache.hadoop.hbase.thrift.ThriftServer``) per process a
 call after the gateway or the region server went away (idempotent calls only; compare-and-set calls
 are re-checked by their callers), and turns failures into errors that name the store.
 
+Retriable or permanent: a gateway or region server that does not answer (refused, reset, a socket
+timeout, a region moving) is retried for :meth:`HBaseClient.retry_for_s` (twice the timeout, at
+most 120 s) and then raises :class:`~weir.errors.StoreUnavailableError` naming the gateway, the call
+and how long it waited — supervision retries it; while it waits the watchdog logs "still waiting".
+A missing table or column family, or an argument HBase refuses, is a permanent
+:class:`~weir.errors.StateError`, never retried.
+
 Used by the ``hbase`` state provider and by Trident's ``HBaseMapState``.
 """
 
@@ -22,8 +29,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from weir.errors import ConfigError, StateError
+from weir.errors import ConfigError, StateError, StoreUnavailableError
 from weir.state.connections import ProcessConnections
+from weir.state.watchdog import WATCHDOG
 
 __all__ = [
     "DEFAULT_BUCKETS",
@@ -51,8 +59,18 @@ LAYOUTS = ("buckets", "rows")
 """``buckets``: several keys per row (the key is the column); ``rows``: a row per key (Storm's layout)."""
 
 _DEFAULT_TIMEOUT_MS = 60_000
-#: how long a call keeps retrying while the gateway or HBase restarts
+#: how long a call keeps retrying while the gateway or HBase restarts, at most (twice the timeout below it)
 _RETRY_FOR_S = 120.0
+#: HBase IOErrors that retrying cannot help (the table or family is missing or disabled, a bad argument)
+_PERMANENT_IO = (
+    "TableNotFoundException",
+    "NoSuchColumnFamilyException",
+    "TableNotEnabledException",
+    "TableNotDisabledException",
+    "DoNotRetryIOException",
+    "AccessDeniedException",
+    "IllegalArgumentException",
+)
 T = TypeVar("T")
 
 
@@ -80,7 +98,8 @@ class HBaseSettings:
     family:
         The pre-created column family (Storm's ``columnFamily``).
     timeout_ms:
-        Socket timeout of one call, in milliseconds (default 60000).
+        Socket timeout of one call, in milliseconds (default 60000). A call whose gateway does not
+        answer is retried for twice this (at most 120 s), then fails as unavailable.
     framed, compact:
         The gateway runs with framed transport (``hbase thrift start -f``, or
         ``hbase.regionserver.thrift.framed``; needed by its ``-nonblocking`` and ``-hsha`` servers)
@@ -301,6 +320,14 @@ def _close_quietly(conn: Any) -> None:
         pass
 
 
+def _io_text(exc: BaseException) -> str:
+    """The text of HBase's Thrift ``IOError`` (its ``message`` is bytes or str)."""
+    message = getattr(exc, "message", None)
+    if isinstance(message, bytes):
+        return message.decode("utf-8", "replace")
+    return str(message) if message else type(exc).__name__
+
+
 def _transport_errors() -> tuple[type[BaseException], ...]:
     from thriftpy2.transport import TTransportException
 
@@ -352,30 +379,65 @@ class HBaseClient:
             executor.shutdown(wait=True)
         self._conns.close()
 
+    @property
+    def retry_for_s(self) -> float:
+        """How long a call keeps retrying a gateway that does not answer: twice the timeout, 1 to 120 s."""
+        return min(_RETRY_FOR_S, max(1.0, 2 * self.settings.timeout_ms / 1000.0))
+
+    @property
+    def bound_s(self) -> float:
+        """The longest one call can wait: the retries, then a last attempt's connect and reply, and back-off."""
+        return self.retry_for_s + 2 * self.settings.timeout_ms / 1000.0 + 1.0
+
+    def unavailable(self, method: str, exc: BaseException, waited: float) -> StoreUnavailableError:
+        """The retriable error of a call whose gateway or region server did not answer."""
+        reason = _io_text(exc)[:500] if isinstance(exc, self.types.IOError) else f"{type(exc).__name__}: {exc}"
+        return StoreUnavailableError(
+            f"HBase at {self.settings.describe()} did not answer {method} after {waited:.1f} s "
+            f"(timeout={self.settings.timeout_ms} ms per attempt, retried for {self.retry_for_s:g} s; {reason}); "
+            "the batch fails and is retried or recovered once HBase and its Thrift gateway answer"
+        )
+
     def call(self, method: str, *args: Any, retry: bool = True) -> Any:
-        """``client.<method>(*args)``, reconnecting and retrying while HBase is away (``retry``)."""
-        deadline = time.monotonic() + _RETRY_FOR_S
+        """``client.<method>(*args)``, reconnecting and retrying while HBase is away (``retry``).
+
+        Raises
+        ------
+        StoreUnavailableError
+            When the gateway or HBase did not answer (after :attr:`retry_for_s` with ``retry``).
+        StateError
+            When HBase refused the call for good (a missing table or family, a bad argument).
+        """
+        started = time.monotonic()
+        deadline = started + self.retry_for_s
         delay = 0.05
-        while True:
-            conn = None
-            try:
-                conn = self._conns.get()
-                return getattr(conn.client, method)(*args)
-            except self._transport as exc:
-                # only this thread's connection (the gateway drops idle ones after a minute): the
-                # other threads' connections may be mid-call
-                if conn is not None:
-                    _close_quietly(conn)
-                if not retry or time.monotonic() > deadline:
-                    msg = f"HBase at {self.settings.describe()} is not reachable ({type(exc).__name__}: {exc})"
-                    raise StateError(msg) from exc
-            except self.types.IOError as exc:
-                # region moving / server starting: HBase's own retries gave up; try again a while
-                if not retry or time.monotonic() > deadline:
-                    msg = f"HBase at {self.settings.describe()} failed: {exc.message}"
-                    raise StateError(msg) from exc
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
+        label = f"HBase {method} at {self.settings.describe()} (gives up after about {self.bound_s:.0f} s)"
+        with WATCHDOG.waiting(label, self.bound_s if retry else 2 * self.settings.timeout_ms / 1000.0):
+            while True:
+                conn = None
+                try:
+                    conn = self._conns.get()
+                    return getattr(conn.client, method)(*args)
+                except self._transport as exc:
+                    # only this thread's connection (the gateway drops idle ones after a minute): the
+                    # other threads' connections may be mid-call
+                    if conn is not None:
+                        _close_quietly(conn)
+                    if not retry or time.monotonic() > deadline:
+                        raise self.unavailable(method, exc, time.monotonic() - started) from exc
+                except self.types.IOError as exc:
+                    text = _io_text(exc)
+                    if any(p in text for p in _PERMANENT_IO):
+                        msg = (
+                            f"HBase at {self.settings.describe()} refused {method}: {text[:500]}; this is not "
+                            f"retried: check the table and column family ({self.settings.create_command})"
+                        )
+                        raise StateError(msg) from exc
+                    # region moving / server starting: HBase's own retries gave up; try again a while
+                    if not retry or time.monotonic() > deadline:
+                        raise self.unavailable(method, exc, time.monotonic() - started) from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
 
     def check_table(self) -> None:
         """Connect now and check that the table and the column family exist.
@@ -552,13 +614,17 @@ class HBaseClient:
         return self.retrying(run)
 
     def retrying(self, fn: Callable[[], T]) -> T:
-        """Run ``fn`` (made of ``retry=False`` calls), again from the start while HBase is away."""
-        deadline = time.monotonic() + _RETRY_FOR_S
+        """Run ``fn`` (made of ``retry=False`` calls), again from the start while HBase does not answer.
+
+        Only :class:`~weir.errors.StoreUnavailableError` is retried (for :attr:`retry_for_s`); a
+        permanent error ends at once.
+        """
+        deadline = time.monotonic() + self.retry_for_s
         delay = 0.05
         while True:
             try:
                 return fn()
-            except StateError:
+            except StoreUnavailableError:
                 if time.monotonic() > deadline:
                     raise
             time.sleep(delay)

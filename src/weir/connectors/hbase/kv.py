@@ -77,7 +77,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from weir.connectors.hbase.client import DEFAULT_BUCKETS, LAYOUTS, MAX_BUCKETS, HBaseClient, HBaseSettings
-from weir.errors import ConfigError, FencedError, StateError, StateLossError
+from weir.errors import ConfigError, FencedError, StateError, StateLossError, StoreUnavailableError
 from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
 from weir.state.config import ProviderConfig
 
@@ -215,7 +215,8 @@ class HBaseBackend(Backend):
     def _wrap(self, exc: StateError, namespace: str, what: str) -> StateError:
         if isinstance(exc, (FencedError, StateLossError)):
             return exc
-        return StateError(f"namespace {namespace!r}: cannot {what}: {exc}; the batch is retried or recovered")
+        cls = StoreUnavailableError if isinstance(exc, StoreUnavailableError) else StateError  # keep retriable
+        return cls(f"namespace {namespace!r}: cannot {what}: {exc}; the batch is retried or recovered")
 
     # ---- the txid record -----------------------------------------------------------------------
     def _read_meta(self, namespace: str) -> tuple[bytes | None, dict[str, Any]]:

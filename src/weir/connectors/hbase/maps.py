@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from weir.connectors.hbase.client import HBaseClient, HBaseSettings, hbase_settings_from_storm
-from weir.errors import ConfigError, StateError
+from weir.errors import ConfigError, StateError, StoreUnavailableError
 from weir.state.connections import shared_connections
 from weir.trident.backing.catalog import PREFIX, MapCatalog, MapInfo
 from weir.trident.backing.codec import decode_cell, encode_cell, encode_key
@@ -153,7 +153,7 @@ class HBaseBackingMap(BackingMap[Any]):
             "its Thrift gateway are up (the batch will be retried; cells carry their txid, so a partly "
             "written batch is repaired by the replay)"
         )
-        return StateError(msg)
+        return StoreUnavailableError(msg) if isinstance(exc, StoreUnavailableError) else StateError(msg)
 
     def multi_get(self, keys: Sequence[Key]) -> list[Any]:
         """Cells of ``keys`` (``None`` where absent): one multi-get."""

@@ -5,6 +5,11 @@
 - :func:`_import_pymemcache`: the optional client library, with an install hint when it is missing.
 - :func:`open_client` / :func:`close_client`: a pymemcache client (a ``HashClient`` over several
   servers), cached per process and thread by :mod:`weir.state.connections`.
+- :func:`unreachable` / :func:`call_bound_s`: retriable or permanent, and how long one call can
+  wait. A server that does not answer (refused, reset, closed, a socket timeout) is retriable — the
+  maps raise :class:`~weir.errors.StoreUnavailableError` for it; an error reply (a refused key or
+  value, an unknown command) is permanent. pymemcache's own timeouts bound every call: the connect
+  and then the reply each wait at most ``timeout`` seconds.
 
 Storm has no memcached key-value state provider, so there is no ``kv.py`` here.
 """
@@ -16,7 +21,7 @@ from typing import Any
 
 from weir.errors import ConfigError
 
-__all__ = ["close_client", "memcached_key", "open_client"]
+__all__ = ["call_bound_s", "close_client", "memcached_key", "open_client", "unreachable"]
 
 _MAX_KEY = 250
 _MAX_PREFIX = 200
@@ -118,3 +123,18 @@ def open_client(servers: tuple[tuple[str, int], ...], timeout: float) -> Any:
 def close_client(client: Any) -> None:
     """Close ``client`` (the closer of the per-process connection cache)."""
     client.close()
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the server did not answer (retriable), not that it refused the call (permanent)."""
+    pymemcache = _import_pymemcache()
+    errors = pymemcache.exceptions
+    if isinstance(exc, (OSError, errors.MemcacheUnexpectedCloseError)):
+        return True
+    # a HashClient with every server marked dead raises a bare MemcacheError
+    return type(exc) is errors.MemcacheError and "down" in str(exc)
+
+
+def call_bound_s(timeout: float) -> float:
+    """The longest one call waits on a server that does not answer: the connect, then the reply."""
+    return 2 * timeout

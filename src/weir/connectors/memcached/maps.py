@@ -28,7 +28,9 @@ eviction or a restart of its server forgets it until the next submit re-records 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -39,12 +41,15 @@ from weir.connectors.memcached.client import (
     _import_pymemcache,
     _safe,
     _servers,
+    call_bound_s,
     close_client,
     memcached_key,
     open_client,
+    unreachable,
 )
-from weir.errors import ConfigError, StateError
+from weir.errors import ConfigError, StateError, StoreUnavailableError
 from weir.state.connections import ProcessConnections, shared_connections
+from weir.state.watchdog import WATCHDOG
 from weir.trident.backing.catalog import MapCatalog, MapInfo
 from weir.trident.backing.codec import decode_cell, encode_cell, encode_key
 from weir.trident.backing.factory import MapStateFamily, MapStore
@@ -117,6 +122,39 @@ class MemcachedMapStore(MapStore):
         """Close and forget a client whose connection failed (the next call reconnects)."""
         self._connections().discard(client)
 
+    @contextlib.contextmanager
+    def calling(self, what: str, client: Any) -> Iterator[None]:
+        """Run the block's calls on ``client``: logged while they wait, their failure named.
+
+        A server that does not answer within :func:`~weir.connectors.memcached.client.call_bound_s`
+        ends in :class:`~weir.errors.StoreUnavailableError` (retriable), any other failure in a
+        permanent :class:`~weir.errors.StateError`; either way the client is discarded.
+        """
+        pymemcache = _import_pymemcache()
+        bound = call_bound_s(self.timeout)
+        label = f"MemcachedMapState {self.describe()}: {what} (gives up after about {bound:.0f} s)"
+        started = time.monotonic()
+        with WATCHDOG.waiting(label, bound):
+            try:
+                yield
+            except (OSError, pymemcache.exceptions.MemcacheError) as exc:
+                self.discard(client)
+                raise self.failure(what, exc, time.monotonic() - started) from exc
+
+    def failure(self, what: str, exc: BaseException, waited: float) -> StateError:
+        """The named error of a failed call: unavailable (retriable) or refused (permanent)."""
+        reason = f"{type(exc).__name__}: {exc}"
+        if unreachable(exc):
+            return StoreUnavailableError(
+                f"MemcachedMapState {self.describe()}: {what} failed: the server did not answer after "
+                f"{waited:.1f} s (timeout={self.timeout:g} s; {reason}); the batch fails and is retried or "
+                "recovered once the server answers (raise the timeout for a slow server)"
+            )
+        return StateError(
+            f"MemcachedMapState {self.describe()}: {what} failed ({reason}); the server refused the call, "
+            "which is not retried: check the item size limit (memcached -I) and the server's log"
+        )
+
     def validate(self, state_type: StateType) -> None:
         """Ask every server for its version now.
 
@@ -145,14 +183,9 @@ class MemcachedMapStore(MapStore):
 
     def registry(self) -> dict[str, str]:
         """The map states recorded in :data:`REGISTRY_KEY` (key prefix → state type); ``{}`` when absent."""
-        pymemcache = _import_pymemcache()
         client = self.client()
-        try:
+        with self.calling(f"reading {REGISTRY_KEY!r}", client):
             raw = client.get(REGISTRY_KEY)
-        except (OSError, pymemcache.exceptions.MemcacheError) as exc:
-            self.discard(client)
-            msg = f"reading {REGISTRY_KEY!r} from {self.describe()} failed ({type(exc).__name__}: {exc})"
-            raise StateError(msg) from exc
         return _registry(raw, self.describe())
 
     def register(self, state_type: StateType) -> None:
@@ -207,27 +240,15 @@ class MemcachedBackingMap(BackingMap[Any]):
         prefix = self.store.key_prefix
         return [memcached_key(prefix, encode_key(k, where=where)) for k in as_keys(keys)]
 
-    def _fail(self, op: str, n: int, client: Any, exc: BaseException) -> StateError:
-        self.store.discard(client)
-        msg = (
-            f"MemcachedMapState {self.store.describe()}: {op} of {n} keys failed "
-            f"({type(exc).__name__}: {exc}); check that the servers are up (the batch will be retried)"
-        )
-        return StateError(msg)
-
     def multi_get(self, keys: Sequence[Key]) -> list[Any]:
         """Cells of ``keys`` (``None`` where absent or evicted), with one ``get_many``."""
         ks = as_keys(keys)
         if not ks:
             return []
-        pymemcache = _import_pymemcache()
         mkeys = self.memcached_keys(ks)
         client = self.store.client()
-        try:
+        with self.store.calling(f"multi_get of {len(mkeys)} keys", client):
             found = client.get_many(list(dict.fromkeys(mkeys)))
-        except (OSError, pymemcache.exceptions.MemcacheError) as exc:
-            err = self._fail("multi_get", len(mkeys), client, exc)
-            raise err from exc
         where = self.store.describe()
         st = self.state_type
         return [decode_cell(found.get(mk), st, k, where=where) for mk, k in zip(mkeys, ks, strict=True)]
@@ -238,17 +259,13 @@ class MemcachedBackingMap(BackingMap[Any]):
         check_same_length(ks, vals, what="values", op="MemcachedBackingMap.multi_put")
         if not ks:
             return
-        pymemcache = _import_pymemcache()
         where = self.store.describe()
         st = self.state_type
         mkeys = self.memcached_keys(ks)
         items = {mk: encode_cell(v, st, k, where=where) for mk, k, v in zip(mkeys, ks, vals, strict=True)}
         client = self.store.client()
-        try:
+        with self.store.calling(f"multi_put of {len(items)} keys", client):
             failed = client.set_many(items, expire=self.store.expire, noreply=False)
-        except (OSError, pymemcache.exceptions.MemcacheError) as exc:
-            err = self._fail("multi_put", len(items), client, exc)
-            raise err from exc
         if failed:
             msg = (
                 f"MemcachedMapState {self.store.describe()}: the server refused to store {len(failed)} of "
@@ -363,14 +380,9 @@ class MemcachedMapCatalog(MapCatalog):
     def delete(self, name: str, keys: list[Key]) -> None:
         """Delete the items of ``keys``."""
         store = self.store(name)
-        pymemcache = _import_pymemcache()
         client = store.client()
-        try:
+        with store.calling(f"deleting {len(keys)} keys of map state {name!r}", client):
             client.delete_many(MemcachedBackingMap(store, StateType.NON_TRANSACTIONAL).memcached_keys(keys))
-        except (OSError, pymemcache.exceptions.MemcacheError) as exc:
-            store.discard(client)
-            msg = f"deleting keys of map state {name!r} in {self.describe()} failed ({type(exc).__name__}: {exc})"
-            raise StateError(msg) from exc
 
     def drop(self, name: str) -> None:
         """Impossible in memcached (its items cannot be listed): raises :class:`~weir.errors.StateError`."""

@@ -507,9 +507,15 @@ class PostgresBackend(Backend):
     # ---- atomic writes -------------------------------------------------------------------------
     def write_prepared(self, namespace: str, txid: int, changes: Changes, epoch: int | None) -> None:
         """Replace the prepared change set with ``changes`` as ``txid`` (one transaction, binary COPY)."""
+        self._prepare(namespace, txid, changes, epoch, exact=False)
 
+    def write_prepared_owned(self, namespace: str, txid: int, changes: Changes, epoch: int) -> None:
+        """:meth:`write_prepared` while the stored epoch is exactly ``epoch`` (checked under the row lock)."""
+        self._prepare(namespace, txid, changes, epoch, exact=True)
+
+    def _prepare(self, namespace: str, txid: int, changes: Changes, epoch: int | None, *, exact: bool) -> None:
         def body(conn: psycopg.Connection[Any]) -> None:
-            rec = self._fence(conn, namespace, epoch)
+            rec = self._fence(conn, namespace, epoch, exact=exact)
             conn.execute(self._sql.prepare_clear, (namespace,))
             if changes:
                 with conn.cursor() as cur, cur.copy(self._sql.prepare_copy) as copy:

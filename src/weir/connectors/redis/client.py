@@ -5,19 +5,29 @@
 travels to executors. :func:`redis_client` makes a client, PINGs it and checks the server's mode, and
 turns every failure into one :class:`~weir.errors.ConfigError` that names ``host:port`` (never the
 password) and says what to do. Used by the ``redis`` state provider and by Redis-based sources.
+
+Retriable or permanent: a server that does not answer (refused, reset, a socket timeout, still
+loading its data) is *unavailable* — :func:`unreachable` tells — and a client made while a
+topology runs (``redis_client(..., at_submit=False)``) raises
+:class:`~weir.errors.StoreUnavailableError` for it, which supervision retries; at submit time the
+same failure is a :class:`~weir.errors.ConfigError` (start the server, fix the address). A refused
+password, a wrong server mode or a TLS failure is permanent everywhere. Every call is bounded:
+:func:`call_bound_s` is how long one call can wait (each attempt's socket timeout, the retries and
+their back-off) before it fails.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from weir._redact import redact_text, redact_url
-from weir.errors import ConfigError
+from weir.errors import ConfigError, StoreUnavailableError
 
 try:
     import redis
@@ -33,10 +43,21 @@ except ImportError as _exc:  # pragma: no cover - the redis extra is not install
     raise ConfigError(_msg) from _exc
 from weir.state.config import ProviderConfig
 
-__all__ = ["REDIS_ERRORS", "RedisSettings", "close_client", "redis_client"]
+__all__ = [
+    "REDIS_ERRORS",
+    "RedisSettings",
+    "call_bound_s",
+    "close_client",
+    "open_error",
+    "redis_client",
+    "unavailable_error",
+    "unreachable",
+]
 
 _DEFAULT_TIMEOUT_MS = 2000
 _RETRIES = 8
+_BACKOFF_BASE_S = 0.01
+_BACKOFF_CAP_S = 1.0
 #: what a Redis call can raise (``RedisClusterException`` is not a ``RedisError``)
 REDIS_ERRORS = (rexc.RedisError, rexc.RedisClusterException, OSError)
 
@@ -357,7 +378,7 @@ _AUTH_MARKERS = (
 )
 
 
-def _open_error(settings: RedisSettings, exc: BaseException) -> ConfigError:
+def open_error(settings: RedisSettings, exc: BaseException) -> ConfigError:
     """A :class:`ConfigError` explaining why the store at ``settings`` cannot be used."""
     where = settings.describe()
     reason = settings.scrub(f"{type(exc).__name__}: {exc}")
@@ -387,14 +408,21 @@ def _open_error(settings: RedisSettings, exc: BaseException) -> ConfigError:
     return ConfigError(f"cannot use Redis at {where} ({reason}): {hint}")
 
 
-def redis_client(cfg: ProviderConfig | RedisSettings | str) -> Any:
+def redis_client(cfg: ProviderConfig | RedisSettings | str, *, at_submit: bool = True) -> Any:
     """A connected ``redis.Redis`` / ``RedisCluster`` client for a config, settings or URL.
+
+    ``at_submit=False`` (a client made while a topology runs): a server that does not answer raises
+    :class:`~weir.errors.StoreUnavailableError` (retriable) instead of a ConfigError.
 
     Raises
     ------
     ConfigError
-        When the server is unreachable, refuses the password, or the cluster is not ready.
+        When the server refuses the password, the cluster is not ready, or (``at_submit``) the
+        server is unreachable.
+    StoreUnavailableError
+        When the server does not answer and ``at_submit`` is False.
     """
+    started = time.monotonic()
     if isinstance(cfg, str):
         settings = RedisSettings.from_url(cfg)
     elif isinstance(cfg, ProviderConfig):
@@ -406,12 +434,54 @@ def redis_client(cfg: ProviderConfig | RedisSettings | str) -> Any:
         client = _connect(settings)
         _check(settings, client)
         if not settings.cluster:  # from now on ride out a short outage (a server restart)
-            client.set_retry(Retry(ExponentialWithJitterBackoff(base=0.01, cap=1.0), _RETRIES))
+            client.set_retry(Retry(ExponentialWithJitterBackoff(base=_BACKOFF_BASE_S, cap=_BACKOFF_CAP_S), _RETRIES))
     except REDIS_ERRORS as exc:
         if client is not None:
             client.close()
-        raise _open_error(settings, exc) from None
+        if not at_submit and unreachable(exc):
+            raise unavailable_error(settings, exc, "connect", time.monotonic() - started) from exc
+        raise open_error(settings, exc) from None
     return client
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the server did not answer (retriable), not that it refused us (permanent)."""
+    if isinstance(exc, rexc.AuthenticationError) or any(s in str(exc) for s in _AUTH_MARKERS):
+        return False
+    if isinstance(exc, (rexc.ResponseError, rexc.DataError, rexc.RedisClusterException)) and not isinstance(
+        exc, (rexc.BusyLoadingError, rexc.ClusterDownError, rexc.TryAgainError)
+    ):
+        return False
+    text = str(exc)
+    if "SSL" in text or "certificate" in text.lower():
+        return False
+    return isinstance(
+        exc,
+        (rexc.ConnectionError, rexc.TimeoutError, rexc.BusyLoadingError, rexc.ClusterDownError, rexc.TryAgainError,
+         OSError),
+    )  # fmt: skip
+
+
+def call_bound_s(settings: RedisSettings) -> float:
+    """The longest one call can wait on a server that does not answer: every attempt's timeout plus back-off."""
+    attempts = _RETRIES + 1 if not settings.cluster else 4
+    backoff: float = sum(min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2.0**i) for i in range(1, attempts))
+    # an attempt may wait for the connect and then for the reply
+    return attempts * 2 * settings.timeout_ms / 1000.0 + backoff
+
+
+def unavailable_error(
+    settings: RedisSettings, exc: BaseException, what: str, waited_s: float, namespace: str | None = None
+) -> StoreUnavailableError:
+    """The retriable error of a call on a server that did not answer (naming the store, the call and the wait)."""
+    where = f"namespace {namespace!r}: " if namespace is not None else ""
+    attempts = _RETRIES + 1 if not settings.cluster else "several"
+    return StoreUnavailableError(
+        f"{where}{what} on the redis store {settings.describe()} failed: the server did not answer after "
+        f"{waited_s:.1f} s ({attempts} attempts, timeout={settings.timeout_ms} ms each; "
+        f"{settings.scrub(f'{type(exc).__name__}: {exc}')}); the batch fails and is retried or recovered once "
+        "the server answers (raise the url's ?timeout= or jedisPoolConfig.timeout for a slow server)"
+    )
 
 
 def close_client(client: Any) -> None:

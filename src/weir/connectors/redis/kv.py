@@ -48,9 +48,11 @@ Example
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import struct
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -58,11 +60,20 @@ from typing import Any
 import redis.exceptions as rexc
 
 from weir.connectors.redis.client import REDIS_ERRORS as _ERRORS
-from weir.connectors.redis.client import RedisSettings, close_client, redis_client
-from weir.errors import FencedError, StateError, StateLossError
+from weir.connectors.redis.client import (
+    RedisSettings,
+    call_bound_s,
+    close_client,
+    open_error,
+    redis_client,
+    unavailable_error,
+    unreachable,
+)
+from weir.errors import FencedError, StateError, StateLossError, StoreUnavailableError
 from weir.state.backend import Backend, Changes, TxidRecord, fenced_message, lost_message
 from weir.state.config import ProviderConfig
 from weir.state.connections import ProcessConnections
+from weir.state.watchdog import WATCHDOG
 
 __all__ = ["COMMIT_CHUNK", "INLINE_LIMIT", "RedisBackend", "RedisSettings", "open_backend", "redis_client"]
 
@@ -370,7 +381,7 @@ class RedisBackend(Backend):
     def __init__(self, settings: RedisSettings) -> None:
         self.settings = settings
         self._conns: ProcessConnections[Any] = ProcessConnections(
-            lambda: redis_client(self.settings), close_client, per_thread=False
+            lambda: redis_client(self.settings, at_submit=False), close_client, per_thread=False
         )
         self._keys: dict[str, tuple[bytes, bytes, bytes]] = {}
         self.commit_chunk = COMMIT_CHUNK
@@ -425,8 +436,40 @@ class RedisBackend(Backend):
             "delete it"
         )
 
-    def _error(self, exc: Exception, namespace: str, what: str, epoch: int | None = None) -> StateError:
+    @contextlib.contextmanager
+    def _call(self, namespace: str, what: str, epoch: int | None = None) -> Iterator[None]:
+        """Run the block's Redis calls: logged while they wait, their failures named (see :meth:`_error`).
+
+        Each call is bounded by the client (every attempt's socket timeout, its retries and back-off:
+        :func:`~weir.connectors.redis.client.call_bound_s`); while it waits, the watchdog logs
+        "still waiting after N s" naming the store, namespace and operation.
+        """
+        bound = call_bound_s(self.settings)
+        label = (
+            f"namespace {namespace!r}: {what} on the redis store {self.describe()} (gives up after about {bound:.0f} s)"
+        )
+        started = time.monotonic()
+        with WATCHDOG.waiting(label, bound):
+            try:
+                yield
+            except _ERRORS as exc:
+                raise self._error(exc, namespace, what, epoch, time.monotonic() - started) from exc
+
+    def _error(
+        self, exc: Exception, namespace: str, what: str, epoch: int | None = None, waited: float | None = None
+    ) -> StateError:
+        """The named error of a failed call: unavailable (retriable), refused credentials, or a refusal of weir's."""
+        if unreachable(exc):
+            return unavailable_error(
+                self.settings, exc, what, call_bound_s(self.settings) if waited is None else waited, namespace
+            )
         text = str(exc)
+        if isinstance(exc, rexc.AuthenticationError) or "WRONGPASS" in text or "NOAUTH" in text:
+            return StateError(
+                f"namespace {namespace!r}: cannot {what}: the redis store {self.describe()} refused the "
+                f"credentials ({self.settings.scrub(f'{type(exc).__name__}: {exc}')}); this is not retried: fix the "
+                "password (the url's ':password@' part or jedisPoolConfig.password) and submit again"
+            )
         if text.startswith("WEIR_FOREIGN"):
             if text.split()[1] == "prepare":
                 return self._foreign(namespace, 1, what, "a prepared change set without a prepared txid")
@@ -463,10 +506,8 @@ class RedisBackend(Backend):
     # ---- reads -----------------------------------------------------------------------------
     def get(self, namespace: str, key: bytes) -> bytes | None:
         """Committed value of ``key`` (HGET, through a running chunked commit's prepared entries)."""
-        try:
+        with self._call(namespace, "read a key"):
             got: bytes | None = _S_READ_ONE(self.client, self.keys(namespace), (key,))
-        except _ERRORS as exc:
-            raise self._error(exc, namespace, "read a key") from exc
         return got
 
     def get_many(self, namespace: str, keys: list[bytes]) -> list[bytes | None]:
@@ -478,7 +519,7 @@ class RedisBackend(Backend):
         if not keys:
             return []
         names = self.keys(namespace)
-        try:
+        with self._call(namespace, f"read {len(keys)} keys"):
             if len(keys) <= _READ_CHUNK:
                 return list(_S_READ_MANY(self.client, names, keys))
             pipe = self.client.pipeline(transaction=False)
@@ -486,8 +527,6 @@ class RedisBackend(Backend):
                 chunk = keys[i : i + _READ_CHUNK]
                 pipe.execute_command("EVAL", _S_READ_MANY.source, len(names), *names, *chunk)
             return [v for part in pipe.execute() for v in part]
-        except _ERRORS as exc:
-            raise self._error(exc, namespace, f"read {len(keys)} keys") from exc
 
     def scan(self, namespace: str) -> Iterator[tuple[bytes, bytes]]:
         """Every committed row, once (one script for small hashes, else HSCAN de-duplicated).
@@ -533,17 +572,13 @@ class RedisBackend(Backend):
 
     def count(self, namespace: str) -> int:
         """Number of committed rows (HLEN; through a running chunked commit's prepared entries)."""
-        try:
+        with self._call(namespace, "count the committed rows"):
             return int(_S_READ_COUNT(self.client, self.keys(namespace), ()))
-        except _ERRORS as exc:
-            raise self._error(exc, namespace, "count the committed rows") from exc
 
     def txids(self, namespace: str) -> TxidRecord:
         """The txid record (HMGET commit prepare epoch)."""
-        try:
+        with self._call(namespace, "read the txid record"):
             c, p, e = self.client.hmget(self.keys(namespace)[2], [b"commit", b"prepare", b"epoch"])
-        except _ERRORS as exc:
-            raise self._error(exc, namespace, "read the txid record") from exc
         try:
             return TxidRecord(None if c is None else int(c), None if p is None else int(p), 0 if e is None else int(e))
         except ValueError:
@@ -552,10 +587,8 @@ class RedisBackend(Backend):
 
     def load_prepared(self, namespace: str) -> tuple[int, dict[bytes, bytes | None]] | None:
         """The prepared change set and its txid, read atomically."""
-        try:
+        with self._call(namespace, "read the prepared change set"):
             txid, flat = _S_LOAD_PREPARED(self.client, self.keys(namespace), ())
-        except _ERRORS as exc:
-            raise self._error(exc, namespace, "read the prepared change set") from exc
         if txid is None:
             if flat:
                 raise self._foreign(namespace, 1, "read the prepared change set", "rows without a prepared txid")
@@ -577,7 +610,7 @@ class RedisBackend(Backend):
     def namespaces(self) -> list[str]:
         """Every namespace with a txid record (SCAN for ``*$txid`` on every primary)."""
         found: set[str] = set()
-        try:
+        with self._call("*", "list namespaces"):
             if self.settings.cluster:
                 conns = [self.client.get_redis_connection(n) for n in self.client.get_primaries()]
             else:
@@ -590,8 +623,6 @@ class RedisBackend(Backend):
                             continue
                         name = name[1:-1]
                     found.add(name.decode("utf-8", "replace"))
-        except _ERRORS as exc:
-            raise self._error(exc, "*", "list namespaces") from exc
         return sorted(found)
 
     # ---- atomic writes ---------------------------------------------------------------------
@@ -613,17 +644,22 @@ class RedisBackend(Backend):
 
     def write_prepared(self, namespace: str, txid: int, changes: Changes, epoch: int | None) -> None:
         """Replace the prepared change set with ``changes`` as ``txid`` (one script)."""
+        self._prepare(namespace, txid, changes, epoch, self._epoch(epoch))
+
+    def write_prepared_owned(self, namespace: str, txid: int, changes: Changes, epoch: int) -> None:
+        """:meth:`write_prepared` while the stored epoch is exactly ``epoch`` (checked by the same script)."""
+        self._prepare(namespace, txid, changes, epoch, "=" + self._epoch(epoch))
+
+    def _prepare(self, namespace: str, txid: int, changes: Changes, epoch: int | None, fence: str) -> None:
         keys = self.keys(namespace)
         what = f"prepare txid {txid} ({len(changes)} changes)"
-        try:
+        with self._call(namespace, what, epoch):
             if len(changes) <= INLINE_LIMIT:
                 blob = pack_changes(changes.items(), len(changes))
-                _S_PREPARE_INLINE(self.client, keys, [self._epoch(epoch), str(txid), blob])
+                _S_PREPARE_INLINE(self.client, keys, [fence, str(txid), blob])
             else:
                 stage = self._stage(namespace, changes)
-                _S_PREPARE_STAGED(self.client, (*keys, stage), [self._epoch(epoch), str(txid), len(changes)])
-        except _ERRORS as exc:
-            raise self._error(exc, namespace, what, epoch) from exc
+                _S_PREPARE_STAGED(self.client, (*keys, stage), [fence, str(txid), len(changes)])
 
     def commit_prepared(self, namespace: str, txid: int, epoch: int | None) -> None:
         """Apply the prepared set of ``txid`` to the committed rows and record it.
@@ -637,18 +673,14 @@ class RedisBackend(Backend):
         """
         keys = self.keys(namespace)
         args = [self._epoch(epoch), str(txid), self.commit_chunk]
-        try:
+        with self._call(namespace, f"commit txid {txid}", epoch):
             while _S_COMMIT(self.client, keys, args) == 2:
                 pass
-        except _ERRORS as exc:
-            raise self._error(exc, namespace, f"commit txid {txid}", epoch) from exc
 
     def discard_prepared(self, namespace: str, epoch: int | None) -> None:
         """Delete the prepared change set (one script)."""
-        try:
+        with self._call(namespace, "roll back the prepared change set", epoch):
             _S_DISCARD(self.client, self.keys(namespace), [self._epoch(epoch)])
-        except _ERRORS as exc:
-            raise self._error(exc, namespace, "roll back the prepared change set", epoch) from exc
 
     def write_direct(self, namespace: str, changes: Changes, epoch: int | None) -> None:
         """Apply ``changes`` to the committed rows without touching txids (one script)."""
@@ -660,15 +692,13 @@ class RedisBackend(Backend):
 
     def _direct(self, namespace: str, changes: Changes, epoch: int | None, fence: str) -> None:
         keys = self.keys(namespace)
-        try:
+        with self._call(namespace, f"write {len(changes)} changes", epoch):
             if len(changes) <= INLINE_LIMIT:
                 blob = pack_changes(changes.items(), len(changes))
                 _S_DIRECT_INLINE(self.client, keys, [fence, blob])
             else:
                 stage = self._stage(namespace, changes)
                 _S_DIRECT_STAGED(self.client, (*keys, stage), [fence, len(changes)])
-        except _ERRORS as exc:
-            raise self._error(exc, namespace, f"write {len(changes)} changes", epoch) from exc
 
     def put_many(self, namespace: str, rows: Iterable[tuple[bytes, bytes]]) -> None:
         """Admin bulk load of committed rows (``weir state migrate``), in scripts of 10,000 rows.
@@ -681,24 +711,18 @@ class RedisBackend(Backend):
         keys = self.keys(namespace)
         while chunk := list(itertools.islice(it, INLINE_LIMIT)):
             blob = pack_changes(chunk, len(chunk))
-            try:
+            with self._call(namespace, f"bulk load {len(chunk)} rows"):
                 _S_DIRECT_INLINE(self.client, keys, ["", blob])
-            except _ERRORS as exc:
-                raise self._error(exc, namespace, f"bulk load {len(chunk)} rows") from exc
 
     def acquire_epoch(self, namespace: str) -> int:
         """Increment and return the namespace's epoch (HINCRBY)."""
-        try:
+        with self._call(namespace, "take a new epoch"):
             return int(self.client.hincrby(self.keys(namespace)[2], "epoch", 1))
-        except _ERRORS as exc:
-            raise self._error(exc, namespace, "take a new epoch") from exc
 
     def drop(self, namespace: str) -> None:
         """Delete the three keys of ``namespace``."""
-        try:
+        with self._call(namespace, "drop the namespace"):
             _S_DROP(self.client, self.keys(namespace), ())
-        except _ERRORS as exc:
-            raise self._error(exc, namespace, "drop the namespace") from exc
 
 
 def open_backend(cfg: ProviderConfig) -> RedisBackend:
@@ -711,5 +735,9 @@ def open_backend(cfg: ProviderConfig) -> RedisBackend:
         cluster is not ready — naming ``host:port`` (never the password) and what to do.
     """
     backend = RedisBackend(RedisSettings.from_config(cfg))
-    _ = backend.client  # connect and check now, at submit time
+    try:
+        _ = backend.client  # connect and check now, at submit time
+    except StoreUnavailableError as exc:  # at submit, a server that does not answer is a configuration to fix
+        cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+        raise open_error(backend.settings, cause) from None
     return backend

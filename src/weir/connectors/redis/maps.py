@@ -26,15 +26,27 @@ checks the server's mode and turns failures into :class:`~weir.errors.ConfigErro
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from weir._redact import redact_config, redact_url
-from weir.connectors.redis.client import REDIS_ERRORS, RedisSettings, close_client, redis_client
-from weir.errors import ConfigError, StateError
+from weir.connectors.redis.client import (
+    REDIS_ERRORS,
+    RedisSettings,
+    call_bound_s,
+    close_client,
+    open_error,
+    redis_client,
+    unavailable_error,
+    unreachable,
+)
+from weir.errors import ConfigError, StateError, StoreUnavailableError
 from weir.state.connections import shared_connections
+from weir.state.watchdog import WATCHDOG
 from weir.trident.backing.catalog import MapCatalog, MapInfo
 from weir.trident.backing.codec import decode_cell, encode_cell, encode_key
 from weir.trident.backing.factory import MapStateFamily, MapStore
@@ -100,7 +112,7 @@ class RedisMapStore(MapStore):
 
         def open_client() -> Any:
             try:
-                return redis_client(settings)
+                return redis_client(settings, at_submit=False)
             except ConfigError as exc:
                 msg = f"RedisMapState (key prefix {self.key_prefix!r}): {exc}"
                 raise ConfigError(msg) from exc
@@ -108,8 +120,16 @@ class RedisMapStore(MapStore):
         return shared_connections(("redis", settings), open_client, close_client, per_thread=False).get()
 
     def validate(self, state_type: StateType) -> None:
-        """Connect now (PING and a mode check) and record the map state in :data:`REGISTRY_KEY`."""
-        self.register(state_type)
+        """Connect now (PING and a mode check) and record the map state in :data:`REGISTRY_KEY`.
+
+        At submit time a server that does not answer is a :class:`~weir.errors.ConfigError`.
+        """
+        try:
+            self.register(state_type)
+        except StoreUnavailableError as exc:
+            cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+            msg = f"RedisMapState (key prefix {self.key_prefix!r}): {open_error(self.settings, cause)}"
+            raise ConfigError(msg) from exc
 
     def register(self, state_type: StateType) -> None:
         """Record this prefix's state type in :data:`REGISTRY_KEY` (once per process)."""
@@ -119,6 +139,11 @@ class RedisMapStore(MapStore):
         try:
             self.client().hset(REGISTRY_KEY, self.key_prefix, state_type.value)
         except REDIS_ERRORS as exc:
+            if unreachable(exc):
+                raise unavailable_error(
+                    self.settings, exc, f"record the map state in {REGISTRY_KEY!r}", call_bound_s(self.settings),
+                    f"RedisMapState key prefix {self.key_prefix!r}",
+                ) from exc  # fmt: skip
             reason = self.settings.scrub(f"{type(exc).__name__}: {exc}")
             msg = f"RedisMapState {self.describe()}: recording the map state in {REGISTRY_KEY!r} failed ({reason})"
             raise StateError(msg) from exc
@@ -151,8 +176,25 @@ class RedisBackingMap(BackingMap[Any]):
         prefix = self._prefix
         return [prefix + encode_key(k, where=where) for k in as_keys(keys)]
 
-    def _fail(self, op: str, n: int, exc: BaseException) -> StateError:
+    @contextlib.contextmanager
+    def _call(self, op: str, n: int) -> Iterator[None]:
+        """Run the block's calls, logging while they wait and naming their failure (:meth:`_fail`)."""
         store = self.store
+        bound = call_bound_s(store.settings)
+        label = f"RedisMapState {store.describe()}: {op} of {n} keys (gives up after about {bound:.0f} s)"
+        started = time.monotonic()
+        with WATCHDOG.waiting(label, bound):
+            try:
+                yield
+            except REDIS_ERRORS as exc:
+                raise self._fail(op, n, exc, time.monotonic() - started) from exc
+
+    def _fail(self, op: str, n: int, exc: BaseException, waited: float) -> StateError:
+        store = self.store
+        if unreachable(exc):
+            return unavailable_error(
+                store.settings, exc, f"{op} of {n} keys", waited, f"RedisMapState key prefix {store.key_prefix!r}"
+            )
         partial = ""
         if op == "multi_put" and store.settings.cluster and not store.single_slot:
             partial = (
@@ -173,14 +215,11 @@ class RedisBackingMap(BackingMap[Any]):
             return []
         rkeys = self.redis_keys(ks)
         client = self.store.client()
-        try:
+        with self._call("multi_get", len(rkeys)):
             if self.store.settings.cluster and not self.store.single_slot:
                 raw = list(client.mget_nonatomic(rkeys))
             else:
                 raw = list(client.mget(rkeys))
-        except REDIS_ERRORS as exc:
-            err = self._fail("multi_get", len(rkeys), exc)
-            raise err from exc
         where = self.store.describe()
         st = self.state_type
         return [decode_cell(data, st, k, where=where) for data, k in zip(raw, ks, strict=True)]
@@ -196,7 +235,7 @@ class RedisBackingMap(BackingMap[Any]):
         rkeys = self.redis_keys(ks)
         mapping = {rk: encode_cell(v, st, k, where=where) for rk, k, v in zip(rkeys, ks, vals, strict=True)}
         client = self.store.client()
-        try:
+        with self._call("multi_put", len(mapping)):
             if self.store.settings.cluster:
                 self.store.register(st)  # the registry lives in another slot: once per process
                 if self.store.single_slot:
@@ -208,9 +247,6 @@ class RedisBackingMap(BackingMap[Any]):
                 pipe.hset(REGISTRY_KEY, self.store.key_prefix, st.value)
                 pipe.mset(mapping)
                 pipe.execute()
-        except REDIS_ERRORS as exc:
-            err = self._fail("multi_put", len(mapping), exc)
-            raise err from exc
 
     def __getstate__(self) -> dict[str, Any]:
         return {"store": self.store, "state_type": self.state_type}

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from weir._util import positive_float, positive_int
-from weir.errors import ConfigError, SourceError, TransientSourceError
+from weir.errors import ConfigError, SourceError, StoreUnavailableError, TransientSourceError
 from weir.sources.replayable import Offset, ReadLimit, ReplayableSpout
 from weir.sources.schema import Column, converter, parse_columns
 from weir.topology.components import Guarantee
@@ -48,11 +48,14 @@ _MIN_MARK_EVERY = 500  # split marks: at most one per this many entries
 _CLIENTS: dict[RedisSettings, Any] = {}
 
 
-def _transient() -> tuple[type[BaseException], ...]:
-    """Errors worth retrying: a refused or dropped connection, a server still loading its AOF."""
-    import redis.exceptions as rexc
+def _transient(exc: BaseException) -> bool:
+    """Worth retrying: a refused or dropped connection, a timeout, a server still loading its AOF.
 
-    return (rexc.ConnectionError, rexc.TimeoutError, rexc.BusyLoadingError, rexc.TryAgainError, OSError, ConfigError)
+    A refused password, a wrong server mode or a bad reply is permanent (never retried).
+    """
+    from weir.connectors.redis.client import REDIS_ERRORS, unreachable
+
+    return isinstance(exc, StoreUnavailableError) or (isinstance(exc, REDIS_ERRORS) and unreachable(exc))
 
 
 def _response_error() -> type[Exception]:
@@ -187,18 +190,19 @@ class RedisStreamSpout(ReplayableSpout):
         """Run ``fn(client)``, retrying connection failures and a loading server for a while."""
         from weir.connectors.redis.client import redis_client
 
-        transient = _transient()
         deadline = time.monotonic() + self.connect_timeout_s
         delay = 0.05
         while True:
             client = _CLIENTS.get(self.settings)
             try:
                 if client is None:
-                    client = redis_client(self.settings)
+                    client = redis_client(self.settings, at_submit=False)
                     client.set_response_callback("XRANGE", _raw_reply)  # pages are converted column by column
                     _CLIENTS[self.settings] = client
                 return fn(client)
-            except transient as exc:
+            except Exception as exc:
+                if not _transient(exc):
+                    raise
                 _CLIENTS.pop(self.settings, None)
                 if time.monotonic() + delay > deadline:
                     msg = f"{self.describe()}: {what} failed: {self.settings.scrub(str(exc))}"

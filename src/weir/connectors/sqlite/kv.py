@@ -359,9 +359,15 @@ class SqliteBackend(Backend):
     # ---- atomic writes -------------------------------------------------------------------------
     def write_prepared(self, namespace: str, txid: int, changes: Changes, epoch: int | None) -> None:
         """Replace the prepared change set with ``changes`` as ``txid`` (one transaction)."""
+        self._prepare(namespace, txid, changes, epoch, exact=False)
 
+    def write_prepared_owned(self, namespace: str, txid: int, changes: Changes, epoch: int) -> None:
+        """:meth:`write_prepared` while the stored epoch is exactly ``epoch`` (checked in the same transaction)."""
+        self._prepare(namespace, txid, changes, epoch, exact=True)
+
+    def _prepare(self, namespace: str, txid: int, changes: Changes, epoch: int | None, *, exact: bool) -> None:
         def body(conn: sqlite3.Connection) -> None:
-            rec = self._fence(conn, namespace, epoch)
+            rec = self._fence(conn, namespace, epoch, exact=exact)
             conn.execute(_PREPARE_CLEAR, (namespace,))
             conn.executemany(_PREPARE_ROW, ((namespace, k, v) for k, v in changes.items()))
             conn.execute(_TXID_SET, (rec.committed, txid, rec.epoch, namespace))

@@ -11,6 +11,7 @@ from pyspark import cloudpickle
 from weir.checkpoint.coordinator import Participants
 from weir.runtime.spark.executor import TaskSpec
 from weir.state.base import StateProvider
+from weir.state.factory import KeyValueStateProvider
 from weir.topology.collector import OutputCollector
 from weir.topology.components import StatefulBolt
 from weir.topology.window_manager import window_namespace
@@ -45,6 +46,14 @@ class StatefulParticipants(Participants):
             if isinstance(s.component, WindowedBolt):
                 out.append(window_namespace(ns))
         return out
+
+    def claim(self, epoch: int) -> None:
+        """Stamp ``epoch`` on every namespace (the tasks' prepares then require exactly it)."""
+        if not isinstance(self.provider, KeyValueStateProvider):
+            return  # a user's provider: its states fence as they do
+        backend = self.provider.backend
+        for ns in self.namespaces():
+            backend.claim(ns, epoch)
 
     def _states(self, spec: TaskSpec, task: int, epoch: int) -> list[Any]:
         """The task's states, fenced with ``epoch``: its own, then its window's (windowed bolts)."""
@@ -123,6 +132,11 @@ class CompositeParticipants(Participants):
         """Commit every group; ``after_first`` fires after the very first namespace."""
         for i, p in enumerate(self.parts):
             p.commit_all(txid, epoch, after_first if i == 0 else None)
+
+    def claim(self, epoch: int) -> None:
+        """Claim every group's namespaces."""
+        for p in self.parts:
+            p.claim(epoch)
 
     def rollback_all(self, epoch: int, after_first: Callable[[], None] | None = None) -> None:
         """Roll back every group."""

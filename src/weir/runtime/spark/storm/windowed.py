@@ -21,6 +21,7 @@ from typing import Any
 from weir._faults import crash_point
 from weir.runtime.spark.executor import TaskSpec, check_emitted, dead_letter, task_report
 from weir.runtime.spark.storm.common import failure_report_at, forwarding_marks
+from weir.state.factory import KeyValueStateProvider
 from weir.state.kv import TransactionalKeyValueState
 from weir.state.serializers import JsonSerializer
 from weir.topology.collector import FailedTuple, OutputCollector
@@ -95,10 +96,14 @@ def run_windowed_task(
         comp.prepare(spec.conf, ctx, out)
         stage = "init_state"
         state = spec.provider.new_state(ctx.state_namespace, spec.conf, ctx)
-        state.fence(epoch)
+        owned = isinstance(spec.provider, KeyValueStateProvider)  # the driver claimed both namespaces
+        if isinstance(state, TransactionalKeyValueState):
+            state.fence(epoch, owned=owned)
+        else:
+            state.fence(epoch)
         comp.init_state(state)
         wstate = open_window_state(spec.provider, window_namespace(ctx.state_namespace))
-        wstate.fence(epoch)
+        wstate.fence(epoch, owned=owned)
         mgr = WindowManager(cfg, wstate, make_tuple, sorted(fields_of), where=where)
         stage = "execute"
         if spec.punctuation:  # marks pass through (Storm's windows ignore punctuation)
