@@ -31,7 +31,7 @@ def main() -> int:
         "weir.spark.master": "local[2]",
         "topology.state.provider.config": {"url": pg_url},
         "topology.state.checkpoint.interval.ms": 300,
-        "weir.spout.batch.max.tuples": 4,
+        "weir.spout.batch.max.tuples": 8,
         "weir.batch.max.retries": 3,
     }
     run = weir.submit(name, conf, trident_topology(spout, pg_url, table))

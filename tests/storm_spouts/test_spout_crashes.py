@@ -117,6 +117,7 @@ def _chain(
     _check(record_url, pg_url, name)
 
 
+@pytest.mark.timeout(1800)  # three driver starts and a broker restart; far slower on a loaded machine
 def test_redis_queue_spout_exactly_once_through_driver_and_broker_crashes(
     redis_server: Any, postgres_url: str, tmp_path: Path
 ) -> None:
@@ -139,6 +140,7 @@ def test_redis_queue_spout_exactly_once_through_driver_and_broker_crashes(
         assert not any(leftover.values()), f"messages left un-acked in processing lists: {leftover}"
 
 
+@pytest.mark.timeout(1800)  # three driver starts and a broker restart; far slower on a loaded machine
 def test_rabbitmq_spout_exactly_once_through_driver_and_broker_crashes(
     rabbitmq_server: RabbitMQServer, redis_server: Any, postgres_url: str, tmp_path: Path
 ) -> None:

@@ -30,6 +30,7 @@ N = 24
 CHAIN = ["after_spout_log@2", "between_spout_acks@3"]
 
 
+@pytest.mark.timeout(1800)  # three driver starts: minutes on a loaded machine
 def test_a_trident_count_over_a_redis_queue_spout_is_exact_through_sigkills(
     redis_server: Any, postgres_url: str, tmp_path: Path
 ) -> None:
