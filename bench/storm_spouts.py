@@ -18,9 +18,10 @@ own node (tests/servers.py ``RabbitMQServer``), ``redis-server`` on a free port.
 Usage::
 
     .venv/bin/python bench/storm_spouts.py                  # 20,000 messages
-    .venv/bin/python bench/storm_spouts.py --messages 5000
+    .venv/bin/python bench/storm_spouts.py --messages 100000
+    .venv/bin/python bench/storm_spouts.py --interval-ms 200 --batch-max 10000   # the earlier batch cut
 
-Prints a table and writes ``bench/results/storm_spouts.json``.
+Prints a table and writes ``bench/results/storm_spouts_<N>.json``.
 """
 
 from __future__ import annotations
@@ -126,27 +127,40 @@ def topology(spout: Any) -> Any:
     return b.create_topology()
 
 
-def run_weir(spark: Any, name: str, spout: Any, n: int, state_dir: str) -> float:
-    """Seconds from ``start()`` until ``n`` spout tuples are in committed batches.
+#: the batch cut (set from the command line): the checkpoint interval (a batch polls its spout up to
+#: that long) and the tuples one spout task may put in one batch
+CUT = {"interval_ms": 1000, "batch_max": 50_000}
+
+
+def run_weir(spark: Any, name: str, spout: Any, n: int, state_dir: str) -> tuple[float, dict[str, float]]:
+    """Seconds from ``start()`` until ``n`` spout tuples are in committed batches, and where they went.
 
     The batch's acks are sent before its status is recorded, so by then every message is acked too.
+    The breakdown: ``first_batch_s`` (start-up until the first batch is recorded), the spout log
+    driver's ``poll_s`` / ``log_write_s`` / ``ack_s`` (next_tuple, the store write, ack + flush),
+    and ``batches``; the rest is Spark's jobs (the bolts) and the coordinator's commits.
     """
     import weir
 
     conf = {
         "weir.state.dir": state_dir,
-        "topology.state.checkpoint.interval.ms": 200,
-        "weir.spout.batch.max.tuples": 10_000,
+        "topology.state.checkpoint.interval.ms": CUT["interval_ms"],
+        "weir.spout.batch.max.tuples": CUT["batch_max"],
     }
     run = weir.submit(name, conf, topology(spout), spark)
     t0 = time.perf_counter()
+    first = None
     run.start()
     try:
-        while run.status().tuples_in < n:
+        while (st := run.status()).tuples_in < n:
+            if first is None and st.batches:
+                first = time.perf_counter() - t0
             if not run.query.isActive:
                 run.await_termination(1)
             time.sleep(0.05)
-        return time.perf_counter() - t0
+        secs = time.perf_counter() - t0
+        parts = {k: round(v, 3) for k, v in run.runner.spout_driver.timings.items()}
+        return secs, {"first_batch_s": round(first or secs, 3), **parts, "batches": st.batches}
     finally:
         run.stop()
 
@@ -165,8 +179,11 @@ def weir_counts(state_dir: str, name: str) -> collections.Counter[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=20_000)
+    ap.add_argument("--interval-ms", type=int, default=1000, help="topology.state.checkpoint.interval.ms")
+    ap.add_argument("--batch-max", type=int, default=50_000, help="weir.spout.batch.max.tuples")
     args = ap.parse_args()
     n = args.messages
+    CUT.update(interval_ms=args.interval_ms, batch_max=args.batch_max)
     import redis
     from tests.servers import RabbitMQServer
 
@@ -193,11 +210,11 @@ def main() -> int:
                     run_weir(spark, q, sp, 200, str(tmp / q))
 
             publish_rabbit(rabbit.url, "weir", msgs)
-            secs = run_weir(spark, "weir_rabbit", RabbitMQSpout(rabbit.url, "weir", ["line"], prefetch=20_000),
-                            n, str(tmp / "a"))  # fmt: skip
+            secs, where = run_weir(spark, "weir_rabbit", RabbitMQSpout(rabbit.url, "weir", ["line"],
+                                   prefetch=20_000), n, str(tmp / "a"))  # fmt: skip
             assert weir_counts(str(tmp / "a"), "weir_rabbit") == want, "weir's RabbitMQ counts are wrong"
             assert rabbit_unacked(rabbit, "weir") == 0, "weir left RabbitMQ messages un-acked"
-            rows.append({"variant": "a. weir RabbitMQSpout → stateful count", "seconds": secs})
+            rows.append({"variant": "a. weir RabbitMQSpout → stateful count", "seconds": secs, "where": where})
             publish_rabbit(rabbit.url, "loop", msgs)
             secs, got = loop_rabbit(rabbit.url, "loop", n)
             assert got == want
@@ -205,13 +222,13 @@ def main() -> int:
 
             publish_redis(rurl, "weir", msgs)
             sp = RedisQueueSpout(rurl, "weir", ["line"], message_id=lambda m: m.split(" ", 1)[0])
-            secs = run_weir(spark, "weir_redis", sp, n, str(tmp / "c"))
+            secs, where = run_weir(spark, "weir_redis", sp, n, str(tmp / "c"))
             assert rc.llen("weir") == 0 and not any(rc.llen(k) for k in rc.keys("weir:processing:*"))
             got_w = weir_counts(str(tmp / "c"), "weir_redis")
             ids = collections.Counter({f"m{i}": 1 for i in range(n)})
             got_w = got_w - ids  # the split bolt counts the id too
             assert got_w == want, "weir's Redis counts are wrong"
-            rows.append({"variant": "c. weir RedisQueueSpout → stateful count", "seconds": secs})
+            rows.append({"variant": "c. weir RedisQueueSpout → stateful count", "seconds": secs, "where": where})
             publish_redis(rurl, "loop", msgs)
             secs, got = loop_redis(rurl, "loop", n)
             assert got == want
@@ -224,11 +241,21 @@ def main() -> int:
         r["seconds"] = round(r["seconds"], 3)
     rows[0]["vs_loop"] = round(rows[0]["messages_per_s"] / rows[1]["messages_per_s"], 2)
     rows[2]["vs_loop"] = round(rows[2]["messages_per_s"] / rows[3]["messages_per_s"], 2)
-    print(f"\n{n} messages of 5 words, every message acked on the broker\n")
+    print(f"\n{n} messages of 5 words, every message acked on the broker; batch cut: {CUT}\n")
     print(f"{'variant':46} {'seconds':>9} {'msgs/s':>10} {'vs loop':>8}")
     for r in rows:
         print(f"{r['variant']:46} {r['seconds']:>9.2f} {r['messages_per_s']:>10.0f} {r.get('vs_loop', ''):>8}")
-    path = write_results("storm_spouts", {"messages": n, "machine": machine(), "rows": rows})
+    print("\nwhere weir's time went (s): start-up to the first batch, next_tuple, log writes, acks; the rest")
+    print("is Spark's jobs (split + count bolts) and the coordinator's commits")
+    for r in rows:
+        if "where" in r:
+            w = r["where"]
+            rest = r["seconds"] - w["first_batch_s"] - w["poll_s"] - w["log_write_s"] - w["ack_s"]
+            print(
+                f"  {r['variant'][:2]} first batch {w['first_batch_s']:.2f}  poll {w['poll_s']:.2f}  log write "
+                f"{w['log_write_s']:.2f}  ack {w['ack_s']:.2f}  rest {rest:.2f}  ({w['batches']} batches)"
+            )
+    path = write_results(f"storm_spouts_{n}", {"messages": n, "cut": CUT, "machine": machine(), "rows": rows})
     print(f"\nwrote {path}")
     return 0
 

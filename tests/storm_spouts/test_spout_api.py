@@ -1,6 +1,6 @@
 """Storm spouts' API and the driver side of the spout log, without Spark (a real SQLite store).
 
-The driver (:class:`~weir.runtime.spark.storm.spouts.SpoutDriver`) is exercised directly: polling
+The driver (:class:`~weir.runtime.spark.spoutlog.SpoutDriver`) is exercised directly: polling
 ``next_tuple``, the log entry written once per task per batch, replays of a logged batch, acks only
 after ``committed``, redeliveries not counted twice, ``fail`` on an abandoned batch, a spout raising
 in ``next_tuple`` (failure naming the component and task, the spout opened again).
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from weir.errors import TopologyError
-from weir.runtime.spark.storm.spouts import SpoutDriver, SpoutOptions, check_storm_spouts
+from weir.runtime.spark.spoutlog import SpoutDriver, SpoutOptions, check_storm_spouts
 from weir.sources import RateSpout
 from weir.state.factory import StateFactory
 from weir.topology import BaseRichSpout, Fields, OutputFieldsDeclarer, Spout, StatefulBolt, TopologyBuilder
@@ -153,6 +153,64 @@ def test_an_abandoned_batch_fails_its_tuples_and_closes_the_spouts(tmp_path: Pat
                                                                 ("close", 0, None)]  # fmt: skip
 
 
+def test_a_retry_past_the_message_timeout_fails_the_batch_s_tuples_then_replays_them(tmp_path: Path) -> None:
+    QUEUE[0] = ["a", "b", "c"]
+    d = _driver(tmp_path, ListSpout(), batch_max=2, timeout_ms=0)  # every retry is past the timeout
+    d.batch(1)
+    assert [e for e in EVENTS if e[0] == "fail"] == []  # the first attempt fails nothing
+    again, _ = d.batch(1)  # the retry: Storm's tuple timeout, then the same tuples from the log
+    assert words(again) == ["a", "b"]
+    assert [e[2] for e in EVENTS if e[0] == "fail"] == ["a", "b"]
+    d.committed(1)
+    assert [e[2] for e in EVENTS if e[0] == "ack"] == ["a", "b"]
+    (tmp_path / "p").mkdir()
+    patient = _driver(tmp_path / "p", ListSpout(), batch_max=2)  # the default 30 s: a quick retry fails nothing
+    QUEUE[0] = ["x"]
+    patient.batch(1)
+    patient.batch(1)
+    assert [e[2] for e in EVENTS if e[0] == "fail"] == ["a", "b"]
+
+
+class BufferingSpout(ListSpout):
+    """Buffers its acks; :meth:`flush_acks` sends them, and fails (the broker is gone) the first time."""
+
+    def open(self, conf: Any, context: Any, collector: SpoutOutputCollector) -> None:
+        super().open(conf, context, collector)
+        self.buffered: list[str] = []
+
+    def ack(self, msg_id: Any) -> bool:
+        EVENTS.append(("ack", self.task, msg_id))
+        if msg_id in self.held:
+            self.held.discard(msg_id)
+            self.buffered.append(msg_id)
+            return True
+        return False
+
+    def flush_acks(self) -> None:
+        sent, self.buffered = self.buffered, []
+        if ("flush_failed", self.task, None) not in EVENTS:
+            EVENTS.append(("flush_failed", self.task, None))
+            QUEUE.setdefault(self.task, [])[:0] = sent  # the broker requeues what was not acked
+            msg = "connection reset"
+            raise ConnectionError(msg)
+        EVENTS.extend(("sent", self.task, m) for m in sent)
+
+
+def test_acks_are_flushed_before_the_log_forgets_them_and_a_failed_flush_acks_on_redelivery(tmp_path: Path) -> None:
+    QUEUE[0] = ["a", "b", "c"]
+    d = _driver(tmp_path, BufferingSpout(), batch_max=2)
+    d.batch(1)
+    d.committed(1)  # the flush fails: a and b stay in the log, unsettled
+    log = {k: json.loads(v) for k, v in d.backend.scan("$spoutlog-t")} if d.backend else {}
+    assert log[b"queue/0/00000000000000000001"]["unsettled"] == ["a", "b"]
+    nxt, _ = d.batch(2)  # the broker redelivers a, b: acked and flushed now, not emitted again
+    assert words(nxt) == ["c"]
+    assert [e[2] for e in EVENTS if e[0] == "sent"] == ["a", "b"]
+    d.committed(2)
+    assert [e[2] for e in EVENTS if e[0] == "sent"] == ["a", "b", "c"]
+    assert dict(d.backend.scan("$spoutlog-t")) == {}
+
+
 def test_max_spout_pending_bounds_a_task_s_batch(tmp_path: Path) -> None:
     QUEUE[0] = list("abcdefg")
     d = _driver(tmp_path, ListSpout(), max_pending=3)
@@ -198,10 +256,33 @@ def test_the_collector_takes_storm_s_call_shapes_and_refuses_mistakes() -> None:
         c.emit("d", ["x"])
 
 
-def test_a_storm_spout_is_transactional_through_the_log_and_trident_refuses_it_clearly() -> None:
-    from weir.trident import TridentTopology
+def test_a_storm_spout_is_transactional_through_the_log_for_trident_s_table() -> None:
+    from weir.trident import Count, TridentTopology
+    from weir.trident.state import MemoryMapState
 
     assert ListSpout().is_storm_spout() and not RateSpout().is_storm_spout()
     assert spout_type(ListSpout()) is StateType.TRANSACTIONAL
-    with pytest.raises(TopologyError, match="is a Storm spout .* TopologyBuilder topology"):
-        TridentTopology().new_stream("s", ListSpout())
+    t = TridentTopology()
+    t.new_stream("s", ListSpout()).group_by(["word"]).persistent_aggregate(
+        MemoryMapState.Factory("non_transactional"), Count(), "count"
+    )
+    want = (
+        r"spout 's' is transactional \(a Storm spout, non-transactional in Storm; weir replays its batches from "
+        r"the spout log\) and the state is non-transactional"
+    )
+    with pytest.raises(TopologyError, match=want):
+        t.check_guarantees()
+
+
+def test_a_trident_storm_spout_must_be_the_topology_s_only_spout(tmp_path: Path) -> None:
+    import weir
+    from weir.trident import Count, TridentTopology
+    from weir.trident.backing import SqliteMapState
+
+    t = TridentTopology()
+    t.new_stream("s", ListSpout()).group_by(["word"]).persistent_aggregate(
+        SqliteMapState.factory("opaque", f"sqlite:///{tmp_path / 'm.db'}", table="m"), Count(), "count"
+    )
+    t.new_stream("rate", RateSpout())
+    with pytest.raises(TopologyError, match="Trident stream 's' reads a Storm spout .* must be the topology's only"):
+        weir.submit("t", {"weir.state.dir": str(tmp_path), "weir.spark.master": "local[1]"}, t)

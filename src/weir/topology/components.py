@@ -146,8 +146,18 @@ class Spout(Component):
         """
         return None
 
+    def flush_acks(self) -> None:  # noqa: B027 - optional hook
+        """Send the acknowledgements that ``ack`` buffered (weir's addition; default: nothing to send).
+
+        weir calls it after each round of ``ack`` calls (one committed batch of one spout task)
+        and before its spout log forgets those message ids, so a spout may buffer its acks and
+        send them in one round trip here (RabbitMQ's ``basic.ack`` with ``multiple``, a Redis
+        pipeline). Raising means none of the round's acks is known to have reached the source:
+        weir keeps their ids and acks them again when the source redelivers them.
+        """
+
     def fail(self, msg_id: Any) -> None:  # noqa: B027 - optional hook
-        """The tuple's batch was abandoned after its retries: let the source redeliver it."""
+        """Let the source redeliver the tuple: its batch was abandoned, or timed out in retries (see docs)."""
 
     def activate(self) -> None:  # noqa: B027 - optional hook
         """The spout is about to be polled (after ``open`` and whenever the topology starts again)."""

@@ -52,8 +52,8 @@ def spout_type(spout: Any) -> StateType:
     A Storm spout (``next_tuple``/``ack``/``fail``) is non-transactional in Storm: a replay emits
     whatever the source redelivers. On weir its batches come from the spout log, so a batch replays
     exactly the tuples it had, and a redelivered message id is not emitted again: it is
-    transactional, whatever it declares. (Trident's ``new_stream`` does not take one yet; a
-    ``TopologyBuilder`` topology does.)
+    transactional, whatever it declares: exactly-once with transactional and opaque states, never
+    with a non-transactional one.
     """
     if isinstance(spout, Spout) and spout.is_storm_spout():
         return StateType.TRANSACTIONAL
@@ -80,7 +80,10 @@ def _problem(spout: Node, sink: Node, state_type: StateType | None) -> str | Non
         return None
     if is_exactly_once(st, state_type):
         return None
-    return f"spout {spout.name!r} is {_label(st)} and the state is {_label(state_type)}"
+    what = _label(st)
+    if isinstance(spout.params["spout"], Spout) and spout.params["spout"].is_storm_spout():
+        what += " (a Storm spout, non-transactional in Storm; weir replays its batches from the spout log)"
+    return f"spout {spout.name!r} is {what} and the state is {_label(state_type)}"
 
 
 class Plan(Protocol):

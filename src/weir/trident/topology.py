@@ -550,7 +550,9 @@ class TridentTopology:
         """A stream of ``spout``'s tuples.
 
         ``spout`` is a weir :class:`~weir.topology.Spout`; its ``guarantee`` says whether it is
-        transactional, opaque or non-transactional.
+        transactional, opaque or non-transactional. A Storm spout (``next_tuple``/``ack``/``fail``)
+        must be the topology's only spout: its batches come from weir's spout log, so it is
+        transactional (see docs/storm-on-spark.md, "Trident over a Storm spout").
         """
         if not isinstance(name, str) or not name or name.startswith("$"):
             msg = f"new_stream: the stream name must be a non-empty string not starting with '$', got {name!r}"
@@ -560,14 +562,6 @@ class TridentTopology:
             raise TopologyError(msg)
         if not isinstance(spout, Spout):
             msg = f"new_stream({name!r}): expected a weir Spout (weir.sources.FileSpout, ...), got {spout!r}"
-            raise TopologyError(msg)
-        if spout.is_storm_spout():
-            msg = (
-                f"new_stream({name!r}): {type(spout).__name__} is a Storm spout (next_tuple/ack/fail); Trident "
-                "plans each batch in Spark SQL from a Spark source, and cannot read the spout log yet. Run it in "
-                "a TopologyBuilder topology (its batches replay from the spout log: exactly-once state), or read "
-                "the source with a ReplayableSpout (see docs/sources.md)"
-            )
             raise TopologyError(msg)
         declarer = OutputFieldsDeclarer()
         spout.declare_output_fields(declarer)

@@ -97,11 +97,12 @@ class RabbitMQSpout(Spout):
         self._channel: Any = None
         self._buffer: list[tuple[int, str, Any]] = []
         self._held: dict[Any, list[int]] = {}
+        self._acks: list[int] = []  # delivery tags acked, not sent yet (flush_acks)
 
     def __getstate__(self) -> dict[str, Any]:
         """Picklable before and after ``open``: the connection is not copied."""
         state = dict(self.__dict__)
-        state.update(_conn=None, _channel=None, _buffer=[], _held={})
+        state.update(_conn=None, _channel=None, _buffer=[], _held={}, _acks=[])
         return state
 
     def describe(self) -> str:
@@ -153,7 +154,7 @@ class RabbitMQSpout(Spout):
         self._conn, self._channel = self._connect(time.monotonic() + self.connect_timeout_s)
         self._declare(self._channel)
         self._channel.basic_qos(prefetch_count=self.prefetch)
-        self._buffer, self._held = [], {}
+        self._buffer, self._held, self._acks = [], {}, []
         self._channel.basic_consume(self.queue, self._on_message, auto_ack=False)
 
     def _on_message(self, channel: Any, method: Any, properties: Any, body: bytes) -> None:
@@ -172,17 +173,39 @@ class RabbitMQSpout(Spout):
             self.collector.emit(values, msg_id=mid)
 
     def ack(self, msg_id: Any) -> bool:
-        """``basic.ack`` the deliveries of ``msg_id``; ``False`` when this connection does not hold it."""
+        """Buffer the ``basic.ack`` of ``msg_id``'s deliveries (sent by :meth:`flush_acks`).
+
+        ``False`` when this connection does not hold the message (delivered before a restart).
+        """
         tags = self._held.pop(msg_id, None)
         if not tags or self._channel is None:
             return False
-        try:
-            for tag in tags:
-                self._channel.basic_ack(tag)
-        except _pika().exceptions.AMQPError:
-            log.warning("%s: ack of %r failed; acked when redelivered", self.describe(), msg_id, exc_info=True)
-            return False
+        self._acks.extend(tags)
         return True
+
+    def flush_acks(self) -> None:
+        """Send the buffered acks: one ``basic.ack`` with ``multiple`` for the oldest run of them.
+
+        ``multiple`` acknowledges every delivery up to a tag, so it covers the buffered tags below
+        the oldest delivery still outstanding (emitted in a batch not committed yet, or buffered);
+        any later buffered tag is acked on its own. Raises :class:`SourceError` when the broker is
+        unreachable (it requeues them all; weir acks them on redelivery).
+        """
+        acks, self._acks = sorted(self._acks), []
+        if not acks:
+            return
+        outstanding = [t for tags in self._held.values() for t in tags] + [t for t, _x, _m in self._buffer]
+        below = min(outstanding, default=acks[-1] + 1)
+        run = [t for t in acks if t < below]
+        rest = [t for t in acks if t >= below]
+        try:
+            if run:
+                self._channel.basic_ack(run[-1], multiple=True)
+            for tag in rest:
+                self._channel.basic_ack(tag)
+        except (_pika().exceptions.AMQPError, AttributeError) as exc:
+            msg = f"{self.describe()}: {len(acks)} ack(s) failed ({type(exc).__name__}: {exc}); acked when redelivered"
+            raise SourceError(msg) from exc
 
     def fail(self, msg_id: Any) -> None:
         """``basic.nack`` with requeue: the broker redelivers the message."""

@@ -71,12 +71,14 @@ class RedisQueueSpout(Spout):
         self.max_per_call = max_per_call
         self._client: Any = None
         self._held: dict[Any, str] = {}
+        self._acks: list[str] = []  # acked messages not removed yet (flush_acks)
 
     def __getstate__(self) -> dict[str, Any]:
         """Picklable before ``open`` and after: the connection is not copied."""
         state = dict(self.__dict__)
         state["_client"] = None
         state["_held"] = {}
+        state["_acks"] = []
         return state
 
     def describe(self) -> str:
@@ -107,7 +109,7 @@ class RedisQueueSpout(Spout):
         if self.processing_name and context.parallelism > 1:
             self.processing = f"{self.processing_name}:{context.task_index}"
         self._client = redis_client(self.url)
-        self._held = {}
+        self._held, self._acks = {}, []
         moved = 0
         while self._client.lmove(self.processing, self.queue, "LEFT", "RIGHT") is not None:
             moved += 1
@@ -132,7 +134,7 @@ class RedisQueueSpout(Spout):
             self.collector.emit(values, msg_id=mid)
 
     def ack(self, msg_id: Any) -> bool:
-        """Remove the message from the processing list (it was delivered to this instance).
+        """Buffer the removal of the message from the processing list (sent by :meth:`flush_acks`).
 
         A message this instance does not hold (delivered before a restart, moved back to the queue
         by ``open``) is removed from the queue when the message is its own id; otherwise weir acks
@@ -140,10 +142,24 @@ class RedisQueueSpout(Spout):
         """
         message = self._held.pop(msg_id, None)
         if message is not None:
-            return bool(self._client.lrem(self.processing, 1, message))
+            self._acks.append(message)
+            return True
         if self.message_id is None and isinstance(msg_id, str):
             return bool(self._client.lrem(self.queue, -1, msg_id))
         return False
+
+    def flush_acks(self) -> None:
+        """Remove the acked messages from the processing list: one pipelined ``LREM`` each, one round trip.
+
+        ``LREM … -1`` searches from the tail, where the oldest messages (the committed ones) are.
+        """
+        acks, self._acks = self._acks, []
+        if not acks:
+            return
+        pipe = self._client.pipeline(transaction=False)
+        for message in acks:
+            pipe.lrem(self.processing, -1, message)
+        pipe.execute()
 
     def fail(self, msg_id: Any) -> None:
         """Put the message back at the consuming end of the queue (redelivered next)."""

@@ -42,10 +42,10 @@ from weir.runtime.spark.executor import (
     outcome_of,
     send_reports,
 )
+from weir.runtime.spark.pacing import pacing_stream
 from weir.runtime.spark.runner import BatchRunner
+from weir.runtime.spark.spoutlog import SpoutDriver, logged_spout_task
 from weir.runtime.spark.storm.instances import LINEAGE_PROPERTY, LineageTracker
-from weir.runtime.spark.storm.pacing import pacing_stream
-from weir.runtime.spark.storm.spouts import SpoutDriver, logged_spout_task
 from weir.runtime.spark.storm.task import TaskLoop, run_spout_task, task_loop
 from weir.topology.builder import GroupingKind, Subscription, Topology
 from weir.topology.punctuation import MarkRecord
@@ -413,7 +413,7 @@ class BatchJob(BatchRunner):
         return _Chain(rdd._jrdd.rdd(), rdd._jrdd_deserializer, ("logged", cid)).then(("spout", cid, final), run)
 
     def create_stream(self, spout_id: str, spout: Any, spark: Any, context: Any) -> Any:
-        """A Storm spout's batches are paced by :func:`~weir.runtime.spark.storm.pacing.pacing_stream`."""
+        """A Storm spout's batches are paced by :func:`~weir.runtime.spark.pacing.pacing_stream`."""
         if self.spout_driver is not None and spout_id in self.spout_driver.spout_ids:
             return pacing_stream(spark, context)
         return spout.create_stream(spark, context)

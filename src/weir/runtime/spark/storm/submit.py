@@ -15,9 +15,9 @@ from weir.runtime.spark.deadletter import make_sink
 from weir.runtime.spark.dialect import BatchRunner, Dialect, Prepared, register_dialect
 from weir.runtime.spark.executor import TaskSpec
 from weir.runtime.spark.runner import master_for, picklable_or_raise, resolve_provider, ship_user_modules, spark_for
+from weir.runtime.spark.spoutlog import SpoutDriver, SpoutOptions, check_storm_spouts
 from weir.runtime.spark.storm.batch import BatchJob
 from weir.runtime.spark.storm.participants import CompositeParticipants, StatefulParticipants
-from weir.runtime.spark.storm.spouts import SpoutDriver, SpoutOptions, check_storm_spouts
 from weir.runtime.spark.storm.ticks import tick_plan
 from weir.runtime.spark.streams.operators import StreamsParticipants
 from weir.state.factory import KeyValueStateProvider

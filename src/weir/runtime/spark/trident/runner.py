@@ -27,9 +27,12 @@ from weir.errors import FencedError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.dialect import BatchRunner, Dialect, Prepared, register_dialect
 from weir.runtime.spark.executor import ReportAccumulatorParam, outcome_of
+from weir.runtime.spark.pacing import pacing_stream
 from weir.runtime.spark.runner import master_for, picklable_or_raise, resolve_provider, spark_for
+from weir.runtime.spark.spoutlog import SpoutDriver
 from weir.runtime.spark.spouts import spout_streams, union_as_json
 from weir.runtime.spark.trident._arrow import parse_failure
+from weir.runtime.spark.trident.logged import logged_frame, storm_spout_driver
 from weir.runtime.spark.trident.planner import BatchPlanner, RunContext, check_plan
 from weir.state.factory import KeyValueStateProvider
 from weir.topology.components import Spout
@@ -97,8 +100,10 @@ class TridentParticipants(Participants):
 class TridentBatchRunner(BatchRunner):
     """Runs one batch of a Trident topology (the ``BatchRunner`` of its :class:`TopologyRun`)."""
 
-    def __init__(self, ctx: RunContext) -> None:
+    def __init__(self, ctx: RunContext, spout_driver: SpoutDriver | None = None) -> None:
         self.ctx = ctx
+        #: the spout log of a Storm spout (``next_tuple``) the topology reads, run on the driver
+        self.spout_driver = spout_driver
         self.last_stats = BatchStats()
         self._aqe_off = False
         #: one accumulator per run: the stages (and their UDFs) are made once and carry it
@@ -122,6 +127,13 @@ class TridentBatchRunner(BatchRunner):
             # into fewer tasks and split every batch into one job per shuffle (measured: 5-7 % slower)
             batch.sparkSession.conf.set("spark.sql.adaptive.enabled", "false")
             self._aqe_off = True
+        if self.spout_driver is not None:  # a Storm spout: the batch is its logged tuples, not the pacing rows
+            parts, failures = self.spout_driver.batch(txid)
+            if not failures:
+                logged = parts[self.spout_driver.spout_ids[0]]
+                batch, failures = logged_frame(batch.sparkSession, self.ctx.topology, self.spout_driver, logged, txid)
+            if failures:
+                return JobOutcome(failures=failures)
         if self._acc is None:
             self._acc = batch.sparkSession.sparkContext.accumulator([], ReportAccumulatorParam())
         acc = self._acc
@@ -155,6 +167,27 @@ class TridentBatchRunner(BatchRunner):
                 msg = f"topology {self.ctx.topology!r}, {exc}"
                 raise FencedError(msg) from exc
         return JobOutcome(stats=stats.as_dict())
+
+    def create_stream(self, spout_id: str, spout: Any, spark: Any, context: TopologyContext) -> Any:
+        """A Storm spout's batches are paced (its tuples come from the spout log); else the spouts' streams."""
+        if self.spout_driver is not None:
+            return pacing_stream(spark, context)
+        return spout.create_stream(spark, context)
+
+    def after_batch(self, txid: int, skipped: bool) -> None:
+        """Batch ``txid`` is COMMITTED: a Storm spout acks its tuples, and its log entries are pruned."""
+        if self.spout_driver is not None:
+            self.spout_driver.committed(txid)
+
+    def abandoned(self) -> None:
+        """A batch failed every attempt: a Storm spout fails its tuples and is closed."""
+        if self.spout_driver is not None:
+            self.spout_driver.abandoned()
+
+    def close(self) -> None:
+        """The topology stopped: close a Storm spout's tasks."""
+        if self.spout_driver is not None:
+            self.spout_driver.close()
 
     def _failure(self, exc: BaseException, txid: int) -> TaskFailure:
         text = str(exc)
@@ -254,6 +287,8 @@ class TridentPlan(Prepared):
 
     topology: TridentTopology | None = None
     ctx: RunContext | None = None
+    #: the spout log of the topology's Storm spout, if it reads one
+    spout_driver: SpoutDriver | None = None
 
 
 class TridentDialect(Dialect):
@@ -289,6 +324,9 @@ class TridentDialect(Dialect):
         factories = _memory_states(name, topology, master)
         # before Spark starts: a typo fails in about a second
         provider = resolve_provider(name, conf, master, rc.provider)
+        driver = storm_spout_driver(
+            name, conf, [(n.name, n.params["spout"], n.parallelism) for n in topology.spout_nodes()], provider, rc
+        )
         spark_session, master = spark_for(rc, spark)
         journal = _journal_states(topology)
         if journal and not isinstance(provider, KeyValueStateProvider):
@@ -309,7 +347,9 @@ class TridentDialect(Dialect):
             journal_states=journal,
             factories=factories,
         )
-        return TridentPlan(name, conf, rc, spark_session, master, provider, topology=topology, ctx=ctx)
+        return TridentPlan(
+            name, conf, rc, spark_session, master, provider, topology=topology, ctx=ctx, spout_driver=driver
+        )
 
     def spouts(self, plan: Prepared) -> list[tuple[str, Any]]:
         """One source: the topology's spouts as one stream (:class:`TridentSource`)."""
@@ -319,7 +359,7 @@ class TridentDialect(Dialect):
     def batch_runner(self, plan: Prepared) -> BatchRunner:
         """The planner of a batch."""
         assert isinstance(plan, TridentPlan) and plan.ctx is not None
-        return TridentBatchRunner(plan.ctx)
+        return TridentBatchRunner(plan.ctx, plan.spout_driver)
 
     def participants(self, plan: Prepared) -> Participants | None:
         """:class:`TridentParticipants`: the coordinator only numbers the batches."""

@@ -2,7 +2,7 @@
 
 A Storm spout has no offsets Spark could replay, so weir gives it some: every batch, what each spout
 task emitted is written to the **spout log** in the topology's store (namespace
-``$spoutlog-<topology>``, one key per spout task per txid, one write per spout task per batch)
+``$spoutlog-<topology>``, one key per spout task per txid, one write per batch for all spout tasks)
 *before* any bolt sees it, and the batch reads its tuples from there. A retried attempt, or the
 same batch after a crash and restart, replays exactly those tuples.
 
@@ -24,6 +24,9 @@ The protocol, per batch with txid *n* (inside the coordinator's attempt, see
 4. A batch abandoned after its retries: ``fail(msg_id)`` for its tuples, and every spout task is
    closed (``deactivate``, ``close``); the next batch (after a supervised restart) opens them again.
    Its entries stay in the log, so the same txid replays the same tuples.
+5. A retry of a batch (same driver) starting ``topology.message.timeout.secs`` or more after the
+   batch was polled: ``fail(msg_id)`` for its tuples first (Storm's tuple timeout), then the retry
+   replays them from the log; the clock restarts, so each further timeout fails them again.
 
 Spout tasks run on the driver: a queue consumer's deliveries belong to its connection, and the
 acks must come from the process that knows when the batch committed. The tuples then travel to the
@@ -77,8 +80,10 @@ class SpoutOptions:
     batch_max : ``weir.spout.batch.max.tuples`` (default 10000): tuples per spout task per batch
     poll_ms : how long a batch may poll ``next_tuple`` at most (default: the checkpoint interval,
         at least 100 ms)
-    timeout_ms : ``topology.message.timeout.secs``: a committed message id the spout did not hold
-        (``ack`` returned ``False``) and the source did not redeliver within it is forgotten
+    timeout_ms : ``topology.message.timeout.secs``: a batch retried this long after it was polled
+        fails its tuples (``fail``) before the retry; a committed message id the spout did not hold
+        (``ack`` returned ``False``) and the source did not redeliver within it (and within
+        :data:`UNSETTLED_KEEP_MS`) is forgotten
     """
 
     max_pending: int | None = None
@@ -136,8 +141,19 @@ def _key(cid: str, task: int, txid: int) -> bytes:
     return f"{cid}/{task}/{txid:020d}".encode()
 
 
+#: a committed id the source has not redelivered yet is kept at least this long (5 min), however short
+#: the message timeout: forgotten too early, its redelivery would be counted again
+UNSETTLED_KEEP_MS = 300_000
+
+#: values that come back from the log's JSON exactly as emitted (no round trip needed to normalise them)
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
 def _id_key(msg_id: Any) -> str:
-    return json.dumps(msg_id, sort_keys=True, separators=(",", ":"))
+    """A message id as a set key (a str id is its own key; any other JSON value its canonical JSON)."""
+    if type(msg_id) is str:
+        return msg_id
+    return "\x00" + json.dumps(msg_id, sort_keys=True, separators=(",", ":"))
 
 
 @dataclass
@@ -149,6 +165,8 @@ class _Entry:
     committed: bool = False
     unsettled: list[Any] = field(default_factory=list)  # committed ids the spout did not hold
     at_ms: int = 0  # when it was committed
+    #: when this driver polled the entry, or last failed its tuples (monotonic s; None: logged by another driver)
+    clock: float | None = None
 
     def to_bytes(self) -> bytes:
         rec: dict[str, Any] = {"txid": self.txid, "committed": self.committed}
@@ -248,7 +266,13 @@ class _Task:
                 break
             for stream, values, msg_id, direct in got:
                 tuples.extend(self._admit(spout, stream, values, msg_id, direct, pending, unsettled, settled))
-        entry = _Entry(txid, tuples)
+        if settled:
+            try:
+                spout.flush_acks()  # the redelivered messages' acks reach the source before the log forgets them
+            except Exception:
+                log.warning("%s: flush_acks raised; acked on the next redelivery", self.where, exc_info=True)
+                settled = {}
+        entry = _Entry(txid, tuples, clock=time.monotonic())
         changes: dict[bytes, bytes | None] = {_key(self.cid, self.task, txid): entry.to_bytes()}
         by_task = {sib.task: sib for sib in siblings}
         for (task, old_txid), ids in settled.items():
@@ -258,7 +282,7 @@ class _Task:
         now = int(time.time() * 1000)
         for sib in siblings:  # not redelivered within the message timeout: forgotten
             for old in sib.entries.values():
-                if old.committed and old.unsettled and now - old.at_ms > opts.timeout_ms:
+                if old.committed and old.unsettled and now - old.at_ms > max(opts.timeout_ms, UNSETTLED_KEEP_MS):
                     changes[_key(self.cid, sib.task, old.txid)] = None
         return entry, changes
 
@@ -274,23 +298,26 @@ class _Task:
         settled: dict[tuple[int, int], set[str]],
     ) -> list[_Logged]:
         rec: _Logged = [stream, list(values), msg_id, direct]
-        try:
-            text = json.dumps(rec)
-        except (TypeError, ValueError) as exc:
-            msg = f"{self.where}: emitted values/msg_id that are not JSON ({exc}); the spout log stores JSON"
-            raise TopologyError(msg, component=self.cid, task=self.task) from exc
+        if type(msg_id) not in _PLAIN or any(type(v) not in _PLAIN for v in values):
+            # the first attempt sees what a replay reads back from the log: lists, str dict keys
+            try:
+                rec = json.loads(json.dumps(rec))
+            except (TypeError, ValueError) as exc:
+                msg = f"{self.where}: emitted values/msg_id that are not JSON ({exc}); the spout log stores JSON"
+                raise TopologyError(msg, component=self.cid, task=self.task) from exc
+            msg_id = rec[2]
         if msg_id is None:
-            return [json.loads(text)]
+            return [rec]
         k = _id_key(msg_id)
         if k in unsettled:  # committed before a restart; the source redelivered it: ack now, emit nothing
-            if spout.ack(json.loads(k)) is not False:
+            if spout.ack(msg_id) is not False:
                 owner, old_txid = unsettled.pop(k)
                 settled.setdefault((owner.task, old_txid), set()).add(k)
             return []
         if k in pending:  # already in an uncommitted entry (replayed from the log): not counted twice
             return []
         pending.add(k)
-        return [json.loads(text)]
+        return [rec]
 
     def records(self, entry: _Entry) -> list[tuple[Any, ...]]:
         return [("T", s, tuple(v), self.task, d) for s, v, _m, d in entry.tuples]
@@ -302,6 +329,7 @@ class _Task:
         for t in sorted(e for e, x in self.entries.items() if e <= txid and not x.committed):
             entry = self.entries[t]
             unsettled: list[Any] = []
+            sent: list[Any] = []
             spout = self.ensure_open()
             for _s, _v, msg_id, _d in entry.tuples:
                 if msg_id is None:
@@ -314,12 +342,53 @@ class _Task:
                 if first:
                     crash_point("between_spout_acks", txid)
                     first = False
-                if ok is False:
-                    unsettled.append(msg_id)
+                (unsettled if ok is False else sent).append(msg_id)
+            if sent:
+                try:
+                    spout.flush_acks()  # buffered acks reach the source before the log forgets their ids
+                except Exception:
+                    log.warning("%s: flush_acks raised; %d message(s) acked on redelivery", self.where, len(sent),
+                                exc_info=True)  # fmt: skip
+                    unsettled.extend(sent)
             entry.committed, entry.tuples, entry.unsettled = True, [], unsettled
             entry.at_ms = int(time.time() * 1000)
             changes[_key(self.cid, self.task, t)] = entry.to_bytes() if unsettled else None
         return changes
+
+    def fail_timed_out(self, txid: int, timeout_ms: int) -> int:
+        """A retry of ``txid``: ``fail`` its tuples once ``topology.message.timeout.secs`` passed since polled.
+
+        Storm fails a tuple whose tree is not acked within the message timeout; weir's tuple is
+        "acked" when its batch commits, so a batch still retrying past the timeout fails its
+        tuples (the source may redeliver them; a redelivered id in the log is not emitted again,
+        and ``ack`` follows the batch's COMMITTED). The clock restarts: a batch still retrying
+        after another timeout fails them again, as Storm's replayed tuples time out again.
+        Returns how many ``fail`` calls were made.
+        """
+        entry = self.entries.get(txid)
+        spout = self.spout
+        if entry is None or entry.committed or entry.clock is None or spout is None:
+            return 0  # an entry logged by an earlier driver: its deliveries died with that connection
+        now = time.monotonic()
+        if (now - entry.clock) * 1000 < timeout_ms:
+            return 0
+        entry.clock = now
+        n = 0
+        for _s, _v, msg_id, _d in entry.tuples:
+            if msg_id is not None:
+                n += 1
+                try:
+                    spout.fail(msg_id)
+                except Exception:
+                    log.warning("%s: fail(%r) raised", self.where, msg_id, exc_info=True)
+        if not n:
+            return 0
+        log.warning(
+            "%s: txid %d not committed within topology.message.timeout.secs (%d ms): fail() called for "
+            "its %d tuple(s); the retry replays them from the spout log",
+            self.where, txid, timeout_ms, n,
+        )  # fmt: skip
+        return n
 
     def fail_pending(self) -> None:
         spout = self.spout
@@ -361,6 +430,8 @@ class SpoutDriver:
         self.epoch: int | None = None
         self._loaded = False
         self._memory: dict[bytes, bytes] = {}
+        #: seconds spent since the start: polling ``next_tuple``, writing the log, acking (and flushing)
+        self.timings: dict[str, float] = {"poll_s": 0.0, "log_write_s": 0.0, "ack_s": 0.0}
 
     def fresh(self, cid: str) -> Spout:
         """A new instance of spout ``cid`` (a copy of the submitted one, as Storm deserialises it per task)."""
@@ -383,7 +454,9 @@ class SpoutDriver:
                 else:
                     self._memory[k] = v
             return
+        t0 = time.perf_counter()
         self.backend.write_direct(self.namespace, changes, self.epoch)
+        self.timings["log_write_s"] += time.perf_counter() - t0
 
     def _load(self) -> None:
         """Read the log once after a start: entries a previous driver left are replayed or acked."""
@@ -416,30 +489,35 @@ class SpoutDriver:
         out: dict[str, list[list[tuple[Any, ...]]]] = {}
         failures: list[TaskFailure] = []
         wrote = False
+        changes: dict[bytes, bytes | None] = {}  # every task's entry: one write to the store per batch
+        t0 = time.perf_counter()
         for cid, task_list in self.tasks.items():
             parts: list[list[tuple[Any, ...]]] = []
             for t in task_list:
                 entry = t.entries.get(txid)
                 if entry is None or entry.committed:
                     try:
-                        entry, changes = t.poll(txid, self.options, task_list)
+                        entry, task_changes = t.poll(txid, self.options, task_list)
                     except Exception as exc:
                         err = f"{type(exc).__name__} in next_tuple of spout {cid!r} task {t.task}: {exc}"
                         failures.append(TaskFailure(cid, t.task, err, traceback.format_exc()))
                         t.close()  # opened again by the next attempt (Storm restarts the executor)
                         parts.append([])
                         continue
-                    self._write(changes)
+                    changes.update(task_changes)
                     wrote = True
-                    for old_key, v in changes.items():
+                    for old_key, v in task_changes.items():
                         if v is None:
                             _c, task_s, txid_s = old_key.decode().rsplit("/", 2)
                             task_list[int(task_s)].entries.pop(int(txid_s), None)
                     t.entries[txid] = entry
                 else:
                     t.ensure_open()  # a replay after a restart: the spout is opened (redeliveries follow)
+                    t.fail_timed_out(txid, self.options.timeout_ms)  # a retry past the message timeout
                 parts.append(t.records(entry))
             out[cid] = parts
+        self.timings["poll_s"] += time.perf_counter() - t0
+        self._write(changes)
         if wrote:
             crash_point("after_spout_log", txid)
         return out, failures
@@ -447,13 +525,17 @@ class SpoutDriver:
     def committed(self, txid: int) -> None:
         """``COMMITTED(txid)`` is stored: ack the tuples of every entry up to ``txid``, prune the log."""
         self._load()
+        t0 = time.perf_counter()
+        changes: dict[bytes, bytes | None] = {}
         for task_list in self.tasks.values():
             for t in task_list:
-                changes = t.ack_committed(txid)
-                self._write(changes)
-                for k, v in changes.items():
+                task_changes = t.ack_committed(txid)
+                changes.update(task_changes)
+                for k, v in task_changes.items():
                     if v is None:
                         t.entries.pop(int(k.decode().rsplit("/", 1)[1]), None)
+        self.timings["ack_s"] += time.perf_counter() - t0
+        self._write(changes)  # one write per batch prunes every task's entries
 
     def abandoned(self) -> None:
         """The batch failed every attempt: ``fail`` its tuples, close every spout task (opened again later)."""

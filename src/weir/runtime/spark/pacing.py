@@ -1,7 +1,7 @@
 """The stream that paces a Storm spout's batches: one new offset per trigger, no rows.
 
 A Storm spout (``next_tuple``) has no offsets Spark could replay; its tuples come from the spout log
-the driver writes for each batch (see :mod:`weir.runtime.spark.storm.spouts`). Spark still needs a
+the driver writes for each batch (see :mod:`weir.runtime.spark.spoutlog`). Spark still needs a
 source to trigger batches: this one always has one more offset and reads nothing, so every trigger
 interval is a batch, and ``Trigger.AvailableNow`` runs exactly one.
 """
