@@ -152,7 +152,11 @@ def test_manual_acks_fails_anchors_and_direct_emits() -> None:
     bolt.execute(good)
     assert out.unacked == [good]  # auto_ack off: the bolt acks itself
     assert out.emitted == [("d", ("ok",), 1), ("default", ("ok",), None)] and bolt.instance.ids == []
-    bolt.instance.ack(bolt.instance._current_tups or _pt(bolt, good))
+    bolt.instance.ack(_pt(bolt, good))
+    bolt.instance.ack("0:1")  # acking twice is a no-op, as in Storm
+    assert out.unacked == [] and out.acked == 1
+    with pytest.raises(TopologyError, match=r"component 'b': ack of tuple id 'x:9', which this task did not receive"):
+        bolt.instance.ack("x:9")
     bolt.execute(_tup(out, "bad"))
     assert [reason for _t, reason in out.failed] == ["failed by test_manual_acks_fails_anchors_and_direct_emits."
                                                      "<locals>.Manual (streamparse fail)"]  # fmt: skip

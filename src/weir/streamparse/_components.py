@@ -303,10 +303,16 @@ class StreamparseBolt(_Adapter, Bolt):
             self.collector.emit(values, stream=stream, anchors=anchors or None)
         self._task_ids_answer(msg)
 
+    def _seen(self, tup_id: Any) -> bool:
+        """Whether ``tup_id`` is an id this instance handed out (acking or failing twice is a no-op)."""
+        task, _, seq = str(tup_id).partition(":")
+        return task == str(self.collector.task_index) and seq.isdigit() and 0 < int(seq) <= self._seq
+
     def _ack(self, tup_id: Any) -> None:
         tup = self._tuples.pop(tup_id, None)
         if tup is None:
-            self._lookup(tup_id, "ack")
+            if not self._seen(tup_id):
+                self._lookup(tup_id, "ack")
             return
         if tup.source_component != SYSTEM_COMPONENT_ID:  # a tick needs no ack
             self.collector.ack(tup)
@@ -314,7 +320,8 @@ class StreamparseBolt(_Adapter, Bolt):
     def _fail(self, tup_id: Any) -> None:
         tup = self._tuples.pop(tup_id, None)
         if tup is None:
-            self._lookup(tup_id, "fail")
+            if not self._seen(tup_id):
+                self._lookup(tup_id, "fail")
             return
         if tup.source_component != SYSTEM_COMPONENT_ID:
             self.collector.fail(tup, f"failed by {self.component_cls.__qualname__} (streamparse fail)")
@@ -387,9 +394,12 @@ class StreamparseSpout(_Adapter, Spout):
         self.instance.next_tuple()
 
     def ack(self, msg_id: Any) -> bool | None:
-        """The instance's ``ack(tup_id)``: the tuple's batch is COMMITTED."""
-        self.instance.ack(msg_id)
-        return None
+        """The instance's ``ack(tup_id)``: the tuple's batch is COMMITTED.
+
+        An instance's ``ack`` may return ``False`` for a message it does not hold (weir's addition
+        to Storm's contract, see ``Spout.ack``); anything else means acknowledged.
+        """
+        return False if self.instance.ack(msg_id) is False else None
 
     def fail(self, msg_id: Any) -> None:
         """The instance's ``fail(tup_id)``: the tuple's batch was abandoned."""
