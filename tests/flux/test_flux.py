@@ -207,3 +207,32 @@ def test_the_flux_word_count_is_exact_on_spark(
         for k, v in provider.new_state(f"flux-wordcount-count-{i}"):
             got[k] += int(v)
     assert got == expected
+
+
+def test_a_flux_file_may_name_streamparse_components(tmp_path: Path) -> None:
+    from weir.streamparse import StreamparseBolt, StreamparseSpout, StreamparseStatefulBolt
+
+    path = _write(
+        tmp_path,
+        """
+        name: sp
+        spouts:
+          - id: lines
+            className: tests.streamparse_compat._topology.LineSpout
+        bolts:
+          - id: split
+            className: tests.streamparse_compat._topology.SplitBolt
+            parallelism: 2
+          - id: count
+            className: tests.streamparse_compat._topology.WordCountBolt
+        streams:
+          - {from: lines, to: split, grouping: {type: SHUFFLE}}
+          - {from: split, to: count, grouping: {type: FIELDS, args: [word]}}
+    """,
+    )
+    comps = load_flux(path).topology.components
+    assert isinstance(comps["lines"].obj, StreamparseSpout) and comps["lines"].outputs["default"].to_list() == ["line"]
+    split = comps["split"].obj
+    assert isinstance(split, StreamparseBolt) and split.inputs == {"lines": {"default": ("line",)}}
+    assert sorted(comps["split"].outputs) == ["default", "lengths"]
+    assert isinstance(comps["count"].obj, StreamparseStatefulBolt) and comps["count"].is_stateful

@@ -26,7 +26,8 @@ from weir.topology.tuple import DEFAULT_STREAM
 __all__ = ["FluxTopology", "build"]
 
 _GROUPINGS = ("SHUFFLE", "FIELDS", "ALL", "GLOBAL", "NONE", "LOCAL_OR_SHUFFLE", "DIRECT")
-_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*$")
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*$")  # a property or a config method: public names only
+_PATH_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")  # a module or class name in className
 
 
 @dataclass
@@ -58,7 +59,7 @@ class _Builder:
             raise self.where(node, cid).error(msg)
         target = STORM_CLASSES.get(name, name)
         module_name, _, attr = target.rpartition(".")
-        if not module_name or (name not in STORM_CLASSES and not all(_NAME.match(p) for p in target.split("."))):
+        if not module_name or not all(_PATH_PART.match(p) for p in target.split(".")):
             msg = f"className {name!r} is not a dotted path to a class (package.module.Class)"
             raise self.where(node, cid, "className").error(msg)
         obj: Any = None
@@ -121,6 +122,9 @@ class _Builder:
 
     def instance(self, node: Mapping[str, Any], cid: str) -> Any:
         cls = self.resolve(node, cid)
+        adapted = _streamparse_component(cls, cid, node)
+        if adapted is not None:
+            return adapted
         args = node.get("constructorArgs") or []
         if not isinstance(args, list):
             msg = "constructorArgs must be a list"
@@ -231,6 +235,7 @@ class _Builder:
             self._stream(s, i, declarers, ids)
         try:
             topology = b.create_topology()
+            _streamparse_inputs(topology)
         except TopologyError as exc:
             node = self._node_of(exc.component) if getattr(exc, "component", None) else None
             where = self.where(node, exc.component) if node is not None else Where(self.path)
@@ -313,6 +318,42 @@ class _Builder:
                 decl.direct_grouping(src, stream)
         except TopologyError as exc:
             raise where.error(str(exc)) from exc
+
+
+def _streamparse_component(cls: Any, cid: str, node: Mapping[str, Any]) -> Any:
+    """A streamparse ``Bolt`` / ``Spout`` class named in ``className``: its weir adapter (None for other classes).
+
+    Its streams are the class's ``outputs``; it is created in its task, as under ``weir.submit``.
+    """
+    import sys
+
+    pystorm = sys.modules.get("pystorm")
+    if pystorm is None or not isinstance(cls, type) or not issubclass(cls, pystorm.component.Component):
+        return None
+    from weir.streamparse import StreamparseBolt, StreamparseSpout, StreamparseStatefulBolt
+
+    outputs: dict[str, tuple[list[str], bool]] = {}
+    declared = getattr(cls, "outputs", None) or []
+    for out in declared:
+        if isinstance(out, str):
+            outputs.setdefault("default", ([], False))[0].append(out)
+        else:  # a streamparse Stream
+            outputs[str(out.name)] = (list(out.fields), bool(out.direct))
+    if issubclass(cls, pystorm.spout.Spout):
+        return StreamparseSpout(cls, cid, outputs, {})
+    kind = StreamparseStatefulBolt if callable(getattr(cls, "init_state", None)) else StreamparseBolt
+    return kind(cls, cid, outputs, {}, {})
+
+
+def _streamparse_inputs(topology: Topology) -> None:
+    """Tell each streamparse bolt the fields of its inputs (its tuples' ``values`` are namedtuples of them)."""
+    from weir.streamparse import StreamparseBolt
+
+    for spec in topology.components.values():
+        if isinstance(spec.obj, StreamparseBolt):
+            for sub in spec.inputs:
+                fields = tuple(topology.components[sub.source].outputs[sub.stream])
+                spec.obj.inputs.setdefault(sub.source, {})[sub.stream] = fields
 
 
 def _method(obj: Any, name: str) -> Any:
