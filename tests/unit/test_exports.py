@@ -101,6 +101,11 @@ PINS: dict[str, set[str]] = {
         "connector_for_scheme", "connector_for_storm_class", "connectors", "exported", "exported_names",
         "lazy_attrs", "names", "providers", "register", "storm_providers",
     },
+    "weir.streamparse": {
+        "ENVIRONMENT_KEY", "StreamparseBolt", "StreamparseSpout", "StreamparseStatefulBolt", "WithState",
+        "is_streamparse_topology", "to_topology", "topology_conf",
+    },
+    "weir.flux": {"STORM_CLASSES", "FluxError", "FluxTopology", "load_flux"},
 }  # fmt: skip
 """Every public package (and public module users import from) → the names it exports."""
 
@@ -109,7 +114,7 @@ INTERNAL = {"weir.checkpoint", "weir.cli", "weir.runtime"}
 
 NOT_FROM_WEIR = {
     "__version__", "DEFAULT_STREAM", "DEFAULT_GLOBAL_KEY", "SENTENCES", "Key", "CONNECTOR", "BUILTIN_MODULES",
-    "CONNECTORS_PACKAGE", "COMMIT_CHUNK", "INLINE_LIMIT", "MERGE_ROWS",
+    "CONNECTORS_PACKAGE", "COMMIT_CHUNK", "INLINE_LIMIT", "MERGE_ROWS", "ENVIRONMENT_KEY", "STORM_CLASSES",
 }  # fmt: skip
 """Exported values that are plain data or type aliases, not classes or functions defined in weir."""
 

@@ -122,11 +122,14 @@ def load_target(spec: str, conf: Mapping[str, Any] | None = None) -> tuple[Any, 
     """
     import inspect
 
+    from weir.streamparse import is_streamparse_topology
     from weir.topology import Topology, TopologyBuilder
     from weir.trident import TridentTopology
 
     (module, attr), name = _import_target(spec)
     attrs = [attr] if attr else [a for a in _ATTRS if hasattr(module, a)]
+    if not attrs:
+        attrs = _streamparse_topologies(module, spec)
     if not attrs or not hasattr(module, attrs[0]):
         msg = (
             f"weir run: {spec!r} has no {attr or 'topology'}; name it FILE:attr, or define one of "
@@ -134,6 +137,8 @@ def load_target(spec: str, conf: Mapping[str, Any] | None = None) -> tuple[Any, 
         )
         raise ConfigError(msg)
     obj = getattr(module, attrs[0])
+    if is_streamparse_topology(obj):  # a streamparse.Topology subclass: weir.submit takes the class
+        return obj, str(getattr(module, "NAME", name)), dict(getattr(module, "CONF", {}) or {})
     if callable(obj) and not isinstance(obj, (Topology, TopologyBuilder, TridentTopology)):
         module_conf = dict(getattr(module, "CONF", {}) or {})
         merged = {**module_conf, **dict(conf or {})}
@@ -146,6 +151,21 @@ def load_target(spec: str, conf: Mapping[str, Any] | None = None) -> tuple[Any, 
         obj = obj.create_topology()
     conf = dict(getattr(module, "CONF", {}) or {})
     return obj, str(getattr(module, "NAME", name)), conf
+
+
+def _streamparse_topologies(module: Any, spec: str) -> list[str]:
+    """The ``streamparse.Topology`` subclass defined in ``module`` (none, or one; two is an error)."""
+    from weir.streamparse import is_streamparse_topology
+
+    found = [
+        k
+        for k, v in vars(module).items()
+        if is_streamparse_topology(v) and getattr(v, "__module__", None) == module.__name__
+    ]
+    if len(found) > 1:
+        msg = f"weir run: {spec!r} defines several streamparse topologies ({', '.join(found)}); name one as FILE:Class"
+        raise ConfigError(msg)
+    return found
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -163,7 +183,20 @@ def _run_topology(args: argparse.Namespace) -> int:
 
     # --conf-file and --conf reach a topology function with a ``conf`` parameter as well as the run
     overrides = build_conf({}, args.conf_file or [], args.conf or [], args.master)
-    topology, default_name, module_conf = load_target(args.target, overrides)
+    module_conf: Mapping[str, Any]
+    if args.target.endswith((".yaml", ".yml")):  # a Flux file; its classes may live next to it
+        from weir.flux import load_flux
+
+        here = os.path.dirname(os.path.abspath(args.target))
+        sys.path.insert(0, here)
+        flux = load_flux(args.target, filter_file=args.filter, env_filter=args.env_filter)
+        _ship_by_value(here)
+        topology, default_name, module_conf = flux.topology, flux.name, flux.conf
+    else:
+        if args.filter or args.env_filter:
+            msg = "weir run: --filter and --env-filter apply to a Flux file (topology.yaml)"
+            raise ConfigError(msg)
+        topology, default_name, module_conf = load_target(args.target, overrides)
     conf = build_conf(module_conf, args.conf_file or [], args.conf or [], args.master)
     if args.accept_state_loss:
         conf["weir.accept.state.loss"] = True
@@ -223,7 +256,12 @@ class _StopOnInterrupt:
 def register(subparsers: Any) -> None:
     """Add ``weir run``."""
     p = subparsers.add_parser("run", help="run a topology on Spark with a live progress display")
-    p.add_argument("target", metavar="FILE_OR_MODULE[:attr]", help="where the topology is defined")
+    p.add_argument(
+        "target",
+        metavar="FILE_OR_MODULE[:attr]",
+        help="where the topology is defined: a Python file or module (a topology, a builder, a function or a "
+        "streamparse.Topology subclass), or a Flux file (topology.yaml)",
+    )
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="configuration (repeatable)")
     p.add_argument(
         "--conf-file",
@@ -246,6 +284,16 @@ def register(subparsers: Any) -> None:
         help="start even if the store and Spark's checkpoint disagree (the store lost committed state, or the "
         "checkpoint is missing and the spouts cannot resume from the store); the lost updates stay lost, or "
         "the sources are read again (weir.accept.state.loss)",
+    )
+    p.add_argument(
+        "--filter",
+        metavar="PROPS",
+        help="a Flux file only: a .properties file whose keys replace ${key} in the file (Flux's --filter)",
+    )
+    p.add_argument(
+        "--env-filter",
+        action="store_true",
+        help="a Flux file only: replace ${ENV-NAME} with the environment variable NAME (Flux's --env-filter)",
     )
     p.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--interval", type=float, default=0.5, help="progress refresh in seconds")
