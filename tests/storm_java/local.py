@@ -65,12 +65,17 @@ def start_wordcount(
     parallelism: tuple[int, int, int] = (1, 2, 2),
     max_spout_pending: int = 20_000,
     heap: str = "512m",
+    rate: float = 0,
 ) -> subprocess.Popen[bytes]:
-    """Start ``WordCountTopology`` in its own JVM (LocalCluster); ``state``: memory, redis:H:P or cluster:H:P,…"""
+    """Start ``WordCountTopology`` in its own JVM (LocalCluster); ``state``: memory, redis:H:P or cluster:H:P,….
+
+    ``rate`` > 0: the spout emits that many lines per second (for its complete latency, emit → ack).
+    """
     cmd = [
         "java",
         f"-Xmx{heap}",
         f"-Dweir.max.spout.pending={max_spout_pending}",
+        f"-Dweir.rate={rate}",
         "-cp",
         classpath(classes),
         "weir.stormtest.WordCountTopology",

@@ -44,7 +44,10 @@ public final class WordCountTopology {
     static final AtomicLong COUNTED = new AtomicLong();
     static final AtomicLong LAST_COUNTED_NS = new AtomicLong();
     static final Map<String, Long> COUNTS = new ConcurrentHashMap<>();
+    static final java.util.concurrent.ConcurrentLinkedQueue<Long> LATENCIES_NS = new java.util.concurrent.ConcurrentLinkedQueue<>();
     static volatile List<String> lines = new ArrayList<>();
+    /** Lines per second the spout emits at (system property weir.rate; 0 = as fast as it may). */
+    static final double RATE = Double.parseDouble(System.getProperty("weir.rate", "0"));
 
     private WordCountTopology() {
     }
@@ -55,6 +58,9 @@ public final class WordCountTopology {
         private int next;
         private int step;
         private final java.util.ArrayDeque<Integer> retry = new java.util.ArrayDeque<>();
+        private final Map<Integer, Long> emitted = new java.util.HashMap<>();
+        private long started;
+        private long sent;
 
         @Override
         public void open(Map<String, Object> conf, TopologyContext context, SpoutOutputCollector collector) {
@@ -71,6 +77,17 @@ public final class WordCountTopology {
                 return;
             }
             if (next < lines.size()) {
+                if (RATE > 0) {
+                    long now = System.nanoTime();
+                    if (started == 0) {
+                        started = now;
+                    }
+                    if (sent >= (now - started) * RATE / 1e9) {
+                        return;
+                    }
+                    emitted.put(next, now);
+                    sent++;
+                }
                 collector.emit(new Values(lines.get(next)), next);
                 next += step;
             }
@@ -79,6 +96,10 @@ public final class WordCountTopology {
         @Override
         public void ack(Object msgId) {
             ACKED.incrementAndGet();
+            Long at = emitted.remove(msgId);
+            if (at != null) {
+                LATENCIES_NS.add(System.nanoTime() - at);
+            }
         }
 
         @Override
@@ -135,6 +156,16 @@ public final class WordCountTopology {
             LAST_COUNTED_NS.set(System.nanoTime());
             collector.ack(input);
         }
+    }
+
+    private static String latencies() {
+        List<Long> all = new ArrayList<>(LATENCIES_NS);
+        java.util.Collections.sort(all);
+        if (all.isEmpty()) {
+            return "null";
+        }
+        return String.format(java.util.Locale.ROOT, "{\"n\": %d, \"p50\": %.2f, \"p95\": %.2f, \"p99\": %.2f}", all.size(),
+            all.get(all.size() / 2) / 1e6, all.get((int) (all.size() * 0.95)) / 1e6, all.get((int) (all.size() * 0.99)) / 1e6);
     }
 
     public static void main(String[] args) throws Exception {
@@ -206,7 +237,7 @@ public final class WordCountTopology {
         try (PrintWriter out = new PrintWriter(Files.newBufferedWriter(Paths.get(report), StandardCharsets.UTF_8))) {
             out.print("{\"lines\": " + total + ", \"words\": " + words + ", \"counted\": " + COUNTED.get()
                 + ", \"failed\": " + FAILED.get() + ", \"counted_ns\": " + countedNs + ", \"acked_ns\": " + ackedNs
-                + ", \"counts\": {");
+                + ", \"complete_latency_ms\": " + latencies() + ", \"counts\": {");
             boolean first = true;
             for (Map.Entry<String, Long> e : COUNTS.entrySet()) {
                 out.print((first ? "" : ", ") + "\"" + e.getKey().replace("\\", "\\\\").replace("\"", "\\\"") + "\": " + e.getValue());
