@@ -40,17 +40,33 @@ def submit(
 ) -> TopologyRun: ...
 
 
+@overload
 def submit(
-    name: str, conf: Mapping[str, Any], topology: Topology | TridentTopology, spark: SparkSession | None = None
+    name: str, conf: Mapping[str, Any], topology: type[Any], spark: SparkSession | None = None
+) -> TopologyRun: ...
+
+
+def submit(
+    name: str,
+    conf: Mapping[str, Any],
+    topology: Topology | TridentTopology | type[Any],
+    spark: SparkSession | None = None,
 ) -> TopologyRun:
     """Submit a topology (Storm ``TopologyBuilder.create_topology()`` or ``TridentTopology``) to Spark.
+
+    A subclass of ``streamparse.Topology`` (``weir[streamparse]``) is accepted too: its class-level
+    ``config`` goes under ``conf`` (see :mod:`weir.streamparse`).
 
     Everything is validated now; returns a :class:`~weir.runtime.spark.runner.TopologyRun` whose
     ``start()`` runs it continuously and ``process_available()`` processes what is there and stops.
     The topology's dialect is found through the registry of :mod:`weir.runtime.spark.dialect`.
     """
     from weir.runtime.spark import submit as _submit
+    from weir.streamparse import is_streamparse_topology, to_topology, topology_conf
 
+    if is_streamparse_topology(topology):  # a streamparse.Topology subclass (weir[streamparse])
+        conf = {**topology_conf(topology), **conf}
+        topology = to_topology(topology, conf, name)
     return _submit(name, conf, topology, spark)
 
 
