@@ -51,6 +51,8 @@ def xdist_group(nodeid: str) -> str:
         return "rabbitmq"
     if nodeid.startswith("tests/kafka/"):
         return "kafka"
+    if "import_storm" in nodeid:  # one Apache Storm LocalCluster run per worker: keep its tests on one
+        return "storm"
     return nodeid
 
 

@@ -375,16 +375,29 @@ def _maps_table(catalog: MapCatalog, maps: list[MapInfo], *, txids: bool) -> Non
 def _cmd_ls(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         b = store.backend
-        rows = []
+        rows: list[list[Any]] = []
+        foreign: list[str] = []
         for ns in sorted(b.namespaces()):
-            rec = b.txids(ns)
-            rows.append([ns, rec.committed, rec.prepared, rec.epoch, b.count(ns)])
+            try:
+                rec = b.txids(ns)
+                rows.append([ns, rec.committed, rec.prepared, rec.epoch, b.count(ns)])
+            except StateError as exc:  # another program's keys (Apache Storm's state): listed, not read
+                rows.append([ns, "foreign", "", "", ""])
+                foreign.append(f"{ns}: {exc}")
         maps = _trident_maps(store)
         if not rows and not maps:
             print(f"no namespaces in {store.where}")
             return 0
         if rows:
             print_table(["namespace", "committed txid", "prepared txid", "epoch", "keys"], rows, max_width=None)
+        if foreign:
+            print(
+                f"{len(foreign)} foreign namespace(s), which weir did not write (Apache Storm's state is imported "
+                "with `weir state import-storm`):",
+                file=sys.stderr,
+            )
+            for line in foreign:
+                print(f"  {line}", file=sys.stderr)
         if maps:
             if rows:
                 print()
@@ -675,7 +688,7 @@ def _store_options() -> argparse.ArgumentParser:
 
 def register(subparsers: Any) -> None:
     """Add ``weir state`` and its subcommands."""
-    from weir.cli import state_migrate, state_rescale
+    from weir.cli import state_import_storm, state_migrate, state_rescale
 
     common = _store_options()
     state = subparsers.add_parser(
@@ -736,3 +749,4 @@ def register(subparsers: Any) -> None:
 
     state_migrate.register(sub, open_backend_for)
     state_rescale.register(sub, common, open_store)
+    state_import_storm.register(sub, common, open_store)
