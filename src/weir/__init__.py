@@ -30,28 +30,45 @@ if TYPE_CHECKING:
 
 @overload
 def submit(
-    name: str, conf: Mapping[str, Any], topology: Topology, spark: SparkSession | None = None
+    name: str,
+    conf: Mapping[str, Any],
+    topology: Topology,
+    spark: SparkSession | None = None,
+    *,
+    initial_state: Mapping[str, Any] | None = None,
 ) -> TopologyRun: ...
 
 
 @overload
 def submit(
-    name: str, conf: Mapping[str, Any], topology: TridentTopology, spark: SparkSession | None = None
+    name: str,
+    conf: Mapping[str, Any],
+    topology: TridentTopology,
+    spark: SparkSession | None = None,
+    *,
+    initial_state: Mapping[str, Any] | None = None,
 ) -> TopologyRun: ...
 
 
 def submit(
-    name: str, conf: Mapping[str, Any], topology: Topology | TridentTopology, spark: SparkSession | None = None
+    name: str,
+    conf: Mapping[str, Any],
+    topology: Topology | TridentTopology,
+    spark: SparkSession | None = None,
+    *,
+    initial_state: Mapping[str, Any] | None = None,
 ) -> TopologyRun:
     """Submit a topology (Storm ``TopologyBuilder.create_topology()`` or ``TridentTopology``) to Spark.
 
     Everything is validated now; returns a :class:`~weir.runtime.spark.runner.TopologyRun` whose
     ``start()`` runs it continuously and ``process_available()`` processes what is there and stops.
     The topology's dialect is found through the registry of :mod:`weir.runtime.spark.dialect`.
+    ``initial_state`` (``{component: DataFrame of key, value}``) seeds Storm stateful bolts before the
+    first batch (refused once the topology has committed state; see :mod:`weir.checkpoint.bootstrap`).
     """
     from weir.runtime.spark import submit as _submit
 
-    return _submit(name, conf, topology, spark)
+    return _submit(name, conf, topology, spark, initial_state=initial_state)
 
 
 __all__ = [

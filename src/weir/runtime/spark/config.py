@@ -32,6 +32,8 @@ WEIR_KEYS = {
     "weir.spout.batch.max.tuples",
     "weir.restart.backoff.ms",
     "weir.rescale",
+    "weir.batch.clock",
+    "weir.state.ttl.ms",
 }
 
 

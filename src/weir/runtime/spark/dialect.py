@@ -111,15 +111,22 @@ def dialect_for(name: str, topology: object) -> Dialect:
     raise TopologyError(msg, topology=name)
 
 
-def submit(name: str, conf: Mapping[str, Any], topology: Any, spark: Any = None) -> TopologyRun:
+def submit(
+    name: str, conf: Mapping[str, Any], topology: Any, spark: Any = None, initial_state: Mapping[str, Any] | None = None
+) -> TopologyRun:
     """Validate ``topology`` with ``conf`` and prepare its streaming query (not started yet).
 
     Everything that can be checked before a worker runs is checked here, by the topology's
-    dialect; then the coordinator (when the dialect has participants) is started on the store.
+    dialect; then the coordinator (when the dialect has participants) is started on the store, and
+    ``initial_state`` (component → rows, see :mod:`weir.runtime.spark.bootstrap`) is loaded.
     """
+    from weir.runtime.spark.bootstrap import check_initial_state, seed_initial_state
+
     dialect = dialect_for(name, topology)
     rc = RuntimeConfig.from_conf(name, conf)
     plan = dialect.prepare(name, conf, topology, rc, spark)
+    if initial_state:
+        check_initial_state(name, topology, plan.provider, initial_state)
     runner = dialect.batch_runner(plan)
     participants = dialect.participants(plan)
     coordinator = None
@@ -139,6 +146,7 @@ def submit(name: str, conf: Mapping[str, Any], topology: Any, spark: Any = None)
             spouts=dialect.spouts(plan),
             rescaler=dialect.rescaler(plan),
         )
+        seed_initial_state(name, topology, plan.provider, coordinator, initial_state)
     return TopologyRun(
         name,
         conf,
