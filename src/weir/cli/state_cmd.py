@@ -687,7 +687,7 @@ def _store_options() -> argparse.ArgumentParser:
 
 def register(subparsers: Any) -> None:
     """Add ``weir state`` and its subcommands."""
-    from weir.cli import state_load, state_migrate, state_rescale
+    from weir.cli import state_convert, state_load, state_migrate, state_rescale
 
     common = _store_options()
     state = subparsers.add_parser(
@@ -749,3 +749,4 @@ def register(subparsers: Any) -> None:
     state_migrate.register(sub, open_backend_for)
     state_rescale.register(sub, common, open_store)
     state_load.register(sub, common, open_store)
+    state_convert.register(sub, common, open_store)

@@ -13,11 +13,13 @@ from typing import Any
 
 from weir.checkpoint.bootstrap import BootstrapResult, finish_bootstrap, load_initial_state
 from weir.checkpoint.coordinator import Coordinator
+from weir.checkpoint.encoding import finish_convert
 from weir.errors import ConfigError
 from weir.state.base import StateProvider
+from weir.state.evolution import VALUE_TYPE_KEY, Encoding, parse_type
 from weir.state.factory import KeyValueStateProvider
 
-__all__ = ["check_initial_state", "rows_of", "seed_initial_state"]
+__all__ = ["check_initial_state", "component_encodings", "rows_of", "seed_initial_state"]
 
 
 def rows_of(data: Any, where: str) -> Iterator[tuple[Any, Any]]:
@@ -87,6 +89,7 @@ def seed_initial_state(
         return []
     backend = coordinator.store.backend
     finish_bootstrap(backend, name, coordinator.epoch)
+    finish_convert(backend, name, coordinator.epoch)
     if not initial:
         return []
     check_initial_state(name, topology, provider, initial)
@@ -104,4 +107,21 @@ def seed_initial_state(
         rows = ((kser.serialize(k), vser.serialize(v)) for k, v in rows_of(data, where))
         out.append(load_initial_state(backend, name, comp, n, rows, route.route(n), coordinator.epoch))
     coordinator.record = coordinator.store.load() or coordinator.record
+    return out
+
+
+def component_encodings(name: str, conf: Mapping[str, Any], topology: Any, provider: Any) -> dict[str, Encoding]:
+    """The encoding each stateful Storm bolt's namespaces are written with (see :mod:`weir.state.evolution`)."""
+    from weir.topology import Topology
+
+    if not isinstance(topology, Topology) or not isinstance(provider, KeyValueStateProvider):
+        return {}
+    opts = provider.config.options
+    kser = str(opts.get("keySerializerClass") or opts.get("keyClass") or "json")
+    vser = str(opts.get("valueSerializerClass") or opts.get("valueClass") or "json")
+    out = {}
+    for c in topology.stateful:
+        spec = {**dict(conf), **c.conf}.get(VALUE_TYPE_KEY)
+        vtype = parse_type(spec, f"topology {name!r}, component {c.id!r}: {VALUE_TYPE_KEY}")
+        out[c.id] = Encoding(kser, vser, "any", vtype)
     return out

@@ -34,6 +34,7 @@ WEIR_KEYS = {
     "weir.rescale",
     "weir.batch.clock",
     "weir.state.ttl.ms",
+    "weir.state.value.type",
 }
 
 

@@ -120,13 +120,17 @@ def submit(
     dialect; then the coordinator (when the dialect has participants) is started on the store, and
     ``initial_state`` (component → rows, see :mod:`weir.runtime.spark.bootstrap`) is loaded.
     """
-    from weir.runtime.spark.bootstrap import check_initial_state, seed_initial_state
+    from weir.checkpoint.encoding import check_encodings, record_encodings
+    from weir.runtime.spark.bootstrap import check_initial_state, component_encodings, seed_initial_state
 
     dialect = dialect_for(name, topology)
     rc = RuntimeConfig.from_conf(name, conf)
     plan = dialect.prepare(name, conf, topology, rc, spark)
     if initial_state:
         check_initial_state(name, topology, plan.provider, initial_state)
+    encodings = component_encodings(name, conf, topology, plan.provider)
+    if encodings:  # a changed encoding is refused (or allowed) by the rules before anything is written
+        check_encodings(plan.provider.backend, name, encodings)  # type: ignore[union-attr]
     runner = dialect.batch_runner(plan)
     participants = dialect.participants(plan)
     coordinator = None
@@ -147,6 +151,8 @@ def submit(
             rescaler=dialect.rescaler(plan),
         )
         seed_initial_state(name, topology, plan.provider, coordinator, initial_state)
+        if encodings:
+            record_encodings(coordinator.store.backend, name, encodings, coordinator.epoch)
     return TopologyRun(
         name,
         conf,
