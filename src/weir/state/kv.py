@@ -245,20 +245,22 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
         if cursor_raw is _MISSING or end - _ttl.decode_cursor(cursor_raw) > _ttl.MAX_BUCKET_GAP:
             self._reindex(now)
         else:
-            for b, ks in new.items():
-                old = self._lookup(_ttl.bucket_key(b))
-                if old is not _MISSING:
-                    ks = ks | _ttl.decode_keys(old)
-                pending[_ttl.bucket_key(b)] = _ttl.encode_keys(ks)
-            for b in range(_ttl.decode_cursor(cursor_raw) + 1, end + 1):
-                bkey = _ttl.bucket_key(b)
-                raw = self._lookup(bkey)
-                if raw is _MISSING:
-                    continue
+            new_keys = [_ttl.bucket_key(b) for b in new]
+            for bkey, ks, old in zip(new_keys, new.values(), self._lookup_many(new_keys), strict=True):
+                pending[bkey] = _ttl.encode_keys(ks if old is _MISSING else ks | _ttl.decode_keys(old))
+            due = range(_ttl.decode_cursor(cursor_raw) + 1, end + 1)
+            due_keys = [_ttl.bucket_key(b) for b in due]
+            listed = [(b, bkey, _ttl.decode_keys(raw)) for b, bkey, raw in zip(
+                due, due_keys, self._lookup_many(due_keys), strict=True) if raw is not _MISSING]  # fmt: skip
+            cands = sorted({k for _, _, ks in listed for k in ks})
+            expiry = {
+                k: None if v is _MISSING else _ttl.expiry_of(v)
+                for k, v in zip(cands, self._lookup_many(cands), strict=True)
+            }
+            for b, bkey, ks in listed:
                 keep: set[bytes] = set()
-                for skey in _ttl.decode_keys(raw):
-                    stored = self._lookup(skey)
-                    exp = None if stored is _MISSING else _ttl.expiry_of(stored)
+                for skey in ks:
+                    exp = expiry[skey]
                     if exp is None:
                         continue  # deleted, or overwritten without a TTL
                     if exp <= now:
@@ -268,6 +270,22 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
                         keep.add(skey)  # the open bucket of the batch time
                 pending[bkey] = _ttl.encode_keys(keep) if keep else None
         pending[_ttl.CURSOR_KEY] = _ttl.encode_cursor(end - 1)
+
+    def _lookup_many(self, skeys: list[bytes]) -> list[Any]:
+        """:meth:`_lookup` of many keys; committed ones fetched in one backend round trip."""
+        out: list[Any] = []
+        need: list[int] = []
+        for i, sk in enumerate(skeys):
+            if sk in self._pending or (self._prepared is not None and sk in self._prepared) or self._rows is not None:
+                out.append(self._lookup(sk))
+            else:
+                out.append(_MISSING)
+                need.append(i)
+        if need:
+            got = self.backend.get_many(self.namespace, [skeys[i] for i in need])
+            for i, v in zip(need, got, strict=True):
+                out[i] = _MISSING if v is None else v
+        return out
 
     def _reindex(self, now: int) -> None:
         """Rebuild the expiry index by one scan, deleting what has expired."""
