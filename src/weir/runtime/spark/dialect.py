@@ -25,7 +25,7 @@ from typing import Any
 
 from weir.checkpoint.coordinator import Participants
 from weir.checkpoint.rescale import Rescaler
-from weir.errors import TopologyError
+from weir.errors import ConfigError, TopologyError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.runner import BatchRunner, TopologyRun, make_coordinator
 from weir.state.base import StateProvider
@@ -125,6 +125,7 @@ def submit(
 
     dialect = dialect_for(name, topology)
     rc = RuntimeConfig.from_conf(name, conf)
+    _refuse_storm_only_keys(name, conf, topology)
     plan = dialect.prepare(name, conf, topology, rc, spark)
     if initial_state:
         check_initial_state(name, topology, plan.provider, initial_state)
@@ -164,3 +165,18 @@ def submit(
         provider=plan.provider,
         state_namespaces=namespaces,
     )
+
+
+def _refuse_storm_only_keys(name: str, conf: Mapping[str, Any], topology: Any) -> None:
+    """``weir.state.ttl.ms`` and ``weir.state.value.type`` apply to Storm bolts' key-value state only."""
+    from weir.topology import Topology
+
+    if isinstance(topology, Topology):
+        return
+    for key in ("weir.state.ttl.ms", "weir.state.value.type"):
+        if conf.get(key) is not None:
+            msg = (
+                f"topology {name!r}: {key} applies to the key-value state of Storm stateful and windowed bolts; "
+                f"a {type(topology).__name__}'s map states do not support it yet (remove the key)"
+            )
+            raise ConfigError(msg)

@@ -354,6 +354,12 @@ def _check_ttl(name: str, conf: Mapping[str, Any], topology: Topology, provider:
         if not c.is_stateful:
             msg = f"{where} is set but the component keeps no state; set it on a stateful bolt"
             raise TopologyError(msg, topology=name, component=cid)
+        if not isinstance(c.obj, (StatefulBolt, WindowedBolt)):
+            msg = (
+                f"{where} is set, but {cid!r} is a Streams operator, whose checkpoints are byte streams, not keys; "
+                "expire entries in its state handler instead"
+            )
+            raise TopologyError(msg, topology=name, component=cid)
         if not isinstance(provider, KeyValueStateProvider):
             msg = (
                 f"{where} needs a weir key-value store (sqlite, redis, postgres, hbase, memory), but "
