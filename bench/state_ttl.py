@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 import uuid
 from collections.abc import Callable
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--touched", type=int, default=100, help="ordinary writes per timed batch (default 100)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per store; the median is reported (default 3)")
     ap.add_argument("--stores", default=",".join(STORES), help="comma-separated: sqlite,redis,postgres")
-    ap.add_argument("--out", default="state_ttl", help="results file name under bench/results/")
+    ap.add_argument("--out", default="state_ttl", help="results name under bench/results/, or a path ending in .json")
     args = ap.parse_args(argv)
     results: dict[str, Any] = {}
     for name in args.stores.split(","):
@@ -117,7 +118,12 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print(f"TTL sweep: {args.expiring} expiring + {args.live} live keys, {args.touched} writes per batch")
     print(format_table(["store", "commit (no expiry)", "commit (sweep)", "sweep per 10k keys", "expired keys/s"], rows))
-    path = write_results(args.out, {"machine": machine(), "params": vars(args), "results": results})
+    data = {"machine": machine(), "params": vars(args), "results": results}
+    if args.out.endswith(".json"):  # a path
+        path = Path(args.out)
+        path.write_text(json.dumps(data, indent=2) + "\n")
+    else:
+        path = write_results(args.out, data)
     print(f"results: {path}")
     return 0
 
