@@ -221,7 +221,9 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
 
     def _live(self, data: Any) -> Any:
         """A stored value as seen now: the serialized value, or _MISSING when it has expired."""
-        if data is _MISSING or data[:2] != b"\x00\xff":
+        if data is _MISSING or not data or data[0] != 0:  # no slice on the hot path: JSON never starts with 0
+            return data
+        if _ttl.expiry_of(data) is None:
             return data
         self._ttl_seen = True
         got = _ttl.unwrap(bytes(data), self.batch_time_ms())
