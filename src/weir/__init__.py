@@ -30,19 +30,34 @@ if TYPE_CHECKING:
 
 @overload
 def submit(
-    name: str, conf: Mapping[str, Any], topology: Topology, spark: SparkSession | None = None
+    name: str,
+    conf: Mapping[str, Any],
+    topology: Topology,
+    spark: SparkSession | None = None,
+    *,
+    initial_state: Mapping[str, Any] | None = None,
 ) -> TopologyRun: ...
 
 
 @overload
 def submit(
-    name: str, conf: Mapping[str, Any], topology: TridentTopology, spark: SparkSession | None = None
+    name: str,
+    conf: Mapping[str, Any],
+    topology: TridentTopology,
+    spark: SparkSession | None = None,
+    *,
+    initial_state: Mapping[str, Any] | None = None,
 ) -> TopologyRun: ...
 
 
 @overload
 def submit(
-    name: str, conf: Mapping[str, Any], topology: type[Any], spark: SparkSession | None = None
+    name: str,
+    conf: Mapping[str, Any],
+    topology: type[Any],
+    spark: SparkSession | None = None,
+    *,
+    initial_state: Mapping[str, Any] | None = None,
 ) -> TopologyRun: ...
 
 
@@ -51,6 +66,8 @@ def submit(
     conf: Mapping[str, Any],
     topology: Topology | TridentTopology | type[Any],
     spark: SparkSession | None = None,
+    *,
+    initial_state: Mapping[str, Any] | None = None,
 ) -> TopologyRun:
     """Submit a topology (Storm ``TopologyBuilder.create_topology()`` or ``TridentTopology``) to Spark.
 
@@ -60,6 +77,8 @@ def submit(
     Everything is validated now; returns a :class:`~weir.runtime.spark.runner.TopologyRun` whose
     ``start()`` runs it continuously and ``process_available()`` processes what is there and stops.
     The topology's dialect is found through the registry of :mod:`weir.runtime.spark.dialect`.
+    ``initial_state`` (``{component: DataFrame of key, value}``) seeds Storm stateful bolts before the
+    first batch (refused once the topology has committed state; see :mod:`weir.checkpoint.bootstrap`).
     """
     from weir.runtime.spark import submit as _submit
     from weir.streamparse import is_streamparse_topology, to_topology, topology_conf
@@ -67,7 +86,7 @@ def submit(
     if is_streamparse_topology(topology):  # a streamparse.Topology subclass (weir[streamparse])
         conf = {**topology_conf(topology), **conf}
         topology = to_topology(topology, conf, name)
-    return _submit(name, conf, topology, spark)
+    return _submit(name, conf, topology, spark, initial_state=initial_state)
 
 
 __all__ = [

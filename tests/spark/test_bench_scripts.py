@@ -195,3 +195,16 @@ def test_rescale_benchmark_re_partitions_and_verifies(bench_path: None, tmp_path
     rows = json.loads(out.read_text())["rows"]
     assert [(r["store"], r["keys"]) for r in rows] == [("sqlite", 300), ("sqlite", 3000)]
     assert all(r["seconds"] > 0 and r["keys_per_s"] > 0 for r in rows)
+
+
+def test_state_ttl_benchmark_sweeps_and_verifies(bench_path: None, tmp_path: Path) -> None:
+    """``bench/state_ttl.py`` on a tiny input (SQLite): every expiring key is gone (the script checks it)."""
+    import state_ttl
+
+    out = tmp_path / "ttl.json"
+    assert (
+        state_ttl.main(["--expiring", "300", "--live", "100", "--repeat", "1", "--stores", "sqlite", "--out", str(out)])
+        == 0
+    )
+    r = json.loads(out.read_text())["results"]["sqlite"]
+    assert r["sweep_commit_ms"] > 0 and r["expired_keys_per_s"] > 0

@@ -97,6 +97,10 @@ class CheckPointState:
     #: the end offset of each spout (component id → its offset JSON object) of the transaction this
     #: record names (for ``PREPARING(n)``: of ``n - 1``); None when not known (Spark-native sources)
     offsets: Mapping[str, Any] | None = None
+    #: the time of transaction ``batch_txid`` (ms), taken when it is first prepared and reused when it is
+    #: retried or replayed after a crash: state TTL decides expiry from it (see :mod:`weir.state.ttl`)
+    batch_ms: int | None = None
+    batch_txid: int | None = None
 
     def to_bytes(self) -> bytes:
         """JSON, readable by ``weir state inspect`` and any other tool."""
@@ -110,6 +114,8 @@ class CheckPointState:
                 "parallelism": dict(self.parallelism),
                 "updated_ms": self.updated_ms,
                 "offsets": None if self.offsets is None else dict(self.offsets),
+                "batch_ms": self.batch_ms,
+                "batch_txid": self.batch_txid,
             },
             sort_keys=True,
         ).encode()
@@ -128,6 +134,8 @@ class CheckPointState:
                 parallelism={str(k): int(v) for k, v in d.get("parallelism", {}).items()},
                 updated_ms=int(d.get("updated_ms", 0)),
                 offsets=_offsets(d.get("offsets")),
+                batch_ms=None if d.get("batch_ms") is None else int(d["batch_ms"]),
+                batch_txid=None if d.get("batch_txid") is None else int(d["batch_txid"]),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             msg = (
@@ -331,8 +339,11 @@ class Coordinator:
         history: CheckpointHistory | None = None,
         shape: Mapping[str, Any] | None = None,
         rescaler: Rescaler | None = None,
+        clock: Callable[[int], int] | None = None,
     ) -> None:
         self.topology = topology
+        #: the time of a new transaction, in ms, given its txid (``weir.batch.clock``; default the wall clock)
+        self.clock: Callable[[int], int] = clock or (lambda _txid: int(time.time() * 1000))
         #: re-partitions a stateful component whose parallelism changed (None: refuse the change)
         self.rescaler = rescaler
         self.history = history
@@ -568,6 +579,8 @@ class Coordinator:
             report.skipped = True
             return report
         assert self.epoch is not None
+        if rec.batch_txid != txid or rec.batch_ms is None:  # a new transaction: its time, never going back
+            rec = replace(rec, batch_txid=txid, batch_ms=max(int(self.clock(txid)), rec.batch_ms or 0))
         entry = self._entry("batch", txid, "preparing", batch_id=batch_id)
         epoch = self.epoch
 

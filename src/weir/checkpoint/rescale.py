@@ -47,6 +47,7 @@ from weir.checkpoint.coordinator import RECORD_KEY, CheckpointPhase, CheckPointS
 from weir.errors import CheckpointError, ConfigError, FencedError
 from weir.state.backend import Backend
 from weir.state.serializers import JsonSerializer, Serializer
+from weir.state.ttl import is_reserved
 
 __all__ = [
     "RESCALE_KEY",
@@ -316,6 +317,8 @@ class Rescaler:
         buffers: list[dict[bytes, bytes | None]] = [{} for _ in range(new)]
         for ns in olds:
             for skey, sval in backend.scan(ns):
+                if is_reserved(skey):
+                    continue  # TTL index rows: each new task's namespace re-indexes itself on its first batch
                 t = route(skey)
                 if not 0 <= t < new:
                     msg = (
@@ -384,7 +387,8 @@ def plan_counts(backend: Backend, topology: str, component: str, old: int, new: 
     counts: Counter[int] = Counter({t: 0 for t in range(new)})
     for t in range(old):
         for skey, _ in backend.scan(task_namespace(topology, component, t)):
-            counts[route(skey)] += 1
+            if not is_reserved(skey):
+                counts[route(skey)] += 1
     return counts
 
 

@@ -53,6 +53,7 @@ from weir.state.serializers import (
     StrSerializer,
     serializer_for,
 )
+from weir.state.ttl import expiry_of, is_reserved, now_for_namespace, unwrap
 
 if TYPE_CHECKING:
     from weir.trident.backing.catalog import MapCatalog, MapInfo
@@ -431,6 +432,8 @@ def _cmd_get(args: argparse.Namespace) -> int:
         if data is None and args.namespace.startswith(COORDINATOR_PREFIX):
             skey = args.key.encode("utf-8")  # the coordinator's record has a raw key (__state)
             data = store.backend.get(args.namespace, skey)
+        if data is not None and expiry_of(data) is not None:  # a key with a TTL: hidden once expired
+            data = unwrap(data, now_for_namespace(store.backend, args.namespace))
         if data is None:
             known = args.namespace in store.backend.namespaces()
             where = "" if known else f" (no such namespace in {store.where}; see weir state ls)"
@@ -458,7 +461,16 @@ def _cmd_dump(args: argparse.Namespace) -> int:
                 _dump_map(catalog, maps[ns])
                 continue
             ns_json = json.dumps(ns, ensure_ascii=_ascii_only())
+            now: int | None = None
             for skey, sval in sorted(b.scan(ns)):
+                if is_reserved(skey):
+                    continue  # TTL index rows
+                if expiry_of(sval) is not None:
+                    now = now_for_namespace(b, ns, known) if now is None else now
+                    live = unwrap(sval, now)
+                    if live is None:
+                        continue  # expired (deleted by the topology's next commit)
+                    sval = live
                 key, value = _decode(store, ns, skey, sval)
                 out.write(f'{{"ns":{ns_json},"key":{dumps(key)},"value":{dumps(value)}}}\n')
         out.flush()
@@ -688,7 +700,7 @@ def _store_options() -> argparse.ArgumentParser:
 
 def register(subparsers: Any) -> None:
     """Add ``weir state`` and its subcommands."""
-    from weir.cli import state_import_storm, state_migrate, state_rescale
+    from weir.cli import state_convert, state_import_storm, state_load, state_migrate, state_rescale
 
     common = _store_options()
     state = subparsers.add_parser(
@@ -750,3 +762,5 @@ def register(subparsers: Any) -> None:
     state_migrate.register(sub, open_backend_for)
     state_rescale.register(sub, common, open_store)
     state_import_storm.register(sub, common, open_store)
+    state_load.register(sub, common, open_store)
+    state_convert.register(sub, common, open_store)

@@ -14,6 +14,7 @@ from weir.state.base import State, StateProvider
 from weir.state.config import ProviderConfig, parse_provider_config, provider_from_url, short_names
 from weir.state.kv import TransactionalKeyValueState
 from weir.state.serializers import serializer_for
+from weir.state.ttl import TTL_CONF_KEY
 
 __all__ = ["KeyValueStateProvider", "StateFactory", "open_backend"]
 
@@ -73,6 +74,8 @@ class KeyValueStateProvider(StateProvider):
             namespace,
             serializer_for(self._key_ser, what="keySerializerClass"),
             serializer_for(self._val_ser, what="valueSerializerClass"),
+            ttl_ms=(conf or {}).get(TTL_CONF_KEY),
+            topology=getattr(context, "topology", None),
         )
 
     def validate(self) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from weir._util import HASH_CACHEABLE
 from weir.errors import SerializationError, StateError
+from weir.state import ttl as _ttl
 from weir.state.backend import Backend
 from weir.state.base import KeyValueState
 from weir.state.serializers import JsonSerializer, Serializer
@@ -58,6 +59,8 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
         value_serializer: Serializer | None = None,
         *,
         epoch: int | None = None,
+        ttl_ms: int | None = None,
+        topology: str | None = None,
     ) -> None:
         self.backend = backend
         self.namespace = namespace
@@ -84,6 +87,14 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
         self._rows: dict[bytes, bytes] | None = None
         self._misses = 0
         self._next_probe = _DENSE_FIRST_PROBE
+        # TTL (see weir.state.ttl): the default TTL of every put, the topology whose coordinator
+        # records the batch time, the batch time once known, and the expiry buckets written since
+        # the last prepare
+        self.ttl_ms = _ttl.ttl_ms_of(ttl_ms, f"namespace {namespace!r}: {_ttl.TTL_CONF_KEY}")
+        self.topology = topology
+        self._now: int | None = None
+        self._ttl_seen = self.ttl_ms is not None
+        self._ttl_new: dict[int, set[bytes]] = {}
 
     # ---- helpers -------------------------------------------------------------------------
     def fence(self, epoch: int | None, *, owned: bool = False) -> None:
@@ -202,6 +213,115 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
         rows = self._rows = dict(self.backend.scan(self.namespace))
         return rows
 
+    # ---- TTL ---------------------------------------------------------------------------------
+    def set_batch_time(self, now_ms: int) -> None:
+        """Decide expiry as of ``now_ms`` (the runtime reads the batch time from the coordinator)."""
+        self._now = int(now_ms)
+
+    def batch_time_ms(self) -> int:
+        """The time expiry is decided at: the batch's recorded time (read once), else the clock."""
+        if self._now is None:
+            if self.topology is None:  # a reader outside a batch: the time of the namespace's topology
+                self._now = _ttl.now_for_namespace(self.backend, self.namespace)
+            else:
+                self._now = _ttl.batch_time(self.backend, self.topology)[1]
+        return self._now
+
+    def _live(self, data: Any) -> Any:
+        """A stored value as seen now: the serialized value, or _MISSING when it has expired."""
+        if data is _MISSING or not data or data[0] != 0:  # no slice on the hot path: JSON never starts with 0
+            return data
+        if _ttl.expiry_of(data) is None:
+            return data
+        self._ttl_seen = True
+        got = _ttl.unwrap(bytes(data), self.batch_time_ms())
+        return _MISSING if got is None else got
+
+    def _sweep(self) -> None:
+        """Add the TTL bookkeeping of this transaction to the pending writes (at prepare).
+
+        1. Index the keys written with a TTL since the last prepare in their expiry buckets.
+        2. Delete every key whose expiry is at or before the batch time, bucket by bucket from the
+           cursor on, and advance the cursor (the bucket of the batch time stays open).
+        A missing or far-behind cursor makes one scan rebuild the index instead.
+        """
+        cursor_raw = self._lookup(_ttl.CURSOR_KEY)
+        if cursor_raw is _MISSING and not self._ttl_seen and not self._ttl_new:
+            return  # this namespace has never held an expiring key
+        now = self.batch_time_ms()
+        end = now // _ttl.BUCKET_MS
+        new, self._ttl_new = self._ttl_new, {}
+        pending = self._pending
+        if cursor_raw is _MISSING or end - _ttl.decode_cursor(cursor_raw) > _ttl.MAX_BUCKET_GAP:
+            self._reindex(now)
+        else:
+            new_keys = [_ttl.bucket_key(b) for b in new]
+            for bkey, ks, old in zip(new_keys, new.values(), self._lookup_many(new_keys), strict=True):
+                pending[bkey] = _ttl.encode_keys(ks if old is _MISSING else ks | _ttl.decode_keys(old))
+            due = range(_ttl.decode_cursor(cursor_raw) + 1, end + 1)
+            due_keys = [_ttl.bucket_key(b) for b in due]
+            listed = [(b, bkey, _ttl.decode_keys(raw)) for b, bkey, raw in zip(
+                due, due_keys, self._lookup_many(due_keys), strict=True) if raw is not _MISSING]  # fmt: skip
+            cands = sorted({k for _, _, ks in listed for k in ks})
+            expiry = {
+                k: None if v is _MISSING else _ttl.expiry_of(v)
+                for k, v in zip(cands, self._lookup_many(cands), strict=True)
+            }
+            for b, bkey, ks in listed:
+                keep: set[bytes] = set()
+                for skey in ks:
+                    exp = expiry[skey]
+                    if exp is None:
+                        continue  # deleted, or overwritten without a TTL
+                    if exp <= now:
+                        pending[skey] = None
+                        self._pending_obj.pop(skey, None)
+                    elif exp // _ttl.BUCKET_MS == b:
+                        keep.add(skey)  # the open bucket of the batch time
+                pending[bkey] = _ttl.encode_keys(keep) if keep else None
+        pending[_ttl.CURSOR_KEY] = _ttl.encode_cursor(end - 1)
+
+    def _lookup_many(self, skeys: list[bytes]) -> list[Any]:
+        """:meth:`_lookup` of many keys; committed ones fetched in one backend round trip."""
+        out: list[Any] = []
+        need: list[int] = []
+        for i, sk in enumerate(skeys):
+            if sk in self._pending or (self._prepared is not None and sk in self._prepared) or self._rows is not None:
+                out.append(self._lookup(sk))
+            else:
+                out.append(_MISSING)
+                need.append(i)
+        if need:
+            got = self.backend.get_many(self.namespace, [skeys[i] for i in need])
+            for i, v in zip(need, got, strict=True):
+                out[i] = _MISSING if v is None else v
+        return out
+
+    def _reindex(self, now: int) -> None:
+        """Rebuild the expiry index by one scan, deleting what has expired."""
+        overlay: dict[bytes, bytes | None] = dict(self._prepared or {})
+        overlay.update(self._pending)
+        rows: dict[bytes, bytes | None] = {
+            bytes(k): v for k, v in self.backend.scan(self.namespace) if bytes(k) not in overlay
+        }
+        rows.update(overlay)
+        index: dict[int, set[bytes]] = {}
+        for skey, stored in rows.items():
+            if _ttl.is_reserved(skey):
+                if skey != _ttl.CURSOR_KEY and stored is not None:
+                    self._pending[skey] = None  # an old bucket row: rebuilt below
+                continue
+            exp = None if stored is None else _ttl.expiry_of(stored)
+            if exp is None:
+                continue
+            if exp <= now:
+                self._pending[skey] = None
+                self._pending_obj.pop(skey, None)
+            else:
+                index.setdefault(exp // _ttl.BUCKET_MS, set()).add(skey)
+        for b, ks in index.items():
+            self._pending[_ttl.bucket_key(b)] = _ttl.encode_keys(ks)
+
     # ---- KeyValueState -------------------------------------------------------------------
     def get(self, key: Any, default: Any = None) -> Any:
         """Value of ``key``: own pending writes, then the prepared set, then committed rows."""
@@ -209,7 +329,7 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
         obj = self._pending_obj.get(skey, _MISSING)
         if obj is not _MISSING:
             return obj
-        data = self._lookup(skey)
+        data = self._live(self._lookup(skey))
         return default if data is _MISSING else self._dval(data, skey)
 
     def get_many(self, keys: list[Any], default: Any = None) -> list[Any]:
@@ -230,11 +350,29 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
             got = self.backend.get_many(self.namespace, [skeys[i] for i in need])
             for i, v in zip(need, got, strict=True):
                 out[i] = v
-        return [default if v is None or v is _MISSING else self._dval(v) for v in out]
+        out = [_MISSING if v is None else self._live(v) for v in out]
+        return [default if v is _MISSING else self._dval(v) for v in out]
 
-    def put(self, key: Any, value: Any) -> None:
-        """Write ``key`` = ``value`` into the current (pending) transaction."""
+    def put(self, key: Any, value: Any, ttl: Any = None) -> None:
+        """Write ``key`` = ``value`` into the current (pending) transaction.
+
+        ``ttl`` (ms, or a :class:`datetime.timedelta`; default the component's
+        ``weir.state.ttl.ms``): the key expires that long after this batch's time — it is invisible
+        from the first batch whose time is at or past its expiry, and that batch's commit deletes it.
+        """
         skey = self._skey(key)
+        ttl_ms = self.ttl_ms if ttl is None else _ttl.ttl_ms_of(ttl, f"namespace {self.namespace!r}, key {key!r:.80}")
+        if ttl_ms is not None:
+            expiry = self.batch_time_ms() + ttl_ms
+            self._pending[skey] = _ttl.wrap(self._sval(key, value), expiry)
+            self._deferred.pop(skey, None)
+            if type(value) in _IMMUTABLE:
+                self._pending_obj[skey] = value
+            else:
+                self._pending_obj.pop(skey, None)
+            self._ttl_new.setdefault(expiry // _ttl.BUCKET_MS, set()).add(skey)
+            self._ttl_seen = True
+            return
         t = type(value)
         if t in _DEFERRABLE and self._defer:
             # JSON serializes these without fail: serialized once, at prepare
@@ -253,7 +391,7 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
         """Delete ``key`` in the current transaction and return its previous value."""
         skey = self._skey(key)
         obj = self._pending_obj.get(skey, _MISSING)
-        prev = self._lookup(skey) if obj is _MISSING else obj
+        prev = self._live(self._lookup(skey)) if obj is _MISSING else obj
         self._pending[skey] = None
         self._pending_obj.pop(skey, None)
         self._deferred.pop(skey, None)
@@ -269,12 +407,16 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
             overlay.update(self._prepared)
         overlay.update(self._pending)
         for skey, sval in self.backend.scan(self.namespace):
-            if skey in overlay:
+            if skey in overlay or _ttl.is_reserved(skey):
                 continue
-            yield self.key_serializer.deserialize(skey), self._dval(sval, skey)
+            live = self._live(sval)
+            if live is not _MISSING:
+                yield self.key_serializer.deserialize(skey), self._dval(live, skey)
         for skey, val in overlay.items():
-            if val is not None:
-                yield self.key_serializer.deserialize(skey), self._dval(val)
+            if val is not None and not _ttl.is_reserved(skey):
+                live = self._live(val)
+                if live is not _MISSING:
+                    yield self.key_serializer.deserialize(skey), self._dval(live)
 
     def __len__(self) -> int:
         """Number of live keys (walks the state)."""
@@ -303,6 +445,7 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
             )
             raise StateError(msg)
         self._flush()
+        self._sweep()
         merged = dict(self._prepared or {})
         merged.update(self._pending)
         if self._owned and self.epoch is not None:
@@ -341,6 +484,7 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
         self._pending = {}
         self._pending_obj = {}
         self._deferred = {}
+        self._ttl_new = {}
         self.backend.discard_prepared(self.namespace, self.epoch)
         self._prepared, self._prepared_txid = None, None
 

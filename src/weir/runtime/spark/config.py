@@ -32,6 +32,9 @@ WEIR_KEYS = {
     "weir.spout.batch.max.tuples",
     "weir.restart.backoff.ms",
     "weir.rescale",
+    "weir.batch.clock",
+    "weir.state.ttl.ms",
+    "weir.state.value.type",
 }
 
 
@@ -114,6 +117,8 @@ class RuntimeConfig:
         per consecutive restart (see :mod:`weir.runtime.spark.supervision`)
     rescale : ``weir.rescale``: ``auto`` (default) re-partitions the state of a stateful component whose
         parallelism changed at submit (see :mod:`weir.checkpoint.rescale`); ``refuse`` refuses the change
+    batch_clock : ``weir.batch.clock``: dotted path of a function ``txid -> ms`` giving a new transaction's
+        time (state TTL decides expiry from it; default the wall clock; tests drive time with it)
     """
 
     topology: str
@@ -139,6 +144,7 @@ class RuntimeConfig:
     allow_inexact: bool = False
     provider: ProviderConfig | None = field(default=None, repr=False)
     rescale: str = "auto"
+    batch_clock: str | None = None
 
     @property
     def local(self) -> bool:
@@ -255,4 +261,17 @@ class RuntimeConfig:
             restart_max=_int(conf, "weir.restart.max", 5, 0),
             restart_backoff_ms=_int(conf, "weir.restart.backoff.ms", 1000, 0),
             rescale=str(rescale),
+            batch_clock=_batch_clock(topology, conf.get("weir.batch.clock")),
         )
+
+
+def _batch_clock(topology: str, path: Any) -> str | None:
+    """``weir.batch.clock``, checked at submit: a dotted path to a callable."""
+    if path is None:
+        return None
+    from weir._util import import_object
+
+    if not isinstance(path, str) or not callable(import_object(path)):
+        msg = f"topology {topology!r}: weir.batch.clock = {path!r} must be the dotted path of a function txid -> ms"
+        raise ConfigError(msg)
+    return path

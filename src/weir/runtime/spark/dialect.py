@@ -25,7 +25,7 @@ from typing import Any
 
 from weir.checkpoint.coordinator import Participants
 from weir.checkpoint.rescale import Rescaler
-from weir.errors import TopologyError
+from weir.errors import ConfigError, TopologyError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.runner import BatchRunner, TopologyRun, make_coordinator
 from weir.state.base import StateProvider
@@ -111,15 +111,27 @@ def dialect_for(name: str, topology: object) -> Dialect:
     raise TopologyError(msg, topology=name)
 
 
-def submit(name: str, conf: Mapping[str, Any], topology: Any, spark: Any = None) -> TopologyRun:
+def submit(
+    name: str, conf: Mapping[str, Any], topology: Any, spark: Any = None, initial_state: Mapping[str, Any] | None = None
+) -> TopologyRun:
     """Validate ``topology`` with ``conf`` and prepare its streaming query (not started yet).
 
     Everything that can be checked before a worker runs is checked here, by the topology's
-    dialect; then the coordinator (when the dialect has participants) is started on the store.
+    dialect; then the coordinator (when the dialect has participants) is started on the store, and
+    ``initial_state`` (component → rows, see :mod:`weir.runtime.spark.bootstrap`) is loaded.
     """
+    from weir.checkpoint.encoding import check_encodings, record_encodings
+    from weir.runtime.spark.bootstrap import check_initial_state, component_encodings, seed_initial_state
+
     dialect = dialect_for(name, topology)
     rc = RuntimeConfig.from_conf(name, conf)
+    _refuse_storm_only_keys(name, conf, topology)
     plan = dialect.prepare(name, conf, topology, rc, spark)
+    if initial_state:
+        check_initial_state(name, topology, plan.provider, initial_state)
+    encodings = component_encodings(name, conf, topology, plan.provider)
+    if encodings:  # a changed encoding is refused (or allowed) by the rules before anything is written
+        check_encodings(plan.provider.backend, name, encodings)  # type: ignore[union-attr]
     runner = dialect.batch_runner(plan)
     participants = dialect.participants(plan)
     coordinator = None
@@ -139,6 +151,9 @@ def submit(name: str, conf: Mapping[str, Any], topology: Any, spark: Any = None)
             spouts=dialect.spouts(plan),
             rescaler=dialect.rescaler(plan),
         )
+        seed_initial_state(name, topology, plan.provider, coordinator, initial_state)
+        if encodings:
+            record_encodings(coordinator.store.backend, name, encodings, coordinator.epoch)
     return TopologyRun(
         name,
         conf,
@@ -150,3 +165,18 @@ def submit(name: str, conf: Mapping[str, Any], topology: Any, spark: Any = None)
         provider=plan.provider,
         state_namespaces=namespaces,
     )
+
+
+def _refuse_storm_only_keys(name: str, conf: Mapping[str, Any], topology: Any) -> None:
+    """``weir.state.ttl.ms`` and ``weir.state.value.type`` apply to Storm bolts' key-value state only."""
+    from weir.topology import Topology
+
+    if isinstance(topology, Topology):
+        return
+    for key in ("weir.state.ttl.ms", "weir.state.value.type"):
+        if conf.get(key) is not None:
+            msg = (
+                f"topology {name!r}: {key} applies to the key-value state of Storm stateful and windowed bolts; "
+                f"a {type(topology).__name__}'s map states do not support it yet (remove the key)"
+            )
+            raise ConfigError(msg)

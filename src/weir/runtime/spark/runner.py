@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark import cloudpickle
 
+from weir._util import import_object
 from weir.checkpoint.coordinator import BatchReport, CheckpointStore, Coordinator, JobOutcome, retry_batch
 from weir.checkpoint.history import CheckpointHistory
 from weir.checkpoint.rescale import Rescaler
@@ -217,6 +218,7 @@ def make_coordinator(
         history=CheckpointHistory(backend, store.namespace, rc.history_size),
         shape=shape,
         rescaler=rescaler,
+        clock=None if rc.batch_clock is None else import_object(rc.batch_clock),
     )
     coord.start()
     # Storm's in-memory provider is a run-scoped store: losing its state on a restart is its

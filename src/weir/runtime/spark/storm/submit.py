@@ -122,6 +122,7 @@ def submit_topology(
     for c in stateful:
         if isinstance(c.obj, WindowedBolt):
             _check_stored_windows(name, c.id, c.obj, c.parallelism, provider)
+    _check_ttl(name, conf, topology, provider)
     spark_session, master = spark_for(rc, spark)
     tasks = {c.id: c.parallelism for c in topology.components.values()}
     specs: dict[str, TaskSpec] = {}
@@ -361,3 +362,31 @@ def _hook_route(bolt: StatefulBolt[Any], key_ser: Serializer) -> Callable[[int],
 
 
 register_dialect(StormDialect())
+
+
+def _check_ttl(name: str, conf: Mapping[str, Any], topology: Topology, provider: Any) -> None:
+    """``weir.state.ttl.ms`` (topology-wide or per component), checked at submit."""
+    from weir.state.ttl import TTL_CONF_KEY, ttl_ms_of
+
+    for cid in topology.order:
+        c = topology.components[cid]
+        merged = {**dict(conf), **c.conf}
+        if merged.get(TTL_CONF_KEY) is None or (TTL_CONF_KEY not in c.conf and not c.is_stateful):
+            continue
+        where = f"topology {name!r}, component {cid!r}: {TTL_CONF_KEY}"
+        ttl_ms_of(merged[TTL_CONF_KEY], where)
+        if not c.is_stateful:
+            msg = f"{where} is set but the component keeps no state; set it on a stateful bolt"
+            raise TopologyError(msg, topology=name, component=cid)
+        if not isinstance(c.obj, (StatefulBolt, WindowedBolt)):
+            msg = (
+                f"{where} is set, but {cid!r} is a Streams operator, whose checkpoints are byte streams, not keys; "
+                "expire entries in its state handler instead"
+            )
+            raise TopologyError(msg, topology=name, component=cid)
+        if not isinstance(provider, KeyValueStateProvider):
+            msg = (
+                f"{where} needs a weir key-value store (sqlite, redis, postgres, hbase, memory), but "
+                f"topology.state.provider is the custom {type(provider).__name__}, which cannot expire keys"
+            )
+            raise TopologyError(msg, topology=name, component=cid)

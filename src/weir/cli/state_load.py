@@ -1,0 +1,87 @@
+"""``weir state load``: seed a stateful bolt of a topology that has not committed yet, from JSON lines.
+
+The same step as ``weir.submit(..., initial_state=...)`` (:mod:`weir.checkpoint.bootstrap`): every
+``{"key": ..., "value": ...}`` line (the form ``weir state dump`` writes; other fields are ignored) goes
+to the task namespace the fields grouping's hash gives, as one fenced and crash-safe step. Refused
+when the topology has committed state or runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from weir.errors import ConfigError, StateError
+
+__all__ = ["register"]
+
+
+def _lines(path: str) -> Iterator[tuple[Any, Any]]:
+    fh = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115 - closed below
+    try:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                yield row["key"], row["value"]
+            except (ValueError, KeyError, TypeError) as exc:
+                msg = f'{path}, line {n}: expected a JSON object with "key" and "value" ({exc})'
+                raise ConfigError(msg) from exc
+    finally:
+        if fh is not sys.stdin:
+            fh.close()
+
+
+def _cmd_load(args: argparse.Namespace, open_store: Any) -> int:
+    from weir.checkpoint.admin import live_topology
+    from weir.checkpoint.bootstrap import load_initial_state
+    from weir.checkpoint.coordinator import CheckpointStore
+    from weir.checkpoint.rescale import hash_route
+
+    topo, comp = args.topology, args.component
+    with open_store(args, must_exist=False) as store:
+        backend = store.backend
+        cstore = CheckpointStore(backend, topo)
+        rec = cstore.load()
+        n = args.parallelism or (None if rec is None else rec.parallelism.get(comp))
+        if n is None or n < 1:
+            msg = f"topology {topo!r}, component {comp!r}: give --parallelism N (the bolt's number of tasks)"
+            raise ConfigError(msg)
+        live = live_topology(backend, cstore.namespace)
+        if live is not None:
+            msg = f"topology {topo!r} is running ({live.reason}); initial state is loaded before its first batch"
+            raise StateError(msg)
+        kser, vser = store.key_serializer, store.value_serializer
+        rows = ((kser.serialize(k), vser.serialize(v)) for k, v in _lines(args.file))
+        epoch = cstore.acquire_epoch()  # fences a driver that would start meanwhile
+        res = load_initial_state(backend, topo, comp, n, rows, hash_route(kser)(n), epoch)
+        if res.already_loaded:
+            print(f"topology {topo!r}, component {comp!r}: these {res.rows} keys were loaded before; nothing to do")
+        else:
+            per = ", ".join(f"task {t}: {c}" for t, c in enumerate(res.rows_per_task))
+            print(f"topology {topo!r}, component {comp!r}: loaded {res.rows} keys ({per})")
+    return 0
+
+
+def register(sub: Any, common: argparse.ArgumentParser, open_store: Any) -> None:
+    """Add ``weir state load``; ``common``: ``weir state``'s store options, ``open_store(args)`` opens it."""
+    p = sub.add_parser(
+        "load",
+        parents=[common],
+        help="seed a stateful bolt of a topology that has not committed yet (JSON lines)",
+        description=(
+            "Write initial keys into a stateful bolt's task namespaces (<topology>-<component>-<task>), each key "
+            "into the task its fields grouping sends it to, as one fenced and crash-safe step (all rows or none). "
+            'FILE holds one {"key": ..., "value": ...} object per line (- reads stdin). Refused when the topology '
+            "has committed state or runs; loading the identical rows again does nothing."
+        ),
+    )
+    p.add_argument("--topology", required=True, metavar="T", help="the topology's name")
+    p.add_argument("--component", required=True, metavar="C", help="the stateful bolt's id")
+    p.add_argument("--parallelism", type=int, metavar="N", help="the bolt's number of tasks")
+    p.add_argument("file", metavar="FILE", help="JSON lines of key and value (- for stdin)")
+    p.set_defaults(func=lambda args: _cmd_load(args, open_store))
