@@ -276,6 +276,11 @@ def _plan(
         for task in tasks:
             ns = source.read(storm_id, task)
             read.append(ns)
+            print(
+                f"read Storm namespace {ns.name}: {len(ns.rows):,} rows, {len(ns.pending):,} prepared",
+                file=sys.stderr,
+                flush=True,
+            )
             rows = dict(ns.rows)
             if ns.pending:
                 committing = any(ph == "COMMITTING" and tx == ns.prepared for ph, tx in spouts.values())
