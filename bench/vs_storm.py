@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
     p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated subset of {', '.join(VARIANTS)}")
     p.add_argument("--latency-seconds", type=int, default=15, help="seconds of input per latency run (0: none)")
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--out", help="JSON output path (default bench/results/vs_storm.json)")
+    p.add_argument("--out", help="JSON file name under bench/results/ (default vs_storm.json)")
     args = p.parse_args(argv)
     chosen = [v.strip() for v in args.variants.split(",") if v.strip()]
     if any(v not in VARIANTS for v in chosen) or args.rounds < 1:

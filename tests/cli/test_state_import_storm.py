@@ -271,6 +271,10 @@ def test_refuses_a_topology_that_has_state_and_bad_options(
     base = ["state", "import-storm", "--from", redis_server.url, "--to", target]
     bad = run(capsys, *base, "--topology", "wc", "--component", "count")
     assert bad.code != 0 and "STORM_ID=WEIR_ID" in bad.err
+    twice = run(capsys, *base, "--topology", "wc", "--component", "count=c", "--component", "split=c")
+    assert twice.code != 0 and "several Storm components onto weir component(s) c" in twice.err
+    stray = run(capsys, *base, "--topology", "wc", "--component", "count=count", "--parallelism", "total=2")
+    assert stray.code != 0 and "--parallelism names total" in stray.err
     missing = run(capsys, *base, "--topology", "wc", "--component", "total=count")
     assert missing.code != 0 and "no Storm state of component 'total'" in missing.err and "count" in missing.err
     assert run(capsys, *base, "--topology", "wc").code == 0
