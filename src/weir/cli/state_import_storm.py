@@ -52,7 +52,7 @@ IMPORT_TXID = 1
 #: rows per write
 BATCH_ROWS = 5_000
 
-_PHASES = ("COMMITTED", "PREPARING", "COMMITTING")
+_PHASES = ("COMMITTED", "COMMITTING", "PREPARING")  # the order of Storm's CheckPointState.State
 
 
 @dataclass

@@ -14,6 +14,7 @@ import java.util.List;
 import java.util.TreeMap;
 import java.util.TreeSet;
 
+import org.apache.storm.spout.CheckPointState;
 import org.apache.storm.state.DefaultStateEncoder;
 import org.apache.storm.state.DefaultStateSerializer;
 
@@ -85,6 +86,11 @@ public final class EncodeSamples {
             for (Object[] s : samples) {
                 out.println("{\"name\": \"" + s[0] + "\", \"key\": \"" + hex(enc.encodeKey(s[1]))
                     + "\", \"value\": \"" + hex(enc.encodeValue(s[1])) + "\"}");
+            }
+            for (CheckPointState.State phase : CheckPointState.State.values()) {
+                out.println("{\"name\": \"checkpoint_" + phase.name().toLowerCase(java.util.Locale.ROOT) + "\", \"key\": \""
+                    + hex(enc.encodeKey("__state")) + "\", \"value\": \"" + hex(enc.encodeValue(new CheckPointState(7, phase)))
+                    + "\"}");
             }
             out.println("{\"name\": \"tombstone\", \"key\": \"\", \"value\": \"" + hex(enc.getTombstoneValue()) + "\"}");
         }
