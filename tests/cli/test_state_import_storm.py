@@ -135,6 +135,7 @@ def test_decoder_reads_what_storms_default_state_encoder_writes(storm_state: dic
         "hash_map": {"one": 1, "two": 2},
         "linked_hash_map": {"name": "weir", "tags": ["a", "b"], "n": None},
         "tree_map": {"a": 1, "b": 2},
+        "map_long_keys": {1: "a"},
     }
     seen = set()
     for s in storm_state["samples"]:
@@ -252,6 +253,10 @@ def test_undecodable_value_writes_nothing_unless_skipped(
     key = next(s for s in storm_state["samples"] if s["name"] == "string")["key"]  # "hello", as Storm writes it
     rows = next(k for k in snap if k.startswith(b"count-") and b"$" not in k)
     snap[rows][bytes.fromhex(key)] = bytes.fromhex(date["value"])
+    # decoded, but a Map<Long, String> has no JSON form (the target's serializer refuses int keys)
+    long_keys = next(s for s in storm_state["samples"] if s["name"] == "map_long_keys")
+    a_key = next(s for s in storm_state["samples"] if s["name"] == "string_1")["key"]  # "a"
+    snap[rows][bytes.fromhex(a_key)] = bytes.fromhex(long_keys["value"])
     _restore(redis_server.url, snap)
     target = f"sqlite:///{tmp_path / 'state.db'}"
     args = ["state", "import-storm", "--from", redis_server.url, "--topology", "wc", "--to", target]
@@ -259,10 +264,11 @@ def test_undecodable_value_writes_nothing_unless_skipped(
     assert refused.code != 0
     assert f"Storm namespace {rows.decode()!r}, key 'hello'" in refused.err
     assert "java.util.Date" in refused.err and "nothing was written" in refused.err
+    assert f"Storm namespace {rows.decode()!r}, key 'a'" in refused.err and "needs str keys" in refused.err
     assert "wc-count" not in run(capsys, "state", "ls", "--url", target).out
     skipped = run(capsys, *args, "--skip-unsupported")
     assert skipped.code == 0, skipped.err
-    assert "skipped (--skip-unsupported)" in skipped.out and "'hello'" in skipped.out
+    assert "skipped (--skip-unsupported)" in skipped.out and "'hello'" in skipped.out and "key 'a'" in skipped.out
     assert read_counts({"topology.state.provider.config": {"url": target}}, "wc") == storm_state["expected"]
 
 

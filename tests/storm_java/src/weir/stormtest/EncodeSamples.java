@@ -81,6 +81,9 @@ public final class EncodeSamples {
         tmap.put("b", 2);
         tmap.put("a", 1);
         samples.add(new Object[] {"tree_map", tmap});
+        HashMap<Long, String> longKeys = new HashMap<>();
+        longKeys.put(1L, "a");
+        samples.add(new Object[] {"map_long_keys", longKeys});
         samples.add(new Object[] {"unsupported_date", new java.util.Date(0)});
         try (PrintWriter out = new PrintWriter(Files.newBufferedWriter(Paths.get(args[0]), StandardCharsets.UTF_8))) {
             for (Object[] s : samples) {
