@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
     p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated subset of {', '.join(VARIANTS)}")
     p.add_argument("--latency-seconds", type=int, default=15, help="seconds of input per latency run (0: none)")
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--out", help="JSON output path (default bench/results/vs_storm.json)")
+    p.add_argument("--out", help="JSON file name under bench/results/ (default vs_storm.json)")
     args = p.parse_args(argv)
     chosen = [v.strip() for v in args.variants.split(",") if v.strip()]
     if any(v not in VARIANTS for v in chosen) or args.rounds < 1:
@@ -244,14 +244,20 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
                 "cpu_s_median": statistics.median(r["cpu_s"] for r in rows if r["cpu_s"] is not None)
                 if any(r["cpu_s"] is not None for r in rows)
                 else None,
+                "words_per_cpu_s_median": round(statistics.median(args.words / r["cpu_s"] for r in rows if r["cpu_s"]))
+                if any(r["cpu_s"] for r in rows)
+                else None,
                 "verified": all(r["verified"] for r in rows),
             }
         )
     by = {s["variant"]: s for s in summary}
-    ratios = {}
+    ratios: dict[str, float] = {}
+    cpu_ratios: dict[str, float] = {}
     for w, s in (("weir-sqlite", "storm-memory"), ("weir-redis", "storm-redis"), ("weir-sqlite", "storm-redis")):
         if w in by and s in by:
             ratios[f"{w} / {s}"] = round(by[w]["acked_per_s_median"] / by[s]["acked_per_s_median"], 2)
+            if by[w]["words_per_cpu_s_median"] and by[s]["words_per_cpu_s_median"]:
+                cpu_ratios[f"{w} / {s}"] = round(by[w]["words_per_cpu_s_median"] / by[s]["words_per_cpu_s_median"], 2)
 
     head = [
         "variant",
@@ -268,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
             f"{s['counted_per_s_median']:,} ({s['counted_per_s_range'][0]:,}-{s['counted_per_s_range'][1]:,})",
             f"{s['acked_per_s_median']:,} ({s['acked_per_s_range'][0]:,}-{s['acked_per_s_range'][1]:,})",
             "-" if s["cpu_s_median"] is None else f"{s['cpu_s_median']:.1f}",
+            "-" if s["words_per_cpu_s_median"] is None else f"{s['words_per_cpu_s_median']:,}",
             "yes" if s["verified"] else "NO",
         ]
         for s in summary
@@ -280,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
     for r in body:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
     for k, val in ratios.items():
-        print(f"{k} (acked, medians): {val}x (target {TARGET}x)")
+        print(f"{k} (acked, medians): {val}x (target {TARGET}x); per CPU second: {cpu_ratios.get(k, '-')}x")
     for lat in latency:
         print(
             f"latency {lat['variant']:<13} {lat['lines_per_s']:>5} lines/s: "
@@ -297,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
             "machine": machine(),
             "summary": summary,
             "ratios_acked": ratios,
+            "ratios_per_cpu_s": cpu_ratios,
             "target": TARGET,
             "latency": latency,
             "runs": results,

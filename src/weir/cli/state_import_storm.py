@@ -52,7 +52,7 @@ IMPORT_TXID = 1
 #: rows per write
 BATCH_ROWS = 5_000
 
-_PHASES = ("COMMITTED", "PREPARING", "COMMITTING")
+_PHASES = ("COMMITTED", "COMMITTING", "PREPARING")  # the order of Storm's CheckPointState.State
 
 
 @dataclass
@@ -276,6 +276,11 @@ def _plan(
         for task in tasks:
             ns = source.read(storm_id, task)
             read.append(ns)
+            print(
+                f"read Storm namespace {ns.name}: {len(ns.rows):,} rows, {len(ns.pending):,} prepared",
+                file=sys.stderr,
+                flush=True,
+            )
             rows = dict(ns.rows)
             if ns.pending:
                 committing = any(ph == "COMMITTING" and tx == ns.prepared for ph, tx in spouts.values())
@@ -336,9 +341,20 @@ def _cmd_import(args: argparse.Namespace, open_store: Any) -> int:
         if n < 1:
             msg = f"--parallelism {comp}={n}: a parallelism is at least 1"
             raise ConfigError(msg)
+    components = _mapping(args.component or [], "--component")
+    twice = sorted({w for w in components.values() if list(components.values()).count(w) > 1})
+    if twice:
+        msg = (
+            f"--component maps several Storm components onto weir component(s) {', '.join(twice)}; each weir "
+            "component takes the state of one Storm component"
+        )
+        raise ConfigError(msg)
+    unknown = sorted(set(parallelism) - set(components.values())) if components else []
+    if unknown:
+        msg = f"--parallelism names {', '.join(unknown)}, which no --component maps a Storm component to"
+        raise ConfigError(msg)
     source = StormRedis(args.source)
     try:
-        components = _mapping(args.component or [], "--component")
         if not components:
             components = {c: c for c in sorted({c for c, _ in source.task_namespaces()})}
             if not components:

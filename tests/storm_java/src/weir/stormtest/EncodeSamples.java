@@ -14,6 +14,7 @@ import java.util.List;
 import java.util.TreeMap;
 import java.util.TreeSet;
 
+import org.apache.storm.spout.CheckPointState;
 import org.apache.storm.state.DefaultStateEncoder;
 import org.apache.storm.state.DefaultStateSerializer;
 
@@ -80,11 +81,19 @@ public final class EncodeSamples {
         tmap.put("b", 2);
         tmap.put("a", 1);
         samples.add(new Object[] {"tree_map", tmap});
+        HashMap<Long, String> longKeys = new HashMap<>();
+        longKeys.put(1L, "a");
+        samples.add(new Object[] {"map_long_keys", longKeys});
         samples.add(new Object[] {"unsupported_date", new java.util.Date(0)});
         try (PrintWriter out = new PrintWriter(Files.newBufferedWriter(Paths.get(args[0]), StandardCharsets.UTF_8))) {
             for (Object[] s : samples) {
                 out.println("{\"name\": \"" + s[0] + "\", \"key\": \"" + hex(enc.encodeKey(s[1]))
                     + "\", \"value\": \"" + hex(enc.encodeValue(s[1])) + "\"}");
+            }
+            for (CheckPointState.State phase : CheckPointState.State.values()) {
+                out.println("{\"name\": \"checkpoint_" + phase.name().toLowerCase(java.util.Locale.ROOT) + "\", \"key\": \""
+                    + hex(enc.encodeKey("__state")) + "\", \"value\": \"" + hex(enc.encodeValue(new CheckPointState(7, phase)))
+                    + "\"}");
             }
             out.println("{\"name\": \"tombstone\", \"key\": \"\", \"value\": \"" + hex(enc.getTombstoneValue()) + "\"}");
         }
