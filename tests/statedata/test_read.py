@@ -1,0 +1,164 @@
+"""``weir.state.read`` and ``weir state get --topology``: a topology's committed state, on real stores.
+
+A topology's state is written the way a run writes it (task namespaces prepared and committed per
+txid, the coordinator record and topology shape stored, fenced by an epoch), then read into Spark:
+the rows are exactly the committed ones, a prepared change set is never seen, a commit landing
+during the read is named, and the CLI finds a key's task by the fields grouping's hash.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import weir.state
+from tests.cli._support import run
+from weir._util import stable_hash
+from weir.checkpoint.coordinator import CheckpointPhase, CheckPointState, CheckpointStore
+from weir.checkpoint.history import TOPOLOGY_KEY
+from weir.errors import ConfigError, StateError
+from weir.state import StateFactory
+from weir.statedata import StateReadConflictError, read
+from weir.trident.backing import SqliteMapState
+
+pytestmark = pytest.mark.services
+
+TASKS = 3
+BATCHES = [["the", "cow", "the", "moon"], ["the", "man", "dog", "dog"], ["cow", "jumped"]]
+
+
+def _shape(grouping: str) -> bytes:
+    comp = {"id": "count", "kind": "bolt", "inputs": [{"source": "split", "grouping": grouping, "fields": ["word"]}]}
+    return json.dumps({"components": [comp]}).encode()
+
+
+def build(url: str, topology: str = "wc", grouping: str = "fields") -> Counter[str]:
+    """Commit BATCHES as txids 1..3 of a word count with TASKS tasks; the expected counts."""
+    provider = StateFactory.from_url(url)
+    cstore = CheckpointStore(provider.backend, topology)
+    epoch = cstore.acquire_epoch()
+    counts: Counter[str] = Counter()
+    for txid, words in enumerate(BATCHES, 1):
+        cstore.save(CheckPointState(txid=txid, phase=CheckpointPhase.PREPARING, parallelism={"count": TASKS}), epoch)
+        states = [provider.new_state(f"{topology}-count-{t}") for t in range(TASKS)]
+        for s in states:
+            s.fence(epoch)
+        for w in words:
+            s = states[stable_hash(w) % TASKS]
+            s.put(w, s.get(w, 0) + 1)
+            counts[w] += 1
+        for s in states:
+            s.prepare_commit(txid)
+        for s in states:
+            s.commit(txid)
+        rec = CheckPointState(txid=txid, phase=CheckpointPhase.COMMITTED, parallelism={"count": TASKS})
+        cstore.save(rec, epoch, extra={TOPOLOGY_KEY: _shape(grouping)})
+    return counts
+
+
+def _rows(df: Any) -> list[tuple[Any, ...]]:
+    return sorted((r.component, r.task, json.loads(r.key), json.loads(r.value), r.txid) for r in df.collect())
+
+
+@pytest.mark.parametrize("provider_url", ["sqlite", "redis", "postgres"], indirect=True)
+def test_read_is_the_committed_state_at_one_txid(spark: Any, provider_url: str) -> None:
+    counts = build(provider_url)
+    # txid 4 is prepared (a running topology between its prepare and commit): invisible to the reader
+    provider = StateFactory.from_url(provider_url)
+    cstore = CheckpointStore(provider.backend, "wc")
+    cstore.save(CheckPointState(txid=4, phase=CheckpointPhase.PREPARING, parallelism={"count": TASKS}), 1)
+    half = provider.new_state(f"wc-count-{stable_hash('the') % TASKS}")
+    half.put("the", 1000)
+    half.put("new", 1)
+    half.prepare_commit(4)
+
+    df = weir.state.read(spark, provider_url, "wc")
+    assert df.columns == ["component", "task", "key", "value", "txid"]
+    assert df.rdd.getNumPartitions() == TASKS  # one partition per task namespace, read on the executors
+    expected = sorted(("count", stable_hash(w) % TASKS, w, n, 3) for w, n in counts.items())
+    assert _rows(df) == expected
+    assert _rows(read(spark, provider_url, "wc", "count", txid=3)) == expected
+    # the values are JSON text: Spark's own functions make them typed
+    from pyspark.sql import functions as F
+
+    total = df.select(F.sum(F.parse_json("value").cast("long")).alias("n")).first()
+    assert total is not None and total.n == sum(counts.values())
+
+
+@pytest.mark.parametrize("provider_url", ["sqlite", "redis", "postgres"], indirect=True)
+def test_a_commit_during_the_read_is_named(spark: Any, provider_url: str) -> None:
+    build(provider_url)
+    df = read(spark, provider_url, "wc")  # consistent at txid 3; computed lazily
+    provider = StateFactory.from_url(provider_url)
+    late = provider.new_state("wc-count-1")
+    late.put("late", 1)
+    late.prepare_commit(4)
+    late.commit(4)
+    with pytest.raises(Exception, match=r"StateReadConflictError.*'wc-count-1'.*committed txid 4.*txid 3"):
+        df.collect()
+    # read again: consistent at txid 3 still (the record was not moved), so the newer namespace is named
+    with pytest.raises(Exception, match=r"StateReadConflictError.*after the read began"):
+        read(spark, provider_url, "wc").collect()
+
+
+@pytest.mark.parametrize("provider_url", ["sqlite"], indirect=True)
+def test_read_refuses_what_it_cannot_read(spark: Any, provider_url: str) -> None:
+    build(provider_url)
+    with pytest.raises(StateError, match=r"topology 'nope' has no coordinator record"):
+        read(spark, provider_url, "nope")
+    with pytest.raises(ConfigError, match=r"no stateful component 'split' \(its stateful components: count"):
+        read(spark, provider_url, "wc", "split")
+    with pytest.raises(ConfigError, match=r"cannot read at txid 2: .* txid 3 only"):
+        read(spark, provider_url, "wc", txid=2)
+    with pytest.raises(ConfigError, match=r"value_class: 'pickle' values are never unpickled"):
+        read(spark, provider_url, "wc", value_class="pickle")
+    # a record left COMMITTING (namespaces between two txids) is waited for, then named
+    cstore = CheckpointStore(StateFactory.from_url(provider_url).backend, "wc")
+    cstore.save(CheckPointState(txid=4, phase=CheckpointPhase.COMMITTING, parallelism={"count": TASKS}), 1)
+    with pytest.raises(StateReadConflictError, match=r"committing txid 4 for over 0.2 s"):
+        read(spark, provider_url, "wc", wait=0.2)
+
+
+@pytest.mark.parametrize("provider_url", ["sqlite"], indirect=True)
+def test_trident_map_state_at_the_committed_txid(spark: Any, provider_url: str, tmp_path: Path) -> None:
+    build(provider_url)
+    path = provider_url.removeprefix("sqlite:///")
+    state = SqliteMapState.opaque(path, table="words").make_state({}, 0, 1)
+    for txid, values in ((2, [3, 1]), (3, [5, 2]), (4, [9, 4])):  # txid 4: written, not committed
+        state.begin_commit(txid)
+        state.multi_put([["man"], ["dog"]], values)
+        state.commit(txid)
+    rows = _rows(read(spark, provider_url, "wc", "trident:words"))
+    assert rows == [("trident:words", None, ["dog"], 2, 3), ("trident:words", None, ["man"], 5, 3)]
+
+
+@pytest.mark.parametrize("provider_url", ["sqlite", "redis", "postgres"], indirect=True)
+def test_state_get_finds_the_task_of_a_key(capsys: pytest.CaptureFixture[str], provider_url: str) -> None:
+    counts = build(provider_url)
+    get = ["state", "get", "--url", provider_url, "--topology", "wc", "--component", "count"]
+    for word in ("the", "dog", "jumped"):
+        r = run(capsys, *get, word)
+        task = stable_hash(word) % TASKS
+        assert (r.code, json.loads(r.out)) == (0, counts[word])
+        assert f"component 'count', task {task}, namespace 'wc-count-{task}', txid 3" in r.err
+    r = run(capsys, *get, "unicorn")
+    assert r.code == 1 and 'key "unicorn" not found' in r.err
+    r = run(capsys, "state", "get", "--url", provider_url, "--topology", "wc", "--component", "split", "x")
+    assert r.code == 2 and "no stateful component 'split'" in r.err
+    r = run(capsys, "state", "get", "--url", provider_url, "--topology", "nope", "--component", "count", "x")
+    assert r.code == 2 and "topology 'nope' has no coordinator record" in r.err
+
+
+@pytest.mark.parametrize("provider_url", ["sqlite"], indirect=True)
+def test_state_get_refuses_a_component_not_fields_grouped(
+    capsys: pytest.CaptureFixture[str], provider_url: str
+) -> None:
+    build(provider_url, "sh", grouping="shuffle")
+    r = run(capsys, "state", "get", "--url", provider_url, "--topology", "sh", "--component", "count", "the")
+    assert r.code == 2 and "fed by grouping(s) shuffle, so no hash says which task holds a key" in r.err
+    r = run(capsys, "state", "get", "--url", provider_url, "sh-count-0")
+    assert r.code == 2 and "needs NAMESPACE KEY, or --topology T --component C KEY" in r.err
