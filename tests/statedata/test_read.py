@@ -36,18 +36,31 @@ def _shape(grouping: str) -> bytes:
     return json.dumps({"components": [comp]}).encode()
 
 
-def build(url: str, topology: str = "wc", grouping: str = "fields") -> Counter[str]:
-    """Commit BATCHES as txids 1..3 of a word count with TASKS tasks; the expected counts."""
+def build(
+    url: str,
+    topology: str = "wc",
+    grouping: str = "fields",
+    batches: list[list[str]] | None = None,
+    conf: dict[str, Any] | None = None,
+) -> Counter[str]:
+    """Commit ``batches`` (BATCHES) as txids 1.. of a word count with TASKS tasks; the expected counts.
+
+    A word ``-w`` deletes ``w``.
+    """
     provider = StateFactory.from_url(url)
     cstore = CheckpointStore(provider.backend, topology)
     epoch = cstore.acquire_epoch()
     counts: Counter[str] = Counter()
-    for txid, words in enumerate(BATCHES, 1):
+    for txid, words in enumerate(batches or BATCHES, 1):
         cstore.save(CheckPointState(txid=txid, phase=CheckpointPhase.PREPARING, parallelism={"count": TASKS}), epoch)
-        states = [provider.new_state(f"{topology}-count-{t}") for t in range(TASKS)]
+        states = [provider.new_state(f"{topology}-count-{t}", conf) for t in range(TASKS)]
         for s in states:
             s.fence(epoch)
         for w in words:
+            if w.startswith("-"):
+                states[stable_hash(w[1:]) % TASKS].delete(w[1:])
+                del counts[w[1:]]
+                continue
             s = states[stable_hash(w) % TASKS]
             s.put(w, s.get(w, 0) + 1)
             counts[w] += 1

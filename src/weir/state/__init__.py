@@ -30,10 +30,10 @@ __all__ = [
     "StrSerializer",
 ]
 
-#: tools above this package offered from it: ``weir.state.read`` is :func:`weir.statedata.read`
+#: tools above this package offered from it: ``weir.state.read`` / ``read_changes`` are :mod:`weir.statedata`'s
 #: (imported on first use, like the connectors' exports of :func:`weir.state.registry.exported`;
 #: this package imports nothing above it)
-_TOOLS = {"read": ("weir.statedata", "read")}
+_TOOLS = {"read": ("weir.statedata", "read"), "read_changes": ("weir.statedata", "read_changes")}
 
 
 def __getattr__(name: str) -> object:

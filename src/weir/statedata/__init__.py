@@ -6,7 +6,18 @@ layouts it reads; it writes nothing.
 """
 
 from weir.statedata.errors import StateReadConflictError
+from weir.statedata.feed import CHANGE_COLUMNS, read_changes
 from weir.statedata.layout import ComponentState, KeyLocation, find_key, resolve
 from weir.statedata.reader import COLUMNS, read
 
-__all__ = ["COLUMNS", "ComponentState", "KeyLocation", "StateReadConflictError", "find_key", "read", "resolve"]
+__all__ = [
+    "CHANGE_COLUMNS",
+    "COLUMNS",
+    "ComponentState",
+    "KeyLocation",
+    "StateReadConflictError",
+    "find_key",
+    "read",
+    "read_changes",
+    "resolve",
+]

@@ -34,7 +34,7 @@ from weir.statedata.layout import TRIDENT_PREFIX, committed, is_committing, reso
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["COLUMNS", "read", "to_json"]
+__all__ = ["COLUMNS", "read", "serializer", "to_json"]
 
 #: the DataFrame's schema, as Spark DDL
 COLUMNS = "component STRING, task INT, key STRING, value STRING, txid BIGINT"
@@ -54,7 +54,8 @@ def to_json(obj: Any) -> str:
     return json.dumps(obj, default=_plain, ensure_ascii=False, separators=(",", ":"))
 
 
-def _serializer(spec: str | None, what: str) -> Serializer:
+def serializer(spec: str | None, what: str) -> Serializer:
+    """The serializer named ``spec`` (default JSON); ``pickle`` is refused: nothing read is unpickled."""
     ser = serializer_for(spec, what=what)
     if isinstance(ser, PickleSerializer):
         msg = (
@@ -76,13 +77,22 @@ def _conflict(topology: str, namespace: str, txid: int, found: int | None, durin
 
 
 def _scan_task(
-    spec: tuple[str, str, int, str], url: str, topology: str, txid: int, key_class: str | None, value_class: str | None
+    spec: tuple[str, str, int, str],
+    url: str,
+    topology: str,
+    txid: int,
+    key_class: str | None,
+    value_class: str | None,
+    older: int | None = None,
 ) -> Iterator[tuple[str, int | None, str, str, int]]:
-    """Executor side: the committed rows of one task namespace (or one Trident map state)."""
+    """Executor side: the committed rows of one task namespace (or one Trident map state).
+
+    With ``older``, the rows as of that txid: rewound with the change feed's before-images.
+    """
     from weir.state.factory import StateFactory
 
     component, kind, task, namespace = spec
-    backend = StateFactory.from_url(url).backend
+    backend: Any = StateFactory.from_url(url).backend
     if kind == "trident":
         yield from _scan_map(backend, topology, component, txid)
         return
@@ -92,10 +102,18 @@ def _scan_task(
     if kind == "streams":
         rows = _streams_rows(backend, topology, component, task, namespace)
     else:
-        kser, vser = _serializer(key_class, "key_class"), _serializer(value_class, "value_class")
-        rows = ((kser.deserialize(k), vser.deserialize(v)) for k, v in backend.scan(namespace))
+        kser, vser = serializer(key_class, "key_class"), serializer(value_class, "value_class")
+        if older is None:
+            stored: Any = backend.scan(namespace)
+        else:
+            from weir.statedata.feed import rewind
+
+            changes = backend.log_changes(namespace, older, before if before is not None else txid)
+            stored = rewind(dict(backend.scan(namespace)), changes).items()
+        rows = ((kser.deserialize(k), vser.deserialize(v)) for k, v in stored)
+    at = txid if older is None else older
     for key, value in rows:
-        yield component, task, to_json(key), to_json(value), txid
+        yield component, task, to_json(key), to_json(value), at
     after = backend.txids(namespace).committed
     if after != before:
         raise _conflict(topology, namespace, txid, after, during=True)
@@ -156,6 +174,22 @@ def _settled(backend: Any, topology: str, wait: float) -> int:
         time.sleep(0.1)
 
 
+def _check_rewind(backend: Any, topology: str, specs: list[tuple[str, str, int, str]], older: int) -> None:
+    """Refuse a read at ``older`` unless every namespace's feed holds the txids after it."""
+    from weir.statedata.feed import available, check_range
+
+    for component, kind, _, namespace in specs:
+        if kind not in ("bolt", "windowed"):
+            msg = (
+                f"topology {topology!r}: component {component!r} is a {kind} component, which keeps no change "
+                f"feed; read it at the last committed txid (without txid=)"
+            )
+            raise ConfigError(msg)
+        _, last = available(backend, topology, namespace)
+        if last > older:
+            check_range(backend, topology, namespace, older + 1, last)
+
+
 def read(
     spark: SparkSession,
     url: str,
@@ -181,8 +215,9 @@ def read(
         One stateful component (default: every one in the coordinator record); a Trident map state
         as ``trident:<name>`` (``task`` is null for it).
     txid
-        The txid to read at; only the last committed one can be read (there is no change feed to
-        rewind with in this version), and another is refused naming the committed one.
+        The txid to read at (default: the last committed one). An older txid is read by rewinding
+        the committed rows with the change feed (``weir.state.changelog.retain``), and is refused,
+        naming the range the feed holds, when the txids after it are no longer all kept.
     key_class, value_class
         The topology's ``keyClass`` / ``valueClass`` short names (default ``json``; never ``pickle``).
     wait
@@ -199,16 +234,14 @@ def read(
     """
     from weir.state.factory import StateFactory
 
-    _serializer(key_class, "key_class")
-    _serializer(value_class, "value_class")
+    serializer(key_class, "key_class")
+    serializer(value_class, "value_class")
     backend = StateFactory.from_url(url).backend
     at = _settled(backend, topology, wait)
-    if txid is not None and txid != at:
-        msg = (
-            f"topology {topology!r}: cannot read at txid {txid}: the store holds the committed state of txid {at} "
-            "only (older txids need the change feed, which this version does not keep); read without txid="
-        )
+    if txid is not None and txid > at:
+        msg = f"topology {topology!r}: cannot read at txid {txid}: the last committed txid is {at}"
         raise ConfigError(msg)
+    older = txid if txid is not None and txid < at else None
     ts = resolve(backend, topology, component)
     specs: list[tuple[str, str, int, str]] = []
     for comp in ts.components.values():
@@ -216,8 +249,12 @@ def read(
             specs.append((comp.component, comp.kind, 0, comp.component[len(TRIDENT_PREFIX) :]))
             continue
         specs.extend((comp.component, comp.kind, t, comp.namespace(topology, t)) for t in range(comp.parallelism))
+    if older is not None:
+        _check_rewind(backend, topology, specs, older)
     if not specs:
         return spark.createDataFrame([], COLUMNS)
-    scan = partial(_scan_task, url=url, topology=topology, txid=at, key_class=key_class, value_class=value_class)
+    scan = partial(
+        _scan_task, url=url, topology=topology, txid=at, key_class=key_class, value_class=value_class, older=older
+    )
     rdd = spark.sparkContext.parallelize(specs, len(specs)).flatMap(scan)
     return spark.createDataFrame(rdd, COLUMNS)

@@ -32,6 +32,7 @@ WEIR_KEYS = {
     "weir.spout.batch.max.tuples",
     "weir.restart.backoff.ms",
     "weir.rescale",
+    "weir.state.changelog.retain",
 }
 
 
