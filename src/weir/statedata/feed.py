@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from weir.errors import ConfigError, StateError
 from weir.state.changelog import RETAIN_KEY, ChangelogBackend, ChangeRow
+from weir.statedata.codec import serializer, to_json
 from weir.statedata.errors import StateReadConflictError
 from weir.statedata.layout import resolve
 
@@ -83,7 +84,6 @@ def _changes_task(
 ) -> Iterator[tuple[int, str, int, str, str, str | None]]:
     """Executor side: the logged changes of one task namespace, txids ``first``..``last``."""
     from weir.state.factory import StateFactory
-    from weir.statedata.reader import serializer, to_json
 
     component, task, namespace = spec
     backend: Any = StateFactory.from_url(url).backend

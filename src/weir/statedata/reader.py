@@ -19,51 +19,23 @@ nothing read from a store is unpickled) and put in the DataFrame as compact JSON
 
 from __future__ import annotations
 
-import base64
-import json
 import time
 from collections.abc import Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from weir.errors import ConfigError, StateError
-from weir.state.serializers import PickleSerializer, Serializer, serializer_for
+from weir.statedata.codec import serializer, to_json
 from weir.statedata.errors import StateReadConflictError
 from weir.statedata.layout import TRIDENT_PREFIX, committed, is_committing, resolve
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["COLUMNS", "read", "serializer", "to_json"]
+__all__ = ["COLUMNS", "read"]
 
 #: the DataFrame's schema, as Spark DDL
 COLUMNS = "component STRING, task INT, key STRING, value STRING, txid BIGINT"
-
-
-def _plain(obj: Any) -> Any:
-    if isinstance(obj, (bytes, bytearray, memoryview)):
-        return {"$bytes": base64.b64encode(bytes(obj)).decode("ascii")}
-    if isinstance(obj, (set, frozenset)):
-        return sorted(obj, key=repr)
-    msg = f"a value of type {type(obj).__qualname__} has no JSON form"
-    raise TypeError(msg)
-
-
-def to_json(obj: Any) -> str:
-    """Compact JSON text of a decoded key or value (bytes as ``{"$bytes": base64}``, tuples as lists)."""
-    return json.dumps(obj, default=_plain, ensure_ascii=False, separators=(",", ":"))
-
-
-def serializer(spec: str | None, what: str) -> Serializer:
-    """The serializer named ``spec`` (default JSON); ``pickle`` is refused: nothing read is unpickled."""
-    ser = serializer_for(spec, what=what)
-    if isinstance(ser, PickleSerializer):
-        msg = (
-            f"{what}: 'pickle' values are never unpickled by weir's readers (anyone who can write the store "
-            "could run code in them); read them with the topology's own code, or store JSON"
-        )
-        raise ConfigError(msg)
-    return ser
 
 
 def _conflict(topology: str, namespace: str, txid: int, found: int | None, during: bool) -> StateReadConflictError:
