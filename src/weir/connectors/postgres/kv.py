@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from weir._faults import crash_point
 from weir._util import validate_identifier
 from weir.connectors.postgres.changelog import ChangelogSql
 from weir.connectors.postgres.connection import (
@@ -543,6 +544,7 @@ class PostgresBackend(Backend, ChangelogBackend):
                 raise StateError(msg)
             if retain:
                 self._log_sql.log_change_set(conn, namespace, txid, retain)
+                crash_point("changelog_logged", txid)  # inside the transaction: a kill here commits neither
             conn.execute(self._sql.move_upserts, (namespace,))
             conn.execute(self._sql.move_deletes, (namespace,))
             conn.execute(self._sql.prepare_clear, (namespace,))

@@ -406,6 +406,7 @@ class SqliteBackend(Backend, ChangelogBackend):
             raise StateError(msg)
         if retain:
             log_change_set(conn, namespace, txid, retain)
+            crash_point("changelog_logged", txid)  # inside the transaction: a kill here commits neither
         if conn.execute(_PREPARED_AT_LEAST, (namespace, limit)).fetchone()[0] >= limit:
             self._merge_delta(conn, namespace)
             conn.execute(_MOVE_UPSERTS, (namespace,))
