@@ -10,6 +10,10 @@ Each case fills the 4 task namespaces of a word-count-like bolt (JSON string key
 
 The DataFrame is verified (N rows, the sum of the values); the loop too.
 
+Then the Storm word count (``weir.demo.wordcount_topology``, 2 tasks, 8 batches) runs on SQLite and
+PostgreSQL with the change feed off and on (``weir.state.changelog.retain``), and the median commit
+time of its batches is read from the checkpoint history; the feed is checked to hold the last N txids.
+
     python bench/state_read.py --keys 100000 --stores sqlite redis postgres
 """
 
@@ -120,10 +124,39 @@ def plain_loop(kind: str, url: str, topology: str) -> tuple[float, int, int]:
     return time.perf_counter() - t0, rows, total
 
 
+def wordcount_commit_ms(spark: Any, url: str, corpus: str, retain: int, workdir: Path) -> tuple[float, int]:
+    """Median commit time (ms, from the checkpoint history) of a Storm word count, one file per batch."""
+    import weir
+    from weir.checkpoint.history import load_history
+    from weir.demo import wordcount_topology
+
+    topo = f"wcfeed{retain}"
+    conf = {
+        "weir.state.dir": str(workdir / topo),
+        "topology.state.provider.config": {"url": url},
+        "weir.state.changelog.retain": retain,
+    }
+    weir.submit(topo, conf, wordcount_topology(corpus, parallelism=2), spark=spark).process_available()
+    backend = StateFactory.from_url(url).backend
+    entries = [e for e in load_history(backend, f"$checkpointspout-{topo}") if e.kind == "batch"]
+    commits = sorted(e.commit_ms for e in entries if e.status == "committed")
+    if not commits:
+        raise SystemExit(f"{url}: the word count committed no batch")
+    if retain:  # the feed holds exactly the last `retain` txids of each task namespace
+        last = max(e.txid for e in entries)
+        for t in range(2):
+            kept = {c.txid for c in backend.log_changes(task_namespace(topo, "count", t), 0, last)}  # type: ignore[attr-defined]
+            if not kept or min(kept) <= last - retain:
+                raise SystemExit(f"{url}: the change feed keeps txids {sorted(kept)}, expected the last {retain}")
+    return commits[len(commits) // 2], len(commits)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--keys", type=int, nargs="+", default=[1_000_000])
     ap.add_argument("--stores", nargs="+", default=list(STORES), choices=list(STORES))
+    ap.add_argument("--wordcount-words", type=int, default=400_000, help="words of the commit-time run (0: skip it)")
+    ap.add_argument("--retain", type=int, default=10, help="weir.state.changelog.retain of the feed-on run")
     ap.add_argument("--name", default="state_read", help="results file bench/results/<name>.json")
     ap.add_argument("--out", type=Path, help="write the JSON here instead")
     args = ap.parse_args(argv)
@@ -157,7 +190,32 @@ def main(argv: list[str] | None = None) -> int:
                 for ns in backend.namespaces():
                     if ns.startswith((f"{topo}-", f"$checkpointspout-{topo}")):
                         backend.drop(ns)
-    data = {"machine": machine(), "tasks": TASKS, "spark_master": "local[2]", "rows": rows}
+    commit_rows: list[dict[str, Any]] = []
+    if args.wordcount_words:
+        import tempfile
+
+        from weir.demo import generate_corpus
+
+        print(f"\nStorm word count, {args.wordcount_words} words in 8 batches: median commit ms", flush=True)
+        print(f"{'store':<9} {'feed off':>9} {'feed on':>9} {'retain':>7}", flush=True)
+        for name in [s for s in args.stores if s != "redis"]:  # Redis keeps no change feed (refused at submit)
+            with STORES[name]() as url, tempfile.TemporaryDirectory() as tmp:
+                corpus = str(Path(tmp) / "corpus")
+                generate_corpus(corpus, n_words=args.wordcount_words, n_distinct=20_000, n_files=8, seed=5)
+                off, n_off = wordcount_commit_ms(spark, url, corpus, 0, Path(tmp))
+                on, n_on = wordcount_commit_ms(spark, url, corpus, args.retain, Path(tmp))
+                commit_rows.append(
+                    {"store": name, "batches": [n_off, n_on], "commit_ms_feed_off": off, "commit_ms_feed_on": on,
+                     "retain": args.retain, "words": args.wordcount_words}
+                )  # fmt: skip
+                print(f"{name:<9} {off:>9.1f} {on:>9.1f} {args.retain:>7}", flush=True)
+    data = {
+        "machine": machine(),
+        "tasks": TASKS,
+        "spark_master": "local[2]",
+        "rows": rows,
+        "wordcount_commit": commit_rows,
+    }
     if args.out:
         args.out.write_text(json.dumps(data, indent=2) + "\n")
         path = args.out
