@@ -175,3 +175,41 @@ def test_state_get_refuses_a_component_not_fields_grouped(
     assert r.code == 2 and "fed by grouping(s) shuffle, so no hash says which task holds a key" in r.err
     r = run(capsys, "state", "get", "--url", provider_url, "sh-count-0")
     assert r.code == 2 and "needs NAMESPACE KEY, or --topology T --component C KEY" in r.err
+
+
+def _streams_task(
+    url: str, topology: str, task: int, txid: int, data: dict[str, Any], serializer: str = "data"
+) -> None:
+    """Commit a checkpoint of operator ``op`` task ``task`` holding ``data`` in its key-value map."""
+    from weir.streams.checkpoint import Checkpoint
+    from weir.streams.store import Head, TaskCheckpoints
+
+    store = TaskCheckpoints(StateFactory.from_url(url).backend, f"{topology}-op-{task}", f"op task {task}")
+    store.serializer = serializer
+    store.mark_started()
+    ckpt = Checkpoint(txid, serializer=serializer)
+    for k, v in data.items():
+        ckpt.put(k, v)
+    ckpt.write_object({"not": "a row"})  # the stream part is not split into rows
+    meta = store.write(ckpt, f"tok{txid}")
+    store.prepare(txid, Head(f"tok{txid}", txid, retained=(meta,)))
+    store.commit(txid)
+
+
+@pytest.mark.parametrize("provider_url", ["sqlite", "redis"], indirect=True)
+def test_streams_operator_rows_are_its_latest_checkpoint_map(spark: Any, provider_url: str) -> None:
+    cstore = CheckpointStore(StateFactory.from_url(provider_url).backend, "st")
+    _streams_task(provider_url, "st", 0, 1, {"a": 1, "b": [1, 2]})
+    _streams_task(provider_url, "st", 1, 1, {"c": {"x": 1}})
+    cstore.save(CheckPointState(txid=1, parallelism={"op": 2}), cstore.acquire_epoch())
+    assert _rows(read(spark, provider_url, "st")) == [
+        ("op", 0, "a", 1, 1),
+        ("op", 0, "b", [1, 2], 1),
+        ("op", 1, "c", {"x": 1}, 1),
+    ]
+    # a checkpoint written with the pickle serializer is never unpickled by the reader
+    _streams_task(provider_url, "sp", 0, 1, {"a": 1}, serializer="pickle")
+    cs = CheckpointStore(StateFactory.from_url(provider_url).backend, "sp")
+    cs.save(CheckPointState(txid=1, parallelism={"op": 1}), cs.acquire_epoch())
+    with pytest.raises(Exception, match=r"pickle"):
+        read(spark, provider_url, "sp").collect()
