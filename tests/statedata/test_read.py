@@ -213,3 +213,17 @@ def test_streams_operator_rows_are_its_latest_checkpoint_map(spark: Any, provide
     cs.save(CheckPointState(txid=1, parallelism={"op": 1}), cs.acquire_epoch())
     with pytest.raises(Exception, match=r"pickle"):
         read(spark, provider_url, "sp").collect()
+
+
+@pytest.mark.parametrize("provider_url", ["sqlite"], indirect=True)
+def test_windowed_bolt_rows_are_its_key_value_state(spark: Any, provider_url: str) -> None:
+    from weir.statedata import resolve
+
+    counts = build(provider_url)
+    backend = StateFactory.from_url(provider_url).backend
+    for t in range(TASKS):  # the window's stored tuples live beside the bolt's state
+        backend.write_direct(f"wc-count-{t}-window", {b'["stored", "window", "tuple"]': b"1"}, None)
+    assert resolve(backend, "wc").components["count"].kind == "windowed"
+    assert _rows(read(spark, provider_url, "wc")) == sorted(
+        ("count", stable_hash(w) % TASKS, w, n, 3) for w, n in counts.items()
+    )
