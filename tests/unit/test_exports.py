@@ -96,6 +96,10 @@ PINS: dict[str, set[str]] = {
     "weir.connectors.sqlite": {
         "CONNECTOR", "MERGE_ROWS", "SqliteBackend", "SqliteOptions", "open_backend", "path_from_url",
     },
+    "weir.statedata": {
+        "CHANGE_COLUMNS", "COLUMNS", "ComponentState", "KeyLocation", "StateReadConflictError", "find_key", "read",
+        "read_changes", "resolve",
+    },
     "weir.state.registry": {
         "BUILTIN_MODULES", "CONNECTORS_PACKAGE", "Connector", "connector", "connector_for_kind",
         "connector_for_scheme", "connector_for_storm_class", "connectors", "exported", "exported_names",
@@ -115,6 +119,7 @@ INTERNAL = {"weir.checkpoint", "weir.cli", "weir.runtime"}
 NOT_FROM_WEIR = {
     "__version__", "DEFAULT_STREAM", "DEFAULT_GLOBAL_KEY", "SENTENCES", "Key", "CONNECTOR", "BUILTIN_MODULES",
     "CONNECTORS_PACKAGE", "COMMIT_CHUNK", "INLINE_LIMIT", "MERGE_ROWS", "ENVIRONMENT_KEY", "STORM_CLASSES",
+    "COLUMNS", "CHANGE_COLUMNS",
 }  # fmt: skip
 """Exported values that are plain data or type aliases, not classes or functions defined in weir."""
 

@@ -421,6 +421,13 @@ def _cmd_get_map(store: Store, args: argparse.Namespace, catalog: MapCatalog, in
 
 
 def _cmd_get(args: argparse.Namespace) -> int:
+    if args.topology is not None or args.component is not None:
+        from weir.cli.state_find import cmd_get_by_topology
+
+        return cmd_get_by_topology(args, open_store, parse_arg, dumps)
+    if args.key is None:
+        msg = "weir state get needs NAMESPACE KEY, or --topology T --component C KEY"
+        raise ConfigError(msg)
     with open_store(args) as store:
         found = _trident(store, args.namespace)
         if found is not None:
@@ -724,8 +731,10 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_cmd_ls)
 
     p = sub.add_parser("get", parents=[common], help="the committed value of a key, as JSON")
-    p.add_argument("namespace")
-    p.add_argument("key", help="the key as JSON (text that is not JSON is taken as a string)")
+    p.add_argument("namespace", help="the namespace (with --topology/--component: the KEY)")
+    p.add_argument("key", nargs="?", help="the key as JSON (text that is not JSON is taken as a string)")
+    p.add_argument("--topology", help="find KEY's task by the fields grouping's hash (with --component)")
+    p.add_argument("--component", help="the stateful bolt of --topology whose KEY to find")
     p.add_argument("--raw", action="store_true", help="key and value as bytes ({'$bytes': base64} form)")
     p.set_defaults(func=_cmd_get)
 

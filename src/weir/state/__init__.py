@@ -29,3 +29,18 @@ __all__ = [
     "StateProvider",
     "StrSerializer",
 ]
+
+#: tools above this package offered from it: ``weir.state.read`` / ``read_changes`` are :mod:`weir.statedata`'s
+#: (imported on first use, like the connectors' exports of :func:`weir.state.registry.exported`;
+#: this package imports nothing above it)
+_TOOLS = {"read": ("weir.statedata", "read"), "read_changes": ("weir.statedata", "read_changes")}
+
+
+def __getattr__(name: str) -> object:
+    tool = _TOOLS.get(name)
+    if tool is None:
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+    import importlib
+
+    return getattr(importlib.import_module(tool[0]), tool[1])

@@ -68,8 +68,8 @@ class KeyValueStateProvider(StateProvider):
     def new_state(
         self, namespace: str, conf: Mapping[str, Any] | None = None, context: Any = None
     ) -> TransactionalKeyValueState:
-        """A key-value state of ``namespace`` with the configured serializers."""
-        return TransactionalKeyValueState(
+        """A key-value state of ``namespace`` with the configured serializers (and change feed, if set)."""
+        state = TransactionalKeyValueState(
             self.backend,
             namespace,
             serializer_for(self._key_ser, what="keySerializerClass"),
@@ -77,6 +77,11 @@ class KeyValueStateProvider(StateProvider):
             ttl_ms=(conf or {}).get(TTL_CONF_KEY),
             topology=getattr(context, "topology", None),
         )
+        if conf:
+            from weir.state.changelog import check_supported
+
+            state.changelog_retain = check_supported(state.backend, conf)
+        return state
 
     def validate(self) -> None:
         """Connect once now (submit time), so a bad config never fails inside a worker."""

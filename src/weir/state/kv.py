@@ -68,6 +68,8 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
         self.value_serializer: Serializer = value_serializer or JsonSerializer()
         self.epoch = epoch
         self._owned = False
+        #: ``weir.state.changelog.retain``: commits log their change sets (see weir.state.changelog)
+        self.changelog_retain = 0
         self._pending: dict[bytes, bytes | None] = {}
         # the change set this instance prepared and has not committed yet (read-own-writes);
         # a prepared set left by another instance (a crashed attempt) is not visible here
@@ -476,8 +478,18 @@ class TransactionalKeyValueState(KeyValueState[Any, Any]):
                 f"{rec.prepared} and the committed txid is {rec.committed}; commit only what was prepared"
             )
             raise StateError(msg)
-        self.backend.commit_prepared(self.namespace, txid, self.epoch)
+        self._commit_backend(txid)
         self._prepared, self._prepared_txid = None, None
+
+    def _commit_backend(self, txid: int) -> None:
+        """The backend's commit of the prepared set; logged when the change feed is on."""
+        if self.changelog_retain:
+            from weir.state.changelog import ChangelogBackend
+
+            if isinstance(self.backend, ChangelogBackend):
+                self.backend.commit_logged(self.namespace, txid, self.epoch, self.changelog_retain)
+                return
+        self.backend.commit_prepared(self.namespace, txid, self.epoch)
 
     def rollback(self) -> None:
         """Discard pending writes and the prepared change set."""

@@ -41,7 +41,9 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from weir._faults import crash_point
 from weir._util import validate_identifier
+from weir.connectors.postgres.changelog import ChangelogSql
 from weir.connectors.postgres.connection import (
     FailedCall,
     check_connection_options,
@@ -55,6 +57,7 @@ from weir.connectors.postgres.connection import connect_hint as _connect_hint
 from weir.connectors.postgres.connection import import_psycopg as _import_psycopg
 from weir.errors import ConfigError, StateError, StoreUnavailableError
 from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
+from weir.state.changelog import ChangelogBackend, ChangeRow, LogRange
 from weir.state.config import ProviderConfig
 from weir.state.connections import ProcessConnections
 
@@ -222,7 +225,7 @@ def _kh(key: bytes) -> bytes:
     return hashlib.sha256(key).digest()
 
 
-class PostgresBackend(Backend):
+class PostgresBackend(Backend, ChangelogBackend):
     """Backend SPI over three PostgreSQL tables (see the module docstring for the layout)."""
 
     kind = "postgres"
@@ -232,6 +235,8 @@ class PostgresBackend(Backend):
     def __init__(self, options: PostgresOptions) -> None:
         self.options = options
         self._sql = _Statements(options)
+        self._log_sql = ChangelogSql(options.table)
+        self._log_ready = False
         self._conns: ProcessConnections[Any] = ProcessConnections(
             self._new_connection, _close, usable=lambda c: not (c.closed or c.broken)
         )
@@ -530,6 +535,10 @@ class PostgresBackend(Backend):
 
     def commit_prepared(self, namespace: str, txid: int, epoch: int | None) -> None:
         """Move the prepared set ``txid`` into the committed rows, in SQL, in one transaction."""
+        self._commit(namespace, txid, epoch, 0)
+
+    def _commit(self, namespace: str, txid: int, epoch: int | None, retain: int) -> None:
+        """The commit transaction; with ``retain`` (:meth:`commit_logged`) the change set is logged in it."""
 
         def body(conn: psycopg.Connection[Any]) -> None:
             rec = self._fence(conn, namespace, epoch)
@@ -539,12 +548,47 @@ class PostgresBackend(Backend):
                     f"{rec.prepared} and the committed txid is {rec.committed}; commit only what was prepared"
                 )
                 raise StateError(msg)
+            if retain:
+                self._log_sql.log_change_set(conn, namespace, txid, retain)
+                crash_point("changelog_logged", txid)  # inside the transaction: a kill here commits neither
             conn.execute(self._sql.move_upserts, (namespace,))
             conn.execute(self._sql.move_deletes, (namespace,))
             conn.execute(self._sql.prepare_clear, (namespace,))
             conn.execute(self._sql.set_txid, (txid, None, rec.epoch, namespace))
 
         self._write(namespace, body, what=f"commit txid {txid}")
+
+    # ---- change feed (weir.state.changelog) ---------------------------------------------------
+    def commit_logged(self, namespace: str, txid: int, epoch: int | None, retain: int) -> None:
+        """:meth:`commit_prepared` with the change set logged in the same transaction (see ChangelogBackend)."""
+        if not self._log_ready:
+            self.prepare_changelog()
+        self._commit(namespace, txid, epoch, retain)
+
+    def prepare_changelog(self) -> None:
+        """Create the change feed's tables if needed (its own transaction; a concurrent creator is retried)."""
+        pg = _import_psycopg()
+
+        def body(conn: Any) -> None:
+            for stmt in self._log_sql.create:
+                conn.execute(stmt)
+
+        for attempt in range(3):
+            try:
+                self._write("(changelog)", body, what="create the change feed's tables")
+                break
+            except StateError as exc:  # two processes creating at once: one wins, the other sees a duplicate
+                if attempt == 2 or not isinstance(exc.__cause__, (pg.errors.UniqueViolation, pg.errors.DuplicateTable)):
+                    raise
+        self._log_ready = True
+
+    def log_range(self, namespace: str) -> LogRange | None:
+        """What the namespace's feed holds (None when it never logged)."""
+        return self._read(namespace, lambda c: self._log_sql.read_range(c, namespace))
+
+    def log_changes(self, namespace: str, after_txid: int, upto_txid: int) -> list[ChangeRow]:
+        """Logged changes of txids in (``after_txid``, ``upto_txid``]."""
+        return self._read(namespace, lambda c: self._log_sql.read_changes(c, namespace, after_txid, upto_txid))
 
     def discard_prepared(self, namespace: str, epoch: int | None) -> None:
         """Delete the prepared change set (no-op when there is none)."""
@@ -605,6 +649,10 @@ class PostgresBackend(Backend):
         def body(conn: psycopg.Connection[Any]) -> None:
             for stmt in self._sql.drop:
                 conn.execute(stmt, (namespace,))
+            row = conn.execute(self._log_sql.exists).fetchone()
+            if row is not None and row[0]:
+                for stmt in self._log_sql.drop:
+                    conn.execute(stmt, (namespace,))
 
         self._write(namespace, body, what="drop the namespace")
 

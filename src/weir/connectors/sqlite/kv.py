@@ -47,6 +47,7 @@ from itertools import islice
 from typing import Any, TypeVar
 
 from weir._faults import crash_point
+from weir.connectors.sqlite.changelog import drop_log, log_change_set, read_log_changes, read_log_range
 from weir.connectors.sqlite.connection import (
     MERGE_ROWS,
     SqliteOptions,
@@ -59,6 +60,7 @@ from weir.connectors.sqlite.connection import (
 )
 from weir.errors import ConfigError, StateError
 from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
+from weir.state.changelog import ChangelogBackend, ChangeRow, LogRange
 from weir.state.config import ProviderConfig
 from weir.state.connections import ProcessConnections
 
@@ -153,7 +155,7 @@ _SCAN_CHUNK = 2000  # rows per scan page
 _PUT_MANY_CHUNK = 10_000  # rows per executemany of put_many
 
 
-class SqliteBackend(Backend):
+class SqliteBackend(Backend, ChangelogBackend):
     """Backend SPI over one SQLite database file (see the module docstring for the layout)."""
 
     kind = "sqlite"
@@ -385,33 +387,58 @@ class SqliteBackend(Backend):
         2. If the delta now holds ``merge_rows`` rows or more, :meth:`merge` it into the main
            table (a separate transaction; nothing a reader sees changes).
         """
-        limit = self.merge_rows
+        delta = self._write(namespace, lambda conn: self._commit_in(conn, namespace, txid, epoch))
+        self._after_commit(namespace, txid, delta)
 
-        def body(conn: sqlite3.Connection) -> int:
-            rec = self._fence(conn, namespace, epoch)
-            if rec.prepared != txid:
-                msg = (
-                    f"namespace {namespace!r}: cannot commit txid {txid}: the prepared txid is "
-                    f"{rec.prepared} and the committed txid is {rec.committed}; commit only what was prepared"
-                )
-                raise StateError(msg)
-            if conn.execute(_PREPARED_AT_LEAST, (namespace, limit)).fetchone()[0] >= limit:
-                self._merge_delta(conn, namespace)
-                conn.execute(_MOVE_UPSERTS, (namespace,))
-                conn.execute(_MOVE_DELETES, (namespace, namespace))
-                moved = 0
-            else:
-                before = conn.total_changes
-                conn.execute(_MOVE_TO_DELTA, (namespace,))
-                moved = conn.total_changes - before  # rows inserted or replaced: an upper bound of new ones
-            conn.execute(_PREPARE_CLEAR, (namespace,))
-            conn.execute(_TXID_SET, (txid, None, rec.epoch, namespace))
-            return int(conn.execute(_DELTA_ADD, (moved, namespace)).fetchone()[0])
-
-        delta = self._write(namespace, body)
+    def _after_commit(self, namespace: str, txid: int, delta: int) -> None:
         if delta >= self.merge_rows:
             crash_point("sqlite_before_merge", txid)
             self.merge(namespace, txid=txid)
+
+    def _commit_in(
+        self, conn: sqlite3.Connection, namespace: str, txid: int, epoch: int | None, retain: int = 0
+    ) -> int:
+        """Inside the write transaction: the commit (see :meth:`commit_prepared`); the delta's new size.
+
+        With ``retain`` (:meth:`commit_logged`), the change set is logged first, in the same transaction.
+        """
+        limit = self.merge_rows
+        rec = self._fence(conn, namespace, epoch)
+        if rec.prepared != txid:
+            msg = (
+                f"namespace {namespace!r}: cannot commit txid {txid}: the prepared txid is "
+                f"{rec.prepared} and the committed txid is {rec.committed}; commit only what was prepared"
+            )
+            raise StateError(msg)
+        if retain:
+            log_change_set(conn, namespace, txid, retain)
+            crash_point("changelog_logged", txid)  # inside the transaction: a kill here commits neither
+        if conn.execute(_PREPARED_AT_LEAST, (namespace, limit)).fetchone()[0] >= limit:
+            self._merge_delta(conn, namespace)
+            conn.execute(_MOVE_UPSERTS, (namespace,))
+            conn.execute(_MOVE_DELETES, (namespace, namespace))
+            moved = 0
+        else:
+            before = conn.total_changes
+            conn.execute(_MOVE_TO_DELTA, (namespace,))
+            moved = conn.total_changes - before  # rows inserted or replaced: an upper bound of new ones
+        conn.execute(_PREPARE_CLEAR, (namespace,))
+        conn.execute(_TXID_SET, (txid, None, rec.epoch, namespace))
+        return int(conn.execute(_DELTA_ADD, (moved, namespace)).fetchone()[0])
+
+    # ---- change feed (weir.state.changelog) ---------------------------------------------------
+    def commit_logged(self, namespace: str, txid: int, epoch: int | None, retain: int) -> None:
+        """:meth:`commit_prepared` with the change set logged in the same transaction (see ChangelogBackend)."""
+        delta = self._write(namespace, lambda conn: self._commit_in(conn, namespace, txid, epoch, retain))
+        self._after_commit(namespace, txid, delta)
+
+    def log_range(self, namespace: str) -> LogRange | None:
+        """What the namespace's feed holds (None when it never logged)."""
+        return self._read(namespace, lambda c: read_log_range(c, namespace))
+
+    def log_changes(self, namespace: str, after_txid: int, upto_txid: int) -> list[ChangeRow]:
+        """Logged changes of txids in (``after_txid``, ``upto_txid``]."""
+        return self._read(namespace, lambda c: read_log_changes(c, namespace, after_txid, upto_txid))
 
     def merge(self, namespace: str, *, txid: int | None = None) -> None:
         """Move ``namespace``'s delta into its main table (one transaction; readers see no change).
@@ -492,6 +519,7 @@ class SqliteBackend(Backend):
         def body(conn: sqlite3.Connection) -> None:
             for table in ("weir_kv", "weir_delta", "weir_prepare", "weir_txid"):
                 conn.execute(f"DELETE FROM {table} WHERE ns = ?", (namespace,))
+            drop_log(conn, namespace)
 
         self._write(namespace, body)
 

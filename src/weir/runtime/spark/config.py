@@ -35,6 +35,7 @@ WEIR_KEYS = {
     "weir.batch.clock",
     "weir.state.ttl.ms",
     "weir.state.value.type",
+    "weir.state.changelog.retain",
 }
 
 

@@ -246,6 +246,9 @@ def resolve_provider(
         if provider.config.provider == "memory":
             provider = _run_scoped(name, provider)
         provider.validate()
+        from weir.state.changelog import check_supported
+
+        check_supported(provider.backend, conf, name)  # weir.state.changelog.retain: refused where not kept
     return provider
 
 
