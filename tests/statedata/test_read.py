@@ -227,3 +227,46 @@ def test_windowed_bolt_rows_are_its_key_value_state(spark: Any, provider_url: st
     assert _rows(read(spark, provider_url, "wc")) == sorted(
         ("count", stable_hash(w) % TASKS, w, n, 3) for w, n in counts.items()
     )
+
+
+@pytest.mark.parametrize("provider_url", ["sqlite"], indirect=True)
+def test_expiring_keys_read_as_every_reader_sees_them(
+    spark: Any, provider_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """TTL and the readers: weir's reserved TTL rows are not user rows, an expiring value is read without its
+    envelope, an expired key is gone from ``read``, ``read_changes`` and ``weir state get``."""
+    provider = StateFactory.from_url(provider_url)
+    cstore = CheckpointStore(provider.backend, "ttlr")
+    epoch = cstore.acquire_epoch()
+    conf = {"weir.state.changelog.retain": 5}
+    for txid, now, puts in ((1, 10_000, [("old", 1, 500), ("kept", 2, None)]), (2, 20_000, [("new", 3, 60_000)])):
+        rec = CheckPointState(
+            txid=txid, phase=CheckpointPhase.PREPARING, parallelism={"count": 1}, batch_ms=now, batch_txid=txid
+        )
+        cstore.save(rec, epoch)
+        state = provider.new_state("ttlr-count-0", conf)
+        state.fence(epoch)
+        state.set_batch_time(now)
+        for k, v, ttl_ms in puts:
+            state.put(k, v, ttl=ttl_ms)
+        state.prepare_commit(txid)
+        state.commit(txid)
+        done = CheckPointState(
+            txid=txid, phase=CheckpointPhase.COMMITTED, parallelism={"count": 1}, batch_ms=now, batch_txid=txid
+        )
+        cstore.save(done, epoch, extra={TOPOLOGY_KEY: _shape("fields")})
+    assert any(k.startswith(b"\x00\xff") for k, _ in provider.backend.scan("ttlr-count-0"))  # the TTL index is there
+    assert _rows(weir.state.read(spark, provider_url, "ttlr")) == [
+        ("count", 0, "kept", 2, 2),
+        ("count", 0, "new", 3, 2),
+    ]
+    changes = sorted(
+        (r.txid, json.loads(r.key), r.change_type, None if r.value is None else json.loads(r.value))
+        for r in weir.state.read_changes(spark, provider_url, "ttlr", 1, 2).collect()
+    )
+    assert changes == [(1, "kept", "put", 2), (1, "old", "put", 1), (2, "new", "put", 3), (2, "old", "delete", None)]
+    get = ["state", "get", "--url", provider_url, "--topology", "ttlr", "--component", "count"]
+    r = run(capsys, *get, "new")
+    assert (r.code, json.loads(r.out)) == (0, 3), r
+    r = run(capsys, *get, "old")
+    assert r.code == 1 and 'key "old" not found' in r.err, r

@@ -14,6 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from weir.errors import ConfigError, StateError
+from weir.state import ttl
 from weir.state.changelog import RETAIN_KEY, ChangelogBackend, ChangeRow
 from weir.statedata.codec import serializer, to_json
 from weir.statedata.errors import StateReadConflictError
@@ -97,11 +98,15 @@ def _changes_task(
         )
         raise StateReadConflictError(msg)
     for ch in rows:
+        if ttl.is_reserved(ch.key):  # weir's TTL index rows, not user data
+            continue
         key = to_json(kser.deserialize(ch.key))
         if ch.after is None:
             yield ch.txid, component, task, key, "delete", None
         else:
-            yield ch.txid, component, task, key, "put", to_json(vser.deserialize(ch.after))
+            value = ttl.unwrap(ch.after, None)  # an expiring value's envelope stripped
+            assert value is not None
+            yield ch.txid, component, task, key, "put", to_json(vser.deserialize(value))
 
 
 def read_changes(

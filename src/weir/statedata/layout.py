@@ -24,6 +24,7 @@ from weir.checkpoint.coordinator import CheckpointPhase, CheckPointState, Checkp
 from weir.checkpoint.history import load_topology_shape
 from weir.checkpoint.rescale import hash_route, task_namespace
 from weir.errors import ConfigError, StateError
+from weir.state import ttl
 from weir.state.backend import Backend
 from weir.state.serializers import Serializer
 
@@ -182,6 +183,7 @@ def find_key(
     skey = key_serializer.serialize(key)
     task = hash_route(key_serializer)(comp.parallelism)(skey)
     ns = comp.namespace(topology, task)
-    data = backend.get(ns, skey)
+    stored = backend.get(ns, skey)
+    data = None if stored is None else ttl.unwrap(stored, ttl.batch_time(backend, topology)[1])  # expired: gone
     value = None if data is None else value_serializer.deserialize(data)
     return KeyLocation(topology, component, task, ns, ts.txid, value, data is not None)

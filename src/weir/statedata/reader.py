@@ -25,6 +25,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from weir.errors import ConfigError, StateError
+from weir.state import ttl
 from weir.statedata.codec import serializer, to_json
 from weir.statedata.errors import StateReadConflictError
 from weir.statedata.layout import TRIDENT_PREFIX, committed, is_committing, resolve
@@ -82,13 +83,27 @@ def _scan_task(
 
             changes = backend.log_changes(namespace, older, before if before is not None else txid)
             stored = rewind(dict(backend.scan(namespace)), changes).items()
-        rows = ((kser.deserialize(k), vser.deserialize(v)) for k, v in stored)
+        rows = _live(stored, kser, vser, None if older is not None else ttl.batch_time(backend, topology)[1])
     at = txid if older is None else older
     for key, value in rows:
         yield component, task, to_json(key), to_json(value), at
     after = backend.txids(namespace).committed
     if after != before:
         raise _conflict(topology, namespace, txid, after, during=True)
+
+
+def _live(stored: Any, kser: Any, vser: Any, now_ms: int | None) -> Iterator[tuple[Any, Any]]:
+    """Decoded (key, value) pairs of stored rows, as every reader through weir sees them.
+
+    weir's reserved TTL rows are left out, expiring values unwrapped, and values expired at ``now_ms``
+    (the topology's last batch time) left out (:mod:`weir.state.ttl`).
+    """
+    for k, v in stored:
+        if ttl.is_reserved(k):
+            continue
+        plain = ttl.unwrap(v, now_ms)
+        if plain is not None:
+            yield kser.deserialize(k), vser.deserialize(plain)
 
 
 def _streams_rows(backend: Any, topology: str, component: str, task: int, namespace: str) -> Iterator[tuple[Any, Any]]:
