@@ -117,6 +117,9 @@ class TaskSpec:
     punctuation: bool = False
     #: Storm's tick tuples: ``(freq_secs, every_n_batches)`` (see :mod:`weir.runtime.spark.storm.ticks`)
     ticks: tuple[float, int] | None = None
+    #: the driver stamps its epoch on this component's namespaces at each start (``Backend.claim``):
+    #: its tasks prepare only while the store holds exactly that epoch (a store that lost it refuses)
+    claimed: bool = False
 
     def context(self, task: int) -> TopologyContext:
         """The task's context."""

@@ -143,6 +143,7 @@ def submit_topology(
             stateful=c.is_stateful,
             consumed_streams=frozenset(sub.stream for _, sub in topology.consumers(cid)),
             acking=rc.acking,
+            claimed=c.is_stateful and isinstance(c.obj, StatefulBolt) and isinstance(provider, KeyValueStateProvider),
             ticks=tick_plan(
                 name, cid, c.obj, conf, {**(c.obj.get_component_configuration() or {}), **c.conf}, rc.interval_ms
             ),

@@ -32,7 +32,6 @@ from weir.runtime.spark.executor import (
 from weir.runtime.spark.storm.common import failure_report_at, forwarding_marks
 from weir.runtime.spark.storm.instances import keep, lineage_of_job, take
 from weir.runtime.spark.storm.ticks import ticks_in
-from weir.state.factory import KeyValueStateProvider
 from weir.state.kv import TransactionalKeyValueState
 from weir.topology.collector import BasicOutputCollector, FailedTuple, OutputCollector
 from weir.topology.components import BasicBolt, Spout, StatefulBolt
@@ -222,7 +221,7 @@ def run_bolt_blocks(
             state = spec.provider.new_state(ctx.state_namespace, spec.conf, ctx)
             if isinstance(state, TransactionalKeyValueState):
                 # the driver claimed the namespace with this epoch: a store that lost it refuses the prepare
-                state.fence(epoch, owned=isinstance(spec.provider, KeyValueStateProvider))
+                state.fence(epoch, owned=spec.claimed)
             else:
                 state.fence(epoch)
             if isinstance(state, TransactionalKeyValueState):

@@ -21,7 +21,6 @@ from typing import Any
 from weir._faults import crash_point
 from weir.runtime.spark.executor import TaskSpec, check_emitted, dead_letter, task_report
 from weir.runtime.spark.storm.common import failure_report_at, forwarding_marks
-from weir.state.factory import KeyValueStateProvider
 from weir.state.kv import TransactionalKeyValueState
 from weir.state.serializers import JsonSerializer
 from weir.topology.collector import FailedTuple, OutputCollector
@@ -96,7 +95,7 @@ def run_windowed_task(
         comp.prepare(spec.conf, ctx, out)
         stage = "init_state"
         state = spec.provider.new_state(ctx.state_namespace, spec.conf, ctx)
-        owned = isinstance(spec.provider, KeyValueStateProvider)  # the driver claimed both namespaces
+        owned = spec.claimed  # the driver claimed both namespaces
         if isinstance(state, TransactionalKeyValueState):
             state.fence(epoch, owned=owned)
         else:
