@@ -18,6 +18,7 @@ import atexit
 import contextlib
 import ctypes  # imported here: _set_pdeathsig may run as another user, who cannot read this Python's files
 import os
+import random
 import shutil
 import signal
 import socket
@@ -99,6 +100,25 @@ def _port_free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def stable_port() -> int:
+    """A free loopback port below the kernel's ephemeral range (``ip_local_port_range``).
+
+    No outgoing connection can take it as its source port: a port from ``free_port`` can be taken
+    by another process's client socket before a slow server binds it, and while the server is down
+    for a restart, a client retrying ``connect`` to it may get that very port as its source port
+    and connect to itself (TCP simultaneous open), so the server cannot bind it again.
+    """
+    low = 32768
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    rng = random.Random(uuid.uuid4().int)
+    for _ in range(500):
+        port = rng.randrange(max(1024, low - 12000), low)
+        if _port_free(port):
+            return port
+    return free_port()
 
 
 def free_port(*, also_free: Sequence[int] = ()) -> int:
@@ -545,9 +565,11 @@ class RabbitMQServer(ServerProcess):
         script = "/usr/lib/rabbitmq/bin/rabbitmq-server"  # the wrapper in /usr/sbin switches user
         require_service(os.path.exists(script), "rabbitmq-server is not installed (apt-get install rabbitmq-server)")
         self.script = script
-        self.port = free_port()
-        self.dist_port = free_port()
-        self.epmd_port = free_port()
+        # below the ephemeral range: a spout reconnecting while the node restarts cannot self-connect
+        # to its port (which left a killed node unable to listen again), nor can another client take it
+        self.port = stable_port()
+        self.dist_port = stable_port()
+        self.epmd_port = stable_port()
         self.node = f"weir{self.port}@localhost"
         (self.workdir / "enabled_plugins").write_text("[].\n")
 
