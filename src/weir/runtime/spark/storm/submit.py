@@ -16,6 +16,7 @@ from weir.runtime.spark.dialect import BatchRunner, Dialect, Prepared, register_
 from weir.runtime.spark.executor import TaskSpec
 from weir.runtime.spark.runner import master_for, picklable_or_raise, resolve_provider, ship_user_modules, spark_for
 from weir.runtime.spark.storm.batch import BatchJob
+from weir.runtime.spark.storm.connect import connect_refusal, is_connect
 from weir.runtime.spark.storm.participants import CompositeParticipants, StatefulParticipants
 from weir.runtime.spark.storm.spouts import SpoutDriver, SpoutOptions, check_storm_spouts
 from weir.runtime.spark.storm.ticks import tick_plan
@@ -123,6 +124,9 @@ def submit_topology(
         if isinstance(c.obj, WindowedBolt):
             _check_stored_windows(name, c.id, c.obj, c.parallelism, provider)
     spark_session, master = spark_for(rc, spark)
+    if is_connect(spark_session) and (why := connect_refusal(topology)) is not None:
+        msg = f"topology {name!r} cannot run over Spark Connect: {why}"
+        raise TopologyError(msg, topology=name)
     tasks = {c.id: c.parallelism for c in topology.components.values()}
     specs: dict[str, TaskSpec] = {}
     for cid in topology.order:
@@ -159,6 +163,7 @@ def submit_topology(
         backend = provider.backend if isinstance(provider, KeyValueStateProvider) else None
         driver = SpoutDriver(name, conf, topology, backend, spout_options)
     job = BatchJob(topology, specs, on_dead_letters=sink.write if sink else None, spout_driver=driver)
+    job._connect = is_connect(spark_session)
     return StormPlan(name, conf, rc, spark_session, master, provider, topology=topology, specs=specs, job=job)
 
 
