@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import pickle
 from collections.abc import Callable, Iterator
+from itertools import chain
 from typing import Any
 
 from weir.runtime.spark.executor import TaskReport, TaskSpec
@@ -40,6 +41,8 @@ __all__ = ["SCHEMA", "ConnectGraph", "connect_refusal", "is_connect"]
 
 #: every stage's output: a chunk of input blocks for task ``task`` of the input ``dest``, or a report
 SCHEMA = "dest string, task int, kind string, payload binary"
+#: the columns weir adds to the batch DataFrame: its spout task, and whether the row is one of the batch
+TASK_COLUMN, REAL_COLUMN = "__weir_task", "__weir_real"
 _ROWS = 256  # rows per output record batch
 
 _NARROW = (GroupingKind.SHUFFLE, GroupingKind.NONE, GroupingKind.LOCAL_OR_SHUFFLE)
@@ -89,7 +92,11 @@ def _out_batch(dest: list[str], task: list[int], kind: list[str], payload: list[
 
 
 def _batch_rows(batches: Iterator[Any]) -> Iterator[Any]:
-    """The rows of the batch DataFrame as PySpark ``Row`` objects (what ``df.rdd`` gives a classic spout)."""
+    """The rows of the batch DataFrame as PySpark ``Row`` objects (what ``df.rdd`` gives a classic spout).
+
+    The last two columns are weir's (:data:`TASK_COLUMN`, :data:`REAL_COLUMN`): a row that is not
+    real only makes sure its task runs.
+    """
     import datetime
 
     from pyspark.sql import Row
@@ -97,13 +104,15 @@ def _batch_rows(batches: Iterator[Any]) -> Iterator[Any]:
     make: Any = None
     for rb in batches:
         if make is None:
-            make = Row(*rb.schema.names)
-        cols = [c.to_pylist() for c in rb.columns]
+            make = Row(*rb.schema.names[:-2])
+        real = rb.column(rb.num_columns - 1).to_pylist()
+        cols = [c.to_pylist() for c in rb.columns[:-2]]
         for i, c in enumerate(cols):  # Arrow's timestamps are zoned; classic rows have naive local times
-            if c and rb.schema.types[i].__class__.__name__ == "TimestampType" and rb.schema.types[i].tz:
+            if c and getattr(rb.schema.types[i], "tz", None):
                 cols[i] = [v.astimezone().replace(tzinfo=None) if isinstance(v, datetime.datetime) else v for v in c]
-        for vals in zip(*cols, strict=True):
-            yield make(*vals)
+        for is_real, *vals in zip(real, *cols, strict=True):
+            if is_real:
+                yield make(*vals)
 
 
 def _chunk_blocks(batches: Iterator[Any], passed: list[bytes]) -> Iterator[Any]:
@@ -115,7 +124,7 @@ def _chunk_blocks(batches: Iterator[Any], passed: list[bytes]) -> Iterator[Any]:
         for k, p in zip(kinds, payloads, strict=True):
             if k == "C":
                 yield from loads(p)
-            else:
+            elif k == "R":
                 passed.append(p)
 
 
@@ -126,8 +135,23 @@ def _logged_rows(batches: Iterator[Any], passed: list[bytes]) -> Iterator[Any]:
             yield pickle.loads(p)
 
 
+def _task_of(first: Any, column: int, where: str) -> int:
+    """The task of a stage's partition: every row names it (a partition of a union has another index)."""
+    import pyarrow.compute as pc
+
+    bounds = pc.min_max(first.column(column)).as_py()
+    if bounds["min"] != bounds["max"]:
+        msg = (
+            f"{where}: one Spark partition holds rows of tasks {bounds['min']} and {bounds['max']}; weir's "
+            "Connect stages need one task per partition (repartitionById): turn off anything that coalesces "
+            "shuffle partitions of explicit repartitions"
+        )
+        raise RuntimeError(msg)
+    return int(bounds["min"])
+
+
 def _stage_function(
-    base: str, funcs: tuple[Func, ...], outputs: tuple[tuple[str, Func], ...], lineage: Lineage
+    base: str, funcs: tuple[Func, ...], outputs: tuple[tuple[str, Func], ...], lineage: Lineage, where: str
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The ``mapInArrow`` function of one stage: its input, its chain of components, its outputs.
 
@@ -138,10 +162,12 @@ def _stage_function(
     """
 
     def stage(batches: Iterator[Any]) -> Iterator[Any]:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        pidx = ctx.partitionId() if ctx is not None else 0
+        batches = iter(batches)
+        first = next((rb for rb in batches if rb.num_rows), None)
+        if first is None:  # a task always has a row (see ConnectGraph): this is no task's partition
+            return
+        batches = chain((first,), batches)
+        pidx = _task_of(first, first.num_columns - 2 if base == "batch" else 1, where)
         passed: list[bytes] = []
         if base == "batch":
             it: Iterator[Any] = _batch_rows(batches)
@@ -255,15 +281,16 @@ def _narrow_func(source: str, stream: str, as_block: Callable[[str, Any], Any]) 
 class _Pending:
     """A stage not yet made: its input DataFrame, what its rows are, its chain, its partitions (-1: unknown)."""
 
-    def __init__(self, df: Any, base: str, funcs: tuple[Func, ...], parts: int) -> None:
+    def __init__(self, df: Any, base: str, funcs: tuple[Func, ...], parts: int, last: str) -> None:
+        self.last = last  # the last component of the chain (for messages)
         self.df = df
         self.base = base
         self.funcs = funcs
         self.parts = parts
         self.made: Any = None  # the stage's DataFrame, once made
 
-    def then(self, f: Func) -> _Pending:
-        return _Pending(self.df, self.base, (*self.funcs, f), self.parts)
+    def then(self, f: Func, cid: str) -> _Pending:
+        return _Pending(self.df, self.base, (*self.funcs, f), self.parts, cid)
 
 
 class ConnectGraph:
@@ -328,24 +355,20 @@ class ConnectGraph:
                     parts = logged[cid]
                     rows = [("", i, "L", pickle.dumps(p, pickle.HIGHEST_PROTOCOL)) for i, p in enumerate(parts)]
                     df = spark.createDataFrame(rows, SCHEMA).repartitionById(len(parts), "task")
-                    outs[cid] = _Pending(df, "logged", (_logged_func(spec, self.txid, self.final),), len(parts))
+                    func = _logged_func(spec, self.txid, self.final)
+                    outs[cid] = _Pending(df, "logged", (func,), len(parts), cid)
                 elif comp.is_spout:
-                    df, parts_n = batch, -1
                     narrow = [fused[c.id] for c, _ in topo.consumers(cid) if c.id in fused]
-                    if narrow:  # its one consumer reads it without a shuffle: task i of both is partition i
-                        parts_n = narrow[0]
-                    elif punctuates:  # its marks name how many tasks send them
-                        parts_n = comp.parallelism
-                    if parts_n > 0:
-                        df = batch.repartition(parts_n)
+                    # its partitions: those of the bolt reading it without a shuffle, else its widest consumer's
+                    n = narrow[0] if narrow else max([c.parallelism for c, _ in topo.consumers(cid)] or [1])
                     func = _spout_func(spec, cid, self.txid, self.final, spout_id is None)
-                    outs[cid] = _Pending(df, "batch", (func,), parts_n)
+                    outs[cid] = _Pending(self._tagged(batch, n), "batch", (func,), n, cid)
                 elif cid in fused:
                     sub = comp.inputs[0]
                     outs[cid] = (
                         outs[sub.source]
-                        .then(_narrow_func(sub.source, sub.stream, self.as_block))
-                        .then(_bolt_func(spec, self.loops[cid], self.txid, self.epoch))
+                        .then(_narrow_func(sub.source, sub.stream, self.as_block), cid)
+                        .then(_bolt_func(spec, self.loops[cid], self.txid, self.epoch), cid)
                     )
                 else:
                     inputs = []
@@ -358,9 +381,9 @@ class ConnectGraph:
                     for other in inputs[1:]:
                         df = df.unionByName(other)
                     n = comp.parallelism
-                    df = df.repartitionById(n, "task")
+                    df = df.unionByName(self._presence(spark, n)).repartitionById(n, "task")
                     func = _bolt_func(spec, self.loops[cid], self.txid, self.epoch)
-                    outs[cid] = _Pending(df, "chunks", (func,), n)
+                    outs[cid] = _Pending(df, "chunks", (func,), n, cid)
             terminals = [self._made(outs[c], []) for c in topo.order if not topo.consumers(c)]
             job = terminals[0]
             for other in terminals[1:]:
@@ -377,6 +400,31 @@ class ConnectGraph:
                 if rep is not None:
                     reports.append(rep)
         return [r for r in reports if r.txid == self.txid]
+
+    @staticmethod
+    def _tagged(batch: Any, n: int) -> Any:
+        """The batch's rows spread over ``n`` spout tasks, each row naming its task; every task has a row."""
+        from pyspark.sql import functions as sf
+
+        task = sf.pmod(sf.monotonically_increasing_id(), sf.lit(n)).cast("int")
+        rows = batch.select("*", task.alias(TASK_COLUMN), sf.lit(True).alias(REAL_COLUMN))
+        empty = [sf.lit(None).cast(f.dataType).alias(f.name) for f in batch.schema.fields]
+        tasks = batch.sparkSession.range(n).select(
+            *empty, sf.col("id").cast("int").alias(TASK_COLUMN), sf.lit(False).alias(REAL_COLUMN)
+        )
+        return rows.unionByName(tasks).repartitionById(n, TASK_COLUMN)
+
+    @staticmethod
+    def _presence(spark: Any, n: int) -> Any:
+        """One row for each of ``n`` tasks, so that every task of a stage runs (and reports) even without input."""
+        from pyspark.sql import functions as sf
+
+        return spark.range(n).select(
+            sf.lit("").alias("dest"),
+            sf.col("id").cast("int").alias("task"),
+            sf.lit("N").alias("kind"),
+            sf.lit(None).cast("binary").alias("payload"),
+        )
 
     def _fused(self, logged: set[str]) -> dict[str, int]:
         """Bolts run in their producer's stage (one shuffle-grouped input from a producer with one consumer).
@@ -414,7 +462,8 @@ class ConnectGraph:
             src_fields = topo.components[sub.source].outputs[sub.stream]
             idx = [src_fields.field_index(f) for f in sub.grouping.fields]
             outputs.append((f"{cid}\x00{i}", self.key_for(sub, idx, n, producers)))
-        fn = _stage_function(pending.base, pending.funcs, tuple(outputs), self.lineage)
+        where = f"topology {self.specs[pending.last].topology!r}, stage of component {pending.last!r}, txid {self.txid}"
+        fn = _stage_function(pending.base, pending.funcs, tuple(outputs), self.lineage, where)
         df = pending.df.mapInArrow(fn, SCHEMA)
         if len({c for c, _, _ in routes}) > 1:
             df = df.persist()

@@ -86,6 +86,9 @@ def submit_topology(
     state provider (connected once), local-only stores on a cluster master, picklability of every
     component, and a stateful parallelism that differs from what the store holds.
     """
+    if is_connect(spark) and (why := connect_refusal(topology)) is not None:
+        msg = f"topology {name!r} cannot run over Spark Connect: {why}"
+        raise TopologyError(msg, topology=name)
     if rc.max_task_parallelism is not None:
         for c in topology.components.values():
             if c.parallelism > rc.max_task_parallelism:
@@ -124,9 +127,6 @@ def submit_topology(
         if isinstance(c.obj, WindowedBolt):
             _check_stored_windows(name, c.id, c.obj, c.parallelism, provider)
     spark_session, master = spark_for(rc, spark)
-    if is_connect(spark_session) and (why := connect_refusal(topology)) is not None:
-        msg = f"topology {name!r} cannot run over Spark Connect: {why}"
-        raise TopologyError(msg, topology=name)
     tasks = {c.id: c.parallelism for c in topology.components.values()}
     specs: dict[str, TaskSpec] = {}
     for cid in topology.order:
