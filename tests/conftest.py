@@ -28,6 +28,7 @@ from tests.servers import (
     RabbitMQServer,
     RedisCluster,
     RedisServer,
+    SparkConnectServer,
     require_binary,
 )
 
@@ -190,6 +191,19 @@ def provider_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 
 
 # ---- Spark -----------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def spark_connect_server() -> Iterator[SparkConnectServer]:
+    """A Spark Connect server (``local[2]``, this interpreter's workers) for the run, started on first use."""
+    with SparkConnectServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def spark_connect_url(spark_connect_server: SparkConnectServer) -> str:
+    """``sc://127.0.0.1:PORT`` of the run's Spark Connect server (failing, not skipped, in CI if it cannot start)."""
+    return spark_connect_server.url
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One local[2] SparkSession for the run, created only when a test asks for it."""

@@ -17,6 +17,7 @@ WEIR_KEYS = {
     "weir.state.dir",
     "weir.spark.checkpoint.location",
     "weir.spark.master",
+    "weir.spark.remote",
     "weir.batch.max.retries",
     "weir.checkpoint.retain",
     "weir.deadletter",
@@ -94,6 +95,8 @@ class RuntimeConfig:
     state_dir : ``weir.state.dir`` (default ``./weir-state``)
     checkpoint_location : ``weir.spark.checkpoint.location`` (default ``<state_dir>/spark/<topology>``)
     master : ``weir.spark.master`` (default ``local[*]``)
+    remote : ``weir.spark.remote`` or ``$SPARK_REMOTE``: a Spark Connect URL (``sc://HOST:PORT``); when
+        set, the run is a Connect client of that server and ``master`` is not used
     deadletter : ``weir.deadletter``: None, a directory path, or ``state`` / ``namespace:NAME``
     max_task_parallelism : ``topology.max.task.parallelism`` (None = no cap)
     checkpoint_serializer : ``weir.streams.checkpoint.serializer``: ``data`` (default) or ``pickle``
@@ -139,6 +142,7 @@ class RuntimeConfig:
     allow_inexact: bool = False
     provider: ProviderConfig | None = field(default=None, repr=False)
     rescale: str = "auto"
+    remote: str | None = None
 
     @property
     def local(self) -> bool:
@@ -193,6 +197,15 @@ class RuntimeConfig:
         master = conf.get("weir.spark.master", "local[*]")
         if not isinstance(master, str) or not master:
             msg = f"weir.spark.master must be a Spark master URL, got {master!r}"
+            raise ConfigError(msg)
+        from weir.runtime.spark.session import remote_url
+
+        remote = remote_url(conf.get("weir.spark.remote"))
+        if remote is not None and conf.get("weir.spark.remote") and "weir.spark.master" in conf:
+            msg = (
+                f"topology {topology!r}: both weir.spark.master ({master!r}) and weir.spark.remote ({remote!r}) "
+                "are set; a run either starts Spark on a master or is a client of a Spark Connect server: drop one"
+            )
             raise ConfigError(msg)
         ser = conf.get("weir.streams.checkpoint.serializer", "data")
         if ser not in ("data", "pickle"):
@@ -255,4 +268,5 @@ class RuntimeConfig:
             restart_max=_int(conf, "weir.restart.max", 5, 0),
             restart_backoff_ms=_int(conf, "weir.restart.backoff.ms", 1000, 0),
             rescale=str(rescale),
+            remote=remote,
         )

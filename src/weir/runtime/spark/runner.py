@@ -26,7 +26,7 @@ from weir.checkpoint.history import CheckpointHistory
 from weir.checkpoint.rescale import Rescaler
 from weir.errors import ConfigError, FencedError, SparkDiedError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
-from weir.runtime.spark.session import ensure_python_env, get_spark, spark_jvm_exit
+from weir.runtime.spark.session import connect_master, ensure_python_env, get_spark, is_connect, spark_jvm_exit
 from weir.runtime.spark.spouts import spout_streams, union_as_json
 from weir.runtime.spark.statecheck import check_store_against_spark, read_batch_offsets
 from weir.runtime.spark.supervision import RestartPolicy, StopRequested, Supervisor
@@ -793,15 +793,21 @@ def master_for(rc: RuntimeConfig, spark: Any) -> str:
     """The Spark master a run will use, known before Spark starts (checks run before it)."""
     from pyspark.sql import SparkSession
 
+    if spark is None and rc.remote is not None:  # a Connect client: the server's master (connecting is cheap)
+        spark = get_spark(rc.master, f"weir-{rc.topology}", rc.spark_conf, remote=rc.remote)
     if spark is None:
         spark = SparkSession.getActiveSession()
+    if spark is not None and is_connect(spark):
+        return connect_master(spark, rc.remote or "sc://")
     return rc.master if spark is None else str(spark.sparkContext.master)
 
 
 def spark_for(rc: RuntimeConfig, spark: Any) -> tuple[Any, str]:
     """The session to use and its master URL (starts Spark when none is running)."""
     if spark is None:
-        spark = get_spark(rc.master, f"weir-{rc.topology}", rc.spark_conf)
+        spark = get_spark(rc.master, f"weir-{rc.topology}", rc.spark_conf, remote=rc.remote)
+    if is_connect(spark):
+        return spark, connect_master(spark, rc.remote or "sc://")
     return spark, str(spark.sparkContext.master)
 
 
