@@ -16,11 +16,11 @@ import pytest
 
 import weir
 from tests.cli._support import run
-from weir.demo import wordcount_topology
 from weir.errors import ConfigError, TopologyError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.session import connect_master, get_spark, is_connect, remote_url
 from weir.sources import FileSpout
+from weir.topology import TopologyBuilder
 from weir.trident import Count, MemoryMapState, TridentTopology
 
 pytestmark = pytest.mark.spark
@@ -109,9 +109,13 @@ def test_a_topology_whose_runtime_is_not_written_for_connect_is_refused_before_i
     # nothing listens on port 1: the refusal comes before any connection
     with pytest.raises(TopologyError, match=r"topology 'wc' \(trident dialect\) cannot run over Spark Connect"):
         weir.submit("wc", conf, _trident(tmp_path))
-    storm = wordcount_topology(str(tmp_path / "in"), parallelism=2, files_per_batch=1)
-    with pytest.raises(TopologyError, match=r"\(storm dialect\) cannot run over Spark Connect.*--master"):
-        weir.submit("wc", conf, storm)
+    from tests.streams._ops import Summer  # Storm runs over Connect; a Streams operator in it does not
+
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(str(tmp_path / "in")))
+    b.set_bolt("op", Summer()).shuffle_grouping("lines")
+    with pytest.raises(TopologyError, match=r"\(storm dialect\) cannot run over Spark Connect.*'op'.*--master"):
+        weir.submit("wc", conf, b.create_topology())
     assert not (tmp_path / "state").exists()
 
 

@@ -180,5 +180,8 @@ def test_a_streams_operator_in_a_storm_topology_is_refused_at_submit_over_connec
     b.set_spout("src", RateSpout())
     b.set_bolt("op", Summer()).shuffle_grouping("src")
     conf = {"weir.state.dir": str(tmp_path / "state")}
-    with pytest.raises(TopologyError, match=r"topology 'ops' cannot run over Spark Connect: component 'op' is an IBM"):
+    with pytest.raises(
+        TopologyError,
+        match=r"topology .ops. \(storm dialect\) cannot run over Spark Connect.*component .op. is an IBM Streams",
+    ):
         weir.submit("ops", conf, b.create_topology(), spark=connect)

@@ -43,7 +43,8 @@ from weir.runtime.spark.executor import (
     send_reports,
 )
 from weir.runtime.spark.runner import BatchRunner
-from weir.runtime.spark.storm.connect import ConnectGraph, is_connect
+from weir.runtime.spark.session import is_connect
+from weir.runtime.spark.storm.connect import ConnectGraph
 from weir.runtime.spark.storm.instances import LINEAGE_PROPERTY, Lineage, LineageTracker
 from weir.runtime.spark.storm.pacing import pacing_stream
 from weir.runtime.spark.storm.spouts import SpoutDriver, logged_spout_task

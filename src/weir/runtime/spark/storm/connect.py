@@ -37,7 +37,7 @@ from weir.runtime.spark.storm.spouts import logged_spout_task
 from weir.runtime.spark.storm.task import TaskLoop, run_spout_task
 from weir.topology.builder import GroupingKind, Topology
 
-__all__ = ["SCHEMA", "ConnectGraph", "connect_refusal", "is_connect"]
+__all__ = ["SCHEMA", "ConnectGraph", "connect_refusal"]
 
 #: every stage's output: a chunk of input blocks for task ``task`` of the input ``dest``, or a report
 SCHEMA = "dest string, task int, kind string, payload binary"
@@ -50,16 +50,6 @@ _NARROW = (GroupingKind.SHUFFLE, GroupingKind.NONE, GroupingKind.LOCAL_OR_SHUFFL
 Func = Callable[[int, Iterator[Any]], Iterator[Any]]
 
 
-def is_connect(spark_or_df: Any) -> bool:
-    """Whether ``spark_or_df`` (a session or a DataFrame) is Spark Connect's, not classic PySpark's."""
-    try:
-        from pyspark.sql.connect.dataframe import DataFrame
-        from pyspark.sql.connect.session import SparkSession
-    except ImportError:  # the Connect client's extras are not installed: nothing can be Connect's
-        return False
-    return isinstance(spark_or_df, SparkSession | DataFrame)
-
-
 def connect_refusal(topology: Topology) -> str | None:
     """Why ``topology``'s Storm components cannot run over Spark Connect (None: they can)."""
     from weir.streams.operator import Operator
@@ -67,9 +57,9 @@ def connect_refusal(topology: Topology) -> str | None:
     for c in topology.components.values():
         if isinstance(c.obj, Operator):
             return (
-                f"component {c.id!r} is an IBM Streams operator inside a Storm topology: over Spark Connect "
-                "weir runs Storm spouts and bolts (windowed or not); submit it with classic PySpark "
-                "(no weir.spark.remote / SPARK_REMOTE) or as a Streams application"
+                f"component {c.id!r} is an IBM Streams operator inside a Storm topology (its state handlers "
+                "and consistent regions use SparkContext APIs): over Spark Connect weir runs Storm spouts and "
+                "bolts, windowed or not"
             )
     return None
 

@@ -15,8 +15,9 @@ from weir.runtime.spark.deadletter import make_sink
 from weir.runtime.spark.dialect import BatchRunner, Dialect, Prepared, register_dialect
 from weir.runtime.spark.executor import TaskSpec
 from weir.runtime.spark.runner import master_for, picklable_or_raise, resolve_provider, ship_user_modules, spark_for
+from weir.runtime.spark.session import is_connect
 from weir.runtime.spark.storm.batch import BatchJob
-from weir.runtime.spark.storm.connect import connect_refusal, is_connect
+from weir.runtime.spark.storm.connect import connect_refusal
 from weir.runtime.spark.storm.participants import CompositeParticipants, StatefulParticipants
 from weir.runtime.spark.storm.spouts import SpoutDriver, SpoutOptions, check_storm_spouts
 from weir.runtime.spark.storm.ticks import tick_plan
@@ -86,9 +87,6 @@ def submit_topology(
     state provider (connected once), local-only stores on a cluster master, picklability of every
     component, and a stateful parallelism that differs from what the store holds.
     """
-    if is_connect(spark) and (why := connect_refusal(topology)) is not None:
-        msg = f"topology {name!r} cannot run over Spark Connect: {why}"
-        raise TopologyError(msg, topology=name)
     if rc.max_task_parallelism is not None:
         for c in topology.components.values():
             if c.parallelism > rc.max_task_parallelism:
@@ -188,6 +186,10 @@ class StormDialect(Dialect):
     def prepare(self, name: str, conf: Mapping[str, Any], topology: Any, rc: RuntimeConfig, spark: Any) -> StormPlan:
         """Validate ``topology`` with ``conf`` and build its batch job (see :func:`submit_topology`)."""
         return submit_topology(name, conf, topology, rc, spark)
+
+    def connect_refusal(self, name: str, topology: Any, rc: RuntimeConfig) -> str | None:
+        """Storm runs over Spark Connect (DataFrame stages, see :mod:`.connect`) unless a component cannot."""
+        return connect_refusal(topology) if isinstance(topology, Topology) else None
 
     def spouts(self, plan: Prepared) -> list[tuple[str, Any]]:
         """The topology's spouts."""
