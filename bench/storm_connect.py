@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import shutil
 import sys
 import tempfile
@@ -138,16 +139,19 @@ def main(argv: list[str] | None = None) -> int:
     ratio = next((r["vs_classic"] for r in rows if r["variant"] == "connect"), None)
     if ratio is not None:
         print(f"target: connect ≥ {TARGET}× classic: {'met' if ratio >= TARGET else 'NOT met'} ({ratio:.2f}×)")
-    path = write_results(
-        Path(args.out).stem if args.out else "storm_wordcount_connect",
-        {
-            "benchmark": "storm_wordcount_connect",
-            "machine": machine(),
-            "args": vars(args),
-            "results": rows,
-            "target_connect_vs_classic": TARGET,
-        },
-    )
+    data = {
+        "benchmark": "storm_wordcount_connect",
+        "machine": machine(),
+        "args": vars(args),
+        "results": rows,
+        "target_connect_vs_classic": TARGET,
+    }
+    if args.out:
+        path = Path(args.out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=2) + "\n")
+    else:
+        path = write_results("storm_wordcount_connect", data)
     print(f"wrote {path}")
     return 0 if ok else 1
 

@@ -1,11 +1,13 @@
 """The word count over Spark Connect, as a process the crash tests SIGKILL (see WEIR_CRASH_AT).
 
-Usage: python storm_connect_driver.py INPUT_DIR PROVIDER_URL CONNECT_URL
+Usage: python storm_connect_driver.py STATE_DIR INPUT_DIR PROVIDER_URL CONNECT_URL
 
 A Connect client: the batch job's DataFrame stages run on the server, the coordinator here. Each
 input file is one batch (batch id = its index), driven through the coordinator as the streaming
 query's ``foreachBatch`` would: a restarted driver replays from batch 0, and the batches already
-committed are skipped.
+committed are skipped. There is no Spark checkpoint (no streaming query) to match the store's
+record against, hence ``weir.accept.state.loss``: reading the input again from its start is what
+this driver does on purpose, and the coordinator skips every txid the store holds as committed.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from weir.demo import wordcount_topology
 
 
 def main() -> int:
-    input_dir, url, remote = sys.argv[1:4]
+    state_dir, input_dir, url, remote = sys.argv[1:5]
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.remote(remote).create()
     conf: dict[str, object] = {
+        "weir.state.dir": state_dir,
+        "weir.accept.state.loss": True,
         "topology.state.provider": "redis",
         "topology.state.provider.config": {"url": url},
         "weir.batch.max.retries": 2,
