@@ -204,6 +204,28 @@ def spark_connect_url(spark_connect_server: SparkConnectServer) -> str:
     return spark_connect_server.url
 
 
+@pytest.fixture
+def spark_connect(spark_connect_url: str) -> Iterator[Any]:
+    """A Spark Connect session on the run's server, made as weir makes it (ended after the test).
+
+    A Connect session switches this process's ``pyspark.sql.functions`` to Spark Connect's (PySpark's
+    ``SPARK_CONNECT_MODE_ENABLED``), as in any Connect client: that is undone after the test, so the
+    classic ``spark`` session keeps working for the next one.
+    """
+    from weir.runtime.spark.session import get_spark
+
+    had = "SPARK_CONNECT_MODE_ENABLED" in os.environ
+    session = get_spark(
+        "local[2]", "weir-tests-connect", {"spark.sql.shuffle.partitions": "2"}, remote=spark_connect_url
+    )
+    try:
+        yield session
+    finally:
+        session.stop()
+        if not had:
+            os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One local[2] SparkSession for the run, created only when a test asks for it."""

@@ -27,13 +27,10 @@ pytestmark = pytest.mark.spark
 
 
 @pytest.fixture
-def connect(spark_connect_url: str) -> Iterator[Any]:
-    """A Connect session made by :func:`get_spark` (stopped after the test: the next one makes its own)."""
-    spark = get_spark("local[2]", "weir-test-connect", {"spark.sql.shuffle.partitions": "3"}, remote=spark_connect_url)
-    try:
-        yield spark
-    finally:
-        spark.stop()
+def connect(spark_connect: Any) -> Iterator[Any]:
+    """The Connect session of ``spark_connect`` (tests/conftest.py), with three shuffle partitions."""
+    spark_connect.conf.set("spark.sql.shuffle.partitions", "3")
+    yield spark_connect
 
 
 def test_get_spark_builds_a_connect_session_on_the_server(connect: Any, spark_connect_url: str) -> None:
@@ -61,13 +58,16 @@ def test_python_udfs_run_on_the_server_with_weir_importable(connect: Any) -> Non
 
 
 def test_a_server_wide_setting_is_refused_naming_the_key(spark_connect_url: str) -> None:
-    with pytest.raises(ConfigError, match=r"refuses spark\.ui\.enabled='true'.*spark-submit --conf"):
-        get_spark("local[2]", "weir-test-connect", {"spark.ui.enabled": "true"}, remote=spark_connect_url).stop()
-    from pyspark.sql.connect.session import SparkSession as ConnectSession
+    try:
+        with pytest.raises(ConfigError, match=r"refuses spark\.ui\.enabled='true'.*spark-submit --conf"):
+            get_spark("local[2]", "weir-test-connect", {"spark.ui.enabled": "true"}, remote=spark_connect_url).stop()
+    finally:
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-    active = ConnectSession.getActiveSession()
-    if active is not None:
-        active.stop()
+        active = ConnectSession.getActiveSession()
+        if active is not None:
+            active.stop()
+        os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
 
 
 def test_the_remote_url_comes_from_conf_then_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -100,22 +100,30 @@ def _trident(tmp_path: Path) -> TridentTopology:
     return topo
 
 
-def test_a_topology_whose_runtime_is_not_written_for_connect_is_refused_before_it_runs(
+def test_what_cannot_run_over_connect_is_refused_before_it_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("SPARK_REMOTE", raising=False)
     (tmp_path / "in").mkdir()
     conf = {"weir.state.dir": str(tmp_path / "state"), "weir.spark.remote": "sc://127.0.0.1:1"}
-    # nothing listens on port 1: the refusal comes before any connection
-    with pytest.raises(TopologyError, match=r"topology 'wc' \(trident dialect\) cannot run over Spark Connect"):
-        weir.submit("wc", conf, _trident(tmp_path))
+    # nothing listens on port 1: each refusal comes before any connection
     from tests.streams._ops import Summer  # Storm runs over Connect; a Streams operator in it does not
 
     b = TopologyBuilder()
     b.set_spout("lines", FileSpout(str(tmp_path / "in")))
     b.set_bolt("op", Summer()).shuffle_grouping("lines")
-    with pytest.raises(TopologyError, match=r"\(storm dialect\) cannot run over Spark Connect.*'op'.*--master"):
+    with pytest.raises(TopologyError, match=r"topology 'wc' \(storm dialect\) cannot run over Spark Connect.*'op'"):
         weir.submit("wc", conf, b.create_topology())
+    with pytest.raises(TopologyError, match=r"\(trident dialect\) cannot run over Spark Connect.*weir\.metrics\.port"):
+        weir.submit("wc", {**conf, "weir.metrics.port": 0}, _trident(tmp_path))
+    with pytest.raises(TopologyError, match=r"\(trident dialect\) cannot run over Spark Connect.*not verified"):
+        weir.submit("wc", conf, _trident(tmp_path))
+    # the coordinator stays in this process: the server's workers must reach it on a loopback port
+    far = {**conf, "weir.spark.remote": "sc://spark.example.com:15002"}
+    with pytest.raises(
+        ConfigError, match=r"Spark Connect server sc://spark\.example\.com:15002 is not on this machine"
+    ):
+        weir.submit("wc", far, _trident(tmp_path))
     assert not (tmp_path / "state").exists()
 
 
@@ -125,10 +133,10 @@ def test_weir_run_remote_reaches_the_submit_check(
     monkeypatch.delenv("SPARK_REMOTE", raising=False)
     (tmp_path / "in").mkdir()
     module = tmp_path / "wc_topology.py"
-    module.write_text(
+    module.write_text(  # Trident is refused over Connect (Storm runs there)
         "from weir.sources import FileSpout\n"
         "from weir.trident import Count, MemoryMapState, TridentTopology\n"
-        f"topo = TridentTopology()\n"
+        "topo = TridentTopology()\n"
         f"topo.new_stream('lines', FileSpout({str(tmp_path / 'in')!r})).group_by('line')"
         ".persistent_aggregate(MemoryMapState.Factory(), Count(), 'count')\n"
         "TOPOLOGY = topo\n"
@@ -138,7 +146,7 @@ def test_weir_run_remote_reaches_the_submit_check(
         capsys, "run", f"{module}:TOPOLOGY", "--remote", "sc://127.0.0.1:1", "--conf", f"weir.state.dir={tmp_path}/s"
     )
     assert got.code != 0
-    assert "cannot run over Spark Connect (sc://127.0.0.1:1)" in got.err
+    assert "(trident dialect) cannot run over Spark Connect (sc://127.0.0.1:1)" in got.err
     both = run(capsys, "run", f"{module}:TOPOLOGY", "--remote", "sc://h:1", "--master", "local[1]")
     assert both.code == 2
     assert "--master: not allowed with argument --remote" in both.err

@@ -27,7 +27,9 @@ __all__ = [
     "ensure_python_env",
     "get_spark",
     "is_connect",
+    "remote_host",
     "remote_url",
+    "session_url",
     "spark_jvm_exit",
     "stop_spark",
     "verbose",
@@ -141,7 +143,15 @@ def remote_url(conf_value: object = None) -> str | None:
     return url
 
 
-def _remote_host(url: str) -> str:
+def session_url(spark: Any) -> str:
+    """The ``sc://`` URL a Spark Connect session was made with (``sc://`` alone if it cannot be told)."""
+    builder = getattr(getattr(spark, "client", None), "_builder", None)
+    endpoint = getattr(builder, "endpoint", None)
+    return f"sc://{endpoint}" if endpoint else "sc://"
+
+
+def remote_host(url: str) -> str:
+    """The host of an ``sc://HOST[:PORT][/;params]`` URL."""
     rest = url[len("sc://") :].split("/", 1)[0].split(";", 1)[0]
     if rest.startswith("["):  # [IPv6]:port
         return rest[1:].split("]", 1)[0]
@@ -159,7 +169,7 @@ def connect_master(spark: Any, url: str) -> str:
         master = str(spark.conf.get("spark.master"))
     except Exception:  # noqa: BLE001 - a server that hides its master is treated as remote
         master = "unknown"
-    if _remote_host(url) in ("127.0.0.1", "localhost", "::1"):
+    if remote_host(url) in ("127.0.0.1", "localhost", "::1"):
         return master
     return f"{url} (spark.master {master})"
 
@@ -175,6 +185,9 @@ def _get_connect_spark(url: str, app_name: str, extra: Mapping[str, Any] | None)
             "install weir[connect] (grpcio, grpcio-status, googleapis-common-protos, zstandard)"
         )
         raise ConfigError(msg) from exc
+    # as PySpark's own builder does for a remote session: from now on this process's
+    # pyspark.sql.functions, Column and Observation are Spark Connect's
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
     active = ConnectSession.getActiveSession()
     if active is not None:
         return active
@@ -186,6 +199,7 @@ def _get_connect_spark(url: str, app_name: str, extra: Mapping[str, Any] | None)
         except Exception as exc:
             from weir.errors import ConfigError
 
+            spark.stop()  # the session this call made: not left active with half its settings
             msg = (
                 f"weir.spark.conf: Spark Connect server {url} refuses {k}={v!r} for this session "
                 f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); a server-wide "

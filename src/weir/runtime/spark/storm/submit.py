@@ -188,7 +188,18 @@ class StormDialect(Dialect):
         return submit_topology(name, conf, topology, rc, spark)
 
     def connect_refusal(self, name: str, topology: Any, rc: RuntimeConfig) -> str | None:
-        """Storm runs over Spark Connect (DataFrame stages, see :mod:`.connect`) unless a component cannot."""
+        """Storm runs over Spark Connect (DataFrame stages, see :mod:`.connect`) unless a component cannot.
+
+        As for every dialect there, the coordinator stays in this process (the server's
+        ``foreachBatch`` is relayed here: :mod:`weir.runtime.spark.connect`), so the server must be on
+        this machine, and Spark's progress events (``weir.metrics.port``) are the server's.
+        """
+        from weir.runtime.spark.connect import check_reachable
+
+        if rc.remote is not None:
+            check_reachable(name, rc.remote)
+        if rc.metrics_port is not None:
+            return "weir.metrics.port listens to Spark's progress events in the driver, which is the server's"
         return connect_refusal(topology) if isinstance(topology, Topology) else None
 
     def spouts(self, plan: Prepared) -> list[tuple[str, Any]]:
