@@ -288,3 +288,26 @@ def test_a_windowed_bolt_commits_the_same_windows_on_classic_and_connect(
         sinks[dialect] = dict(StateFactory.get_provider(conf).new_state(f"{name}-sink-0"))
     assert any(k.startswith("w") for k in sinks["classic"]) and any(k.startswith("late:") for k in sinks["classic"])
     assert sinks["connect"] == sinks["classic"]
+
+
+def test_a_streaming_word_count_runs_end_to_end_over_connect(
+    spark_connect_url: str, redis_server: Any, tmp_path: Path
+) -> None:
+    """``weir.spark.remote``: the query's foreachBatch on the server, relayed to this process's coordinator."""
+    from weir.demo import generate_corpus, read_counts, wordcount_topology
+
+    corpus = tmp_path / "in"
+    expected = generate_corpus(str(corpus), n_words=1_500, n_distinct=60, n_files=3, seed=9)
+    conf = {
+        "weir.state.dir": str(tmp_path / "state"),
+        "weir.spark.remote": spark_connect_url,
+        "topology.state.provider": "redis",
+        "topology.state.provider.config": {"url": redis_server.url},
+        "weir.restart.max": 5,  # the server's foreachBatch worker may miss its 10 s connect-back when loaded
+    }
+    st = weir.submit(
+        "e2ecx", conf, wordcount_topology(str(corpus), parallelism=2, files_per_batch=1)
+    ).process_available()
+    assert st.error is None and st.last_txid == 3 and st.batches == 3
+    assert read_counts(conf, "e2ecx") == expected
+    assert st.components["count"]["in"] == sum(expected.values())

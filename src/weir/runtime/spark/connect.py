@@ -99,7 +99,8 @@ class ConnectRelay:
             from pyspark.sql.connect.session import SparkSession as ConnectSession
 
             # the URL form the server's own foreachBatch worker uses for the query's cloned session
-            found = ConnectSession.builder.remote(f"{self.url};session_id={session_id}").create()
+            base = self.url if "/;" in self.url else self.url.rstrip("/") + "/"  # sc://host:port/;params
+            found = ConnectSession.builder.remote(f"{base};session_id={session_id}").create()
             self._sessions = {session_id: found}  # the query's session: one per query run
         return found
 
