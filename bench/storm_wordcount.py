@@ -23,6 +23,7 @@ Usage::
     .venv/bin/python bench/storm_wordcount.py                 # 2,000,000 words, all variants
     .venv/bin/python bench/storm_wordcount.py --words 300000 --variants a,c,d
     .venv/bin/python bench/storm_wordcount.py --words 100000 --variants a --profile /tmp/prof
+    .venv/bin/python bench/storm_wordcount.py --connect --words 100000   # classic vs Spark Connect
 
 Prints a table and writes ``bench/results/storm_wordcount.json``.
 """
@@ -802,7 +803,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workdir", help="keep inputs, state and checkpoints here (default: a temp dir, removed)")
     p.add_argument("--out", help="JSON output path (default bench/results/storm_wordcount.json)")
     p.add_argument("--profile", metavar="DIR", help="collect executor Python profiles (cProfile) into DIR")
+    p.add_argument(
+        "--connect", action="store_true", help="the batch job on classic PySpark and over Spark Connect, side by side"
+    )
     args = p.parse_args(argv)
+    if args.connect:  # bench/storm_connect.py: the same corpus and topology, both sessions, one table
+        import storm_connect
+
+        return storm_connect.main([a for a in (argv if argv is not None else sys.argv[1:]) if a != "--connect"])
     chosen = [v.strip() for v in args.variants.split(",") if v.strip()]
     bad = [v for v in chosen if v not in VARIANTS]
     if bad:

@@ -28,6 +28,7 @@ from tests.servers import (
     RabbitMQServer,
     RedisCluster,
     RedisServer,
+    SparkConnectServer,
     require_binary,
 )
 
@@ -192,6 +193,41 @@ def provider_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 
 
 # ---- Spark -----------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def spark_connect_server() -> Iterator[SparkConnectServer]:
+    """A Spark Connect server (``local[2]``, this interpreter's workers) for the run, started on first use."""
+    with SparkConnectServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def spark_connect_url(spark_connect_server: SparkConnectServer) -> str:
+    """``sc://127.0.0.1:PORT`` of the run's Spark Connect server (failing, not skipped, in CI if it cannot start)."""
+    return spark_connect_server.url
+
+
+@pytest.fixture
+def spark_connect(spark_connect_url: str) -> Iterator[Any]:
+    """A Spark Connect session on the run's server, made as weir makes it (ended after the test).
+
+    A Connect session switches this process's ``pyspark.sql.functions`` to Spark Connect's (PySpark's
+    ``SPARK_CONNECT_MODE_ENABLED``), as in any Connect client: that is undone after the test, so the
+    classic ``spark`` session keeps working for the next one.
+    """
+    from weir.runtime.spark.session import get_spark
+
+    had = "SPARK_CONNECT_MODE_ENABLED" in os.environ
+    session = get_spark(
+        "local[2]", "weir-tests-connect", {"spark.sql.shuffle.partitions": "2"}, remote=spark_connect_url
+    )
+    try:
+        yield session
+    finally:
+        session.stop()
+        if not had:
+            os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One local[2] SparkSession for the run, created only when a test asks for it."""

@@ -49,6 +49,7 @@ __all__ = [
     "RedisReplyError",
     "RedisServer",
     "ServerProcess",
+    "SparkConnectServer",
     "free_port",
     "hbase_lib_dir",
     "fresh_postgres_database",
@@ -1430,3 +1431,114 @@ class HBaseServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# ---- Spark Connect -----------------------------------------------------------------------------
+class SparkConnectServer(ServerProcess):
+    """A Spark Connect server (``SparkConnectServer`` through PySpark's ``spark-submit``), ``local[2]``.
+
+    It listens on a free loopback port (:attr:`url` is ``sc://127.0.0.1:PORT``), with the UI off and
+    two shuffle partitions; its Python workers (``foreachBatch``, UDFs) run this interpreter, so they
+    import weir. Extra ``conf`` and ``env`` are added to the server's; :meth:`stop` ends the JVM and
+    its Python workers (the server's own process group).
+    """
+
+    name = "spark-connect"
+    startup_timeout = 180.0  # a JVM start on a loaded machine
+    main_class = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+    def __init__(
+        self,
+        workdir: str | os.PathLike[str] | None = None,
+        *,
+        port: int | None = None,
+        conf: dict[str, str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(workdir)
+        require_binary("java")
+        import pyspark
+
+        self.spark_home = Path(pyspark.__file__).parent
+        if not any((self.spark_home / "jars").glob("spark-connect_*.jar")):
+            require_service(False, f"PySpark at {self.spark_home} has no spark-connect jar in its jars/")
+        self.port = port or free_port()
+        self.conf = {
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.driver.host": "127.0.0.1",
+            "spark.connect.grpc.binding.address": "127.0.0.1",
+            "spark.connect.grpc.binding.port": str(self.port),
+            "spark.sql.warehouse.dir": str(self.workdir / "warehouse"),
+            "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+            "spark.python.authenticate.socketTimeout": "120s",  # slow workers on a busy machine
+            "spark.pyspark.python": sys.executable,
+            "spark.pyspark.driver.python": sys.executable,
+            **(conf or {}),
+        }
+        self.env = dict(env or {})
+
+    @property
+    def url(self) -> str:
+        """``sc://127.0.0.1:PORT``."""
+        return f"sc://127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        """``spark-submit --class SparkConnectServer --master local[2] --conf ...``."""
+        cmd = [str(self.spark_home / "bin" / "spark-submit"), "--class", self.main_class, "--master", "local[2]"]
+        cmd += ["--name", "weir-tests-connect"]
+        for k, v in self.conf.items():
+            cmd += ["--conf", f"{k}={v}"]
+        return cmd
+
+    def start(self) -> ServerProcess:
+        """Start the server with this interpreter as its workers' Python, and wait until it answers."""
+        saved = {k: os.environ.get(k) for k in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME", *self.env)}
+        os.environ.update(
+            {
+                "PYSPARK_PYTHON": sys.executable,
+                "PYSPARK_DRIVER_PYTHON": sys.executable,
+                "SPARK_HOME": str(self.spark_home),
+            }
+        )
+        os.environ.update(self.env)
+        try:
+            return super().start()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def ready(self) -> bool:
+        """The gRPC port accepts connections (the server binds it once its SparkSession is up)."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=2):
+            pass
+        return True
+
+    def _signal_group(self, sig: int) -> None:
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, sig)  # the server's own session: its JVM and Python workers
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM the server's process group, SIGKILL it after ``timeout`` seconds."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            self._signal_group(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._signal_group(signal.SIGKILL)
+        if proc is not None:
+            self._signal_group(signal.SIGKILL)  # workers left behind by the JVM
+        super().stop(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL the server's process group (a crash), and reap it."""
+        self._signal_group(signal.SIGKILL)
+        super().kill()

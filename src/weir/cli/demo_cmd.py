@@ -59,6 +59,9 @@ def _demo(args: argparse.Namespace) -> int:
         "weir.spark.master": args.master,
         "topology.state.provider": "sqlite",
     }
+    if args.remote:  # a client of a Spark Connect server (on this machine: the store is a local file)
+        del conf["weir.spark.master"]
+        conf["weir.spark.remote"] = args.remote
     # a fresh demo every time: its corpus, its Spark checkpoint and its own namespaces
     dropped = _reset_previous_run(state_dir, conf, args.parallelism)
     if dropped:
@@ -67,7 +70,8 @@ def _demo(args: argparse.Namespace) -> int:
     expected = generate_corpus(corpus, args.words, args.distinct, args.files, args.seed)
     topo = wordcount_topology(corpus, parallelism=args.parallelism, files_per_batch=args.files_per_batch)
     print(
-        f"weir demo: split -> count (fields grouping, parallelism {args.parallelism}) on Spark {args.master}, "
+        f"weir demo: split -> count (fields grouping, parallelism {args.parallelism}) "
+        f"on Spark {args.remote or args.master}, "
         f"state in sqlite:///{os.path.join(state_dir, 'state.db')}"
     )
     print(
@@ -109,7 +113,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--files-per-batch", type=int, default=2, help="files per micro-batch (default 2)")
     p.add_argument("--parallelism", type=int, default=2, help="tasks of split and count (default 2)")
     p.add_argument("--state-dir", default=os.environ.get("WEIR_STATE_DIR", "./weir-state"), help="weir.state.dir")
-    p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    where.add_argument("--remote", metavar="URL", help="a Spark Connect server to run on, e.g. sc://127.0.0.1:15002")
     p.add_argument("--top", type=int, default=10, help="how many top words to print")
     p.add_argument("--seed", type=int, default=7, help="corpus seed")
     p.set_defaults(func=_cmd_demo)

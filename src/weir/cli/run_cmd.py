@@ -39,9 +39,16 @@ def parse_conf_pairs(pairs: list[str]) -> dict[str, Any]:
 
 
 def build_conf(
-    module_conf: Mapping[str, Any], conf_files: list[str], pairs: list[str], master: str | None = None
+    module_conf: Mapping[str, Any],
+    conf_files: list[str],
+    pairs: list[str],
+    master: str | None = None,
+    remote: str | None = None,
 ) -> dict[str, Any]:
     """The run's configuration: the module's ``CONF``, each ``--conf-file``, ``--conf``, ``--master``.
+
+    ``remote`` (``--remote``) makes the run a Spark Connect client: it sets ``weir.spark.remote`` and
+    drops a ``weir.spark.master`` from the other sources.
 
     Later sources win; ``${NAME}`` in string values is replaced by the environment variable ``NAME``.
     """
@@ -51,6 +58,9 @@ def build_conf(
     conf.update(parse_conf_pairs(pairs))
     if master:
         conf["weir.spark.master"] = master
+    if remote:
+        conf.pop("weir.spark.master", None)
+        conf["weir.spark.remote"] = remote
     return dict(expand_env(conf))
 
 
@@ -182,7 +192,7 @@ def _run_topology(args: argparse.Namespace) -> int:
     import weir
 
     # --conf-file and --conf reach a topology function with a ``conf`` parameter as well as the run
-    overrides = build_conf({}, args.conf_file or [], args.conf or [], args.master)
+    overrides = build_conf({}, args.conf_file or [], args.conf or [], args.master, args.remote)
     module_conf: Mapping[str, Any]
     if args.target.endswith((".yaml", ".yml")):  # a Flux file; its classes may live next to it
         from weir.flux import load_flux
@@ -197,7 +207,7 @@ def _run_topology(args: argparse.Namespace) -> int:
             msg = "weir run: --filter and --env-filter apply to a Flux file (topology.yaml)"
             raise ConfigError(msg)
         topology, default_name, module_conf = load_target(args.target, overrides)
-    conf = build_conf(module_conf, args.conf_file or [], args.conf or [], args.master)
+    conf = build_conf(module_conf, args.conf_file or [], args.conf or [], args.master, args.remote)
     if args.accept_state_loss:
         conf["weir.accept.state.loss"] = True
     name = args.name or default_name
@@ -270,7 +280,13 @@ def register(subparsers: Any) -> None:
         help="a JSON object of configuration keys (repeatable; --conf overrides it); ${NAME} in any "
         "value is replaced by the environment variable NAME, so passwords stay out of argv",
     )
-    p.add_argument("--master", help="Spark master URL (weir.spark.master), default local[*]")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--master", help="Spark master URL (weir.spark.master), default local[*]")
+    where.add_argument(
+        "--remote",
+        metavar="URL",
+        help="run as a client of a Spark Connect server, e.g. sc://127.0.0.1:15002 (weir.spark.remote)",
+    )
     p.add_argument("--name", help="topology name (default: NAME in the module, else its file name)")
     p.add_argument("--available-now", action="store_true", help="process what the sources have now, then stop")
     p.add_argument(

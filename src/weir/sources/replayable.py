@@ -314,7 +314,11 @@ def pin_initial_offset(spark: Any, path: str, compute: Callable[[], Offset]) -> 
 
     Spark asks a source for its initial offset again whenever it replays the first batch, so an
     initial offset that depends on "now" (a stream's current end) must be fixed the first time.
+    Over Spark Connect (no JVM in this process) ``path`` must be a local path (the checkpoint
+    location of a server on this machine), read and written with Python's file I/O.
     """
+    if type(spark).__module__.startswith("pyspark.sql.connect."):  # a Spark Connect session
+        return _pin_local_initial_offset(path, compute)
     jvm = spark.sparkContext._jvm
     conf = spark.sparkContext._jsc.hadoopConfiguration()
     target = jvm.org.apache.hadoop.fs.Path(path)
@@ -348,6 +352,51 @@ def pin_initial_offset(spark: Any, path: str, compute: Callable[[], Offset]) -> 
         if not fs.exists(target):
             msg = f"cannot store the initial offset at {path}"
             raise SourceError(msg)
+    return value
+
+
+def _read_pinned(path: str) -> Offset:
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        msg = f"the pinned initial offset at {path} is not JSON ({exc}); delete the file to start afresh"
+        raise SourceError(msg) from exc
+    if not isinstance(value, dict):
+        msg = f"the pinned initial offset at {path} is not a JSON object; delete the file to start afresh"
+        raise SourceError(msg)
+    return value
+
+
+def _pin_local_initial_offset(path: str, compute: Callable[[], Offset]) -> Offset:
+    """:func:`pin_initial_offset` on a local path (a Spark Connect client; the first writer wins)."""
+    import uuid
+
+    local = path[len("file:") :] if path.startswith("file:") else path
+    if "://" in local:
+        msg = (
+            f"the initial offset of a spout is kept under Spark's checkpoint location, {path}; over Spark Connect "
+            "weir reaches it with Python's file I/O, so the location must be a local path (weir.spark.checkpoint"
+            ".location, or weir.state.dir) on this machine, which is the server's"
+        )
+        raise SourceError(msg)
+    local = "/" + local.lstrip("/") if path.startswith("file:") else local
+    if os.path.exists(local):
+        return _read_pinned(local)
+    value = compute()
+    os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
+    tmp = f"{local}.{uuid.uuid4().hex}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(value, sort_keys=True))
+        fh.flush()
+        os.fsync(fh.fileno())
+    try:
+        os.link(tmp, local)  # fails if another writer pinned it first: theirs is the one kept
+    except FileExistsError:
+        return _read_pinned(local)
+    finally:
+        os.unlink(tmp)
     return value
 
 

@@ -17,6 +17,7 @@ WEIR_KEYS = {
     "weir.state.dir",
     "weir.spark.checkpoint.location",
     "weir.spark.master",
+    "weir.spark.remote",
     "weir.batch.max.retries",
     "weir.checkpoint.retain",
     "weir.deadletter",
@@ -98,6 +99,8 @@ class RuntimeConfig:
     state_dir : ``weir.state.dir`` (default ``./weir-state``)
     checkpoint_location : ``weir.spark.checkpoint.location`` (default ``<state_dir>/spark/<topology>``)
     master : ``weir.spark.master`` (default ``local[*]``)
+    remote : ``weir.spark.remote`` or ``$SPARK_REMOTE``: a Spark Connect URL (``sc://HOST:PORT``); when
+        set, the run is a Connect client of that server and ``master`` is not used
     deadletter : ``weir.deadletter``: None, a directory path, or ``state`` / ``namespace:NAME``
     max_task_parallelism : ``topology.max.task.parallelism`` (None = no cap)
     checkpoint_serializer : ``weir.streams.checkpoint.serializer``: ``data`` (default) or ``pickle``
@@ -146,6 +149,7 @@ class RuntimeConfig:
     provider: ProviderConfig | None = field(default=None, repr=False)
     rescale: str = "auto"
     batch_clock: str | None = None
+    remote: str | None = None
 
     @property
     def local(self) -> bool:
@@ -200,6 +204,15 @@ class RuntimeConfig:
         master = conf.get("weir.spark.master", "local[*]")
         if not isinstance(master, str) or not master:
             msg = f"weir.spark.master must be a Spark master URL, got {master!r}"
+            raise ConfigError(msg)
+        from weir.runtime.spark.session import remote_url
+
+        remote = remote_url(conf.get("weir.spark.remote"))
+        if remote is not None and conf.get("weir.spark.remote") and "weir.spark.master" in conf:
+            msg = (
+                f"topology {topology!r}: both weir.spark.master ({master!r}) and weir.spark.remote ({remote!r}) "
+                "are set; a run either starts Spark on a master or is a client of a Spark Connect server: drop one"
+            )
             raise ConfigError(msg)
         ser = conf.get("weir.streams.checkpoint.serializer", "data")
         if ser not in ("data", "pickle"):
@@ -263,6 +276,7 @@ class RuntimeConfig:
             restart_backoff_ms=_int(conf, "weir.restart.backoff.ms", 1000, 0),
             rescale=str(rescale),
             batch_clock=_batch_clock(topology, conf.get("weir.batch.clock")),
+            remote=remote,
         )
 
 

@@ -28,6 +28,7 @@ from weir.checkpoint.rescale import Rescaler
 from weir.errors import ConfigError, TopologyError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.runner import BatchRunner, TopologyRun, make_coordinator
+from weir.runtime.spark.session import is_connect
 from weir.state.base import StateProvider
 
 __all__ = ["BatchRunner", "Dialect", "Prepared", "dialect_for", "register_dialect", "submit"]
@@ -88,6 +89,18 @@ class Dialect(ABC):
         """What re-partitions a stateful component whose parallelism changed; None (default) refuses it."""
         return None
 
+    def connect_refusal(self, name: str, topology: Any, rc: RuntimeConfig) -> str | None:
+        """Why ``topology`` cannot run on a Spark Connect session; None when it can.
+
+        The default refuses: a dialect whose runtime is not written for Connect (RDD stages, job-local
+        properties, accumulators, ``_jvm``) must not half-run there. A dialect that runs over Connect
+        overrides this.
+        """
+        return (
+            f"the {self.name or type(self).__name__} runtime builds its stages with SparkContext APIs "
+            "(job-local properties, accumulators, RDDs) that a Spark Connect client does not have"
+        )
+
 
 _DIALECTS: list[Dialect] = []
 
@@ -126,6 +139,16 @@ def submit(
     dialect = dialect_for(name, topology)
     rc = RuntimeConfig.from_conf(name, conf)
     _refuse_storm_only_keys(name, conf, topology)
+    if rc.remote is not None or (spark is not None and is_connect(spark)):
+        reason = dialect.connect_refusal(name, topology, rc)
+        if reason is not None:
+            where = rc.remote or "the given Spark Connect session"
+            msg = (
+                f"topology {name!r} ({dialect.name} dialect) cannot run over Spark Connect ({where}): {reason}. "
+                "Run it on classic PySpark instead (weir.spark.master / --master, without weir.spark.remote, "
+                "--remote or $SPARK_REMOTE)"
+            )
+            raise TopologyError(msg, topology=name)
     plan = dialect.prepare(name, conf, topology, rc, spark)
     if initial_state:
         check_initial_state(name, topology, plan.provider, initial_state)

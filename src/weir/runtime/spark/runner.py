@@ -27,7 +27,14 @@ from weir.checkpoint.history import CheckpointHistory
 from weir.checkpoint.rescale import Rescaler
 from weir.errors import ConfigError, FencedError, SparkDiedError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
-from weir.runtime.spark.session import ensure_python_env, get_spark, spark_jvm_exit
+from weir.runtime.spark.session import (
+    connect_master,
+    ensure_python_env,
+    get_spark,
+    is_connect,
+    session_url,
+    spark_jvm_exit,
+)
 from weir.runtime.spark.spouts import spout_streams, union_as_json
 from weir.runtime.spark.statecheck import check_store_against_spark, read_batch_offsets
 from weir.runtime.spark.supervision import RestartPolicy, StopRequested, Supervisor
@@ -108,6 +115,9 @@ class BatchRunner(ABC):
 
     def abandoned(self) -> None:  # noqa: B027 - optional hook
         """A batch failed every attempt and the query stops; default: nothing."""
+
+    def use_report_sink(self, sink: Any) -> None:  # noqa: B027 - optional hook
+        """Over Spark Connect: where the run's tasks send their reports (instead of an accumulator)."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """The topology stopped; default: nothing."""
@@ -315,6 +325,8 @@ class TopologyRun:
         self.metrics: TopologyMetrics | None = None
         if rc.metrics_port is not None:
             self._serve_metrics()
+        #: over Spark Connect: the client's end of the server's foreachBatch (see weir.runtime.spark.connect)
+        self._relay: Any = None
 
     def _serve_metrics(self) -> None:
         from weir.runtime.spark.metrics import TopologyMetrics
@@ -385,8 +397,16 @@ class TopologyRun:
             self._spout_id = None
             parts = [(cid, d) for (cid, _), d in zip(self.spouts, dfs, strict=True)]
             df = union_as_json(parts, tag="c", value="v", options={"ignoreNullFields": "false"})
+        on_batch: Any = self._on_batch
+        if is_connect(self.spark):
+            if self._relay is None:
+                from weir.runtime.spark.connect import ConnectRelay
+
+                self._relay = ConnectRelay(self.rc.remote or session_url(self.spark), self.name, self._on_batch)
+                self.runner.use_report_sink(self._relay.report_sink())
+            on_batch = self._relay.function()
         writer = (
-            df.writeStream.foreachBatch(self._on_batch)
+            df.writeStream.foreachBatch(on_batch)
             .option("checkpointLocation", self.rc.checkpoint_location)
             .trigger(**trigger)
         )
@@ -709,6 +729,9 @@ class TopologyRun:
         done = self._supervisor.wait(timeout)
         if done:
             self.runner.close()
+            if self._relay is not None:
+                self._relay.close()
+                self._relay = None
             err = self._supervisor.error
             self._status.state = "stopped" if err is None else "failed"
             if err is not None:
@@ -761,6 +784,9 @@ class TopologyRun:
         self._supervisor.stop()
         self._stop_query()
         self.runner.close()
+        if self._relay is not None:
+            self._relay.close()
+            self._relay = None
         self._status.state = "stopped"
         if self.metrics is not None:
             self.metrics.close()
@@ -798,15 +824,21 @@ def master_for(rc: RuntimeConfig, spark: Any) -> str:
     """The Spark master a run will use, known before Spark starts (checks run before it)."""
     from pyspark.sql import SparkSession
 
+    if spark is None and rc.remote is not None:  # a Connect client: the server's master (connecting is cheap)
+        spark = get_spark(rc.master, f"weir-{rc.topology}", rc.spark_conf, remote=rc.remote)
     if spark is None:
         spark = SparkSession.getActiveSession()
+    if spark is not None and is_connect(spark):
+        return connect_master(spark, rc.remote or session_url(spark))
     return rc.master if spark is None else str(spark.sparkContext.master)
 
 
 def spark_for(rc: RuntimeConfig, spark: Any) -> tuple[Any, str]:
     """The session to use and its master URL (starts Spark when none is running)."""
     if spark is None:
-        spark = get_spark(rc.master, f"weir-{rc.topology}", rc.spark_conf)
+        spark = get_spark(rc.master, f"weir-{rc.topology}", rc.spark_conf, remote=rc.remote)
+    if is_connect(spark):
+        return spark, connect_master(spark, rc.remote or session_url(spark))
     return spark, str(spark.sparkContext.master)
 
 

@@ -21,7 +21,19 @@ from typing import Any
 
 from weir._redact import SPARK_REDACTION_REGEX, SPARK_STRING_REDACTION_REGEX
 
-__all__ = ["QUIET_LOG4J2", "ensure_python_env", "get_spark", "spark_jvm_exit", "stop_spark", "verbose"]
+__all__ = [
+    "QUIET_LOG4J2",
+    "connect_master",
+    "ensure_python_env",
+    "get_spark",
+    "is_connect",
+    "remote_host",
+    "remote_url",
+    "session_url",
+    "spark_jvm_exit",
+    "stop_spark",
+    "verbose",
+]
 
 #: the log4j2 configuration of a quiet driver: errors only, on stderr
 QUIET_LOG4J2 = """\
@@ -109,8 +121,102 @@ def _launch_quiet_gateway(master: str, app_name: str, settings: Mapping[str, str
     SparkContext._ensure_initialized(gateway=gateway)
 
 
-def get_spark(master: str, app_name: str, extra: Mapping[str, Any] | None = None) -> Any:
-    """The active SparkSession, or a new one on ``master`` with the UI off and few shuffle partitions."""
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (a thin client: no ``sparkContext``, no ``_jvm``)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect.")
+
+
+def remote_url(conf_value: object = None) -> str | None:
+    """The Spark Connect URL of a run: ``weir.spark.remote`` if given, else ``$SPARK_REMOTE``, else None.
+
+    Refuses (ConfigError) anything but an ``sc://HOST[:PORT][/;params]`` URL.
+    """
+    from weir.errors import ConfigError
+
+    url = conf_value if conf_value not in (None, "") else os.environ.get("SPARK_REMOTE") or None
+    if url is None:
+        return None
+    source = "weir.spark.remote" if conf_value not in (None, "") else "$SPARK_REMOTE"
+    if not isinstance(url, str) or not url.startswith("sc://") or len(url) <= len("sc://"):
+        msg = f"{source} must be a Spark Connect URL such as sc://127.0.0.1:15002, got {url!r}"
+        raise ConfigError(msg)
+    return url
+
+
+def session_url(spark: Any) -> str:
+    """The ``sc://`` URL a Spark Connect session was made with (``sc://`` alone if it cannot be told)."""
+    builder = getattr(getattr(spark, "client", None), "_builder", None)
+    endpoint = getattr(builder, "endpoint", None)
+    return f"sc://{endpoint}" if endpoint else "sc://"
+
+
+def remote_host(url: str) -> str:
+    """The host of an ``sc://HOST[:PORT][/;params]`` URL."""
+    rest = url[len("sc://") :].split("/", 1)[0].split(";", 1)[0]
+    if rest.startswith("["):  # [IPv6]:port
+        return rest[1:].split("]", 1)[0]
+    return rest.rsplit(":", 1)[0] if ":" in rest else rest
+
+
+def connect_master(spark: Any, url: str) -> str:
+    """The master a Connect server runs on, as seen from this machine.
+
+    The server's ``spark.master`` when the server is on this machine (a loopback host), so a local
+    server counts as local mode; otherwise ``"<url> (spark.master <m>)"``, never local: files on this
+    machine (an SQLite store, a checkpoint directory) are not the server's.
+    """
+    try:
+        master = str(spark.conf.get("spark.master"))
+    except Exception:  # noqa: BLE001 - a server that hides its master is treated as remote
+        master = "unknown"
+    if remote_host(url) in ("127.0.0.1", "localhost", "::1"):
+        return master
+    return f"{url} (spark.master {master})"
+
+
+def _get_connect_spark(url: str, app_name: str, extra: Mapping[str, Any] | None) -> Any:
+    try:
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+    except ImportError as exc:
+        from weir.errors import ConfigError
+
+        msg = (
+            f"Spark Connect URL {url!r} given, but PySpark's Connect client cannot be imported ({exc}); "
+            "install weir[connect] (grpcio, grpcio-status, googleapis-common-protos, zstandard)"
+        )
+        raise ConfigError(msg) from exc
+    # as PySpark's own builder does for a remote session: from now on this process's
+    # pyspark.sql.functions, Column and Observation are Spark Connect's
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    active = ConnectSession.getActiveSession()
+    if active is not None:
+        return active
+    spark = ConnectSession.builder.remote(url).appName(app_name).getOrCreate()
+    settings = {"spark.sql.shuffle.partitions": "4", **{k: str(v) for k, v in (extra or {}).items()}}
+    for k, v in settings.items():
+        try:
+            spark.conf.set(k, v)
+        except Exception as exc:
+            from weir.errors import ConfigError
+
+            spark.stop()  # the session this call made: not left active with half its settings
+            msg = (
+                f"weir.spark.conf: Spark Connect server {url} refuses {k}={v!r} for this session "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); a server-wide "
+                "setting is given when the server starts (spark-submit --conf), not by the client"
+            )
+            raise ConfigError(msg) from exc
+    return spark
+
+
+def get_spark(master: str, app_name: str, extra: Mapping[str, Any] | None = None, *, remote: str | None = None) -> Any:
+    """The active SparkSession, or a new one on ``master`` with the UI off and few shuffle partitions.
+
+    With ``remote`` (an ``sc://`` URL), a Spark Connect session on that server instead (its
+    session-level settings from ``extra``); nothing on that path touches a JVM of this process.
+    """
+    if remote is not None:
+        return _get_connect_spark(remote, app_name, extra)
     ensure_python_env()
     from pyspark.sql import SparkSession
 
@@ -200,6 +306,11 @@ def stop_spark() -> None:
 
     from pyspark import SparkContext
 
+    if "pyspark.sql.connect.session" in sys.modules:  # a Connect client: end its session on the server
+        connect = sys.modules["pyspark.sql.connect.session"].SparkSession.getActiveSession()
+        if connect is not None:
+            with contextlib.suppress(Exception):
+                connect.stop()
     sc = SparkContext._active_spark_context
     try:
         if sc is not None:

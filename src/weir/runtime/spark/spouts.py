@@ -68,7 +68,10 @@ def union_as_json(
     rows = [
         d.select(
             (F.lit(t).cast("int") if isinstance(t, int) else F.lit(t)).alias(tag),
-            F.to_json(F.struct(*[F.col(_quoted(c)) for c in d.columns]), dict(options or {})).alias(value),
+            # no options: none passed (Spark Connect sends an empty dict as a MAP<VOID, VOID> it refuses)
+            F.to_json(F.struct(*[F.col(_quoted(c)) for c in d.columns]), *([dict(options)] if options else [])).alias(
+                value
+            ),
         )
         for t, d in parts
     ]

@@ -298,7 +298,10 @@ class Supervisor:
                     raise verdict from exc
                 if not isinstance(verdict, str):
                     # a source briefly unavailable while the query is built (its initial offset)
-                    reason = transient_reason(exc) if isinstance(exc, SourceError) else None
+                    # (over Spark Connect the start launches the server's foreachBatch worker, which
+                    # may miss Spark's fixed 10 s to connect back on a loaded machine)
+                    retry = isinstance(exc, SourceError) or "failed to connect back" in str(exc)
+                    reason = transient_reason(exc) if retry else None
                     if reason is None or self.consecutive >= self.policy.max_restarts:
                         raise
                     delay = self._count_restart("transient failure at start (%s); try", reason)

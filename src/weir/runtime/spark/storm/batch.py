@@ -44,8 +44,10 @@ from weir.runtime.spark.executor import (
 )
 from weir.runtime.spark.pacing import pacing_stream
 from weir.runtime.spark.runner import BatchRunner
+from weir.runtime.spark.session import is_connect
 from weir.runtime.spark.spoutlog import SpoutDriver, logged_spout_task
-from weir.runtime.spark.storm.instances import LINEAGE_PROPERTY, LineageTracker
+from weir.runtime.spark.storm.connect import ConnectGraph
+from weir.runtime.spark.storm.instances import LINEAGE_PROPERTY, Lineage, LineageTracker
 from weir.runtime.spark.storm.task import TaskLoop, run_spout_task, task_loop
 from weir.topology.builder import GroupingKind, Subscription, Topology
 from weir.topology.punctuation import MarkRecord
@@ -274,10 +276,16 @@ class BatchJob(BatchRunner):
         self._acc: Any = None
         #: which kept bolt instances may continue into a batch (see :mod:`.instances`)
         self._lineage = LineageTracker()
+        #: the session is Spark Connect's (seen by :meth:`create_stream`): batches come as DataFrames
+        self._connect = False
 
     def punctuates(self) -> bool:
         """Whether marks flow in this topology (Streams operators or punctuating spouts)."""
         return self.punctuation
+
+    def wants_dataframe(self) -> bool:
+        """Over Spark Connect the batch's DataFrame (there is no RDD); classic PySpark: its RDD of rows."""
+        return self._connect
 
     def run_final(self, batch: Any, spout_id: str | None, txid: int, epoch: int | None) -> JobOutcome:
         """The final-mark transaction: every spout task sends a final mark, nothing else."""
@@ -291,17 +299,31 @@ class BatchJob(BatchRunner):
         ``final``: every spout task ends its part with a final mark (the end of a finite run).
         """
         t0 = time.perf_counter()
-        sc = batch_rdd.context
-        if self._plan is None or self._plan.sc is not sc:
-            self._plan = _RunPlan(sc)
-            self._acc = sc.accumulator([], ReportAccumulatorParam())
-        plan, acc = self._plan, self._acc
+        connect = is_connect(batch_rdd)
+        if not connect:
+            sc = batch_rdd.context
+            if self._plan is None or self._plan.sc is not sc:
+                self._plan = _RunPlan(sc)
+                self._acc = sc.accumulator([], ReportAccumulatorParam())
+            plan, acc = self._plan, self._acc
         logged: dict[str, list[list[tuple[Any, ...]]]] = {}
         if self.spout_driver is not None:
             logged, spout_failures = self.spout_driver.batch(txid)
             if spout_failures:
                 return JobOutcome(failures=spout_failures)
         lineage = self._lineage.next()
+        if connect:  # Spark Connect: DataFrame stages, reports as rows (see .connect)
+            try:
+                graph = ConnectGraph(
+                    self.topology, self.specs, self.loops, txid, epoch, lineage, final, key_for_grouping, _as_block
+                )
+                reports = graph.run(batch_rdd, spout_id, logged, self.punctuation)
+            except Exception as exc:
+                self._lineage.finished(txid, lineage, ok=False)
+                return JobOutcome(
+                    failures=[TaskFailure("<spark>", -1, f"the Spark job failed: {_short(exc)}", str(exc)[-4000:])]
+                )
+            return self._outcome(reports, txid, lineage, t0)
         acc.value = []  # a failed job's tasks send nothing (Spark drops their updates); reports name their txid
         outs: dict[str, tuple[_Chain, int]] = {}  # component -> (its output, its partitions)
         persisted: list[Any] = []
@@ -345,6 +367,10 @@ class BatchJob(BatchRunner):
         finally:
             for r in persisted:
                 r.unpersist(False)
+        return self._outcome(sent, txid, lineage, t0)
+
+    def _outcome(self, sent: list[TaskReport], txid: int, lineage: Lineage, t0: float) -> JobOutcome:
+        """The batch's outcome from the reports its tasks sent (either plumbing)."""
         outcome, reports = outcome_of(sent, self._expected_tasks(), {})
         self._lineage.finished(txid, lineage, ok=outcome.ok)
         dead = [d for r in reports for d in r.dead_letters]
@@ -414,6 +440,7 @@ class BatchJob(BatchRunner):
 
     def create_stream(self, spout_id: str, spout: Any, spark: Any, context: Any) -> Any:
         """A Storm spout's batches are paced by :func:`~weir.runtime.spark.pacing.pacing_stream`."""
+        self._connect = is_connect(spark)
         if self.spout_driver is not None and spout_id in self.spout_driver.spout_ids:
             return pacing_stream(spark, context)
         return spout.create_stream(spark, context)

@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LINEAGE_PROPERTY", "Lineage", "clear_kept", "keep", "lineage_of_job", "take"]
+__all__ = ["LINEAGE_PROPERTY", "Lineage", "clear_kept", "given_lineage", "keep", "lineage_of_job", "take"]
 
 log = logging.getLogger("weir.runtime")
 
@@ -84,8 +84,20 @@ class LineageTracker:
             self.last_ok = (txid, lineage.attempt)
 
 
+#: the lineage a Spark Connect stage gives its task (Connect has no job-local properties)
+_GIVEN: Lineage | None = None
+
+
+def given_lineage(lineage: Lineage | None) -> None:
+    """Set (None: clear) the lineage of the task this Python worker runs now (a Spark Connect stage)."""
+    global _GIVEN
+    _GIVEN = lineage
+
+
 def lineage_of_job() -> Lineage | None:
     """The lineage of the running Spark task's job (None outside a batch job)."""
+    if _GIVEN is not None:
+        return _GIVEN
     from pyspark import TaskContext
 
     ctx = TaskContext.get()

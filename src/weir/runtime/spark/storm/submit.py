@@ -15,8 +15,10 @@ from weir.runtime.spark.deadletter import make_sink
 from weir.runtime.spark.dialect import BatchRunner, Dialect, Prepared, register_dialect
 from weir.runtime.spark.executor import TaskSpec
 from weir.runtime.spark.runner import master_for, picklable_or_raise, resolve_provider, ship_user_modules, spark_for
+from weir.runtime.spark.session import is_connect
 from weir.runtime.spark.spoutlog import SpoutDriver, SpoutOptions, check_storm_spouts
 from weir.runtime.spark.storm.batch import BatchJob
+from weir.runtime.spark.storm.connect import connect_refusal
 from weir.runtime.spark.storm.participants import CompositeParticipants, StatefulParticipants
 from weir.runtime.spark.storm.ticks import tick_plan
 from weir.runtime.spark.streams.operators import StreamsParticipants
@@ -161,6 +163,7 @@ def submit_topology(
         backend = provider.backend if isinstance(provider, KeyValueStateProvider) else None
         driver = SpoutDriver(name, conf, topology, backend, spout_options)
     job = BatchJob(topology, specs, on_dead_letters=sink.write if sink else None, spout_driver=driver)
+    job._connect = is_connect(spark_session)
     return StormPlan(name, conf, rc, spark_session, master, provider, topology=topology, specs=specs, job=job)
 
 
@@ -185,6 +188,21 @@ class StormDialect(Dialect):
     def prepare(self, name: str, conf: Mapping[str, Any], topology: Any, rc: RuntimeConfig, spark: Any) -> StormPlan:
         """Validate ``topology`` with ``conf`` and build its batch job (see :func:`submit_topology`)."""
         return submit_topology(name, conf, topology, rc, spark)
+
+    def connect_refusal(self, name: str, topology: Any, rc: RuntimeConfig) -> str | None:
+        """Storm runs over Spark Connect (DataFrame stages, see :mod:`.connect`) unless a component cannot.
+
+        As for every dialect there, the coordinator stays in this process (the server's
+        ``foreachBatch`` is relayed here: :mod:`weir.runtime.spark.connect`), so the server must be on
+        this machine, and Spark's progress events (``weir.metrics.port``) are the server's.
+        """
+        from weir.runtime.spark.connect import check_reachable
+
+        if rc.remote is not None:
+            check_reachable(name, rc.remote)
+        if rc.metrics_port is not None:
+            return "weir.metrics.port listens to Spark's progress events in the driver, which is the server's"
+        return connect_refusal(topology) if isinstance(topology, Topology) else None
 
     def spouts(self, plan: Prepared) -> list[tuple[str, Any]]:
         """The topology's spouts."""

@@ -22,6 +22,7 @@ from typing import Any
 
 from weir.errors import TopologyError
 from weir.runtime.spark.executor import BATCH_PROPERTY, batch_property
+from weir.runtime.spark.session import is_connect
 from weir.runtime.spark.trident._arrow import spout_failure_prefix
 from weir.runtime.spark.trident.state_tasks import (
     SPARK_HASHED_TYPES,
@@ -130,6 +131,7 @@ class BatchPlanner:
         self.epoch = epoch
         self.acc = acc
         self.spark = batch.sparkSession
+        self.connect = is_connect(self.spark)
         self.memo: dict[int, Compiled] = {}
         self.persisted: list[Any] = []
         self.observations: list[Any] = []
@@ -147,7 +149,18 @@ class BatchPlanner:
         return states + leaves
 
     def run(self) -> None:
-        """Execute every action (one Spark job each), the batch named in the jobs' local property."""
+        """Execute every action (one Spark job each), the batch named in the jobs' local property.
+
+        Over Spark Connect (no job-local properties) each run-wide stage carries the batch's txid
+        and epoch itself: Connect pickles a stage into the plan when an action (or a persist) sends
+        it, and :meth:`_map` binds the stage to this batch before that.
+        """
+        if self.connect:
+            for node in self.actions():
+                df = self.compile(node).df
+                self._shuffle_partitions(self.ctx.shuffles.get(node.id, self.default_n))
+                df.write.format("noop").mode("overwrite").save()
+            return
         sc = self.spark.sparkContext
         sc.setLocalProperty(BATCH_PROPERTY, batch_property(self.txid, self.epoch))
         try:
@@ -303,6 +316,8 @@ class BatchPlanner:
             udf = arrow_udf(stage, schema, [self.col(f.name) for f in stage.in_fields])
             if stage.txid is None:
                 self.ctx.udfs[key] = udf
+        if self.connect:  # no job-local property: the stage is pickled with this batch's txid and epoch
+            udf.stage.bind(self.txid, self.epoch)
         return Compiled(map_in_arrow(df, udf), out_fields)
 
     def _n(self, node: Node) -> int:

@@ -1,0 +1,130 @@
+"""Running a topology's batches from a Spark Connect client.
+
+Over Spark Connect the ``foreachBatch`` function of a streaming query runs in a Python worker of
+the *server*. weir keeps the coordinator, supervision, status and metrics in the client (where
+``weir.submit`` ran) and makes the server-side function a relay (:class:`BatchRelayFunction`):
+for micro-batch *b* it sends the batch's DataFrame reference (the server caches it under an id in
+the query's session) to the client's :class:`ConnectRelay`, which opens that DataFrame in its own
+Connect session and runs the batch exactly as on classic PySpark; the relay answers when the batch
+is done (or failed), and only then does ``foreachBatch`` return, so Spark commits the batch's
+offsets after weir committed the batch's state, as on classic PySpark.
+
+Task reports come back the same way, as data: a stage's :class:`RelayReports` (the run's stand-in
+for a ``SparkContext`` accumulator) sends each task's
+:class:`~weir.runtime.spark.executor.TaskReport` as text (:meth:`TaskReport.to_text`, JSON: nothing
+is unpickled) to the client before the task ends, and the client keeps them for the batch.
+
+The relay listens on a loopback port with a random token: the server (its ``foreachBatch`` worker
+and its executors) must run on this machine. A server elsewhere is refused at submit
+(:func:`check_reachable`).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import socketserver
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from weir._connect_relay import BatchRelayFunction, RelayReports
+from weir.errors import ConfigError
+
+__all__ = ["BatchRelayFunction", "ConnectRelay", "RelayReports", "check_reachable"]
+
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def check_reachable(topology: str, url: str) -> None:
+    """Refuse a Connect server that is not on this machine (its workers could not reach the relay)."""
+    from weir.runtime.spark.session import remote_host
+
+    host = remote_host(url)
+    if host not in _LOOPBACK:
+        msg = (
+            f"topology {topology!r}: the Spark Connect server {url} is not on this machine; weir's coordinator "
+            "runs in this process and the server's foreachBatch worker and tasks reach it on a loopback port, "
+            "so only a server on this machine (sc://127.0.0.1:PORT or sc://localhost:PORT) is supported. "
+            "Run weir on the server's machine, or use a classic Spark master (weir.spark.master)"
+        )
+        raise ConfigError(msg)
+
+
+class ConnectRelay:
+    """The client's end: runs the batches the server hands over and collects task reports."""
+
+    def __init__(self, url: str, topology: str, on_batch: Callable[[Any, int], None]) -> None:
+        self.url = url
+        self.topology = topology
+        self.on_batch = on_batch
+        self.token = secrets.token_hex(16)
+        self.lock = threading.Lock()
+        self.reports: list[Any] = []
+        self._sessions: dict[str, Any] = {}
+        relay = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                line = self.rfile.readline()
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    return
+                if not isinstance(msg, dict) or not secrets.compare_digest(str(msg.get("t", "")), relay.token):
+                    return
+                answer = relay._handle(msg)
+                self.wfile.write(json.dumps(answer).encode() + b"\n")
+
+        class Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self._server = Server(("127.0.0.1", 0), Handler)
+        self.addr: tuple[str, int] = ("127.0.0.1", int(self._server.server_address[1]))
+        self._thread = threading.Thread(target=self._server.serve_forever, name="weir-connect-relay", daemon=True)
+        self._thread.start()
+
+    def function(self) -> BatchRelayFunction:
+        """The ``foreachBatch`` function to give the query."""
+        return BatchRelayFunction(self.addr, self.token, self.topology)
+
+    def report_sink(self) -> RelayReports:
+        """A task-report sink for this run's stages."""
+        return RelayReports(self, self.addr, self.token)
+
+    def _session(self, session_id: str) -> Any:
+        found = self._sessions.get(session_id)
+        if found is None:
+            from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+            # the URL form the server's own foreachBatch worker uses for the query's cloned session
+            base = self.url if "/;" in self.url else self.url.rstrip("/") + "/"  # sc://host:port/;params
+            found = ConnectSession.builder.remote(f"{base};session_id={session_id}").create()
+            self._sessions = {session_id: found}  # the query's session: one per query run
+        return found
+
+    def _handle(self, msg: dict[str, Any]) -> dict[str, Any]:
+        kind = msg.get("k")
+        if kind == "reports":
+            from weir.runtime.spark.executor import TaskReport
+
+            got = [TaskReport.from_text(str(t)) for t in msg.get("r") or []]
+            with self.lock:
+                self.reports.extend(r for r in got if r is not None)
+            return {"ok": True}
+        if kind == "batch":
+            try:
+                spark = self._session(str(msg["s"]))
+                df = spark._create_remote_dataframe(str(msg["df"]))
+                self.on_batch(df, int(msg["b"]))
+            except BaseException as exc:  # noqa: BLE001 - the server's foreachBatch raises it
+                text = f"{type(exc).__name__}: {exc}"
+                return {"ok": False, "error": text}
+            return {"ok": True}
+        return {"ok": False, "error": f"unknown request {kind!r}"}
+
+    def close(self) -> None:
+        """Stop listening (a batch in flight fails on the server)."""
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,462 @@
+"""Driver side over Spark Connect: one micro-batch of a topology as DataFrame stages, not RDDs.
+
+Spark Connect has no ``SparkContext``: no RDDs, no accumulators, no job-local properties. The
+same task code runs (:mod:`weir.runtime.spark.storm.task`: a spout's, a bolt's, a windowed
+bolt's loop), with only the plumbing between stages changed:
+
+* each stage is one ``mapInArrow`` whose Python function runs a chain of components in one pass
+  (a spout, then every bolt that reads it without a shuffle), partition *i* being task *i*
+  (``TaskContext.partitionId()``);
+* a grouping is a ``repartitionById(n, "task")`` exchange over the producer's rows, each row
+  ``(dest, task, kind, payload)`` a pickled chunk of input blocks for consumer task ``task``
+  (made by the classic job's :func:`~weir.runtime.spark.storm.batch.key_for_grouping`, so
+  fields / shuffle / all / global / direct route exactly as there), so partition *i* of the
+  consumer stage is task *i* again;
+* a task's report (with its dead letters) is a row of kind ``"R"`` (its JSON text) that every later
+  stage passes on, and the batch's one action collects the terminal stages' rows: the reports of
+  every task come back with the job, as data;
+* the txid, the driver's epoch and the lineage of kept bolt instances are constants of each batch's
+  functions (a Connect client sends a stage's function with its plan anyway), set for the task
+  before its loop runs (:func:`~weir.runtime.spark.storm.instances.given_lineage`);
+* a component read by several consumers is persisted for the batch, as in the classic job.
+
+What it cannot do is refused at submit (:func:`connect_refusal`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pickle
+from collections.abc import Callable, Iterator
+from itertools import chain
+from typing import Any
+
+from weir.runtime.spark.executor import TaskReport, TaskSpec
+from weir.runtime.spark.spoutlog import logged_spout_task
+from weir.runtime.spark.storm.instances import Lineage, given_lineage
+from weir.runtime.spark.storm.task import TaskLoop, run_spout_task
+from weir.topology.builder import GroupingKind, Topology
+
+__all__ = ["SCHEMA", "ConnectGraph", "connect_refusal"]
+
+#: every stage's output: a chunk of input blocks for task ``task`` of the input ``dest``, or a report
+SCHEMA = "dest string, task int, kind string, payload binary"
+#: the columns weir adds to the batch DataFrame: its spout task, and whether the row is one of the batch
+TASK_COLUMN, REAL_COLUMN = "__weir_task", "__weir_real"
+_ROWS = 256  # rows per output record batch
+
+_NARROW = (GroupingKind.SHUFFLE, GroupingKind.NONE, GroupingKind.LOCAL_OR_SHUFFLE)
+
+Func = Callable[[int, Iterator[Any]], Iterator[Any]]
+
+
+def connect_refusal(topology: Topology) -> str | None:
+    """Why ``topology``'s Storm components cannot run over Spark Connect (None: they can)."""
+    from weir.streams.operator import Operator
+
+    for c in topology.components.values():
+        if isinstance(c.obj, Operator):
+            return (
+                f"component {c.id!r} is an IBM Streams operator inside a Storm topology (its state handlers "
+                "and consistent regions use SparkContext APIs): over Spark Connect weir runs Storm spouts and "
+                "bolts, windowed or not"
+            )
+    return None
+
+
+# ---- executor side -------------------------------------------------------------------------------
+
+
+def _out_batch(dest: list[str], task: list[int], kind: list[str], payload: list[bytes]) -> Any:
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(dest, pa.string()),
+            pa.array(task, pa.int32()),
+            pa.array(kind, pa.string()),
+            pa.array(payload, pa.binary()),
+        ],  # fmt: skip
+        names=["dest", "task", "kind", "payload"],
+    )
+
+
+def _batch_rows(batches: Iterator[Any]) -> Iterator[Any]:
+    """The rows of the batch DataFrame as PySpark ``Row`` objects (what ``df.rdd`` gives a classic spout).
+
+    The last two columns are weir's (:data:`TASK_COLUMN`, :data:`REAL_COLUMN`): a row that is not
+    real only makes sure its task runs.
+    """
+    import datetime
+
+    from pyspark.sql import Row
+
+    make: Any = None
+    for rb in batches:
+        if make is None:
+            make = Row(*rb.schema.names[:-2])
+        real = rb.column(rb.num_columns - 1).to_pylist()
+        cols = [c.to_pylist() for c in rb.columns[:-2]]
+        for i, c in enumerate(cols):  # Arrow's timestamps are zoned; classic rows have naive local times
+            if c and getattr(rb.schema.types[i], "tz", None):
+                cols[i] = [v.astimezone().replace(tzinfo=None) if isinstance(v, datetime.datetime) else v for v in c]
+        for is_real, *vals in zip(real, *cols, strict=True):
+            if is_real:
+                yield make(*vals)
+
+
+def _chunk_blocks(batches: Iterator[Any], passed: list[bytes]) -> Iterator[Any]:
+    """The input blocks of the chunk rows of a consumer task; report rows are kept in ``passed``."""
+    loads = pickle.loads
+    for rb in batches:
+        kinds = rb.column(2).to_pylist()
+        payloads = rb.column(3).to_pylist()
+        for k, p in zip(kinds, payloads, strict=True):
+            if k == "C":
+                yield from loads(p)
+            elif k == "R":
+                passed.append(p)
+
+
+def _logged_rows(batches: Iterator[Any], passed: list[bytes]) -> Iterator[Any]:
+    """A Storm spout task's part of the spout log (one row: the pickled list of its records)."""
+    for rb in batches:
+        for p in rb.column(3).to_pylist():
+            yield pickle.loads(p)
+
+
+def _task_of(first: Any, column: int, where: str) -> int:
+    """The task of a stage's partition: every row names it (a partition of a union has another index)."""
+    import pyarrow.compute as pc
+
+    bounds = pc.min_max(first.column(column)).as_py()
+    if bounds["min"] != bounds["max"]:
+        msg = (
+            f"{where}: one Spark partition holds rows of tasks {bounds['min']} and {bounds['max']}; weir's "
+            "Connect stages need one task per partition (repartitionById): turn off anything that coalesces "
+            "shuffle partitions of explicit repartitions"
+        )
+        raise RuntimeError(msg)
+    return int(bounds["min"])
+
+
+def _stage_function(
+    base: str, funcs: tuple[Func, ...], outputs: tuple[tuple[str, Func], ...], lineage: Lineage, where: str
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The ``mapInArrow`` function of one stage: its input, its chain of components, its outputs.
+
+    ``base``: what the input rows are (``"batch"``, ``"chunks"`` or ``"logged"``); ``funcs`` the
+    chain (each ``(task, records) -> records``, reports as ``("R", ...)`` / ``("D", ...)`` records);
+    ``outputs`` the keyed routes ``(dest, key function)`` of the consumers reading this stage
+    through an exchange (none: a terminal stage, only reports leave it).
+    """
+
+    def stage(batches: Iterator[Any]) -> Iterator[Any]:
+        batches = iter(batches)
+        first = next((rb for rb in batches if rb.num_rows), None)
+        if first is None:  # a task always has a row (see ConnectGraph): this is no task's partition
+            return
+        batches = chain((first,), batches)
+        pidx = _task_of(first, first.num_columns - 2 if base == "batch" else 1, where)
+        passed: list[bytes] = []
+        if base == "batch":
+            it: Iterator[Any] = _batch_rows(batches)
+        elif base == "logged":
+            it = _logged_rows(batches, passed)
+        else:
+            it = _chunk_blocks(batches, passed)
+        reports: list[TaskReport] = []
+        for f in funcs:  # each component's reports leave the chain where it ends
+            it = f(pidx, it)
+            if getattr(f, "_component", False):
+                it = _reports_to(reports, it)
+        dest: list[str] = []
+        task: list[int] = []
+        kind: list[str] = []
+        payload: list[bytes] = []
+        dumps = pickle.dumps
+        given_lineage(lineage)
+        try:
+            if not outputs:
+                for _ in it:
+                    pass
+            else:
+                routed: tuple[tuple[str, Iterator[Any]], ...]
+                if len(outputs) == 1:
+                    routed = ((outputs[0][0], outputs[0][1](pidx, it)),)
+                else:  # several routes read the same records
+                    records = list(it)
+                    routed = tuple((d, key(pidx, iter(records))) for d, key in outputs)
+                for d, pairs in routed:
+                    for t, chunk in pairs:
+                        dest.append(d)
+                        task.append(t)
+                        kind.append("C")
+                        payload.append(dumps(chunk, pickle.HIGHEST_PROTOCOL))
+                        if len(dest) >= _ROWS:
+                            yield _out_batch(dest, task, kind, payload)
+                            dest, task, kind, payload = [], [], [], []
+        finally:
+            given_lineage(None)
+        for text in passed:
+            dest.append("*")
+            task.append(0)
+            kind.append("R")
+            payload.append(text)
+        for r in reports:
+            dest.append("*")
+            task.append(0)
+            kind.append("R")
+            payload.append(r.to_text().encode())
+        if dest:
+            yield _out_batch(dest, task, kind, payload)
+
+    return stage
+
+
+def _reports_to(reports: list[TaskReport], gen: Iterator[Any]) -> Iterator[Any]:
+    """As :func:`~weir.runtime.spark.executor.send_reports`, into ``reports`` (rows of the stage's output)."""
+    dead: list[dict[str, Any]] = []
+    for rec in gen:
+        kind = rec[0]
+        if kind == "B" or kind == "T" or kind == "P":
+            yield rec
+        elif kind == "D":
+            dead.append(rec[1])
+        else:
+            report: TaskReport = rec[1]
+            report.dead_letters.extend(dead)
+            dead = []
+            reports.append(report)
+
+
+def _bolt_func(spec: TaskSpec, loop: TaskLoop, txid: int, epoch: int | None) -> Func:
+    def run(pidx: int, it: Iterator[Any]) -> Iterator[Any]:
+        return loop(spec, pidx, txid, epoch, it)
+
+    run._component = True  # type: ignore[attr-defined]
+    return run
+
+
+def _spout_func(spec: TaskSpec, cid: str, txid: int, final: bool, shared: bool) -> Func:
+    def run(pidx: int, it: Iterator[Any]) -> Iterator[Any]:
+        if shared:  # several spouts share the batch: rows are (spout id, json values)
+            import json
+
+            it = (list(json.loads(r[1]).values()) for r in it if r[0] == cid)
+        return run_spout_task(spec, pidx, txid, it, final=final)
+
+    run._component = True  # type: ignore[attr-defined]
+    return run
+
+
+def _logged_func(spec: TaskSpec, txid: int, final: bool) -> Func:
+    def run(pidx: int, it: Iterator[Any]) -> Iterator[Any]:
+        return logged_spout_task(spec, pidx, txid, it, final=final)
+
+    run._component = True  # type: ignore[attr-defined]
+    return run
+
+
+def _narrow_func(source: str, stream: str, as_block: Callable[[str, Any], Any]) -> Func:
+    def narrow(pidx: int, it: Iterator[Any]) -> Iterator[Any]:
+        return (as_block(source, r) for r in it if r[1] == stream)
+
+    return narrow
+
+
+# ---- driver side ---------------------------------------------------------------------------------
+
+
+class _Pending:
+    """A stage not yet made: its input DataFrame, what its rows are, its chain, its partitions (-1: unknown)."""
+
+    def __init__(self, df: Any, base: str, funcs: tuple[Func, ...], parts: int, last: str) -> None:
+        self.last = last  # the last component of the chain (for messages)
+        self.df = df
+        self.base = base
+        self.funcs = funcs
+        self.parts = parts
+        self.made: Any = None  # the stage's DataFrame, once made
+
+    def then(self, f: Func, cid: str) -> _Pending:
+        return _Pending(self.df, self.base, (*self.funcs, f), self.parts, cid)
+
+
+class ConnectGraph:
+    """Builds and runs the DataFrame stages of one batch; returns the reports its tasks sent."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        specs: dict[str, TaskSpec],
+        loops: dict[str, TaskLoop],
+        txid: int,
+        epoch: int | None,
+        lineage: Lineage,
+        final: bool,
+        key_for: Callable[..., Func],
+        as_block: Callable[[str, Any], Any],
+    ) -> None:
+        """One batch's graph.
+
+        ``key_for`` routes a producer's records to consumer tasks and ``as_block`` reads one without
+        a shuffle: the classic job's (:func:`~weir.runtime.spark.storm.batch.key_for_grouping`), so
+        both route alike.
+        """
+        self.key_for = key_for
+        self.as_block = as_block
+        self.topology = topology
+        self.specs = specs
+        self.loops = loops
+        self.txid = txid
+        self.epoch = epoch
+        self.lineage = lineage
+        self.final = final
+        self.persisted: list[Any] = []
+
+    def run(
+        self,
+        batch: Any,
+        spout_id: str | None,
+        logged: dict[str, list[list[tuple[Any, ...]]]],
+        punctuates: bool,
+    ) -> list[TaskReport]:
+        """Run every component over the batch DataFrame ``batch``; the reports of every task."""
+        from pyspark.sql import functions as sf
+
+        topo = self.topology
+        spark = batch.sparkSession
+        fused = self._fused(set(logged))
+        # exchanges each producer feeds: (consumer, input index, its subscription)
+        routes: dict[str, list[tuple[str, int, Any]]] = {c: [] for c in topo.order}
+        for cid in topo.order:
+            comp = topo.components[cid]
+            if comp.is_spout or cid in fused:
+                continue
+            for i, sub in enumerate(comp.inputs):
+                routes[sub.source].append((cid, i, sub))
+        outs: dict[str, _Pending] = {}
+        try:
+            for cid in topo.order:
+                comp = topo.components[cid]
+                spec = self.specs[cid]
+                if cid in logged:
+                    parts = logged[cid]
+                    rows = [("", i, "L", pickle.dumps(p, pickle.HIGHEST_PROTOCOL)) for i, p in enumerate(parts)]
+                    df = spark.createDataFrame(rows, SCHEMA).repartitionById(len(parts), "task")
+                    func = _logged_func(spec, self.txid, self.final)
+                    outs[cid] = _Pending(df, "logged", (func,), len(parts), cid)
+                elif comp.is_spout:
+                    narrow = [fused[c.id] for c, _ in topo.consumers(cid) if c.id in fused]
+                    # its partitions: those of the bolt reading it without a shuffle, else its widest consumer's
+                    n = narrow[0] if narrow else max([c.parallelism for c, _ in topo.consumers(cid)] or [1])
+                    func = _spout_func(spec, cid, self.txid, self.final, spout_id is None)
+                    outs[cid] = _Pending(self._tagged(batch, n), "batch", (func,), n, cid)
+                elif cid in fused:
+                    sub = comp.inputs[0]
+                    outs[cid] = (
+                        outs[sub.source]
+                        .then(_narrow_func(sub.source, sub.stream, self.as_block), cid)
+                        .then(_bolt_func(spec, self.loops[cid], self.txid, self.epoch), cid)
+                    )
+                else:
+                    inputs = []
+                    for src in dict.fromkeys(sub.source for sub in comp.inputs):
+                        made = self._made(outs[src], routes[src])
+                        if len({c for c, _, _ in routes[src]}) > 1:  # persisted, read by several consumers
+                            made = made.where(sf.col("dest").startswith(f"{cid}\x00") | (sf.col("kind") == "R"))
+                        inputs.append(made)
+                    df = inputs[0]
+                    for other in inputs[1:]:
+                        df = df.unionByName(other)
+                    n = comp.parallelism
+                    df = df.unionByName(self._presence(spark, n)).repartitionById(n, "task")
+                    func = _bolt_func(spec, self.loops[cid], self.txid, self.epoch)
+                    outs[cid] = _Pending(df, "chunks", (func,), n, cid)
+            terminals = [self._made(outs[c], []) for c in topo.order if not topo.consumers(c)]
+            job = terminals[0]
+            for other in terminals[1:]:
+                job = job.unionByName(other)
+            rows = job.collect()
+        finally:
+            for df in self.persisted:
+                with contextlib.suppress(Exception):  # the session is gone: nothing is cached any more
+                    df.unpersist()
+        reports = []
+        for r in rows:
+            if r["kind"] == "R":
+                rep = TaskReport.from_text(bytes(r["payload"]).decode())
+                if rep is not None:
+                    reports.append(rep)
+        return [r for r in reports if r.txid == self.txid]
+
+    @staticmethod
+    def _tagged(batch: Any, n: int) -> Any:
+        """The batch's rows spread over ``n`` spout tasks, each row naming its task; every task has a row."""
+        from pyspark.sql import functions as sf
+
+        task = sf.pmod(sf.monotonically_increasing_id(), sf.lit(n)).cast("int")
+        rows = batch.select("*", task.alias(TASK_COLUMN), sf.lit(True).alias(REAL_COLUMN))
+        empty = [sf.lit(None).cast(f.dataType).alias(f.name) for f in batch.schema.fields]
+        tasks = batch.sparkSession.range(n).select(
+            *empty, sf.col("id").cast("int").alias(TASK_COLUMN), sf.lit(False).alias(REAL_COLUMN)
+        )
+        return rows.unionByName(tasks).repartitionById(n, TASK_COLUMN)
+
+    @staticmethod
+    def _presence(spark: Any, n: int) -> Any:
+        """One row for each of ``n`` tasks, so that every task of a stage runs (and reports) even without input."""
+        from pyspark.sql import functions as sf
+
+        return spark.range(n).select(
+            sf.lit("").alias("dest"),
+            sf.col("id").cast("int").alias("task"),
+            sf.lit("N").alias("kind"),
+            sf.lit(None).cast("binary").alias("payload"),
+        )
+
+    def _fused(self, logged: set[str]) -> dict[str, int]:
+        """Bolts run in their producer's stage (one shuffle-grouped input from a producer with one consumer).
+
+        A spout's batch is spread over the partitions of the bolt it feeds; a Storm spout (``logged``)
+        has one partition per task, as has a bolt.
+        """
+        topo = self.topology
+        fused: dict[str, int] = {}
+        for cid in topo.order:
+            comp = topo.components[cid]
+            if comp.is_spout or len(comp.inputs) != 1 or comp.inputs[0].grouping.kind not in _NARROW:
+                continue
+            src = comp.inputs[0].source
+            if len(topo.consumers(src)) != 1:
+                continue
+            producer = topo.components[src]
+            if producer.is_spout and (src not in logged or producer.parallelism == comp.parallelism):
+                fused[cid] = comp.parallelism
+            elif src in fused and fused[src] == comp.parallelism:
+                fused[cid] = comp.parallelism
+            elif not producer.is_spout and src not in fused and producer.parallelism == comp.parallelism:
+                fused[cid] = comp.parallelism
+        return fused
+
+    def _made(self, pending: _Pending, routes: list[tuple[str, int, Any]]) -> Any:
+        """The DataFrame of the stage ``pending`` with the exchanges ``routes`` (made once per batch)."""
+        if pending.made is not None:
+            return pending.made
+        topo = self.topology
+        producers = pending.parts if pending.parts > 0 else 1
+        outputs = []
+        for cid, i, sub in routes:
+            n = topo.components[cid].parallelism
+            src_fields = topo.components[sub.source].outputs[sub.stream]
+            idx = [src_fields.field_index(f) for f in sub.grouping.fields]
+            outputs.append((f"{cid}\x00{i}", self.key_for(sub, idx, n, producers)))
+        where = f"topology {self.specs[pending.last].topology!r}, stage of component {pending.last!r}, txid {self.txid}"
+        fn = _stage_function(pending.base, pending.funcs, tuple(outputs), self.lineage, where)
+        df = pending.df.mapInArrow(fn, SCHEMA)
+        if len({c for c, _, _ in routes}) > 1:
+            df = df.persist()
+            self.persisted.append(df)
+        pending.made = df
+        return df

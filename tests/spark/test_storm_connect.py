@@ -1,0 +1,313 @@
+"""The Storm runtime over Spark Connect: DataFrame stages route, report and fail as the classic RDD job.
+
+A batch job (:class:`~weir.runtime.spark.storm.batch.BatchJob`) runs the same batch through classic
+PySpark (the batch's RDD) and through a real Spark Connect server (the batch's Connect DataFrame:
+``mapInArrow`` stages, reports as rows); the tuples every task of every grouping received must be
+the same, exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import weir
+from weir.errors import TopologyError
+from weir.runtime.spark.config import RuntimeConfig
+from weir.runtime.spark.storm.submit import submit_topology
+from weir.sources import FileSpout, RateSpout
+from weir.topology import BaseBasicBolt, Fields, TopologyBuilder, Values
+
+from ._topologies import Router
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def connect(spark_connect_url: str) -> Iterator[Any]:
+    """A Spark Connect client session on the test server."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.builder.remote(spark_connect_url).create()
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+class Recorder(BaseBasicBolt):
+    """Appends ``txid word`` for every input to ``<test.record.dir>/<component>-<task>.txt``; fails on ``boom``."""
+
+    def prepare(self, conf: Any, context: Any) -> None:
+        self.path = Path(conf["test.record.dir"]) / f"{context.component_id}-{context.task_index}.txt"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(Fields("word"))
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        word = tup.get_value(0)
+        if word == "boom":
+            msg = "boom is not a word"
+            raise ValueError(msg)
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(f"{tup.txid} {word}\n")
+        collector.emit(Values(word))
+
+
+def _recorded(d: Path) -> dict[str, Counter[str]]:
+    return {p.stem: Counter(p.read_text().split()) for p in sorted(d.glob("*.txt"))}
+
+
+def _grouping_topology(corpus: Path) -> Any:
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(str(corpus)))
+    b.set_bolt("route", Router(), 2).shuffle_grouping("lines")
+    b.set_bolt("global", Recorder(), 3).global_grouping("route", "short")
+    b.set_bolt("all", Recorder(), 2).all_grouping("route", "long")
+    b.set_bolt("fields", Recorder(), 3).fields_grouping("route", "long", Fields("word"))
+    b.set_bolt("direct", Recorder(), 2).direct_grouping("route", "direct")
+    b.set_bolt("after", Recorder(), 2).shuffle_grouping("fields")  # 3 tasks to 2: through an exchange
+    b.set_bolt("chained", Recorder(), 2).shuffle_grouping("direct")  # 2 tasks to 2: in its producer's stage
+    return b.create_topology()
+
+
+def _job(spark: Any, name: str, topology: Any, conf: dict[str, Any]) -> Any:
+    plan = submit_topology(name, conf, topology, RuntimeConfig.from_conf(name, conf), spark)
+    return plan.job
+
+
+def test_every_grouping_routes_alike_on_classic_and_connect(spark: Any, connect: Any, tmp_path: Path) -> None:
+    corpus = tmp_path / "in"
+    corpus.mkdir()
+    words = ["a", "bb", "ccc", "dddd", "eeeee", "a", "bb", "ffffff", "gggg", "hhhhhhh"]
+    (corpus / "a.txt").write_text(" ".join(words[:5]) + "\n" + " ".join(words[5:]) + "\n", encoding="utf-8")
+    seen = {}
+    stats = {}
+    for dialect in ("classic", "connect"):
+        conf = {"weir.state.dir": str(tmp_path / dialect / "state"), "test.record.dir": str(tmp_path / dialect)}
+        job = _job(spark, f"grp{dialect}", _grouping_topology(corpus), conf)
+        batch = spark.read.text(str(corpus)).rdd if dialect == "classic" else connect.read.text(str(corpus))
+        out = job.run(batch, "lines", 7, None)
+        assert out.ok, out.failures
+        seen[dialect] = _recorded(tmp_path / dialect)
+        stats[dialect] = out.stats["components"]
+    short = Counter(w for w in words if len(w) <= 3)
+    long_ = Counter(w for w in words if len(w) > 3)
+    for dialect, rec in seen.items():
+        got = {k: Counter({w: n for w, n in c.items() if w != "7"}) for k, c in rec.items()}
+        assert got["global-0"] == short and "global-1" not in got and "global-2" not in got, dialect
+        assert got["all-0"] == long_ and got["all-1"] == long_, dialect
+        assert sum((got.get(f"fields-{i}", Counter()) for i in range(3)), Counter()) == long_
+        assert got["direct-0"] == Counter(w for w in words if len(w) % 2 == 0)
+        assert got["direct-1"] == Counter(w for w in words if len(w) % 2 == 1)
+        assert sum((got.get(f"after-{i}", Counter()) for i in range(2)), Counter()) == long_
+        assert sum((got.get(f"chained-{i}", Counter()) for i in range(2)), Counter()) == Counter(words)
+        assert all(c["7"] == sum(c.values()) - c["7"] for c in rec.values())  # every tuple carried txid 7
+    # the same task of the same component received the same tuples (fields: the same stable hash); a
+    # shuffle's round robin depends on the order its producer task read its input in, which may differ
+    exact = ("global", "all", "fields", "direct", "chained")
+    assert {k: c for k, c in seen["classic"].items() if k.startswith(exact)} == {
+        k: c for k, c in seen["connect"].items() if k.startswith(exact)
+    }
+    for comp in ("route", "global", "all", "fields", "direct", "after", "chained"):
+        assert stats["connect"][comp]["in"] == stats["classic"][comp]["in"], comp
+        assert stats["connect"][comp]["tasks"] == stats["classic"][comp]["tasks"], comp
+
+
+def test_a_failing_task_is_named_over_connect_and_its_dead_letters_come_back_as_rows(
+    spark: Any, connect: Any, tmp_path: Path
+) -> None:
+    corpus = tmp_path / "in"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("a boom b\n", encoding="utf-8")
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(str(corpus)))
+    b.set_bolt("split", Router(), 1).shuffle_grouping("lines")
+    b.set_bolt("rec", Recorder(), 2).global_grouping("split", "long")
+    b.set_bolt("rec2", Recorder(), 2).global_grouping("split", "short")
+    conf = {"weir.state.dir": str(tmp_path / "state"), "test.record.dir": str(tmp_path / "rec")}
+    job = _job(spark, "fail", b.create_topology(), conf)
+    out = job.run(connect.read.text(str(corpus)), "lines", 3, None)
+    assert not out.ok
+    (failure,) = out.failures
+    assert (failure.component, failure.task) == ("rec", 0)
+    assert "ValueError" in failure.error and "boom is not a word" in failure.error
+    assert "boom is not a word" in failure.traceback
+
+    dead_dir = tmp_path / "dead"
+    conf = {**conf, "weir.deadletter": str(dead_dir), "test.record.dir": str(tmp_path / "rec-dl")}
+    job = _job(spark, "faildl", b.create_topology(), conf)
+    out = job.run(connect.read.text(str(corpus)), "lines", 4, None)
+    assert out.ok, out.failures
+    assert out.stats["dead_letters"] == 1
+    dead = [json.loads(x) for p in sorted(dead_dir.rglob("*")) if p.is_file() for x in p.read_text().splitlines()]
+    assert [(d["component"], d["task"], d["txid"], d["values"]) for d in dead] == [("rec", 0, 4, ["boom"])]
+    assert _recorded(tmp_path / "rec-dl") == {"rec2-0": Counter({"4": 2, "a": 1, "b": 1})}
+
+
+def test_a_batch_of_connect_reads_no_job_local_property_and_no_accumulator(
+    spark: Any, connect: Any, tmp_path: Path
+) -> None:
+    """Two batches in a row over Connect: each task reads the txid its functions were made with."""
+    corpus = tmp_path / "in"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("a bb ccc dddd\n", encoding="utf-8")
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(str(corpus)))
+    b.set_bolt("split", Router(), 2).shuffle_grouping("lines")
+    b.set_bolt("rec", Recorder(), 2).fields_grouping("split", "long", Fields("word"))
+    conf = {"weir.state.dir": str(tmp_path / "state"), "test.record.dir": str(tmp_path / "rec")}
+    job = _job(spark, "twice", b.create_topology(), conf)
+    for txid in (11, 12):
+        out = job.run(connect.read.text(str(corpus)), "lines", txid, None)
+        assert out.ok, out.failures
+        assert out.stats["components"]["rec"]["in"] == 1
+        assert out.stats["components"]["split"]["in"] == 1
+    got = sum(_recorded(tmp_path / "rec").values(), Counter())
+    assert got == Counter({"11": 1, "12": 1, "dddd": 2})
+
+
+def test_a_streams_operator_in_a_storm_topology_is_refused_at_submit_over_connect(connect: Any, tmp_path: Path) -> None:
+    from tests.streams._ops import Summer
+
+    b = TopologyBuilder()
+    b.set_spout("src", RateSpout())
+    b.set_bolt("op", Summer()).shuffle_grouping("src")
+    conf = {"weir.state.dir": str(tmp_path / "state")}
+    with pytest.raises(
+        TopologyError,
+        match=r"topology .ops. \(storm dialect\) cannot run over Spark Connect.*component .op. is an IBM Streams",
+    ):
+        weir.submit("ops", conf, b.create_topology(), spark=connect)
+
+
+# ---- exactly once, classic and Connect: the coordinator drives the batch job batch by batch ----------
+# (the streaming query's foreachBatch is the runner's; here each batch is one input file read as a
+# DataFrame of the session, and the real coordinator makes every batch a transaction in Redis)
+
+
+def _drive(run: Any, read: Any, files: list[Path], batch_ids: list[int]) -> list[Any]:
+    reports = []
+    for bid in batch_ids:
+        df = read(files[bid])
+
+        def job(txid: int, epoch: int | None, attempt: int, _df: Any = df) -> Any:
+            return run.runner.run(_df, "lines", txid, epoch)
+
+        rep = run.coordinator.run_batch("query", bid, job)
+        run.runner.after_batch(rep.txid, rep.skipped)
+        reports.append(rep)
+    return reports
+
+
+@pytest.mark.parametrize("dialect", ["classic", "connect"])
+def test_wordcount_is_exact_through_a_retry_and_a_replay(
+    dialect: str, request: pytest.FixtureRequest, redis_server: Any, tmp_path: Path
+) -> None:
+    from weir.demo import SplitSentence, generate_corpus, read_counts
+
+    from ._topologies import FlakyCount
+
+    session = request.getfixturevalue("spark" if dialect == "classic" else "connect")
+    corpus = tmp_path / "in"
+    expected = generate_corpus(str(corpus), n_words=1_500, n_distinct=60, n_files=3, seed=5)
+    files = sorted(corpus.iterdir())
+    marker = tmp_path / "fail-once"
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(str(corpus)))
+    b.set_bolt("split", SplitSentence(), 2).shuffle_grouping("lines")
+    b.set_bolt("count", FlakyCount(str(marker)), 2).fields_grouping("split", Fields("word"))
+    name = f"exact{dialect}"
+    conf = {
+        "weir.state.dir": str(tmp_path / "state"),
+        "topology.state.provider": "redis",
+        "topology.state.provider.config": {"url": redis_server.url},
+    }
+    run = weir.submit(name, conf, b.create_topology(), spark=session)
+
+    def read(f: Path) -> Any:
+        df = session.read.text(str(f))
+        return df.rdd if dialect == "classic" else df
+
+    first = _drive(run, read, files, [0])
+    marker.write_text("1")  # batch 1's first attempt fails in a count task: rolled back, retried
+    second = _drive(run, read, files, [1, 2])
+    replay = _drive(run, read, files, [2])  # Spark replays a batch it did not mark done: skipped
+    assert not marker.exists()
+    assert [r.txid for r in first + second] == [1, 2, 3]
+    assert [r.attempts for r in first + second] == [1, 2, 1]
+    assert replay[0].txid == 3 and replay[0].skipped
+    assert read_counts(conf, name) == expected
+    assert second[1].stats["components"]["count"]["in"] == sum(
+        len(line.split()) for line in files[2].read_text().splitlines()
+    )
+
+
+def test_a_windowed_bolt_commits_the_same_windows_on_classic_and_connect(
+    spark: Any, connect: Any, redis_server: Any, tmp_path: Path
+) -> None:
+    """Event-time sliding windows kept in the store, late tuples on their stream: the same state on both."""
+    from tests.crash._window_topology import build, write_readings
+
+    readings = tmp_path / "readings"
+    write_readings(str(readings), n_files=3, per_file=30)
+    files = sorted(readings.glob("r-*.txt"))
+    sinks = {}
+    for dialect, session in (("classic", spark), ("connect", connect)):
+        name = f"win{dialect}"
+        conf = {
+            "weir.state.dir": str(tmp_path / dialect),
+            "topology.state.provider": "redis",
+            "topology.state.provider.config": {"url": redis_server.url},
+        }
+        run = weir.submit(name, conf, build(str(readings)), spark=session)
+
+        def read(f: Path, _s: Any = session, _classic: bool = dialect == "classic") -> Any:
+            df = _s.read.text(str(f))
+            return df.rdd if _classic else df
+
+        reports = []
+        for bid, f in enumerate(files):
+            df = read(f)
+
+            def job(txid: int, epoch: int | None, attempt: int, _df: Any = df, _run: Any = run) -> Any:
+                return _run.runner.run(_df, "readings", txid, epoch)
+
+            rep = run.coordinator.run_batch("query", bid, job)
+            run.runner.after_batch(rep.txid, rep.skipped)
+            reports.append(rep)
+        assert [r.txid for r in reports] == [1, 2, 3] and all(r.attempts == 1 for r in reports)
+        from weir.state import StateFactory
+
+        sinks[dialect] = dict(StateFactory.get_provider(conf).new_state(f"{name}-sink-0"))
+    assert any(k.startswith("w") for k in sinks["classic"]) and any(k.startswith("late:") for k in sinks["classic"])
+    assert sinks["connect"] == sinks["classic"]
+
+
+def test_a_streaming_word_count_runs_end_to_end_over_connect(
+    spark_connect_url: str, redis_server: Any, tmp_path: Path
+) -> None:
+    """``weir.spark.remote``: the query's foreachBatch on the server, relayed to this process's coordinator."""
+    from weir.demo import generate_corpus, read_counts, wordcount_topology
+
+    corpus = tmp_path / "in"
+    expected = generate_corpus(str(corpus), n_words=1_500, n_distinct=60, n_files=3, seed=9)
+    conf = {
+        "weir.state.dir": str(tmp_path / "state"),
+        "weir.spark.remote": spark_connect_url,
+        "topology.state.provider": "redis",
+        "topology.state.provider.config": {"url": redis_server.url},
+        "weir.restart.max": 5,  # the server's foreachBatch worker may miss its 10 s connect-back when loaded
+    }
+    st = weir.submit(
+        "e2ecx", conf, wordcount_topology(str(corpus), parallelism=2, files_per_batch=1)
+    ).process_available()
+    assert st.error is None and st.last_txid == 3 and st.batches == 3
+    assert read_counts(conf, "e2ecx") == expected
+    assert st.components["count"]["in"] == sum(expected.values())
