@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from weir._util import positive_int
 from weir.errors import TopologyError
 from weir.flux._storm import STORM_CLASSES
 from weir.flux._yaml import FluxError, Where, line_of
@@ -217,10 +218,8 @@ class _Builder:
                     raise self.where(d, cid, "id").error(msg)
                 ids.add(cid)
                 obj = self.instance(d, cid)
-                par = d.get("parallelism", 1)
-                if isinstance(par, bool) or not isinstance(par, int) or par < 1:
-                    msg = f"parallelism must be an integer >= 1, got {par!r}"
-                    raise self.where(d, cid, "parallelism").error(msg)
+                at = self.where(d, cid, "parallelism")
+                par = positive_int(d.get("parallelism", 1), "parallelism", error=at.error, expected="an integer >= 1")
                 if kind == "spout":
                     if not isinstance(obj, Spout):
                         msg = f"{type(obj).__qualname__} is not a spout (a weir.topology.Spout or weir.sources spout)"
