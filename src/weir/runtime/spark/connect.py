@@ -98,8 +98,9 @@ class ConnectRelay:
         if found is None:
             from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-            # the URL form the server's own foreachBatch worker uses for the query's cloned session
-            found = ConnectSession.builder.remote(f"{self.url};session_id={session_id}").create()
+            # the query's cloned session, as the server's own foreachBatch worker opens it
+            base = self.url if ";" in self.url else self.url.rstrip("/") + "/"
+            found = ConnectSession.builder.remote(f"{base};session_id={session_id}").create()
             self._sessions = {session_id: found}  # the query's session: one per query run
         return found
 
