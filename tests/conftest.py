@@ -195,8 +195,12 @@ def provider_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 # ---- Spark -----------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def spark_connect_server() -> Iterator[SparkConnectServer]:
-    """A Spark Connect server (``local[2]``, this interpreter's workers) for the run, started on first use."""
-    with SparkConnectServer() as server:
+    """A Spark Connect server (``local[2]``, this interpreter's workers) for the run, started on first use.
+
+    Its Python workers import the test suite's own modules (``tests.*``: topologies, operations) as
+    classic Spark's workers do, from the repository root.
+    """
+    with SparkConnectServer(env={"PYTHONPATH": str(Path(__file__).resolve().parents[1])}) as server:
         yield server
 
 

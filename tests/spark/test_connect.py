@@ -116,7 +116,9 @@ def test_what_cannot_run_over_connect_is_refused_before_it_runs(
         weir.submit("wc", conf, b.create_topology())
     with pytest.raises(TopologyError, match=r"\(trident dialect\) cannot run over Spark Connect.*weir\.metrics\.port"):
         weir.submit("wc", {**conf, "weir.metrics.port": 0}, _trident(tmp_path))
-    with pytest.raises(TopologyError, match=r"\(trident dialect\) cannot run over Spark Connect.*not verified"):
+    with pytest.raises(
+        TopologyError, match=r"\(trident dialect\) cannot run over Spark Connect.*no SIGKILL crash test"
+    ):
         weir.submit("wc", conf, _trident(tmp_path))
     # the coordinator stays in this process: the server's workers must reach it on a loopback port
     far = {**conf, "weir.spark.remote": "sc://spark.example.com:15002"}
