@@ -38,6 +38,14 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "weir"))
 
 
 # ---- xdist ---------------------------------------------------------------------------------------
+#: the test files that start a Spark Connect server
+CONNECT_FILES = {
+    "tests/spark/test_connect.py",
+    "tests/spark/test_storm_connect.py",
+    "tests/crash/test_storm_connect_crash.py",
+}
+
+
 def xdist_group(nodeid: str) -> str:
     """The work unit of a test under ``-n 2 --dist loadgroup``: ``hbase``, ``kafka`` or the test itself.
 
@@ -52,6 +60,8 @@ def xdist_group(nodeid: str) -> str:
         return "rabbitmq"
     if nodeid.startswith("tests/kafka/"):
         return "kafka"
+    if nodeid.split("::")[0] in CONNECT_FILES:  # one Spark Connect server per worker: keep its tests on one
+        return "connect"
     if "import_storm" in nodeid:  # one Apache Storm LocalCluster run per worker: keep its tests on one
         return "storm"
     return nodeid

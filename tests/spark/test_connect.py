@@ -104,6 +104,9 @@ def test_what_cannot_run_over_connect_is_refused_before_it_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    # refused before any Spark starts: the command's stop_spark() on the way out would stop the test
+    # session's classic Spark that later tests share
+    monkeypatch.setattr("weir.runtime.spark.session.stop_spark", lambda: None)
     (tmp_path / "in").mkdir()
     conf = {"weir.state.dir": str(tmp_path / "state"), "weir.spark.remote": "sc://127.0.0.1:1"}
     # nothing listens on port 1: each refusal comes before any connection
@@ -133,6 +136,9 @@ def test_weir_run_remote_reaches_the_submit_check(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    # refused before any Spark starts: the command's stop_spark() on the way out would stop the test
+    # session's classic Spark that later tests share
+    monkeypatch.setattr("weir.runtime.spark.session.stop_spark", lambda: None)
     (tmp_path / "in").mkdir()
     module = tmp_path / "wc_topology.py"
     module.write_text(  # Trident is refused over Connect (Storm runs there)
