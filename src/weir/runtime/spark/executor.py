@@ -45,6 +45,7 @@ __all__ = [
     "TaskReport",
     "TaskSpec",
     "check_emitted",
+    "collect_reports",
     "dead_letter",
     "failure_report",
     "outcome_of",
@@ -347,9 +348,8 @@ def batch_of_job(component: str) -> tuple[int, int | None]:
     return int(txid), int(epoch) if epoch else None
 
 
-def send_reports(acc: Any, gen: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
-    """Pass emitted tuples and punctuation marks on; send the reports (dead letters attached) to ``acc``."""
-    reports: list[TaskReport] = []
+def collect_reports(reports: list[TaskReport], gen: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+    """Pass emitted tuples and punctuation marks on; append the reports (dead letters attached) to ``reports``."""
     dead: list[dict[str, Any]] = []
     for rec in gen:
         kind = rec[0]
@@ -362,6 +362,12 @@ def send_reports(acc: Any, gen: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any
             report.dead_letters.extend(dead)
             dead = []
             reports.append(report)
+
+
+def send_reports(acc: Any, gen: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+    """:func:`collect_reports`, then send the reports to the accumulator ``acc``."""
+    reports: list[TaskReport] = []
+    yield from collect_reports(reports, gen)
     acc.add(reports)
 
 

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from itertools import chain
 from typing import Any
 
-from weir.runtime.spark.executor import TaskReport, TaskSpec
+from weir.runtime.spark.executor import TaskReport, TaskSpec, collect_reports
 from weir.runtime.spark.spoutlog import logged_spout_task
 from weir.runtime.spark.storm.instances import Lineage, given_lineage
 from weir.runtime.spark.storm.task import TaskLoop, run_spout_task
@@ -169,7 +169,7 @@ def _stage_function(
         for f in funcs:  # each component's reports leave the chain where it ends
             it = f(pidx, it)
             if getattr(f, "_component", False):
-                it = _reports_to(reports, it)
+                it = collect_reports(reports, it)
         dest: list[str] = []
         task: list[int] = []
         kind: list[str] = []
@@ -212,22 +212,6 @@ def _stage_function(
             yield _out_batch(dest, task, kind, payload)
 
     return stage
-
-
-def _reports_to(reports: list[TaskReport], gen: Iterator[Any]) -> Iterator[Any]:
-    """As :func:`~weir.runtime.spark.executor.send_reports`, into ``reports`` (rows of the stage's output)."""
-    dead: list[dict[str, Any]] = []
-    for rec in gen:
-        kind = rec[0]
-        if kind == "B" or kind == "T" or kind == "P":
-            yield rec
-        elif kind == "D":
-            dead.append(rec[1])
-        else:
-            report: TaskReport = rec[1]
-            report.dead_letters.extend(dead)
-            dead = []
-            reports.append(report)
 
 
 def _bolt_func(spec: TaskSpec, loop: TaskLoop, txid: int, epoch: int | None) -> Func:
