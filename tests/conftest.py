@@ -220,6 +220,17 @@ def spark_connect_url(spark_connect_server: SparkConnectServer) -> str:
     return spark_connect_server.url
 
 
+@pytest.fixture(autouse=True)
+def _connect_mode_stays_in_its_test() -> Iterator[None]:
+    """A Spark Connect session sets PySpark's ``SPARK_CONNECT_MODE_ENABLED`` for its whole process (as
+    PySpark's own builder does); undone after the test, so neither the classic ``spark`` session's
+    functions nor a child process (a crash driver, the CLI) of a later test is switched to Connect."""
+    had = os.environ.get("SPARK_CONNECT_MODE_ENABLED")
+    yield
+    if had is None:
+        os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+
+
 @pytest.fixture
 def spark_connect(spark_connect_url: str) -> Iterator[Any]:
     """A Spark Connect session on the run's server, made as weir makes it (ended after the test).

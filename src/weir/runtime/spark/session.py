@@ -217,6 +217,9 @@ def get_spark(master: str, app_name: str, extra: Mapping[str, Any] | None = None
     """
     if remote is not None:
         return _get_connect_spark(remote, app_name, extra)
+    # a classic run: PySpark's Connect mode flag, set by a Connect session made earlier in this process
+    # (or inherited from a parent that made one), would make this builder ask for a Connect URL
+    os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
     ensure_python_env()
     from pyspark.sql import SparkSession
 
