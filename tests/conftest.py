@@ -221,13 +221,14 @@ def spark_connect_url(spark_connect_server: SparkConnectServer) -> str:
 
 
 @pytest.fixture(autouse=True)
-def _connect_mode_stays_in_its_test() -> Iterator[None]:
+def _connect_mode_stays_in_its_test(request: pytest.FixtureRequest) -> Iterator[None]:
     """A Spark Connect session sets PySpark's ``SPARK_CONNECT_MODE_ENABLED`` for its whole process (as
-    PySpark's own builder does); undone after the test, so neither the classic ``spark`` session's
+    PySpark's own builder does); undone after the test (after any test outside the Connect test files,
+    whose module-scoped sessions keep it while they run), so neither the classic ``spark`` session's
     functions nor a child process (a crash driver, the CLI) of a later test is switched to Connect."""
     had = os.environ.get("SPARK_CONNECT_MODE_ENABLED")
     yield
-    if had is None:
+    if had is None or request.node.nodeid.split("::")[0] not in CONNECT_FILES:
         os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
 
 

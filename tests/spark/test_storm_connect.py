@@ -9,6 +9,7 @@ the same, exactly.
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +39,7 @@ def connect(spark_connect_url: str) -> Iterator[Any]:
         yield session
     finally:
         session.stop()
+        os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)  # set by create(): the module's tests are done
 
 
 class Recorder(BaseBasicBolt):
