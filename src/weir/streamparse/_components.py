@@ -86,7 +86,25 @@ class _Adapter:
     component_cls: type[Any]
     component_id: str
     topology_name: str
+    outputs: dict[str, tuple[tuple[str, ...], bool]]
     instance: Any = None
+    #: per-process fields left out when the component is shipped to a task
+    _unshipped: tuple[str, ...] = ("instance", "collector")
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for k in self._unshipped:
+            state.pop(k, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.instance = None
+
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
+        """The streams of the spec's ``outputs``."""
+        for stream, (fields, direct) in self.outputs.items():
+            declarer.declare_stream(stream, list(fields), direct)
 
     def _new_instance(self, conf: Mapping[str, Any], context: TopologyContext, pctx: dict[str, Any]) -> Any:
         import pystorm
@@ -195,22 +213,10 @@ class StreamparseBolt(_Adapter, Bolt):
         self.topology_name = ""
         self.instance = None
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        for k in ("instance", "collector", "_tuples", "_types"):
-            state.pop(k, None)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self.instance = None
+    #: per-process fields left out when the component is shipped to a task
+    _unshipped = ("instance", "collector", "_tuples", "_types")
 
     # ---- weir's component model --------------------------------------------------------------
-    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
-        """The streams of the spec's ``outputs``."""
-        for stream, (fields, direct) in self.outputs.items():
-            declarer.declare_stream(stream, list(fields), direct)
-
     def get_component_configuration(self) -> Mapping[str, Any] | None:
         """The spec's ``config``; a batching bolt gets a tick at the end of every micro-batch."""
         conf = dict(self.config)
@@ -360,21 +366,6 @@ class StreamparseSpout(_Adapter, Spout):
         self.config = dict(config)
         self.topology_name = ""
         self.instance = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        for k in ("instance", "collector"):
-            state.pop(k, None)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self.instance = None
-
-    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
-        """The streams of the spec's ``outputs``."""
-        for stream, (fields, direct) in self.outputs.items():
-            declarer.declare_stream(stream, list(fields), direct)
 
     def get_component_configuration(self) -> Mapping[str, Any] | None:
         """The spec's ``config``."""
