@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli._support import backend, run
+from tests.cli._support import backend, run, table
 from weir.checkpoint.coordinator import CheckpointPhase, CheckPointState, CheckpointStore
 from weir.state.kv import TransactionalKeyValueState
 
@@ -67,3 +67,18 @@ def test_dump_then_load_seeds_another_topology(capsys: Cap, tmp_path: Path) -> N
     other.write_text(json.dumps({"key": "x", "value": 1}) + "\n")
     refused = run(capsys, *argv, str(other))
     assert refused.code != 0 and "namespace 'copy-count-" in refused.err and "already holds state" in refused.err
+
+
+@pytest.mark.services
+@pytest.mark.parametrize("provider_url", ["sqlite", "redis", "postgres"], indirect=True)
+def test_ls_counts_user_keys_without_the_ttl_rows(capsys: Cap, provider_url: str) -> None:
+    _fill(provider_url, 0)  # 3 user keys + weir's cursor and bucket rows
+    b = backend(provider_url)
+    try:
+        assert b.count("tt-count-0") > 3  # the store does hold the reserved rows
+    finally:
+        b.close()
+    r = run(capsys, "state", "ls", "--url", provider_url)
+    assert r.code == 0, r.err
+    rows = {row["namespace"]: row for row in table(r.out)}
+    assert rows["tt-count-0"]["keys"] == "3", r.out

@@ -53,7 +53,7 @@ from weir.state.serializers import (
     StrSerializer,
     serializer_for,
 )
-from weir.state.ttl import expiry_of, is_reserved, now_for_namespace, unwrap
+from weir.state.ttl import count_user_rows, expiry_of, is_reserved, now_for_namespace, unwrap
 
 if TYPE_CHECKING:
     from weir.trident.backing.catalog import MapCatalog, MapInfo
@@ -381,7 +381,7 @@ def _cmd_ls(args: argparse.Namespace) -> int:
         for ns in sorted(b.namespaces()):
             try:
                 rec = b.txids(ns)
-                rows.append([ns, rec.committed, rec.prepared, rec.epoch, b.count(ns)])
+                rows.append([ns, rec.committed, rec.prepared, rec.epoch, count_user_rows(b, ns)])
             except StateError as exc:  # another program's keys (Apache Storm's state): listed, not read
                 rows.append([ns, "foreign", "", "", ""])
                 foreign.append(f"{ns}: {exc}")

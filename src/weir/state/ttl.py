@@ -39,6 +39,7 @@ __all__ = [
     "TTL_CONF_KEY",
     "batch_time",
     "bucket_key",
+    "count_user_rows",
     "decode_cursor",
     "decode_keys",
     "encode_cursor",
@@ -174,3 +175,14 @@ def now_for_namespace(backend: Any, namespace: str, namespaces: Iterable[str] | 
             if namespace.startswith(topo + "-") and (best is None or len(topo) > len(best)):
                 best = topo
     return batch_time(backend, best)[1]
+
+
+def count_user_rows(backend: Any, namespace: str) -> int:
+    """Committed rows of ``namespace`` without weir's reserved TTL rows (what ``weir state ls`` shows).
+
+    A namespace that never held an expiring key has no cursor row and is counted by the store; one
+    that did is scanned once (its bucket rows are not counted).
+    """
+    if backend.get(namespace, CURSOR_KEY) is None:
+        return int(backend.count(namespace))
+    return sum(1 for k, _ in backend.scan(namespace) if not is_reserved(bytes(k)))
