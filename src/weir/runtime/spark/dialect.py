@@ -89,6 +89,21 @@ class Dialect(ABC):
         """What re-partitions a stateful component whose parallelism changed; None (default) refuses it."""
         return None
 
+    def check_initial_state(self, plan: Prepared, initial: Mapping[str, Any]) -> bool:
+        """Check ``initial_state`` at submit, before anything is written; True when this dialect loads it.
+
+        The default (False) leaves it to the Storm bolts' loader (:mod:`weir.runtime.spark.bootstrap`).
+        """
+        return False
+
+    def seed_initial_state(  # noqa: B027 - optional hook
+        self, plan: Prepared, coordinator: Any, initial: Mapping[str, Any] | None
+    ) -> None:
+        """After the coordinator started, before the first batch: finish an interrupted load, then load ``initial``.
+
+        Called at every start (``initial`` None or empty when the user passed none); the default does nothing.
+        """
+
     def connect_refusal(self, name: str, topology: Any, rc: RuntimeConfig) -> str | None:
         """Why ``topology`` cannot run on a Spark Connect session; None when it can.
 
@@ -150,7 +165,8 @@ def submit(
             )
             raise TopologyError(msg, topology=name)
     plan = dialect.prepare(name, conf, topology, rc, spark)
-    if initial_state:
+    own_initial = bool(initial_state) and dialect.check_initial_state(plan, initial_state or {})
+    if initial_state and not own_initial:
         check_initial_state(name, topology, plan.provider, initial_state)
     encodings = component_encodings(name, conf, topology, plan.provider)
     if encodings:  # a changed encoding is refused (or allowed) by the rules before anything is written
@@ -174,7 +190,8 @@ def submit(
             spouts=dialect.spouts(plan),
             rescaler=dialect.rescaler(plan),
         )
-        seed_initial_state(name, topology, plan.provider, coordinator, initial_state)
+        seed_initial_state(name, topology, plan.provider, coordinator, None if own_initial else initial_state)
+        dialect.seed_initial_state(plan, coordinator, initial_state if own_initial else None)
         if encodings:
             record_encodings(coordinator.store.backend, name, encodings, coordinator.epoch)
     return TopologyRun(

@@ -394,5 +394,36 @@ class TridentDialect(Dialect):
         assert isinstance(plan, TridentPlan) and plan.topology is not None
         return trident_shape(plan.topology.nodes)
 
+    def check_initial_state(self, plan: Prepared, initial: Mapping[str, Any]) -> bool:
+        """Map states named in ``initial`` (see :mod:`weir.runtime.spark.trident.bootstrap`), checked now."""
+        from weir.runtime.spark.trident.bootstrap import resolve_initial_states
+
+        assert isinstance(plan, TridentPlan) and plan.topology is not None and plan.ctx is not None
+        resolve_initial_states(plan.name, plan.topology, initial, plan.ctx.factories, plan.provider)
+        return True
+
+    def seed_initial_state(self, plan: Prepared, coordinator: Any, initial: Mapping[str, Any] | None) -> None:
+        """Finish an interrupted load of a map state, then load ``initial`` into the map states it names."""
+        from weir.runtime.spark.bootstrap import rows_of
+        from weir.runtime.spark.trident.bootstrap import (
+            finish_trident_bootstrap,
+            load_trident_state,
+            resolve_initial_states,
+        )
+
+        assert isinstance(plan, TridentPlan) and plan.topology is not None and plan.ctx is not None
+        if not isinstance(plan.provider, KeyValueStateProvider) or coordinator.epoch is None:
+            return
+        backend = coordinator.store.backend
+        factories = {s.state_id: s.factory for s in plan.topology.states}
+        finish_trident_bootstrap(backend, plan.name, coordinator.epoch, factories)
+        if not initial:
+            return
+        targets = resolve_initial_states(plan.name, plan.topology, initial, plan.ctx.factories, plan.provider)
+        for given, data in initial.items():
+            sid, factory = targets[given]
+            where = f"topology {plan.name!r}, state {sid!r}: initial_state"
+            load_trident_state(backend, plan.name, sid, factory, rows_of(data, where), coordinator.epoch)
+
 
 register_dialect(TridentDialect())
