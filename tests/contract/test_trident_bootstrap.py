@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli._support import run
 from tests.contract._support import provider_of, provider_params
 from tests.crash._harness import run_driver
 from tests.trident._support import Store
@@ -138,3 +139,22 @@ def test_load_killed_then_started_again_loads_all_or_nothing(provider_url: str, 
     assert backend.get("$checkpointspout-tkill", MARKER_KEY) is None
     assert staging_namespace("tkill", "counts") not in backend.namespaces()
     backend.close()
+
+
+@STORES
+def test_weir_state_load_seeds_a_map_state_by_its_trident_name(
+    provider_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = _store(provider_url)
+    factory = store.factory("transactional", "cli")  # made (and registered in the store) by the program
+    ns = f"trident:cli_{store.tag}" + (":" if store.kind == "redis" else "")  # a table, or a key prefix
+    seed = tmp_path / "seed.jsonl"
+    seed.write_text('{"key": ["the"], "value": 100}\n{"key": "zebra", "value": 5}\n')
+    argv = ("state", "load", "--url", provider_url, "--topology", "tcli", "--component", ns, str(seed))
+    loaded = run(capsys, *argv)
+    assert loaded.code == 0, loaded.err
+    assert "loaded 2 keys as committed transactional cells" in loaded.out
+    assert _cells(factory, ["the", "zebra"]) == [TransactionalValue(0, 100), TransactionalValue(0, 5)]
+    assert "loaded before; nothing to do" in run(capsys, *argv).out
+    missing = run(capsys, *argv[:-2], "trident:nope", str(seed))
+    assert missing.code != 0 and "no Trident map state 'trident:nope'" in missing.err

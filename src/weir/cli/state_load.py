@@ -43,6 +43,8 @@ def _cmd_load(args: argparse.Namespace, open_store: Any) -> int:
     from weir.checkpoint.rescale import hash_route
 
     topo, comp = args.topology, args.component
+    if comp.startswith("trident:"):
+        return _load_trident(args, open_store)
     with open_store(args, must_exist=False) as store:
         backend = store.backend
         cstore = CheckpointStore(backend, topo)
@@ -67,6 +69,47 @@ def _cmd_load(args: argparse.Namespace, open_store: Any) -> int:
     return 0
 
 
+def _load_trident(args: argparse.Namespace, open_store: Any) -> int:
+    """``--component trident:<name>``: seed a Trident map state (:mod:`weir.runtime.spark.trident.bootstrap`).
+
+    ``<name>`` is the map state as ``weir state ls`` lists it (its table or key prefix); its rows are
+    written as committed cells of the state's type. An interrupted load of the same map state is
+    finished first.
+    """
+    from weir.checkpoint.admin import live_topology
+    from weir.checkpoint.coordinator import CheckpointStore
+    from weir.runtime.spark.trident.bootstrap import finish_trident_bootstrap, load_trident_state
+    from weir.trident.backing.catalog import catalog_for
+    from weir.trident.backing.factory import MapStateFactory
+
+    topo, comp = args.topology, args.component
+    name = comp[len("trident:") :]
+    with open_store(args, must_exist=False) as store:
+        backend = store.backend
+        catalog = catalog_for(backend)
+        info = None if catalog is None else catalog.find(comp)
+        if catalog is None or info is None:
+            msg = (
+                f"topology {topo!r}: no Trident map state {comp!r} in {backend.describe()} (see `weir state ls`); "
+                "a map state is registered when its factory is made, so build the topology once first"
+            )
+            raise StateError(msg)
+        cstore = CheckpointStore(backend, topo)
+        live = live_topology(backend, cstore.namespace)
+        if live is not None:
+            msg = f"topology {topo!r} is running ({live.reason}); initial state is loaded before its first batch"
+            raise StateError(msg)
+        factory = MapStateFactory(catalog.store(info.name), info.state_type)
+        epoch = cstore.acquire_epoch()  # fences a driver that would start meanwhile
+        finish_trident_bootstrap(backend, topo, epoch, {name: factory})
+        res = load_trident_state(backend, topo, name, factory, _lines(args.file), epoch)
+        if res.already_loaded:
+            print(f"topology {topo!r}, {comp}: these {res.rows} keys were loaded before; nothing to do")
+        else:
+            print(f"topology {topo!r}, {comp}: loaded {res.rows} keys as committed {info.state_type.value} cells")
+    return 0
+
+
 def register(sub: Any, common: argparse.ArgumentParser, open_store: Any) -> None:
     """Add ``weir state load``; ``common``: ``weir state``'s store options, ``open_store(args)`` opens it."""
     p = sub.add_parser(
@@ -81,7 +124,9 @@ def register(sub: Any, common: argparse.ArgumentParser, open_store: Any) -> None
         ),
     )
     p.add_argument("--topology", required=True, metavar="T", help="the topology's name")
-    p.add_argument("--component", required=True, metavar="C", help="the stateful bolt's id")
+    p.add_argument(
+        "--component", required=True, metavar="C", help="the stateful bolt's id, or trident:<name> for a map state"
+    )
     p.add_argument("--parallelism", type=int, metavar="N", help="the bolt's number of tasks")
     p.add_argument("file", metavar="FILE", help="JSON lines of key and value (- for stdin)")
     p.set_defaults(func=lambda args: _cmd_load(args, open_store))

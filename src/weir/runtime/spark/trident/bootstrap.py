@@ -207,9 +207,9 @@ def finish_trident_bootstrap(backend: Backend, topology: str, epoch: int, factor
     factory = factories.get(sid)
     if not isinstance(factory, MapStateFactory):
         msg = (
-            f"topology {topology!r}: the initial-state load of Trident state {sid!r} was interrupted and this "
-            f"topology has no such map state (its states: {sorted(factories)}); submit the topology that has it "
-            "to finish the load"
+            f"topology {topology!r}: the initial-state load of Trident state {sid!r} was interrupted, and it is "
+            f"not among the map states given here ({sorted(factories)}); finish it first: submit the topology that "
+            f"has state {sid!r}, or run the same `weir state load --component trident:{sid}` again"
         )
         raise CheckpointError(msg)
     where = f"topology {topology!r}, state {sid!r}: initial_state"
