@@ -12,6 +12,7 @@ import weir
 from tests.trident._support import Split, Store, word_files
 from weir.errors import ConfigError, StateError
 from weir.sources import FileSpout
+from weir.state.evolution import EvolutionError
 from weir.trident import Count, TridentTopology
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -52,3 +53,9 @@ def test_a_seeded_word_count_counts_on_from_the_loaded_values(spark: Any, sqlite
     with pytest.raises(StateError, match=r"topology 'seeded', state 'counts'.*committed state \(txid 1\)"):
         weir.submit("seeded", conf, topo, spark=spark, initial_state={"counts": {"the": 1}})
     assert sqlite_store.counts("wc") == expected + Counter({"the": 100, "zebra": 5})
+    # the map state's recorded encoding (value type any) is checked by the written rules at submit
+    typed = {**conf, "weir.state.value.type": {"counts": "int"}}
+    with pytest.raises(EvolutionError, match=rf"topology 'seeded', Trident map state 'wc_{sqlite_store.tag}'.*rule V2"):
+        weir.submit("seeded", typed, topo, spark=spark)
+    with pytest.raises(ConfigError, match=r"weir.state.ttl.ms .* do not support it yet"):
+        weir.submit("seeded", {**conf, "weir.state.ttl.ms": 1000}, topo, spark=spark)

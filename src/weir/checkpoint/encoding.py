@@ -60,7 +60,9 @@ def check_encodings(backend: Backend, topology: str, encodings: Mapping[str, Enc
     stored = load_encodings(backend, topology)
     for comp, new in encodings.items():
         old = stored.get(comp)
-        if old is not None:
+        if old is not None and comp.startswith("trident:"):
+            check_change(old, new, f"topology {topology!r}, Trident map state {comp[len('trident:') :]!r}")
+        elif old is not None:
             check_change(old, new, f"topology {topology!r}, component {comp!r} (namespaces {topology}-{comp}-*)")
 
 

@@ -72,6 +72,10 @@ class HBaseMapStore(MapStore):
             )
             raise ConfigError(msg)
 
+    def catalog_name(self) -> str:
+        """The key prefix: the name ``weir state`` lists the map state by."""
+        return self.key_prefix
+
     def describe(self) -> str:
         """``hbase://host:port/table (column family …) key prefix '…'``."""
         return f"{self.settings.describe()} key prefix {self.key_prefix!r}"

@@ -103,6 +103,10 @@ class MemcachedMapStore(MapStore):
         positive_int(self.expire, "MemcachedMapState expire", minimum=0, expected="a non-negative int of seconds")
         positive_float(self.timeout, "MemcachedMapState timeout", expected="a positive number of seconds")
 
+    def catalog_name(self) -> str:
+        """The key prefix: the name ``weir state`` lists the map state by."""
+        return self.key_prefix
+
     def describe(self) -> str:
         """``memcached://h:p[,h:p] key prefix '…'``."""
         hosts = ",".join(f"{h}:{p}" for h, p in self.servers)

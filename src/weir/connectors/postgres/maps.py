@@ -221,6 +221,10 @@ class PostgresMapStore(MapStore):
         """Whether ``value`` is a JSON column."""
         return self.value_type in ("JSON", "JSONB")
 
+    def catalog_name(self) -> str:
+        """The table (``schema.table`` outside ``public``): the name ``weir state`` lists the map state by."""
+        return self.table if self.schema == "public" else f"{self.schema}.{self.table}"
+
     def describe(self) -> str:
         """``<url without password> table schema.table``."""
         return f"{redact_url(self.url)} table {self.schema}.{self.table}"

@@ -96,6 +96,10 @@ class RedisMapStore(MapStore):
         end = self.key_prefix.find("}", start + 1) if start >= 0 else -1
         return end > start + 1
 
+    def catalog_name(self) -> str:
+        """The key prefix: the name ``weir state`` lists the map state by."""
+        return self.key_prefix
+
     def describe(self) -> str:
         """``redis://host:port/db prefix '…'`` (no credentials)."""
         return f"{self.settings.describe()} key prefix {self.key_prefix!r}"

@@ -122,6 +122,10 @@ class SqliteMapStore(MapStore):
         """The file's connection options (shared with the Storm backend's plumbing)."""
         return SqliteOptions(self.path, self.timeout, self.synchronous)
 
+    def catalog_name(self) -> str:
+        """The table: the name ``weir state`` lists the map state by."""
+        return self.table
+
     def describe(self) -> str:
         """``sqlite:///<path> table <table>``."""
         return f"sqlite:///{self.path} table {self.table!r}"

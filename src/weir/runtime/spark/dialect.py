@@ -56,6 +56,8 @@ class Dialect(ABC):
 
     #: a short name (``storm``, ``trident``), used in messages
     name: str = ""
+    #: the state keys (``weir.state.ttl.ms``, ``weir.state.value.type``) this dialect's states honour
+    state_keys: frozenset[str] = frozenset()
 
     @abstractmethod
     def accepts(self, topology: object) -> bool:
@@ -88,6 +90,10 @@ class Dialect(ABC):
     def rescaler(self, plan: Prepared) -> Rescaler | None:
         """What re-partitions a stateful component whose parallelism changed; None (default) refuses it."""
         return None
+
+    def encodings(self, plan: Prepared) -> Mapping[str, Any]:
+        """Name → :class:`~weir.state.evolution.Encoding` of the states to record and check; none by default."""
+        return {}
 
     def check_initial_state(self, plan: Prepared, initial: Mapping[str, Any]) -> bool:
         """Check ``initial_state`` at submit, before anything is written; True when this dialect loads it.
@@ -153,7 +159,7 @@ def submit(
 
     dialect = dialect_for(name, topology)
     rc = RuntimeConfig.from_conf(name, conf)
-    _refuse_storm_only_keys(name, conf, topology)
+    _refuse_storm_only_keys(name, conf, topology, dialect.state_keys)
     if rc.remote is not None or (spark is not None and is_connect(spark)):
         reason = dialect.connect_refusal(name, topology, rc)
         if reason is not None:
@@ -168,7 +174,7 @@ def submit(
     own_initial = bool(initial_state) and dialect.check_initial_state(plan, initial_state or {})
     if initial_state and not own_initial:
         check_initial_state(name, topology, plan.provider, initial_state)
-    encodings = component_encodings(name, conf, topology, plan.provider)
+    encodings = component_encodings(name, conf, topology, plan.provider) or dict(dialect.encodings(plan))
     if encodings:  # a changed encoding is refused (or allowed) by the rules before anything is written
         check_encodings(plan.provider.backend, name, encodings)  # type: ignore[union-attr]
     runner = dialect.batch_runner(plan)
@@ -207,14 +213,14 @@ def submit(
     )
 
 
-def _refuse_storm_only_keys(name: str, conf: Mapping[str, Any], topology: Any) -> None:
-    """``weir.state.ttl.ms`` and ``weir.state.value.type`` apply to Storm bolts' key-value state only."""
+def _refuse_storm_only_keys(name: str, conf: Mapping[str, Any], topology: Any, honoured: frozenset[str]) -> None:
+    """``weir.state.ttl.ms`` and ``weir.state.value.type`` apply to Storm bolts' key-value state (and ``honoured``)."""
     from weir.topology import Topology
 
     if isinstance(topology, Topology):
         return
     for key in ("weir.state.ttl.ms", "weir.state.value.type"):
-        if conf.get(key) is not None:
+        if conf.get(key) is not None and key not in honoured:
             msg = (
                 f"topology {name!r}: {key} applies to the key-value state of Storm stateful and windowed bolts; "
                 f"a {type(topology).__name__}'s map states do not support it yet (remove the key)"

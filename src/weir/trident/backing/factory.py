@@ -78,6 +78,10 @@ class MapStore(ABC):
             When the store cannot be reached or used; the message names the store and the fix.
         """
 
+    def catalog_name(self) -> str | None:
+        """The name ``weir state`` lists this map state by (``trident:<name>``); None when it has none."""
+        return None
+
     @abstractmethod
     def describe(self) -> str:
         """Where the data lives, without credentials."""

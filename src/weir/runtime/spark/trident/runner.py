@@ -300,6 +300,7 @@ class TridentDialect(Dialect):
     """``TridentTopology`` on the engine: each micro-batch one Trident batch, planned in Spark SQL."""
 
     name = "trident"
+    state_keys = frozenset({"weir.state.value.type"})
 
     def accepts(self, topology: object) -> bool:
         """A :class:`~weir.trident.TridentTopology`."""
@@ -394,6 +395,15 @@ class TridentDialect(Dialect):
         assert isinstance(plan, TridentPlan) and plan.topology is not None
         return trident_shape(plan.topology.nodes)
 
+    def encodings(self, plan: Prepared) -> Mapping[str, Any]:
+        """``trident:<state>`` → the encoding of each of weir's map states (:mod:`.encoding`)."""
+        from weir.runtime.spark.trident.encoding import trident_encodings
+
+        assert isinstance(plan, TridentPlan) and plan.topology is not None
+        if not isinstance(plan.provider, KeyValueStateProvider):  # no store of weir's to record them in
+            return {}
+        return trident_encodings(plan.name, plan.conf, plan.topology)
+
     def check_initial_state(self, plan: Prepared, initial: Mapping[str, Any]) -> bool:
         """Map states named in ``initial`` (see :mod:`weir.runtime.spark.trident.bootstrap`), checked now."""
         from weir.runtime.spark.trident.bootstrap import resolve_initial_states
@@ -410,6 +420,8 @@ class TridentDialect(Dialect):
             load_trident_state,
             resolve_initial_states,
         )
+        from weir.runtime.spark.trident.convert import finish_trident_convert
+        from weir.trident.backing.factory import MapStateFactory
 
         assert isinstance(plan, TridentPlan) and plan.topology is not None and plan.ctx is not None
         if not isinstance(plan.provider, KeyValueStateProvider) or coordinator.epoch is None:
@@ -417,6 +429,12 @@ class TridentDialect(Dialect):
         backend = coordinator.store.backend
         factories = {s.state_id: s.factory for s in plan.topology.states}
         finish_trident_bootstrap(backend, plan.name, coordinator.epoch, factories)
+        by_map = {
+            str(f.store.catalog_name()): f
+            for f in factories.values()
+            if isinstance(f, MapStateFactory) and f.store.catalog_name() is not None
+        }
+        finish_trident_convert(backend, plan.name, coordinator.epoch, by_map)
         if not initial:
             return
         targets = resolve_initial_states(plan.name, plan.topology, initial, plan.ctx.factories, plan.provider)
