@@ -82,3 +82,22 @@ def test_ls_counts_user_keys_without_the_ttl_rows(capsys: Cap, provider_url: str
     assert r.code == 0, r.err
     rows = {row["namespace"]: row for row in table(r.out)}
     assert rows["tt-count-0"]["keys"] == "3", r.out
+
+
+def test_inspect_counts_pending_changes_without_the_ttl_rows(capsys: Cap, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    b = backend(url)
+    try:
+        s = TransactionalKeyValueState(b, "tp-count-0")
+        s.set_batch_time(0)
+        s.put("soon", 1, ttl=1000)
+        s.put("always", 3)
+        s.prepare_commit(1)  # prepared, not committed: the change set also holds the cursor and a bucket row
+        _, changes = b.load_prepared("tp-count-0") or (0, {})
+        assert len(changes) > 2
+    finally:
+        b.close()
+    r = run(capsys, "state", "inspect", "--url", url, "tp-count-0")
+    assert r.code == 0, r.err
+    row = {t["namespace"]: t for t in table(r.out.split("\n", 2)[2])}["tp-count-0"]
+    assert (row["upserts"], row["tombstones"]) == ("2", "0"), r.out

@@ -619,6 +619,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
             if got is None:
                 continue
             txid, changes = got
+            changes = {k: v for k, v in changes.items() if not is_reserved(bytes(k))}  # not weir's TTL index rows
             tombstones = sum(1 for v in changes.values() if v is None)
             rec = b.txids(ns)
             pending.append([ns, txid, rec.committed, len(changes) - tombstones, tombstones, rec.epoch])
