@@ -23,7 +23,7 @@ from weir.checkpoint.coordinator import RECORD_KEY, CheckpointPhase, CheckPointS
 from weir.checkpoint.encoding import check_encodings, load_encodings, record_encodings
 from weir.errors import ConfigError
 from weir.runtime.spark.trident.convert import CONVERT_KEY, finish_trident_convert, staging_namespace
-from weir.runtime.spark.trident.encoding import trident_encodings
+from weir.runtime.spark.trident.encoding import check_map_encodings, trident_encodings
 from weir.sources import RateSpout
 from weir.state.evolution import EvolutionError
 from weir.state.factory import open_backend
@@ -90,6 +90,8 @@ def test_encodings_of_map_states_follow_the_written_rules(tmp_path: Path) -> Non
     with pytest.raises(EvolutionError, match=r"topology 'enc', Trident map state 'wc_t'.*rule V2.*int to str"):
         check_encodings(backend, "enc", trident_encodings("enc", {"weir.state.value.type": "str"}, opaque))
     # (the SQLite store refuses the other type at validation too; unchecked, the recorded encoding refuses it)
+    with pytest.raises(EvolutionError, match=r"topology 'enc', state 'counts' \(Trident map state trident:wc_t\).*V2"):
+        check_map_encodings(backend, "enc", opaque, trident_encodings("enc", {"weir.state.value.type": "str"}, opaque))
     transactional = _topology(SqliteMapState.factory("transactional", url, table="wc_t", check=False))
     with pytest.raises(EvolutionError, match=r"rule S1.*trident-opaque -> trident-transactional"):
         check_encodings(backend, "enc", trident_encodings("enc", {"weir.state.value.type": "int"}, transactional))

@@ -55,7 +55,10 @@ def test_a_seeded_word_count_counts_on_from_the_loaded_values(spark: Any, sqlite
     assert sqlite_store.counts("wc") == expected + Counter({"the": 100, "zebra": 5})
     # the map state's recorded encoding (value type any) is checked by the written rules at submit
     typed = {**conf, "weir.state.value.type": {"counts": "int"}}
-    with pytest.raises(EvolutionError, match=rf"topology 'seeded', Trident map state 'wc_{sqlite_store.tag}'.*rule V2"):
+    with pytest.raises(
+        EvolutionError,
+        match=rf"topology 'seeded', state 'counts' \(Trident map state trident:wc_{sqlite_store.tag}\).*rule V2",
+    ):
         weir.submit("seeded", typed, topo, spark=spark)
     with pytest.raises(ConfigError, match=r"weir.state.ttl.ms .* do not support it yet"):
         weir.submit("seeded", {**conf, "weir.state.ttl.ms": 1000}, topo, spark=spark)

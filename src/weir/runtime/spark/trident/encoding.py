@@ -22,12 +22,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from weir.checkpoint.encoding import load_encodings
 from weir.errors import ConfigError
-from weir.state.evolution import VALUE_TYPE_KEY, Encoding, parse_type
+from weir.state.backend import Backend
+from weir.state.evolution import VALUE_TYPE_KEY, Encoding, check_change, parse_type
 from weir.trident.backing.factory import MapStateFactory
 from weir.trident.state import StateType
 
-__all__ = ["PREFIX", "map_state_encoding", "per_state", "trident_encodings"]
+__all__ = ["PREFIX", "check_map_encodings", "map_state_encoding", "per_state", "trident_encodings"]
 
 #: the name a map state's encoding is recorded under: ``trident:<state name>``
 PREFIX = "trident:"
@@ -73,3 +75,24 @@ def trident_encodings(name: str, conf: Mapping[str, Any], topology: Any) -> dict
         vtype = parse_type(types.get(sid, "any"), f"topology {name!r}, state {sid!r}: {VALUE_TYPE_KEY}")
         out[PREFIX + (factory.store.catalog_name() or sid)] = map_state_encoding(factory.state_type, vtype)
     return out
+
+
+def check_map_encodings(backend: Backend, name: str, topology: Any, encodings: Mapping[str, Encoding]) -> None:
+    """Refuse a change the rules do not allow; the error names the topology, the state and its map state.
+
+    Raises
+    ------
+    EvolutionError
+        Naming ``topology``, the state (``name()``), the map state (``trident:<table or prefix>``), both
+        encodings and the rule.
+    """
+    stored = load_encodings(backend, name)
+    states = {
+        PREFIX + (s.factory.store.catalog_name() or s.state_id): s.state_id
+        for s in topology.states
+        if isinstance(s.factory, MapStateFactory)
+    }
+    for key, new in encodings.items():
+        old = stored.get(key)
+        if old is not None:
+            check_change(old, new, f"topology {name!r}, state {states.get(key, key)!r} (Trident map state {key})")

@@ -397,12 +397,15 @@ class TridentDialect(Dialect):
 
     def encodings(self, plan: Prepared) -> Mapping[str, Any]:
         """``trident:<state>`` → the encoding of each of weir's map states (:mod:`.encoding`)."""
-        from weir.runtime.spark.trident.encoding import trident_encodings
+        from weir.runtime.spark.trident.encoding import check_map_encodings, trident_encodings
 
         assert isinstance(plan, TridentPlan) and plan.topology is not None
         if not isinstance(plan.provider, KeyValueStateProvider):  # no store of weir's to record them in
             return {}
-        return trident_encodings(plan.name, plan.conf, plan.topology)
+        encodings = trident_encodings(plan.name, plan.conf, plan.topology)
+        # checked here first, so that a refusal names the state as well as its map state
+        check_map_encodings(plan.provider.backend, plan.name, plan.topology, encodings)
+        return encodings
 
     def check_initial_state(self, plan: Prepared, initial: Mapping[str, Any]) -> bool:
         """Map states named in ``initial`` (see :mod:`weir.runtime.spark.trident.bootstrap`), checked now."""
