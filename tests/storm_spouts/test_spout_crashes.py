@@ -49,14 +49,19 @@ def _driver_args(
     return [DRIVER, kind, broker, queue, record_url, pg_url, str(tmp / "state"), name, str(n)]
 
 
-def _last_run_with_broker_kill(args: list[str], kill_broker: Any) -> tuple[str, str]:
-    """Run the driver to DONE; after its second batch, SIGKILL the broker and start it again."""
+def _last_run_with_broker_kill(args: list[str], kill_broker: Any, start_broker: Any = None) -> tuple[str, str]:
+    """Run the driver to DONE; after its first batch, SIGKILL the broker (``kill_broker``).
+
+    With ``start_broker``, the broker stays down until supervision has restarted the query once (a
+    ``RESTARTS`` line: the spout's reconnects failed every attempt of a batch), then it is started.
+    """
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     env.pop("WEIR_CRASH_AT", None)
     proc = subprocess.Popen([sys.executable, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)  # fmt: skip
     out: list[str] = []
     killed = False
+    started = start_broker is None
     try:
         assert proc.stdout is not None
         deadline = time.monotonic() + 600
@@ -65,6 +70,9 @@ def _last_run_with_broker_kill(args: list[str], kill_broker: Any) -> tuple[str, 
             if line.startswith("BATCH") and not killed:
                 kill_broker()
                 killed = True
+            if line.startswith("RESTARTS") and killed and not started:
+                start_broker()
+                started = True
             if line.startswith("DONE") or time.monotonic() > deadline:
                 break
         if "DONE" in "".join(out):
@@ -78,6 +86,7 @@ def _last_run_with_broker_kill(args: list[str], kill_broker: Any) -> tuple[str, 
     text = "".join(out)
     assert "DONE" in text, f"the last run did not finish:\n{text}\n{err[-4000:]}"
     assert killed, "the broker was never killed"
+    assert started, f"the query was never restarted while the broker was down:\n{text}"
     return text, err
 
 
@@ -99,7 +108,15 @@ def _check(record_url: str, pg_url: str, name: str) -> None:
 
 
 def _chain(
-    kind: str, broker_url: str, queue: str, record_url: str, pg_url: str, tmp: Path, publish: Any, kill_broker: Any
+    kind: str,
+    broker_url: str,
+    queue: str,
+    record_url: str,
+    pg_url: str,
+    tmp: Path,
+    publish: Any,
+    kill_broker: Any,
+    start_broker: Any = None,
 ) -> str:
     """Run the chain; the last run's stderr."""
     name = f"spouts_{kind}"
@@ -119,7 +136,7 @@ def _chain(
         assert "DONE" in res.stdout, f"the last run did not finish:\n{res.stdout}\n{res.stderr[-4000:]}"
         err = res.stderr
     else:
-        _out, err = _last_run_with_broker_kill(args, kill_broker)
+        _out, err = _last_run_with_broker_kill(args, kill_broker, start_broker)
     _check(record_url, pg_url, name)
     return err
 
@@ -165,8 +182,15 @@ def test_rabbitmq_spout_exactly_once_through_driver_and_broker_crashes(
 
     record = f"redis://127.0.0.1:{redis_server.port}/0"
     url = rabbitmq_server.url
-    err = _chain("rabbitmq", url, "lines", record, postgres_url, tmp_path, publish, rabbitmq_server.kill_and_restart)
+    # the broker stays down until supervision restarted the query (each spout reconnect gives up after
+    # 1 s: TransientSourceError), then comes back on the same port and data directory
+    try:
+        err = _chain("rabbitmq", url, "lines", record, postgres_url, tmp_path, publish, rabbitmq_server.kill,
+                     rabbitmq_server.start)  # fmt: skip
+    finally:
+        rabbitmq_server.start()  # a no-op when it runs: the session's other tests get their broker back
     assert "connection lost during" in err, f"the spout never saw the broker die:\n{err[-4000:]}"
+    assert "transient failure" in err, f"no supervised restart while the broker was down:\n{err[-4000:]}"
     conn = pika.BlockingConnection(pika.URLParameters(rabbitmq_server.url))
     left = conn.channel().queue_declare("lines", durable=True, passive=True).method.message_count
     conn.close()
