@@ -79,7 +79,8 @@ class RabbitMQSpout(Spout):
     prefetch : unacked deliveries the broker sends this task at most (``basic.qos``); keep it at
         least ``topology.max.spout.pending``
     max_per_call : deliveries one ``next_tuple`` emits at most (the rest wait for the next call)
-    connect_timeout_s : how long ``open`` retries connecting (rides out a broker restart)
+    connect_timeout_s : how long ``open``, and a reconnect after a lost connection, retry connecting
+        (riding out a broker restart); past it :class:`~weir.errors.TransientSourceError`
 
     Examples
     --------
@@ -308,6 +309,7 @@ class RabbitMQSpout(Spout):
                 self._channel.basic_ack(tag)
             self._channel.basic_qos(prefetch_count=self.prefetch)  # the round trip: the acks reached the broker
         except (_pika().exceptions.AMQPError, AttributeError) as exc:
+            self._acks = acks  # counted in the loss's warning, then dropped with the connection's tags
             self._lost(exc, "flush_acks")
             msg = f"{self.describe()}: {len(acks)} ack(s) failed ({type(exc).__name__}: {exc}); acked when redelivered"
             raise SourceError(msg) from exc
