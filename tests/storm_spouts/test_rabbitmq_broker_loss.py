@@ -7,7 +7,9 @@ retry fails with a :class:`~weir.errors.TransientSourceError` naming the broker 
 Once it is back on the same port and data directory, task 1 connects again and gets task 0's
 messages redelivered: they are not emitted twice, and task 1 acks them once task 0's entry is
 committed (task 0's own acks died with its connection). At the end every message was emitted once,
-acked on the broker once and only after its batch was committed, and the queue is empty.
+acked on the broker once and only after its batch was committed, and the queue is empty. The second
+test has one task and a committed batch whose acks die with the broker: they are sent when the
+restarted broker redelivers the messages, which are not emitted again.
 """
 
 from __future__ import annotations
@@ -64,24 +66,24 @@ class Count(StatefulBolt):  # type: ignore[type-arg]
         self.collector.ack(tup)
 
 
-def _publish(url: str) -> None:
+def _publish(url: str, queue: str = QUEUE) -> None:
     import pika
 
     conn = pika.BlockingConnection(pika.URLParameters(url))
     ch = conn.channel()
-    ch.queue_declare(QUEUE, durable=True)
-    ch.queue_purge(QUEUE)
+    ch.queue_declare(queue, durable=True)
+    ch.queue_purge(queue)
     ch.confirm_delivery()  # persistent and confirmed: on disk before the broker is killed
     for i in range(N):
-        ch.basic_publish("", QUEUE, f"m{i}".encode(), pika.BasicProperties(message_id=f"m{i}", delivery_mode=2))
+        ch.basic_publish("", queue, f"m{i}".encode(), pika.BasicProperties(message_id=f"m{i}", delivery_mode=2))
     conn.close()
 
 
-def _queue_depth(url: str) -> int:
+def _queue_depth(url: str, queue: str = QUEUE) -> int:
     import pika
 
     conn = pika.BlockingConnection(pika.URLParameters(url))
-    depth = int(conn.channel().queue_declare(QUEUE, durable=True, passive=True).method.message_count)
+    depth = int(conn.channel().queue_declare(queue, durable=True, passive=True).method.message_count)
     conn.close()
     return depth
 
@@ -145,3 +147,55 @@ def test_broker_killed_before_commit_redeliveries_are_settled_once(
     assert sum(s.get("losses", 0) for s in stats) >= 1 and sum(s.get("redelivered", 0) for s in stats) >= 1, stats
     assert dict(backend.scan("$spoutlog-t")) == {}
     assert _queue_depth(url) == 0  # nothing left un-acked (closing requeues what is) nor undelivered
+
+
+@pytest.mark.timeout(600)
+def test_acks_lost_with_the_broker_are_sent_when_it_redelivers(rabbitmq_server: RabbitMQServer, tmp_path: Path) -> None:
+    """One task; the broker is SIGKILLed and restarted after ``next_tuple``, before the commit.
+
+    The commit's acks go to the dead connection: ``flush_acks`` fails (its ``basic.qos`` round trip
+    cannot succeed), the ids stay in the log as unsettled; the spout connects again and, when the
+    broker redelivers them, acks them without emitting them.
+    """
+    import json
+
+    ACKS.clear()
+    COMMITTED.clear()
+    RAISE.clear()
+    url = rabbitmq_server.url
+    # a queue of its own: the spout remembers the ids it acked per queue (RECENT_ACKS), and the
+    # first test acked these ids on QUEUE
+    queue = f"{QUEUE}_acks"
+    _publish(url, queue)
+    spout = ProbeSpout(url, queue, ["line"], prefetch=4, max_per_call=4, connect_timeout_s=120)
+    b = TopologyBuilder()
+    b.set_spout("queue", spout, 1)
+    b.set_bolt("count", Count()).shuffle_grouping("queue")
+    backend = StateFactory.from_url(f"sqlite:///{tmp_path / 'store.db'}").backend
+    d = SpoutDriver("t", {}, b.create_topology(), backend, SpoutOptions(batch_max=4, poll_ms=3000))
+    batch, failures = d.batch(1)
+    assert not failures
+    first = _ids(batch)
+    assert first
+    rabbitmq_server.kill_and_restart()  # the same node, port and data directory
+    COMMITTED.update(first)
+    d.committed(1)  # the acks die with the connection: kept in the log until redelivered
+    log = [json.loads(v) for _k, v in backend.scan("$spoutlog-t")]
+    assert [sorted(e["unsettled"]) for e in log] == [sorted(first)], log
+    assert ACKS == []
+    emitted = {1: first}
+    for txid in range(2, 12):
+        batch, failures = d.batch(txid)
+        assert not failures, failures
+        emitted[txid] = _ids(batch)
+        COMMITTED.update(emitted[txid])
+        d.committed(txid)
+        if len(ACKS) >= N and not dict(backend.scan("$spoutlog-t")):
+            break
+    stats = d.tasks["queue"][0].spout.stats if isinstance(d.tasks["queue"][0].spout, RabbitMQSpout) else {}
+    d.close()
+    assert Counter(i for ids in emitted.values() for i in ids) == Counter({f"m{i}": 1 for i in range(N)}), emitted
+    assert Counter(i for i, _c in ACKS) == Counter({f"m{i}": 1 for i in range(N)}), f"acks: {ACKS}"
+    assert all(c for _i, c in ACKS), f"acked before the batch was committed: {ACKS}"
+    assert stats["losses"] == 1 and stats["redelivered"] >= len(first) and stats["reacked"] == 0, stats
+    assert _queue_depth(url, queue) == 0
