@@ -5,7 +5,8 @@ Usage: python storm_spouts_driver.py KIND BROKER_URL QUEUE RECORD_URL PG_URL STA
 KIND is ``redis`` (RedisQueueSpout) or ``rabbitmq`` (RabbitMQSpout). The topology (see
 tests/storm_spouts/_topology.py) counts each message id; the driver runs continuously and, once N
 ids are counted and N broker acks recorded, stops the topology and prints ``DONE``. Progress lines:
-``BATCH <txid> <tuples>``; exits 1 if the topology fails.
+``BATCH <txid> <tuples>``, and ``RESTARTS <n>`` when supervision restarted the query (a RabbitMQ
+spout whose broker stayed away through every attempt of a batch); exits 1 if the topology fails.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def main() -> int:
         spout.max_per_call = 3
     else:
         spout = rabbit_spout(broker, queue, record_url, pg_url, name)
-        spout.connect_timeout_s = 150
+        spout.connect_timeout_s = 1  # a broker still down after 1 s fails the attempt (TransientSourceError)
         spout.max_per_call = 3
     conf = {
         "weir.state.dir": state_dir,
@@ -39,16 +40,22 @@ def main() -> int:
         "weir.spout.batch.max.tuples": 4,
         "topology.max.spout.pending": 6,
         "weir.batch.max.retries": 3,
+        "weir.restart.max": 20,  # a killed broker takes 10-20 s to come back here: several restarts
+        "weir.restart.backoff.ms": 500,
     }
     run = weir.submit(name, conf, topology(spout))
     run.start()
     rec = redis.Redis.from_url(record_url)
     last = None
+    restarts = 0
     while True:
         st = run.status()
         if st.last_txid != last:
             last = st.last_txid
             print(f"BATCH {st.last_txid} {st.tuples_in}", flush=True)
+        if st.restarts != restarts:
+            restarts = st.restarts
+            print(f"RESTARTS {restarts}", flush=True)
         if len(all_counts(pg_url, name)) >= int(n) and rec.llen(f"{name}:acks") >= int(n):
             run.stop()
             print("DONE", flush=True)

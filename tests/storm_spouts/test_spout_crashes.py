@@ -1,10 +1,13 @@
-"""Storm spouts over RabbitMQ and a Redis list: SIGKILL the driver at the spout log's steps, kill the Redis broker once.
+"""Storm spouts over RabbitMQ and a Redis list: SIGKILL the driver at the spout log's steps, then the broker once.
 
 Each chain runs the driver (tests/crash/storm_spouts_driver.py) several times on one topology; every
 run but the last is SIGKILLed at a crash point (the coordinator's steps, after the spout log is
-written and before the batch runs, between the spout's acks), and the last one (Redis) kills
-(SIGKILL) and restarts the broker while it runs. At the end every message is counted exactly once, acked on the broker
-exactly once and only once its count was committed, and the broker holds no message (none un-acked).
+written and before the batch runs, between the spout's acks), and the last one kills (SIGKILL) and
+restarts the broker (same port, same data directory) while it runs, after its first batch: the
+spout's deliveries are un-acked then (RabbitMQ requeues them all and redelivers them with
+``redelivered`` set; the Redis spout's stay in its processing list). At the end every message is
+counted exactly once, acked on the broker exactly once and only once its count was committed, and
+the broker holds no message (none un-acked).
 """
 
 from __future__ import annotations
@@ -46,14 +49,19 @@ def _driver_args(
     return [DRIVER, kind, broker, queue, record_url, pg_url, str(tmp / "state"), name, str(n)]
 
 
-def _last_run_with_broker_kill(args: list[str], kill_broker: Any) -> str:
-    """Run the driver to DONE; after its second batch, SIGKILL the broker and start it again."""
+def _last_run_with_broker_kill(args: list[str], kill_broker: Any, start_broker: Any = None) -> tuple[str, str]:
+    """Run the driver to DONE; after its first batch, SIGKILL the broker (``kill_broker``).
+
+    With ``start_broker``, the broker stays down until supervision has restarted the query once (a
+    ``RESTARTS`` line: the spout's reconnects failed every attempt of a batch), then it is started.
+    """
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     env.pop("WEIR_CRASH_AT", None)
     proc = subprocess.Popen([sys.executable, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)  # fmt: skip
     out: list[str] = []
     killed = False
+    started = start_broker is None
     try:
         assert proc.stdout is not None
         deadline = time.monotonic() + 600
@@ -62,6 +70,9 @@ def _last_run_with_broker_kill(args: list[str], kill_broker: Any) -> str:
             if line.startswith("BATCH") and not killed:
                 kill_broker()
                 killed = True
+            if line.startswith("RESTARTS") and killed and not started:
+                start_broker()
+                started = True
             if line.startswith("DONE") or time.monotonic() > deadline:
                 break
         if "DONE" in "".join(out):
@@ -75,7 +86,8 @@ def _last_run_with_broker_kill(args: list[str], kill_broker: Any) -> str:
     text = "".join(out)
     assert "DONE" in text, f"the last run did not finish:\n{text}\n{err[-4000:]}"
     assert killed, "the broker was never killed"
-    return text
+    assert started, f"the query was never restarted while the broker was down:\n{text}"
+    return text, err
 
 
 def _check(record_url: str, pg_url: str, name: str) -> None:
@@ -96,8 +108,17 @@ def _check(record_url: str, pg_url: str, name: str) -> None:
 
 
 def _chain(
-    kind: str, broker_url: str, queue: str, record_url: str, pg_url: str, tmp: Path, publish: Any, kill_broker: Any
-) -> None:
+    kind: str,
+    broker_url: str,
+    queue: str,
+    record_url: str,
+    pg_url: str,
+    tmp: Path,
+    publish: Any,
+    kill_broker: Any,
+    start_broker: Any = None,
+) -> str:
+    """Run the chain; the last run's stderr."""
     name = f"spouts_{kind}"
     args = _driver_args(kind, broker_url, queue, record_url, pg_url, tmp, name)
     publish(range(N // 2))
@@ -113,9 +134,11 @@ def _chain(
     if kill_broker is None:
         res = run_driver(args, None, 400)
         assert "DONE" in res.stdout, f"the last run did not finish:\n{res.stdout}\n{res.stderr[-4000:]}"
+        err = res.stderr
     else:
-        _last_run_with_broker_kill(args, kill_broker)
+        _out, err = _last_run_with_broker_kill(args, kill_broker, start_broker)
     _check(record_url, pg_url, name)
+    return err
 
 
 @pytest.mark.timeout(1800)  # three driver starts and a broker restart; far slower on a loaded machine
@@ -159,11 +182,15 @@ def test_rabbitmq_spout_exactly_once_through_driver_and_broker_crashes(
 
     record = f"redis://127.0.0.1:{redis_server.port}/0"
     url = rabbitmq_server.url
-    # no broker kill yet: with it, the last run did not finish within 600 s on the shared machine (load
-    # 30, before RabbitMQServer's ports left the ephemeral range; the node itself restarts in ~13 s).
-    # The RabbitMQSpout's broker-loss path (flush_acks failing -> acked on redelivery, open retrying)
-    # is the Redis chain's, and bench/storm_spouts.py drives the spout at volume
-    _chain("rabbitmq", url, "lines", record, postgres_url, tmp_path, publish, None)
+    # the broker stays down until supervision restarted the query (each spout reconnect gives up after
+    # 1 s: TransientSourceError), then comes back on the same port and data directory
+    try:
+        err = _chain("rabbitmq", url, "lines", record, postgres_url, tmp_path, publish, rabbitmq_server.kill,
+                     rabbitmq_server.start)  # fmt: skip
+    finally:
+        rabbitmq_server.start()  # a no-op when it runs: the session's other tests get their broker back
+    assert "connection lost during" in err, f"the spout never saw the broker die:\n{err[-4000:]}"
+    assert "transient failure" in err, f"no supervised restart while the broker was down:\n{err[-4000:]}"
     conn = pika.BlockingConnection(pika.URLParameters(rabbitmq_server.url))
     left = conn.channel().queue_declare("lines", durable=True, passive=True).method.message_count
     conn.close()

@@ -96,3 +96,10 @@ def test_retriable_source_errors_are_transient_as_objects_and_in_a_worker_traceb
         "weir.errors.TransientSourceError: spout 'kafka': listing the latest offsets failed: LEADER_NOT_AVAILABLE"
     )
     assert transient_reason(remote) is not None
+    # a Storm spout task whose broker stayed unreachable through every attempt of a batch (spoutlog.py)
+    from weir.checkpoint.coordinator import TaskFailure, batch_failed_error
+
+    err = "TransientSourceError in next_tuple of spout 'queue' task 1: RabbitMQSpout(...): cannot connect"
+    assert transient_reason(batch_failed_error("t", 3, [TaskFailure("queue", 1, err)], 2)) is not None
+    user = "RuntimeError in next_tuple of spout 'queue' task 1: a bug"
+    assert transient_reason(batch_failed_error("t", 3, [TaskFailure("queue", 1, user)], 2)) is None

@@ -7,6 +7,15 @@ the connection dies (a driver crash, a broker restart), the broker requeues ever
 weir's spout log keeps the ids of committed messages until they are redelivered and acked, and a
 redelivered message is never counted twice.
 
+A lost connection (seen by ``next_tuple``, ``flush_acks`` or ``fail``): its delivery tags are void,
+so the spout logs the loss, drops what it held on that connection (buffered deliveries, the tags of
+emitted ones, acks not sent) and connects again, retrying with back-off up to ``connect_timeout_s``;
+past that ``next_tuple`` raises :class:`~weir.errors.TransientSourceError` (the batch attempt fails
+and its retry connects again). ``flush_acks`` confirms its acks with a round trip (``basic.qos``),
+so an ack written into a dead socket is reported as failed, never as sent. A delivery the broker
+marks ``redelivered`` whose id this process acked on that queue shortly before (an ack the broker
+lost when it died) is acked again at once and not emitted (:data:`RECENT_ACKS` ids per queue).
+
 Message ids must be stable across redelivery: the default is the AMQP ``message_id`` property
 (publishers should set it), else the body itself.
 """
@@ -14,18 +23,32 @@ Message ids must be stable across redelivery: the default is the AMQP ``message_
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from weir.errors import SourceError
+from weir.errors import SourceError, TransientSourceError
 from weir.topology.components import Guarantee, OutputFieldsDeclarer, Spout
 from weir.topology.context import TopologyContext
 from weir.topology.spout_collector import SpoutOutputCollector
 
-__all__ = ["RabbitMQSpout"]
+__all__ = ["RECENT_ACKS", "RabbitMQSpout"]
 
 log = logging.getLogger("weir.sources")
+
+#: message ids this process remembers per queue after acking them (the newest ones), so that a
+#: delivery the broker redelivers after losing the ack (a broker killed before it stored the ack)
+#: is acked again, not counted twice
+RECENT_ACKS = 10_000
+
+_recent_lock = threading.Lock()
+_recent: dict[tuple[str, int, str, str], OrderedDict[Any, None]] = {}  # (host, port, vhost, queue) -> ids
+
+
+def _hashable(mid: Any) -> Any:
+    return mid if isinstance(mid, (str, int, float, bool)) or mid is None else repr(mid)
 
 
 def _pika() -> Any:
@@ -56,7 +79,8 @@ class RabbitMQSpout(Spout):
     prefetch : unacked deliveries the broker sends this task at most (``basic.qos``); keep it at
         least ``topology.max.spout.pending``
     max_per_call : deliveries one ``next_tuple`` emits at most (the rest wait for the next call)
-    connect_timeout_s : how long ``open`` retries connecting (rides out a broker restart)
+    connect_timeout_s : how long ``open``, and a reconnect after a lost connection, retry connecting
+        (riding out a broker restart); past it :class:`~weir.errors.TransientSourceError`
 
     Examples
     --------
@@ -98,11 +122,14 @@ class RabbitMQSpout(Spout):
         self._buffer: list[tuple[int, str, Any]] = []
         self._held: dict[Any, list[int]] = {}
         self._acks: list[int] = []  # delivery tags acked, not sent yet (flush_acks)
+        self._acked_ids: list[Any] = []  # the message ids of those tags
+        #: connection losses this instance recovered from, redelivered messages seen, acked again
+        self.stats: dict[str, int] = {"losses": 0, "redelivered": 0, "reacked": 0}
 
     def __getstate__(self) -> dict[str, Any]:
         """Picklable before and after ``open``: the connection is not copied."""
         state = dict(self.__dict__)
-        state.update(_conn=None, _channel=None, _buffer=[], _held={}, _acks=[])
+        state.update(_conn=None, _channel=None, _buffer=[], _held={}, _acks=[], _acked_ids=[])
         return state
 
     def describe(self) -> str:
@@ -124,7 +151,12 @@ class RabbitMQSpout(Spout):
             conn.close()
 
     # ---- connections -----------------------------------------------------------------------------
-    def _connect(self, deadline: float) -> tuple[Any, Any]:
+    def _connect(self, deadline: float, *, transient: bool = False) -> tuple[Any, Any]:
+        """Connect, retrying with back-off until ``deadline``.
+
+        Past it: :class:`SourceError` (submit time), or with ``transient`` a
+        :class:`TransientSourceError` (a running topology: the batch attempt fails and is retried).
+        """
         pika = _pika()
         params = pika.URLParameters(self.url)
         delay = 0.1
@@ -135,7 +167,11 @@ class RabbitMQSpout(Spout):
             except pika.exceptions.AMQPError as exc:
                 if time.monotonic() + delay > deadline:
                     msg = f"{self.describe()}: cannot connect ({type(exc).__name__}: {exc}); is the broker running?"
+                    if transient:
+                        msg += f" (retried for connect_timeout_s={self.connect_timeout_s:g} s; the batch is retried)"
+                        raise TransientSourceError(msg) from exc
                     raise SourceError(msg) from exc
+                log.info("%s: cannot connect yet (%s); retrying in %.1f s", self.describe(), type(exc).__name__, delay)
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
@@ -151,21 +187,85 @@ class RabbitMQSpout(Spout):
     def open(self, conf: Mapping[str, Any], context: TopologyContext, collector: SpoutOutputCollector) -> None:
         """Connect (retrying up to ``connect_timeout_s``), set the prefetch and start consuming."""
         self.collector = collector
-        self._conn, self._channel = self._connect(time.monotonic() + self.connect_timeout_s)
+        self._start(time.monotonic() + self.connect_timeout_s)
+
+    def _start(self, deadline: float) -> None:
+        """Connect (until ``deadline``), set the prefetch, start consuming; nothing held yet."""
+        self._buffer, self._held, self._acks, self._acked_ids = [], {}, [], []
+        self._conn, self._channel = self._connect(deadline, transient=True)
+        self._consume()
+
+    def _consume(self) -> None:
         self._declare(self._channel)
         self._channel.basic_qos(prefetch_count=self.prefetch)
-        self._buffer, self._held, self._acks = [], {}, []
         self._channel.basic_consume(self.queue, self._on_message, auto_ack=False)
+
+    def _lost(self, exc: BaseException, during: str) -> None:
+        """The connection is gone: its delivery tags are void (the broker requeues every un-acked delivery)."""
+        self.stats["losses"] += 1
+        held = sum(len(t) for t in self._held.values())
+        log.warning(
+            "%s: connection lost during %s (%s: %s); %d emitted and %d buffered delivery(ies) and %d unsent "
+            "ack(s) are void: the broker redelivers them; reconnecting",
+            self.describe(), during, type(exc).__name__, exc, held, len(self._buffer), len(self._acks),
+        )  # fmt: skip
+        conn, self._conn, self._channel = self._conn, None, None
+        self._buffer, self._held, self._acks, self._acked_ids = [], {}, [], []
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # already dead
+                log.debug("%s: close of the lost connection failed", self.describe(), exc_info=True)
+
+    def _reconnect(self) -> None:
+        """Connect again after a loss (bounded by ``connect_timeout_s``), else :class:`TransientSourceError`."""
+        try:
+            self._start(time.monotonic() + self.connect_timeout_s)  # TransientSourceError past the timeout
+        except _pika().exceptions.AMQPError as exc:  # lost again while declaring / consuming
+            self._conn = self._channel = None
+            msg = f"{self.describe()}: the connection was lost again while consuming ({type(exc).__name__}: {exc})"
+            raise TransientSourceError(msg) from exc
+        except TransientSourceError:
+            self._conn = self._channel = None
+            raise
+        log.info("%s: connected again; un-acked deliveries come back redelivered", self.describe())
+
+    def _recent(self) -> OrderedDict[Any, None]:
+        pika = _pika()
+        p = pika.URLParameters(self.url)
+        with _recent_lock:
+            return _recent.setdefault((p.host, p.port, p.virtual_host, self.queue), OrderedDict())
 
     def _on_message(self, channel: Any, method: Any, properties: Any, body: bytes) -> None:
         text = body.decode("utf-8", errors="replace")
         mid = (self.message_id or _default_id)(text, properties)
+        if method.redelivered:
+            self.stats["redelivered"] += 1
+            recent = self._recent()
+            with _recent_lock:
+                again = _hashable(mid) in recent
+            if again:  # acked by this process before the broker died: it lost the ack
+                self.stats["reacked"] += 1
+                log.info("%s: %r redelivered after it was acked (the broker lost the ack): acked again, "
+                         "not emitted", self.describe(), mid)  # fmt: skip
+                channel.basic_ack(method.delivery_tag)  # lost again with the connection: redelivered again
+                return
         self._buffer.append((method.delivery_tag, text, mid))
 
     def next_tuple(self) -> None:
-        """Emit up to ``max_per_call`` deliveries (waiting at most 50 ms for some when none is buffered)."""
+        """Emit up to ``max_per_call`` deliveries (waiting at most 50 ms for some when none is buffered).
+
+        After a lost connection it connects again first (see :meth:`_reconnect`).
+        """
+        if self._conn is None:
+            self._reconnect()
         if not self._buffer:
-            self._conn.process_data_events(time_limit=0.05)
+            try:
+                self._conn.process_data_events(time_limit=0.05)
+            except _pika().exceptions.AMQPError as exc:
+                self._lost(exc, "next_tuple")
+                self._reconnect()
+                return
         buffered, self._buffer = self._buffer[: self.max_per_call], self._buffer[self.max_per_call :]
         for tag, text, mid in buffered:
             self._held.setdefault(mid, []).append(tag)
@@ -181,6 +281,7 @@ class RabbitMQSpout(Spout):
         if not tags or self._channel is None:
             return False
         self._acks.extend(tags)
+        self._acked_ids.append(msg_id)
         return True
 
     def flush_acks(self) -> None:
@@ -188,10 +289,13 @@ class RabbitMQSpout(Spout):
 
         ``multiple`` acknowledges every delivery up to a tag, so it covers the buffered tags below
         the oldest delivery still outstanding (emitted in a batch not committed yet, or buffered);
-        any later buffered tag is acked on its own. Raises :class:`SourceError` when the broker is
-        unreachable (it requeues them all; weir acks them on redelivery).
+        any later buffered tag is acked on its own; a ``basic.qos`` round trip then confirms that the
+        broker has them (methods on a channel are handled in order). Raises :class:`SourceError` when
+        the connection is lost (the broker requeues them all; weir acks them on redelivery); the
+        spout connects again on the next ``next_tuple``.
         """
         acks, self._acks = sorted(self._acks), []
+        ids, self._acked_ids = self._acked_ids, []
         if not acks:
             return
         outstanding = [t for tags in self._held.values() for t in tags] + [t for t, _x, _m in self._buffer]
@@ -203,9 +307,19 @@ class RabbitMQSpout(Spout):
                 self._channel.basic_ack(run[-1], multiple=True)
             for tag in rest:
                 self._channel.basic_ack(tag)
+            self._channel.basic_qos(prefetch_count=self.prefetch)  # the round trip: the acks reached the broker
         except (_pika().exceptions.AMQPError, AttributeError) as exc:
+            self._acks = acks  # counted in the loss's warning, then dropped with the connection's tags
+            self._lost(exc, "flush_acks")
             msg = f"{self.describe()}: {len(acks)} ack(s) failed ({type(exc).__name__}: {exc}); acked when redelivered"
             raise SourceError(msg) from exc
+        recent = self._recent()
+        with _recent_lock:
+            for mid in ids:
+                recent[_hashable(mid)] = None
+                recent.move_to_end(_hashable(mid))
+            while len(recent) > RECENT_ACKS:
+                recent.popitem(last=False)
 
     def fail(self, msg_id: Any) -> None:
         """``basic.nack`` with requeue: the broker redelivers the message."""
@@ -215,8 +329,9 @@ class RabbitMQSpout(Spout):
         try:
             for tag in tags:
                 self._channel.basic_nack(tag, requeue=True)
-        except _pika().exceptions.AMQPError:
+        except _pika().exceptions.AMQPError as exc:
             log.warning("%s: nack of %r failed (the broker requeues it anyway)", self.describe(), msg_id)
+            self._lost(exc, "fail")
 
     def close(self) -> None:
         """Close the connection: the broker requeues every delivery not acked."""

@@ -20,7 +20,9 @@ The protocol, per batch with txid *n* (inside the coordinator's attempt, see
    holds): ``ack(msg_id)`` for each tuple with a message id (crash point ``between_spout_acks``),
    then prune the entries. An id the spout did not hold (``ack`` returned ``False``: a message
    delivered to an instance before a restart) stays in the log until the source redelivers it;
-   then it is acked and not emitted.
+   then it is acked and not emitted. A message redelivered while its id is in an uncommitted entry
+   (a broker that lost its connection requeues every un-acked delivery, and any task of the spout
+   may get it) is not emitted either; the task that got it acks it once that entry is committed.
 4. A batch abandoned after its retries: ``fail(msg_id)`` for its tuples, and every spout task is
    closed (``deactivate``, ``close``); the next batch (after a supervised restart) opens them again.
    Its entries stay in the log, so the same txid replays the same tuples.
@@ -199,6 +201,9 @@ class _Task:
         self.spout: Spout | None = None
         self.collector: SpoutOutputCollector | None = None
         self.entries: dict[int, _Entry] = {}  # txid -> entry (this task's, as in the store)
+        #: ids this task's open instance got (a redelivery) while they were in an uncommitted entry of
+        #: another task: acked through this instance once that entry is committed
+        self.absorbed: dict[str, Any] = {}
         self.where = f"topology {driver.topology_name!r}, spout {cid!r}, task {task}"
 
     # ---- lifecycle -----------------------------------------------------------------------------
@@ -223,6 +228,7 @@ class _Task:
 
     def close(self) -> None:
         spout, self.spout, self.collector = self.spout, None, None
+        self.absorbed.clear()  # its deliveries go back to the source with the instance
         if spout is None:
             return
         for hook in (spout.deactivate, spout.close):
@@ -315,6 +321,8 @@ class _Task:
                 settled.setdefault((owner.task, old_txid), set()).add(k)
             return []
         if k in pending:  # already in an uncommitted entry (replayed from the log): not counted twice
+            if k not in self.pending_ids():
+                self.absorbed[k] = msg_id  # another task's entry: acked through this instance at its commit
             return []
         pending.add(k)
         return [rec]
@@ -330,6 +338,7 @@ class _Task:
             entry = self.entries[t]
             unsettled: list[Any] = []
             sent: list[Any] = []
+            elsewhere: set[str] = set()
             spout = self.ensure_open()
             for _s, _v, msg_id, _d in entry.tuples:
                 if msg_id is None:
@@ -342,18 +351,48 @@ class _Task:
                 if first:
                     crash_point("between_spout_acks", txid)
                     first = False
-                (unsettled if ok is False else sent).append(msg_id)
+                via = self._ack_absorbed(msg_id)
+                if via is True:
+                    elsewhere.add(_id_key(msg_id))  # acked through the task that got it redelivered
+                if ok is not False:
+                    sent.append(msg_id)
+                if (ok is False and via is not True) or via is False:
+                    unsettled.append(msg_id)
             if sent:
                 try:
                     spout.flush_acks()  # buffered acks reach the source before the log forgets their ids
                 except Exception:
                     log.warning("%s: flush_acks raised; %d message(s) acked on redelivery", self.where, len(sent),
                                 exc_info=True)  # fmt: skip
-                    unsettled.extend(sent)
-            entry.committed, entry.tuples, entry.unsettled = True, [], unsettled
+                    unsettled.extend(i for i in sent if _id_key(i) not in elsewhere)
+            entry.committed, entry.tuples, entry.unsettled = True, [], list({_id_key(i): i for i in unsettled}.values())
             entry.at_ms = int(time.time() * 1000)
-            changes[_key(self.cid, self.task, t)] = entry.to_bytes() if unsettled else None
+            changes[_key(self.cid, self.task, t)] = entry.to_bytes() if entry.unsettled else None
         return changes
+
+    def _ack_absorbed(self, msg_id: Any) -> bool | None:
+        """``msg_id`` is committed: ack it through the other tasks whose instance got it redelivered.
+
+        ``None``: no other task got it; ``True``: acked (and flushed) through them; ``False``: an
+        ack through them failed (the source redelivers it: keep the id unsettled).
+        """
+        k = _id_key(msg_id)
+        self.absorbed.pop(k, None)  # this instance's own redelivery was in the ack above
+        via: bool | None = None
+        for sib in self.driver.tasks[self.cid]:
+            if sib is self or k not in sib.absorbed:
+                continue
+            del sib.absorbed[k]
+            try:
+                if sib.spout is not None and sib.spout.ack(msg_id) is not False:
+                    sib.spout.flush_acks()
+                    via = True if via is None else via
+                    continue
+            except Exception:
+                log.warning("%s: ack(%r) through task %d raised; acked on redelivery", self.where, msg_id, sib.task,
+                            exc_info=True)  # fmt: skip
+            via = False
+        return via
 
     def fail_timed_out(self, txid: int, timeout_ms: int) -> int:
         """A retry of ``txid``: ``fail`` its tuples once ``topology.message.timeout.secs`` passed since polled.

@@ -6,7 +6,8 @@ A topology is one Spark Structured Streaming query. When that query ends with an
 - **transient** — a Python worker that failed to start or connect back, a lost executor, a store,
   broker or socket that was unreachable for a while, a source's
   :class:`~weir.errors.TransientSourceError` — also while the query is first built, when the spouts
-  compute their initial offsets — or a store call past its bound
+  compute their initial offsets, and a Storm spout's in ``open``/``next_tuple`` once the batch
+  has failed every attempt — or a store call past its bound
   (:class:`~weir.errors.StoreUnavailableError`, raised on the driver or in a task; see
   :func:`transient_reason`): wait
   ``weir.restart.backoff.ms`` (doubled after each consecutive restart, at most
@@ -90,6 +91,8 @@ _TRANSIENT_TEXT = re.compile(
 )
 #: a task's failure report when its store call ran past its bound (executor.py: "<type> in <where>: ...")
 _TASK_STORE_UNAVAILABLE = re.compile(r"\bStoreUnavailableError in ")
+#: a Storm spout task whose source stayed unreachable through every attempt (spoutlog.py's failure text)
+_SPOUT_SOURCE_UNAVAILABLE = re.compile(r"\bTransientSourceError in next_tuple of spout ")
 _TRANSIENT_TYPES = {
     "ConnectionError",
     "ConnectionRefusedError",
@@ -123,6 +126,8 @@ def transient_reason(exc: BaseException) -> str | None:
             isinstance(e, TopologyError) and _TASK_STORE_UNAVAILABLE.search(str(e))
         ):
             return f"the store did not answer ({_first_line(e)})"
+        if isinstance(e, TopologyError) and _SPOUT_SOURCE_UNAVAILABLE.search(str(e)):
+            return f"a spout's source did not answer ({_first_line(e)})"
         if isinstance(e, (FencedError, StateLossError, ConfigError, SourceError, StopRequested)):
             return None
         if isinstance(e, TopologyError) and e.component not in (None, "<spark>"):
