@@ -35,7 +35,7 @@ def available(store: Any, topology: str, namespace: str) -> tuple[int, int]:
     if not isinstance(store, ChangelogBackend):
         msg = (
             f"topology {topology!r}: the {getattr(backend, 'kind', '?')} store ({backend.describe()}) keeps no change "
-            "feed (SQLite and PostgreSQL do); only the committed state can be read"
+            "feed (SQLite, PostgreSQL and Redis do); only the committed state can be read"
         )
         raise ConfigError(msg)
     rng = backend.log_range(namespace)
@@ -125,7 +125,7 @@ def read_changes(
     Columns ``txid``, ``component``, ``task``, ``key``, ``change_type`` (``put`` / ``delete``) and
     ``value`` (the new value as JSON text; null for a delete), one row per changed key per txid,
     read on the executors (one partition per task namespace). Storm stateful bolts and windowed
-    bolts; the topology must run with ``weir.state.changelog.retain`` on SQLite or PostgreSQL.
+    bolts; the topology must run with ``weir.state.changelog.retain`` on SQLite, PostgreSQL or Redis.
 
     Raises
     ------
