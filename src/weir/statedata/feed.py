@@ -18,7 +18,7 @@ from weir.state import ttl
 from weir.state.changelog import RETAIN_KEY, ChangelogBackend, ChangeRow
 from weir.statedata.codec import serializer, to_json
 from weir.statedata.errors import StateReadConflictError
-from weir.statedata.layout import resolve
+from weir.statedata.layout import check_readable, resolve
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -136,6 +136,7 @@ def read_changes(
     """
     from weir.state.factory import StateFactory
 
+    check_readable(url, "weir.state.read_changes")
     if from_txid > to_txid:
         msg = f"read_changes: from_txid {from_txid} is after to_txid {to_txid}"
         raise ConfigError(msg)

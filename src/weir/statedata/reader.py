@@ -28,7 +28,7 @@ from weir.errors import ConfigError, StateError
 from weir.state import ttl
 from weir.statedata.codec import serializer, to_json
 from weir.statedata.errors import StateReadConflictError
-from weir.statedata.layout import TRIDENT_PREFIX, committed, is_committing, resolve
+from weir.statedata.layout import TRIDENT_PREFIX, check_readable, committed, is_committing, resolve
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -221,6 +221,7 @@ def read(
     """
     from weir.state.factory import StateFactory
 
+    check_readable(url, "weir.state.read")
     serializer(key_class, "key_class")
     serializer(value_class, "value_class")
     backend = StateFactory.from_url(url).backend
