@@ -29,6 +29,7 @@ from weir.state import ttl
 from weir.statedata.codec import serializer, to_json
 from weir.statedata.errors import StateReadConflictError
 from weir.statedata.layout import TRIDENT_PREFIX, check_readable, committed, is_committing, resolve
+from weir.statedata.typed import spark_value_type, typed_value
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -57,17 +58,19 @@ def _scan_task(
     key_class: str | None,
     value_class: str | None,
     older: int | None = None,
-) -> Iterator[tuple[str, int | None, str, str, int]]:
+    value_type: str | None = None,
+) -> Iterator[tuple[str, int | None, str, Any, int]]:
     """Executor side: the committed rows of one task namespace (or one Trident map state).
 
-    With ``older``, the rows as of that txid: rewound with the change feed's before-images.
+    With ``older``, the rows as of that txid: rewound with the change feed's before-images. With
+    ``value_type`` (a Spark type: a typed PostgreSQL map state), values are that type, not JSON text.
     """
     from weir.state.factory import StateFactory
 
     component, kind, task, namespace = spec
     backend: Any = StateFactory.from_url(url).backend
     if kind == "trident":
-        yield from _scan_map(backend, topology, component, txid)
+        yield from _scan_map(backend, topology, component, txid, value_type)
         return
     before = backend.txids(namespace).committed
     if before is not None and before > txid:
@@ -121,8 +124,8 @@ def _streams_rows(backend: Any, topology: str, component: str, task: int, namesp
 
 
 def _scan_map(
-    backend: Any, topology: str, component: str, txid: int
-) -> Iterator[tuple[str, int | None, str, str, int]]:
+    backend: Any, topology: str, component: str, txid: int, value_type: str | None = None
+) -> Iterator[tuple[str, int | None, str, Any, int]]:
     """A Trident map state's cells as of ``txid`` (an opaque cell of a later batch: its previous value)."""
     from weir.trident.backing.catalog import catalog_for
     from weir.trident.state import OpaqueValue, TransactionalValue
@@ -141,7 +144,8 @@ def _scan_map(
             if cell.txid is not None and cell.txid > txid:
                 raise _conflict(topology, component, txid, cell.txid, during=True)
             value = cell.val
-        yield component, None, to_json(list(key)), to_json(value), txid
+        out = to_json(value) if value_type is None else typed_value(value, value_type)
+        yield component, None, to_json(list(key)), out, txid
 
 
 def _settled(backend: Any, topology: str, wait: float) -> int:
@@ -241,8 +245,29 @@ def read(
         _check_rewind(backend, topology, specs, older)
     if not specs:
         return spark.createDataFrame([], COLUMNS)
+    value_type = _map_value_type(backend, specs)
+    columns = COLUMNS if value_type is None else COLUMNS.replace("value STRING", f"value {value_type}")
     scan = partial(
-        _scan_task, url=url, topology=topology, txid=at, key_class=key_class, value_class=value_class, older=older
+        _scan_task,
+        url=url,
+        topology=topology,
+        txid=at,
+        key_class=key_class,
+        value_class=value_class,
+        older=older,
+        value_type=value_type,
     )
     rdd = spark.sparkContext.parallelize(specs, len(specs)).flatMap(scan)
-    return spark.createDataFrame(rdd, COLUMNS)
+    return spark.createDataFrame(rdd, columns)
+
+
+def _map_value_type(backend: Any, specs: list[tuple[str, str, int, str]]) -> str | None:
+    """The Spark type of a lone Trident map state's typed ``value`` column (see :mod:`.typed`), else None."""
+    if len(specs) != 1 or specs[0][1] != "trident":
+        return None
+    from weir.trident.backing.catalog import catalog_for
+
+    catalog = catalog_for(backend)
+    info = None if catalog is None else catalog.find(specs[0][0])
+    layout = None if info is None else info.layout
+    return spark_value_type(layout.get("value_type")) if isinstance(layout, dict) else None
