@@ -10,8 +10,8 @@ Each case fills the 4 task namespaces of a word-count-like bolt (JSON string key
 
 The DataFrame is verified (N rows, the sum of the values); the loop too.
 
-Then the Storm word count (``weir.demo.wordcount_topology``, 2 tasks, 8 batches) runs on SQLite and
-PostgreSQL with the change feed off and on (``weir.state.changelog.retain``), and the median commit
+Then the Storm word count (``weir.demo.wordcount_topology``, 2 tasks, 8 batches) runs on SQLite,
+Redis and PostgreSQL with the change feed off and on (``weir.state.changelog.retain``), and the median commit
 time of its batches is read from the checkpoint history; the feed is checked to hold the last N txids.
 
     python bench/state_read.py --keys 100000 --stores sqlite redis postgres
@@ -71,18 +71,18 @@ def fill(url: str, topology: str, keys: int) -> int:
     return total
 
 
-def weir_read(spark: Any, url: str, topology: str) -> tuple[float, int, int]:
-    """Seconds, rows and value sum of one ``weir.state.read`` (count and sum in one job)."""
+def weir_read(spark: Any, url: str, topology: str, rows_per_partition: int = 250_000) -> tuple[float, int, int, int]:
+    """Seconds, rows, value sum and partitions of one ``weir.state.read`` (count and sum in one job)."""
     from pyspark.sql import functions as F
 
     import weir.state
 
     t0 = time.perf_counter()
-    df = weir.state.read(spark, url, topology)
+    df = weir.state.read(spark, url, topology, rows_per_partition=rows_per_partition)
     row = df.agg(F.count("*").alias("n"), F.sum(F.col("value").cast("long")).alias("s")).first()
     secs = time.perf_counter() - t0
     assert row is not None
-    return secs, int(row.n), int(row.s)
+    return secs, int(row.n), int(row.s), df.rdd.getNumPartitions()
 
 
 def plain_loop(kind: str, url: str, topology: str) -> tuple[float, int, int]:
@@ -157,19 +157,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stores", nargs="+", default=list(STORES), choices=list(STORES))
     ap.add_argument("--wordcount-words", type=int, default=400_000, help="words of the commit-time run (0: skip it)")
     ap.add_argument("--retain", type=int, default=10, help="weir.state.changelog.retain of the feed-on run")
+    ap.add_argument("--tasks", type=int, default=4, help="task namespaces the keys are spread over")
+    ap.add_argument(
+        "--rows-per-partition", type=int, default=250_000, help="weir.state.read splits bigger namespaces into ranges"
+    )
     ap.add_argument("--name", default="state_read", help="results file bench/results/<name>.json")
     ap.add_argument("--out", type=Path, help="write the JSON here instead")
     args = ap.parse_args(argv)
+    global TASKS  # noqa: PLW0603 -- fill() and plain_loop() read it
+    TASKS = args.tasks
     spark = local_spark("bench-state-read")
     rows: list[dict[str, Any]] = []
-    print(f"{'store':<9} {'keys':>9} {'read s':>8} {'read rows/s':>12} {'loop s':>8} {'loop rows/s':>12}", flush=True)
+    head = f"{'store':<9} {'keys':>9} {'tasks':>5} {'parts':>5} {'read s':>8} {'read rows/s':>12} {'loop s':>8}"
+    print(f"{head} {'loop rows/s':>12}", flush=True)
     for name in args.stores:
         with STORES[name]() as url:
             for n in args.keys:
                 topo = f"bench{n}"
                 total = fill(url, topo, n)
-                weir_read(spark, url, topo)  # warm the executors' Python workers and connections
-                secs, got, got_sum = weir_read(spark, url, topo)
+                weir_read(spark, url, topo, args.rows_per_partition)  # warm the Python workers and connections
+                secs, got, got_sum, parts = weir_read(spark, url, topo, args.rows_per_partition)
                 lsecs, lrows, lsum = plain_loop(name, url, topo)
                 if (got, got_sum) != (n, total) or (lrows, lsum) != (n, total):
                     raise SystemExit(
@@ -179,13 +186,19 @@ def main(argv: list[str] | None = None) -> int:
                     {
                         "store": name,
                         "keys": n,
+                        "tasks": TASKS,
+                        "partitions": parts,
                         "read_s": round(secs, 3),
                         "read_rows_per_s": round(n / secs),
                         "loop_s": round(lsecs, 3),
                         "loop_rows_per_s": round(n / lsecs),
                     }
                 )
-                print(f"{name:<9} {n:>9} {secs:>8.2f} {n / secs:>12.0f} {lsecs:>8.2f} {n / lsecs:>12.0f}", flush=True)
+                print(
+                    f"{name:<9} {n:>9} {TASKS:>5} {parts:>5} {secs:>8.2f} {n / secs:>12.0f} {lsecs:>8.2f} "
+                    f"{n / lsecs:>12.0f}",
+                    flush=True,
+                )
                 backend = StateFactory.from_url(url).backend
                 for ns in backend.namespaces():
                     if ns.startswith((f"{topo}-", f"$checkpointspout-{topo}")):
@@ -198,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"\nStorm word count, {args.wordcount_words} words in 8 batches: median commit ms", flush=True)
         print(f"{'store':<9} {'feed off':>9} {'feed on':>9} {'retain':>7}", flush=True)
-        for name in [s for s in args.stores if s != "redis"]:  # Redis keeps no change feed (refused at submit)
+        for name in args.stores:
             with STORES[name]() as url, tempfile.TemporaryDirectory() as tmp:
                 corpus = str(Path(tmp) / "corpus")
                 generate_corpus(corpus, n_words=args.wordcount_words, n_distinct=20_000, n_files=8, seed=5)

@@ -26,6 +26,7 @@ POINTS = (
     "trident_after_partition_commit",  # Trident: a state partition committed, the job not done (executor)
     "sqlite_before_merge",  # SQLite: a commit moved its rows into the delta, its merge not begun
     "sqlite_during_merge",  # SQLite: inside the merge transaction, the delta half moved
+    "redis_between_commit_chunks",  # Redis: a chunked commit applied (and logged) a chunk, more remain
     "rescale_staging",  # rescale: old prepares resolved, marker "staging" stored, nothing staged yet
     "rescale_staged",  # rescale: every staging namespace written, marker still "staging"
     "rescale_switching",  # rescale: marker "switching", the first new namespace copied, the others not

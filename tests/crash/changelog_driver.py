@@ -1,10 +1,12 @@
 """A driver of the change feed the crash tests SIGKILL (see WEIR_CRASH_AT): the real coordinator, no Spark.
 
-Usage: python changelog_driver.py PROVIDER_URL TXIDS RETAIN
+Usage: python changelog_driver.py PROVIDER_URL TXIDS RETAIN [WIDE COMMIT_CHUNK]
 
 Each txid's job updates a two-task word count (:func:`words_of`, a word ``-w`` deletes ``w``) through
 ``TransactionalKeyValueState`` with ``weir.state.changelog.retain = RETAIN``; the coordinator
-prepares, commits and recovers exactly as for a topology on Spark.
+prepares, commits and recovers exactly as for a topology on Spark. With ``WIDE``, each txid also
+counts ``WIDE`` more words, and a Redis store commits in scripts of ``COMMIT_CHUNK`` entries, so a
+SIGKILL can land between the chunks of one namespace's commit.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ TOPOLOGY = "feedwc"
 TASKS = 2
 
 
-def words_of(txid: int) -> list[str]:
-    """The words of txid ``txid`` (deterministic; every third txid deletes one)."""
-    words = [f"w{(txid * 7 + i * 3) % 11}" for i in range(5)]
+def words_of(txid: int, wide: int = 0) -> list[str]:
+    """The words of txid ``txid`` (deterministic; every third txid deletes one), plus ``wide`` more."""
+    words = [f"w{(txid * 7 + i * 3) % 11}" for i in range(5)] + [f"x{(txid + i) % (wide + 7)}" for i in range(wide)]
     if txid % 3 == 0:
         words.append(f"-w{(txid * 5) % 11}")
     return words
@@ -34,7 +36,10 @@ def namespace(task: int) -> str:
 
 def main() -> int:
     url, txids, retain = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    wide = int(sys.argv[4]) if len(sys.argv) > 4 else 0
     provider = StateFactory.from_url(url)
+    if len(sys.argv) > 5:
+        provider.backend.commit_chunk = int(sys.argv[5])  # type: ignore[attr-defined]  # Redis only
     conf = {"weir.state.changelog.retain": retain}
 
     class Tasks(Participants):
@@ -58,7 +63,7 @@ def main() -> int:
         states = [provider.new_state(namespace(t), conf) for t in range(TASKS)]
         for s in states:
             s.fence(epoch)
-        for w in words_of(txid):
+        for w in words_of(txid, wide):
             s = states[stable_hash(w.lstrip("-")) % TASKS]
             if w.startswith("-"):
                 s.delete(w[1:])

@@ -37,27 +37,46 @@ CHAIN = [
 ]
 
 
-def expected_log() -> dict[int, list[tuple[int, str, Any, Any]]]:
+# Redis: each txid counts WIDE more words and a commit runs in scripts of CHUNK entries, so the kills
+# land between the chunks of one namespace's commit (each chunk's script logs what it moves)
+WIDE, CHUNK = 300, 60
+REDIS_CHAIN = [
+    ("after_prepared@2", "PREPARING", 2),
+    ("redis_between_commit_chunks@3", "COMMITTING", 3),  # the first namespace half committed and logged
+    ("between_commits@4", "COMMITTING", 4),
+    ("during_recovery@4", "COMMITTING", 4),
+    ("redis_between_commit_chunks@4", "COMMITTING", 4),  # inside recovery's chunked commit of txid 4
+    ("redis_between_commit_chunks@5", "COMMITTING", 5),
+    ("after_committing@6", "COMMITTING", 6),
+    ("after_committed@7", "COMMITTED", 7),
+]
+
+
+def expected_log(wide: int = 0) -> dict[int, list[tuple[int, str, Any, Any]]]:
     """Per task: (txid, key, before, after) of every change of txids TXIDS-RETAIN+1..TXIDS."""
     counts: Counter[str] = Counter()
     out: dict[int, list[tuple[int, str, Any, Any]]] = {t: [] for t in range(TASKS)}
     for txid in range(1, TXIDS + 1):
         before = dict(counts)
-        for w in words_of(txid):
+        for w in words_of(txid, wide):
             if w.startswith("-"):
                 counts.pop(w[1:], None)
             else:
                 counts[w] += 1
-        for w in sorted({w.lstrip("-") for w in words_of(txid)}):
+        for w in sorted({w.lstrip("-") for w in words_of(txid, wide)}):
             if txid > TXIDS - RETAIN:
                 out[stable_hash(w) % TASKS].append((txid, w, before.get(w), counts.get(w)))
     return out
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres", "redis", "redis-cluster"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'state.db'}"
+    if request.param.startswith("redis"):
+        server = request.getfixturevalue("redis_server" if request.param == "redis" else "redis_cluster")
+        server.flushall()
+        return str(server.url)
     db = request.getfixturevalue("postgres_database")
     db.truncate_all()
     return str(db.url)
@@ -65,8 +84,9 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.mark.timeout(600)
 def test_sigkill_at_every_commit_step_leaves_the_feed_exact(store_url: str) -> None:
-    args = [str(DRIVER), store_url, str(TXIDS), str(RETAIN)]
-    for crash, phase, txid in CHAIN:
+    redis = store_url.startswith("redis")
+    args = [str(DRIVER), store_url, str(TXIDS), str(RETAIN)] + ([str(WIDE), str(CHUNK)] if redis else [])
+    for crash, phase, txid in REDIS_CHAIN if redis else CHAIN:
         res = run_driver(args, crash, timeout=120)
         assert res.returncode == -signal.SIGKILL, f"not killed at {crash}: rc={res.returncode}\n{res.stderr[-3000:]}"
         data = StateFactory.from_url(store_url).backend.get(f"$checkpointspout-{TOPOLOGY}", b"__state")
@@ -78,7 +98,7 @@ def test_sigkill_at_every_commit_step_leaves_the_feed_exact(store_url: str) -> N
     assert f"DONE txid={TXIDS}" in final.stdout
     backend: Any = StateFactory.from_url(store_url).backend
     ser = JsonSerializer()
-    want = expected_log()
+    want = expected_log(WIDE if redis else 0)
     for t in range(TASKS):
         got = [
             (c.txid, ser.deserialize(c.key), None if c.before is None else ser.deserialize(c.before),

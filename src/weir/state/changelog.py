@@ -7,7 +7,8 @@ delete), and removes the rows of txids up to ``txid - N``. So the feed is never 
 leaves it exactly as far as the commits went (no gap, no duplicate), and the state at any retained
 txid can be rebuilt from the committed rows and the before-images.
 
-Stores that keep it implement :class:`ChangelogBackend` (SQLite, PostgreSQL); a topology that sets
+Stores that keep it implement :class:`ChangelogBackend` (SQLite, PostgreSQL, Redis and Redis Cluster);
+a topology that sets
 ``retain`` on another store is refused at submit (:func:`check_supported`).
 """
 
@@ -90,7 +91,7 @@ def check_supported(backend: Any, conf: Mapping[str, Any] | None, topology: str 
         where = f"topology {topology!r}: " if topology else ""
         msg = (
             f"{where}{RETAIN_KEY} = {n} asks for a change feed, which the {getattr(backend, 'kind', '?')} store "
-            f"({backend.describe()}) does not keep; use SQLite or PostgreSQL, or set {RETAIN_KEY} = 0"
+            f"({backend.describe()}) does not keep; use SQLite, PostgreSQL or Redis, or set {RETAIN_KEY} = 0"
         )
         raise ConfigError(msg)
     return n

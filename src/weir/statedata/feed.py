@@ -18,7 +18,7 @@ from weir.state import ttl
 from weir.state.changelog import RETAIN_KEY, ChangelogBackend, ChangeRow
 from weir.statedata.codec import serializer, to_json
 from weir.statedata.errors import StateReadConflictError
-from weir.statedata.layout import resolve
+from weir.statedata.layout import check_readable, resolve
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -35,7 +35,7 @@ def available(store: Any, topology: str, namespace: str) -> tuple[int, int]:
     if not isinstance(store, ChangelogBackend):
         msg = (
             f"topology {topology!r}: the {getattr(backend, 'kind', '?')} store ({backend.describe()}) keeps no change "
-            "feed (SQLite and PostgreSQL do); only the committed state can be read"
+            "feed (SQLite, PostgreSQL and Redis do); only the committed state can be read"
         )
         raise ConfigError(msg)
     rng = backend.log_range(namespace)
@@ -125,7 +125,7 @@ def read_changes(
     Columns ``txid``, ``component``, ``task``, ``key``, ``change_type`` (``put`` / ``delete``) and
     ``value`` (the new value as JSON text; null for a delete), one row per changed key per txid,
     read on the executors (one partition per task namespace). Storm stateful bolts and windowed
-    bolts; the topology must run with ``weir.state.changelog.retain`` on SQLite or PostgreSQL.
+    bolts; the topology must run with ``weir.state.changelog.retain`` on SQLite, PostgreSQL or Redis.
 
     Raises
     ------
@@ -136,6 +136,7 @@ def read_changes(
     """
     from weir.state.factory import StateFactory
 
+    check_readable(url, "weir.state.read_changes")
     if from_txid > to_txid:
         msg = f"read_changes: from_txid {from_txid} is after to_txid {to_txid}"
         raise ConfigError(msg)

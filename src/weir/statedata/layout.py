@@ -28,7 +28,15 @@ from weir.state import ttl
 from weir.state.backend import Backend
 from weir.state.serializers import Serializer
 
-__all__ = ["TRIDENT_PREFIX", "ComponentState", "KeyLocation", "TopologyState", "find_key", "resolve"]
+__all__ = [
+    "TRIDENT_PREFIX",
+    "ComponentState",
+    "KeyLocation",
+    "TopologyState",
+    "check_readable",
+    "find_key",
+    "resolve",
+]
 
 #: a Trident map state is named ``trident:<name>`` (as ``weir state ls`` shows it)
 TRIDENT_PREFIX = "trident:"
@@ -61,6 +69,29 @@ class TopologyState:
     def txid(self) -> int:
         """The last committed txid."""
         return self.record.last_committed
+
+
+def check_readable(url: str, what: str = "weir.state.read") -> None:
+    """Refuse a store that cannot be read as data: one without a Storm key-value backend (memcached).
+
+    Such a store holds Trident map states only, and a reader must enumerate keys. Memcached cannot
+    list its items, and weir keeps no index of the keys it writes there (a second write per batch
+    and an ever-growing item an eviction would empty; see :mod:`weir.connectors.memcached.maps`).
+    """
+    from urllib.parse import urlsplit
+
+    from weir.state.registry import connector_for_scheme
+
+    scheme = urlsplit(url).scheme
+    conn = connector_for_scheme(scheme) if scheme else None
+    if conn is not None and not conn.is_provider:
+        msg = (
+            f"{what}: the {conn.name} store {url.split('@')[-1]!r} cannot be read into a DataFrame: {conn.name} "
+            "cannot enumerate its keys and weir keeps no index of them there (it holds Trident map states only, "
+            "and no coordinator record). Read one key with `weir state get --url URL trident:<name> KEY`, or "
+            "keep the map state in SQLite, Redis, PostgreSQL or HBase to read it whole"
+        )
+        raise ConfigError(msg)
 
 
 def _record(backend: Backend, topology: str) -> CheckPointState:

@@ -3,7 +3,8 @@
 1. On the driver, the coordinator record gives the last committed txid *T* (a record in
    ``COMMITTING`` — namespaces being committed one by one — is waited for, up to ``wait`` seconds)
    and the stateful components with their parallelism (:func:`weir.statedata.layout.resolve`).
-2. One Spark partition per task namespace (a Trident map state: one for the whole map) reads the
+2. One Spark partition per task namespace (a big one, on SQLite or PostgreSQL: one per key range
+   of about ``rows_per_partition`` rows; a Trident map state: one for the whole map) reads the
    **committed** rows only — never a prepared change set — on an executor, straight from the store;
    nothing is collected through the driver.
 3. Each partition reads its namespace's committed txid before and after its scan: a txid above *T*,
@@ -26,9 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 from weir.errors import ConfigError, StateError
 from weir.state import ttl
+from weir.state.ranges import KeyRange, KeyRangeBackend
 from weir.statedata.codec import serializer, to_json
 from weir.statedata.errors import StateReadConflictError
-from weir.statedata.layout import TRIDENT_PREFIX, committed, is_committing, resolve
+from weir.statedata.layout import TRIDENT_PREFIX, check_readable, committed, is_committing, resolve
+from weir.statedata.typed import spark_value_type, typed_value
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -49,25 +52,31 @@ def _conflict(topology: str, namespace: str, txid: int, found: int | None, durin
     return StateReadConflictError(msg)
 
 
+#: one partition's work: component, kind, task, namespace, key range (None: the whole namespace)
+Spec = tuple[str, str, int, str, KeyRange | None]
+
+
 def _scan_task(
-    spec: tuple[str, str, int, str],
+    spec: Spec,
     url: str,
     topology: str,
     txid: int,
     key_class: str | None,
     value_class: str | None,
     older: int | None = None,
-) -> Iterator[tuple[str, int | None, str, str, int]]:
+    value_type: str | None = None,
+) -> Iterator[tuple[str, int | None, str, Any, int]]:
     """Executor side: the committed rows of one task namespace (or one Trident map state).
 
-    With ``older``, the rows as of that txid: rewound with the change feed's before-images.
+    With ``older``, the rows as of that txid: rewound with the change feed's before-images. With
+    ``value_type`` (a Spark type: a typed PostgreSQL map state), values are that type, not JSON text.
     """
     from weir.state.factory import StateFactory
 
-    component, kind, task, namespace = spec
+    component, kind, task, namespace, key_range = spec
     backend: Any = StateFactory.from_url(url).backend
     if kind == "trident":
-        yield from _scan_map(backend, topology, component, txid)
+        yield from _scan_map(backend, topology, component, txid, value_type)
         return
     before = backend.txids(namespace).committed
     if before is not None and before > txid:
@@ -76,8 +85,10 @@ def _scan_task(
         rows = _streams_rows(backend, topology, component, task, namespace)
     else:
         kser, vser = serializer(key_class, "key_class"), serializer(value_class, "value_class")
-        if older is None:
-            stored: Any = backend.scan(namespace)
+        if older is None and key_range is not None:
+            stored: Any = backend.scan_range(namespace, key_range)
+        elif older is None:
+            stored = backend.scan(namespace)
         else:
             from weir.statedata.feed import rewind
 
@@ -121,8 +132,8 @@ def _streams_rows(backend: Any, topology: str, component: str, task: int, namesp
 
 
 def _scan_map(
-    backend: Any, topology: str, component: str, txid: int
-) -> Iterator[tuple[str, int | None, str, str, int]]:
+    backend: Any, topology: str, component: str, txid: int, value_type: str | None = None
+) -> Iterator[tuple[str, int | None, str, Any, int]]:
     """A Trident map state's cells as of ``txid`` (an opaque cell of a later batch: its previous value)."""
     from weir.trident.backing.catalog import catalog_for
     from weir.trident.state import OpaqueValue, TransactionalValue
@@ -141,7 +152,8 @@ def _scan_map(
             if cell.txid is not None and cell.txid > txid:
                 raise _conflict(topology, component, txid, cell.txid, during=True)
             value = cell.val
-        yield component, None, to_json(list(key)), to_json(value), txid
+        out = to_json(value) if value_type is None else typed_value(value, value_type)
+        yield component, None, to_json(list(key)), out, txid
 
 
 def _settled(backend: Any, topology: str, wait: float) -> int:
@@ -161,11 +173,11 @@ def _settled(backend: Any, topology: str, wait: float) -> int:
         time.sleep(0.1)
 
 
-def _check_rewind(backend: Any, topology: str, specs: list[tuple[str, str, int, str]], older: int) -> None:
+def _check_rewind(backend: Any, topology: str, specs: list[Spec], older: int) -> None:
     """Refuse a read at ``older`` unless every namespace's feed holds the txids after it."""
     from weir.statedata.feed import available, check_range
 
-    for component, kind, _, namespace in specs:
+    for component, kind, _, namespace, _ in specs:
         if kind not in ("bolt", "windowed"):
             msg = (
                 f"topology {topology!r}: component {component!r} is a {kind} component, which keeps no change "
@@ -187,6 +199,7 @@ def read(
     key_class: str | None = None,
     value_class: str | None = None,
     wait: float = 30.0,
+    rows_per_partition: int = 250_000,
 ) -> DataFrame:
     """A topology's committed state as a DataFrame (``component``, ``task``, ``key``, ``value``, ``txid``).
 
@@ -209,6 +222,9 @@ def read(
         The topology's ``keyClass`` / ``valueClass`` short names (default ``json``; never ``pickle``).
     wait
         Seconds to wait for a commit in progress before failing.
+    rows_per_partition
+        A namespace with more rows is read as several key ranges, one partition each (SQLite,
+        PostgreSQL; each range checks the namespace's txid, so the read stays at one txid).
 
     Raises
     ------
@@ -221,6 +237,7 @@ def read(
     """
     from weir.state.factory import StateFactory
 
+    check_readable(url, "weir.state.read")
     serializer(key_class, "key_class")
     serializer(value_class, "value_class")
     backend = StateFactory.from_url(url).backend
@@ -230,18 +247,58 @@ def read(
         raise ConfigError(msg)
     older = txid if txid is not None and txid < at else None
     ts = resolve(backend, topology, component)
-    specs: list[tuple[str, str, int, str]] = []
+    specs: list[Spec] = []
     for comp in ts.components.values():
         if comp.kind == "trident":
-            specs.append((comp.component, comp.kind, 0, comp.component[len(TRIDENT_PREFIX) :]))
+            specs.append((comp.component, comp.kind, 0, comp.component[len(TRIDENT_PREFIX) :], None))
             continue
-        specs.extend((comp.component, comp.kind, t, comp.namespace(topology, t)) for t in range(comp.parallelism))
+        specs.extend((comp.component, comp.kind, t, comp.namespace(topology, t), None) for t in range(comp.parallelism))
     if older is not None:
         _check_rewind(backend, topology, specs, older)
+    else:
+        specs = _split(backend, specs, rows_per_partition)
     if not specs:
         return spark.createDataFrame([], COLUMNS)
+    value_type = _map_value_type(backend, specs)
+    columns = COLUMNS if value_type is None else COLUMNS.replace("value STRING", f"value {value_type}")
     scan = partial(
-        _scan_task, url=url, topology=topology, txid=at, key_class=key_class, value_class=value_class, older=older
+        _scan_task,
+        url=url,
+        topology=topology,
+        txid=at,
+        key_class=key_class,
+        value_class=value_class,
+        older=older,
+        value_type=value_type,
     )
     rdd = spark.sparkContext.parallelize(specs, len(specs)).flatMap(scan)
-    return spark.createDataFrame(rdd, COLUMNS)
+    return spark.createDataFrame(rdd, columns)
+
+
+def _split(backend: Any, specs: list[Spec], rows_per_partition: int) -> list[Spec]:
+    """Each big bolt namespace as key ranges of about ``rows_per_partition`` rows (where the store can)."""
+    ranged = isinstance(backend, KeyRangeBackend)
+    if not ranged or rows_per_partition < 1:
+        return specs
+    out: list[Spec] = []
+    for spec in specs:
+        component, kind, task, namespace, _ = spec
+        rows = int(backend.count(namespace)) if kind in ("bolt", "windowed") else 0
+        parts = -(-rows // rows_per_partition)
+        if parts <= 1:
+            out.append(spec)
+            continue
+        out.extend((component, kind, task, namespace, r) for r in backend.key_ranges(namespace, parts))
+    return out
+
+
+def _map_value_type(backend: Any, specs: list[Spec]) -> str | None:
+    """The Spark type of a lone Trident map state's typed ``value`` column (see :mod:`.typed`), else None."""
+    if len(specs) != 1 or specs[0][1] != "trident":
+        return None
+    from weir.trident.backing.catalog import catalog_for
+
+    catalog = catalog_for(backend)
+    info = None if catalog is None else catalog.find(specs[0][0])
+    layout = None if info is None else info.layout
+    return spark_value_type(layout.get("value_type")) if isinstance(layout, dict) else None

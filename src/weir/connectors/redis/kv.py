@@ -59,6 +59,8 @@ from typing import Any
 
 import redis.exceptions as rexc
 
+from weir._faults import crash_point
+from weir.connectors.redis.changelog import LOG_FUNCTIONS, LOG_RECORD, changes_key, decode_entry, feed_keys
 from weir.connectors.redis.client import REDIS_ERRORS as _ERRORS
 from weir.connectors.redis.client import (
     RedisSettings,
@@ -71,6 +73,7 @@ from weir.connectors.redis.client import (
 )
 from weir.errors import FencedError, StateError, StateLossError, StoreUnavailableError
 from weir.state.backend import Backend, Changes, TxidRecord, fenced_message, lost_message
+from weir.state.changelog import ChangelogBackend, ChangeRow, LogRange
 from weir.state.config import ProviderConfig
 from weir.state.connections import ProcessConnections
 from weir.state.watchdog import WATCHDOG
@@ -152,7 +155,7 @@ local function fence(e)
 end
 local f = fence(ARGV[1])
 if f then
-  if KEYS[4] then redis.call('DEL', KEYS[4]) end
+  if KEYS[4] and string.find(KEYS[4], '$stage$', 1, true) then redis.call('DEL', KEYS[4]) end
   if type(f) == 'string' and string.sub(f, 1, 5) == 'lost ' then
     return redis.error_reply('WEIR_LOST ' .. string.sub(f, 6))
   end
@@ -182,7 +185,8 @@ redis.call('PERSIST', KEYS[2])
 redis.call('HSET', KEYS[3], 'prepare', ARGV[2])
 return 1
 """
-# ARGV: epoch, txid, chunk size. Returns 1 when the commit is done, 2 when a chunk was applied and
+# ARGV: epoch, txid, chunk size (the logged variant: KEYS[4..] and ARGV[4], see changelog.py).
+# Returns 1 when the commit is done, 2 when a chunk was applied and
 # more remain (the caller calls again), 0 when this txid was already committed (a re-sent script).
 _COMMIT = """
 local p = redis.call('HGET', KEYS[3], 'prepare')
@@ -205,6 +209,7 @@ if redis.call('HLEN', KEYS[2]) > limit then
     for _, x in ipairs(r[2]) do arr[#arr + 1] = x end
   until cursor == '0' or #arr >= 2 * limit
   redis.call('HSET', KEYS[3], 'ccursor', ARGV[2] .. ':' .. cursor)
+  --LOG(arr)--
   apply(arr, KEYS[1])
   local ks, nk = {}, 0
   for i = 1, #arr, 2 do
@@ -216,10 +221,13 @@ if redis.call('HLEN', KEYS[2]) > limit then
   redis.call('HSET', KEYS[3], 'committing', ARGV[2])
   return 2
 end
-apply(redis.call('HGETALL', KEYS[2]), KEYS[1])
+local all = redis.call('HGETALL', KEYS[2])
+--LOG(all)--
+apply(all, KEYS[1])
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[3], 'commit', ARGV[2])
 redis.call('HDEL', KEYS[3], 'prepare', 'committing', 'ccursor')
+--RECORD--
 return 1
 """
 # ARGV: epoch
@@ -319,7 +327,7 @@ return {redis.call('HGETALL', KEYS[1]), ps}
 """
 )
 _LOAD_PREPARED = "return {redis.call('HGET', KEYS[3], 'prepare'), redis.call('HGETALL', KEYS[2])}"
-_DROP = "return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])"
+_DROP = "return redis.call('DEL', unpack(KEYS))"
 
 _U32 = struct.Struct(">I").pack
 _PACKED_TOMBSTONE = b"\xdb" + _U32(1) + _TOMBSTONE
@@ -353,7 +361,14 @@ class _Script:
 
 _S_PREPARE_INLINE = _Script(_PREPARE_INLINE)
 _S_PREPARE_STAGED = _Script(_PREPARE_STAGED)
-_S_COMMIT = _Script(_COMMIT)
+_S_COMMIT = _Script(_COMMIT.replace("--LOG(arr)--", "").replace("--LOG(all)--", "").replace("--RECORD--", ""))
+# the commit with the change feed: each script logs the entries it moves (weir.connectors.redis.changelog)
+_S_COMMIT_LOGGED = _Script(
+    LOG_FUNCTIONS
+    + _COMMIT.replace("--LOG(arr)--", "log_images(arr)")
+    .replace("--LOG(all)--", "log_images(all)")
+    .replace("--RECORD--", LOG_RECORD)
+)
 _S_DISCARD = _Script(_DISCARD)
 _S_DIRECT_INLINE = _Script(_DIRECT_INLINE)
 _S_DIRECT_STAGED = _Script(_DIRECT_STAGED)
@@ -367,7 +382,7 @@ _S_STAGE = _Script(_STAGE, fenced=False)
 
 
 # ---- the backend -------------------------------------------------------------------------------
-class RedisBackend(Backend):
+class RedisBackend(Backend, ChangelogBackend):
     """Storm's Redis layout with atomic, epoch-fenced Lua writes (standalone or cluster).
 
     The client is made lazily and again after a fork (the process id is checked), so the backend
@@ -409,10 +424,16 @@ class RedisBackend(Backend):
         """Redis keys ``(rows, prepare, txid)`` of ``namespace``."""
         got = self._keys.get(namespace)
         if got is None:
-            if not namespace or namespace.endswith(("$prepare", "$txid")) or "$stage$" in namespace:
+            if (
+                not namespace
+                or namespace.endswith(("$prepare", "$txid", "$changes", "$changelog"))
+                or "$stage$" in namespace
+                or "$changes$" in namespace
+            ):
                 msg = (
-                    f"namespace {namespace!r} cannot be stored in Redis: it is empty, ends in $prepare "
-                    "or $txid, or contains $stage$ (those name its companion keys); rename the component"
+                    f"namespace {namespace!r} cannot be stored in Redis: it is empty, ends in $prepare, $txid, "
+                    "$changes or $changelog, or contains $stage$ or $changes$ (those name its companion keys); "
+                    "rename the component"
                 )
                 raise StateError(msg)
             if self.settings.cluster and namespace.startswith("}"):
@@ -675,7 +696,67 @@ class RedisBackend(Backend):
         args = [self._epoch(epoch), str(txid), self.commit_chunk]
         with self._call(namespace, f"commit txid {txid}", epoch):
             while _S_COMMIT(self.client, keys, args) == 2:
-                pass
+                crash_point("redis_between_commit_chunks", txid)
+
+    # ---- change feed (weir.state.changelog; layout in weir.connectors.redis.changelog) -------
+    def commit_logged(self, namespace: str, txid: int, epoch: int | None, retain: int) -> None:
+        """:meth:`commit_prepared`, each chunk's script logging the entries it moves (see ChangelogBackend).
+
+        The script that records the commit also indexes the txid, records the feed's range and
+        deletes the change sets of txids up to ``txid - retain`` (listed here, deleted there).
+        """
+        rows, prepare, txkey = self.keys(namespace)
+        index, meta = feed_keys(rows)
+        with self._call(namespace, f"commit txid {txid} with its change set logged", epoch):
+            old = self.client.zrangebyscore(index, "-inf", txid - retain)
+            keys = (
+                rows,
+                prepare,
+                txkey,
+                changes_key(rows, txid),
+                index,
+                meta,
+                *(changes_key(rows, int(t)) for t in old),
+            )
+            args = [self._epoch(epoch), str(txid), self.commit_chunk, str(int(retain))]
+            while _S_COMMIT_LOGGED(self.client, keys, args) == 2:
+                crash_point("redis_between_commit_chunks", txid)
+
+    def log_range(self, namespace: str) -> LogRange | None:
+        """What the namespace's feed holds (HMGET since retain; None when it never logged)."""
+        meta = feed_keys(self.keys(namespace)[0])[1]
+        with self._call(namespace, "read the change feed's range"):
+            since, retain = self.client.hmget(meta, [b"since", b"retain"])
+        if since is None or retain is None:
+            return None
+        try:
+            return LogRange(int(since), int(retain))
+        except ValueError:
+            raise self._foreign(namespace, 2, "read the change feed's range", f"since={since!r:.40}") from None
+
+    def log_changes(self, namespace: str, after_txid: int, upto_txid: int) -> list[ChangeRow]:
+        """Logged changes of txids in (``after_txid``, ``upto_txid``], by txid then key."""
+        rows = self.keys(namespace)[0]
+        index = feed_keys(rows)[0]
+        out: list[ChangeRow] = []
+        with self._call(namespace, f"read the change feed of txids {after_txid + 1}..{upto_txid}"):
+            txids = [int(t) for t in self.client.zrangebyscore(index, f"({int(after_txid)}", int(upto_txid))]
+            pipe = self.client.pipeline(transaction=False)
+            for t in txids:
+                pipe.hgetall(changes_key(rows, t))
+            sets = pipe.execute() if txids else []
+        for t, entries in zip(txids, sets, strict=True):
+            for k in sorted(entries):
+                try:
+                    out.append(decode_entry(t, k, entries[k]))
+                except ValueError as exc:
+                    key = changes_key(rows, t).decode("utf-8", "replace")
+                    msg = (
+                        f"namespace {namespace!r}: cannot read the change feed: Redis key {key!r} holds {exc}, which "
+                        "weir did not write; weir leaves it untouched. Inspect it, then repair or delete it"
+                    )
+                    raise StateError(msg) from None
+        return out
 
     def discard_prepared(self, namespace: str, epoch: int | None) -> None:
         """Delete the prepared change set (one script)."""
@@ -720,9 +801,12 @@ class RedisBackend(Backend):
             return int(self.client.hincrby(self.keys(namespace)[2], "epoch", 1))
 
     def drop(self, namespace: str) -> None:
-        """Delete the three keys of ``namespace``."""
+        """Delete the keys of ``namespace``: rows, prepared set, txid record and its change feed."""
+        rows = self.keys(namespace)[0]
+        index, meta = feed_keys(rows)
         with self._call(namespace, "drop the namespace"):
-            _S_DROP(self.client, self.keys(namespace), ())
+            logged = [changes_key(rows, int(t)) for t in self.client.zrange(index, 0, -1)]
+            _S_DROP(self.client, (*self.keys(namespace), index, meta, *logged), ())
 
 
 def open_backend(cfg: ProviderConfig) -> RedisBackend:

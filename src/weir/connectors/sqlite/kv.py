@@ -63,6 +63,7 @@ from weir.state.backend import Backend, Changes, TxidRecord, check_epoch
 from weir.state.changelog import ChangelogBackend, ChangeRow, LogRange
 from weir.state.config import ProviderConfig
 from weir.state.connections import ProcessConnections
+from weir.state.ranges import KeyRange, KeyRangeBackend
 
 __all__ = ["MERGE_ROWS", "SqliteBackend", "SqliteOptions", "open_backend", "path_from_url"]
 
@@ -102,6 +103,10 @@ _SCAN = (
     "UNION ALL SELECT k, v FROM weir_delta WHERE ns = ?1 AND k {op} ?2 AND v IS NOT NULL ORDER BY k LIMIT ?3"
 )
 _SCAN_FIRST = _SCAN.format(op=">=")
+# a key about ?2 rows into the namespace (main rows and the delta's keys: only a boundary, never a row)
+_SPLIT_AT = (
+    "SELECT k FROM weir_kv WHERE ns = ?1 UNION SELECT k FROM weir_delta WHERE ns = ?1 ORDER BY k LIMIT 1 OFFSET ?2"
+)
 _SCAN_NEXT = _SCAN.format(op=">")
 _TXIDS = "SELECT committed, prepared, epoch FROM weir_txid WHERE ns = ?"
 _LOAD_PREPARED = "SELECT t.prepared, p.k, p.v FROM weir_txid t LEFT JOIN weir_prepare p ON p.ns = t.ns WHERE t.ns = ?"
@@ -155,7 +160,7 @@ _SCAN_CHUNK = 2000  # rows per scan page
 _PUT_MANY_CHUNK = 10_000  # rows per executemany of put_many
 
 
-class SqliteBackend(Backend, ChangelogBackend):
+class SqliteBackend(Backend, ChangelogBackend, KeyRangeBackend):
     """Backend SPI over one SQLite database file (see the module docstring for the layout)."""
 
     kind = "sqlite"
@@ -324,18 +329,43 @@ class SqliteBackend(Backend, ChangelogBackend):
 
     def scan(self, namespace: str) -> Iterator[tuple[bytes, bytes]]:
         """Committed rows in key order, read in pages of 2,000 (no read lock is held between pages)."""
+        return self.scan_range(namespace, (None, None))
+
+    def scan_range(self, namespace: str, key_range: KeyRange) -> Iterator[tuple[bytes, bytes]]:
+        """Committed rows with ``low <= key < high`` in key order, in pages of 2,000."""
+        low, high = key_range
 
         def page(last: bytes | None) -> list[tuple[bytes, bytes]]:
             if last is None:
-                return self._read(namespace, lambda c: c.execute(_SCAN_FIRST, (namespace, b"", _SCAN_CHUNK)).fetchall())
+                first = low or b""
+                return self._read(
+                    namespace, lambda c: c.execute(_SCAN_FIRST, (namespace, first, _SCAN_CHUNK)).fetchall()
+                )
             return self._read(namespace, lambda c: c.execute(_SCAN_NEXT, (namespace, last, _SCAN_CHUNK)).fetchall())
 
         rows = page(None)
         while rows:
-            yield from rows
+            for k, v in rows:
+                if high is not None and k >= high:
+                    return
+                yield k, v
             if len(rows) < _SCAN_CHUNK:
                 return
             rows = page(rows[-1][0])
+
+    def key_ranges(self, namespace: str, parts: int) -> list[KeyRange]:
+        """``parts`` ranges of about equal row counts, split at stored keys (one ordered walk of the keys each)."""
+        n = self.count(namespace)
+        if parts <= 1 or n < 2 * parts:
+            return [(None, None)]
+
+        def cuts(c: sqlite3.Connection) -> list[bytes | None]:
+            rows = [c.execute(_SPLIT_AT, (namespace, i * n // parts)).fetchone() for i in range(1, parts)]
+            return [None if row is None else bytes(row[0]) for row in rows]
+
+        bounds = sorted({b for b in self._read(namespace, cuts) if b is not None})
+        edges: list[bytes | None] = [None, *bounds, None]
+        return [(edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
 
     def count(self, namespace: str) -> int:
         """Number of committed rows (main rows, plus the delta's new keys, minus its deleted ones)."""
