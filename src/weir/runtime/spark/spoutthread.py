@@ -94,12 +94,12 @@ class SpoutThread:
 
     # ---- poll-ahead (the thread's own calls: from commands, or the main loop) ----------------------
     def ahead(self, txid: int, poll: Callable[[], list[Emitted]], limit: int) -> None:
-        """Poll ahead for batch ``txid``: call ``poll`` until ``limit`` tuples are buffered (0: stop)."""
+        """Poll ahead for batch ``txid``: call ``poll`` while fewer than ``limit`` tuples are buffered."""
         with self._cond:
             if self._poll is None:
                 self._started = time.monotonic()
             self._txid = txid
-            self._poll = poll if limit > 0 else None
+            self._poll = poll
             self._limit = limit
             self._cond.notify_all()
 
