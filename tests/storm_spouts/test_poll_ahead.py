@@ -77,6 +77,10 @@ class OneThreadSpout(BaseRichSpout):
             QUEUE.insert(0, msg_id)
         done()
 
+    def close(self) -> None:
+        QUEUE[:0] = sorted(self.held)  # the connection drops: un-acked deliveries come back first
+        self.held = set()
+
 
 class Count(StatefulBolt):  # type: ignore[type-arg]
     def init_state(self, state: Any) -> None:
@@ -196,3 +200,22 @@ def test_the_driver_says_whether_the_spouts_have_more_for_process_available(tmp_
     again.committed(2)  # a replay of a committed batch (nothing polled): there may be more
     assert read_more(again.more_file) is True
     again.close()
+
+
+def test_a_redelivery_polled_ahead_and_acked_with_its_committed_batch_is_not_counted_again(tmp_path: Path) -> None:
+    QUEUE.extend(f"m{i}" for i in range(6))
+    first = _driver(tmp_path, OneThreadSpout(), batch_max=3, poll_ahead=False)
+    first.batch(1)  # logged; then the driver dies: the broker requeues m0..m2
+    first.close()
+    assert QUEUE == [f"m{i}" for i in range(6)]
+    second = _driver(tmp_path, OneThreadSpout(), batch_max=3)
+    try:
+        replay, _ = second.batch(1)
+        assert words(replay) == ["m0", "m1", "m2"]
+        _until(lambda: QUEUE == ["m3", "m4", "m5"], "the poll-ahead of the redelivered m0..m2")
+        second.committed(1)  # acked through the redelivered deliveries the poll-ahead holds
+        assert [a for n, a in EVENTS if n == "ack"] == ["m0", "m1", "m2"]
+        nxt, _ = second.batch(2)
+        assert words(nxt) == ["m3", "m4", "m5"], "a redelivery acked with its committed batch was emitted again"
+    finally:
+        second.close()

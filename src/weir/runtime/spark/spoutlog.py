@@ -41,7 +41,7 @@ import logging
 import os
 import time
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -421,6 +421,8 @@ class _Task:
                     log.warning("%s: flush_acks raised; %d message(s) acked on redelivery", self.where, len(sent),
                                 exc_info=True)  # fmt: skip
                     unsettled.extend(sent)
+                else:  # a redelivery polled ahead was acked with them (the spout held it): not a new tuple
+                    self.thread.drop(_not_in({_id_key(i) for i in sent}))
             entry.committed, entry.tuples, entry.unsettled = True, [], unsettled
             entry.at_ms = int(time.time() * 1000)
             changes[_key(self.cid, self.task, t)] = entry.to_bytes() if unsettled else None
@@ -661,6 +663,15 @@ class SpoutDriver:
             os.remove(self.more_file)
         except OSError:
             pass
+
+
+def _not_in(keys: set[str]) -> Callable[[Emitted], bool]:
+    """Whether an emitted tuple's message id is not one of ``keys`` (a tuple without an id never is)."""
+
+    def keep(e: Emitted) -> bool:
+        return e[2] is None or _id_key(e[2]) not in keys
+
+    return keep
 
 
 def _more_file(topology: str) -> str:

@@ -120,6 +120,13 @@ class SpoutThread:
             self._buffer, self._error, self._poll = [], None, None
             return buf, err, started
 
+    def drop(self, keep: Callable[[Emitted], bool]) -> int:
+        """Drop the buffered tuples ``keep`` refuses (call it from a command); how many were dropped."""
+        with self._cond:
+            before = len(self._buffer)
+            self._buffer = [e for e in self._buffer if keep(e)]
+            return before - len(self._buffer)
+
     def note_poll(self, empty: bool) -> None:
         """Record whether a ``next_tuple`` called outside the poll-ahead emitted nothing."""
         self._last_empty = empty
