@@ -35,9 +35,12 @@ T = TypeVar("T")
 #: what a spout emitted, as its collector hands it over: ``(stream, values, msg_id, direct task)``
 Emitted = tuple[str, Any, Any, Any]
 
-#: how long the thread waits after an empty ``next_tuple`` before polling again (seconds): Storm's
-#: ``topology.sleep.spout.wait.strategy.time.ms`` is 1 ms; a command wakes the thread at once
-_IDLE_S = 0.005
+#: how long the thread waits after an empty ``next_tuple`` before polling again (seconds), doubled
+#: after each further empty call up to :data:`_IDLE_MAX_S` (Storm's progressive wait strategy); a
+#: command wakes the thread at once. Empty polls are not free (a round trip, and the GIL the driver's
+#: own threads need while Spark runs the batch), so an idle source is polled rarely.
+_IDLE_S = 0.002
+_IDLE_MAX_S = 0.1
 
 
 class SpoutThread:
@@ -137,7 +140,7 @@ class SpoutThread:
         return self._last_empty
 
     # ---- the thread -----------------------------------------------------------------------------
-    def _next(self, idle: bool) -> tuple[Callable[[], Any], Future[Any]] | Callable[[], list[Emitted]] | None:
+    def _next(self, idle: float) -> tuple[Callable[[], Any], Future[Any]] | Callable[[], list[Emitted]] | None:
         """Wait for work: a command, the poll-ahead's next call, or None (stop)."""
         with self._cond:
             while True:
@@ -149,13 +152,13 @@ class SpoutThread:
                 if poll is not None and len(self._buffer) < self._limit and self._error is None:
                     if not idle:
                         return poll
-                    idle = False
-                    self._cond.wait(_IDLE_S)  # the source was empty: a short wait, unless a command comes
+                    self._cond.wait(idle)  # the source was empty: wait, unless a command comes
+                    idle = 0.0
                     continue
                 self._cond.wait()
 
     def _main(self) -> None:
-        idle = False
+        idle = 0.0  # the wait before the next poll-ahead call (0: poll now)
         while True:
             work = self._next(idle)
             if work is None:
@@ -177,7 +180,8 @@ class SpoutThread:
                 continue
             finally:
                 self.ahead_s += time.perf_counter() - t0
-            self._last_empty = idle = not got
+            self._last_empty = not got
+            idle = 0.0 if got else min(_IDLE_MAX_S, max(_IDLE_S, idle * 2))
             if got:
                 with self._cond:
                     first = not self._buffer
