@@ -14,7 +14,10 @@ The protocol, per batch with txid *n* (inside the coordinator's attempt, see
    ``weir.spout.batch.max.tuples`` tuples, ``topology.max.spout.pending`` tuples with message ids
    are in flight, or a checkpoint interval has passed. A tuple whose message id is already in the
    log (the source redelivered it) is not emitted again. Then write the entry (crash point
-   ``after_spout_log``).
+   ``after_spout_log``). With ``weir.spout.poll.ahead`` (the default) the polling of batch *n* began
+   while batch *n - 1*'s job ran, on the spout task's own thread (:mod:`.spoutthread`): batch *n*
+   starts from that buffer and tops it up; tuples polled ahead are not logged until batch *n* writes
+   its entry (a crash before leaves them un-acked at the source, which redelivers them).
 2. Run the batch's job over those tuples; the coordinator prepares and commits as for any batch.
 3. Once ``COMMITTED(n)`` is stored (and, after a restart, for every committed entry the log still
    holds): ``ack(msg_id)`` for each tuple with a message id (crash point ``between_spout_acks``),
