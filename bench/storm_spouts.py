@@ -20,8 +20,10 @@ Usage::
     .venv/bin/python bench/storm_spouts.py                  # 20,000 messages
     .venv/bin/python bench/storm_spouts.py --messages 100000
     .venv/bin/python bench/storm_spouts.py --interval-ms 200 --batch-max 10000   # the earlier batch cut
+    .venv/bin/python bench/storm_spouts.py --no-poll-ahead  # weir.spout.poll.ahead off: poll, then run the job
 
-Prints a table and writes ``bench/results/storm_spouts_<N>.json``.
+Prints a table and writes ``bench/results/storm_spouts_<N>.json`` (``storm_spouts_<N>_no_ahead.json``
+with ``--no-poll-ahead``).
 """
 
 from __future__ import annotations
@@ -129,7 +131,7 @@ def topology(spout: Any) -> Any:
 
 #: the batch cut (set from the command line): the checkpoint interval (a batch polls its spout up to
 #: that long) and the tuples one spout task may put in one batch
-CUT = {"interval_ms": 1000, "batch_max": 50_000}
+CUT: dict[str, Any] = {"interval_ms": 1000, "batch_max": 50_000, "poll_ahead": True}
 
 
 def run_weir(spark: Any, name: str, spout: Any, n: int, state_dir: str) -> tuple[float, dict[str, float]]:
@@ -146,6 +148,7 @@ def run_weir(spark: Any, name: str, spout: Any, n: int, state_dir: str) -> tuple
         "weir.state.dir": state_dir,
         "topology.state.checkpoint.interval.ms": CUT["interval_ms"],
         "weir.spout.batch.max.tuples": CUT["batch_max"],
+        "weir.spout.poll.ahead": CUT["poll_ahead"],
     }
     run = weir.submit(name, conf, topology(spout), spark)
     t0 = time.perf_counter()
@@ -159,7 +162,7 @@ def run_weir(spark: Any, name: str, spout: Any, n: int, state_dir: str) -> tuple
                 run.await_termination(1)
             time.sleep(0.05)
         secs = time.perf_counter() - t0
-        parts = {k: round(v, 3) for k, v in run.runner.spout_driver.timings.items()}
+        parts = {k: round(v, 3) for k, v in run.runner.spout_driver.timings_now().items()}
         return secs, {"first_batch_s": round(first or secs, 3), **parts, "batches": st.batches}
     finally:
         run.stop()
@@ -181,9 +184,10 @@ def main() -> int:
     ap.add_argument("--messages", type=int, default=20_000)
     ap.add_argument("--interval-ms", type=int, default=1000, help="topology.state.checkpoint.interval.ms")
     ap.add_argument("--batch-max", type=int, default=50_000, help="weir.spout.batch.max.tuples")
+    ap.add_argument("--no-poll-ahead", action="store_true", help="weir.spout.poll.ahead = false (the old cut)")
     args = ap.parse_args()
     n = args.messages
-    CUT.update(interval_ms=args.interval_ms, batch_max=args.batch_max)
+    CUT.update(interval_ms=args.interval_ms, batch_max=args.batch_max, poll_ahead=not args.no_poll_ahead)
     import redis
     from tests.servers import RabbitMQServer
 
@@ -245,8 +249,9 @@ def main() -> int:
     print(f"{'variant':46} {'seconds':>9} {'msgs/s':>10} {'vs loop':>8}")
     for r in rows:
         print(f"{r['variant']:46} {r['seconds']:>9.2f} {r['messages_per_s']:>10.0f} {r.get('vs_loop', ''):>8}")
-    print("\nwhere weir's time went (s): start-up to the first batch, next_tuple, log writes, acks; the rest")
-    print("is Spark's jobs (split + count bolts) and the coordinator's commits")
+    print("\nwhere weir's time went (s): start-up to the first batch, next_tuple on the batch's path, log writes,")
+    print("acks; the rest is Spark's jobs (split + count bolts) and the coordinator's commits. 'ahead' is")
+    print("next_tuple time spent polling the next batch while a job ran (it overlaps 'rest')")
     for r in rows:
         if "where" in r:
             w = r["where"]
@@ -254,8 +259,10 @@ def main() -> int:
             print(
                 f"  {r['variant'][:2]} first batch {w['first_batch_s']:.2f}  poll {w['poll_s']:.2f}  log write "
                 f"{w['log_write_s']:.2f}  ack {w['ack_s']:.2f}  rest {rest:.2f}  ({w['batches']} batches)"
+                f"  ahead {w.get('poll_ahead_s', 0.0):.2f}"
             )
-    path = write_results(f"storm_spouts_{n}", {"messages": n, "cut": CUT, "machine": machine(), "rows": rows})
+    suffix = "" if CUT["poll_ahead"] else "_no_ahead"
+    path = write_results(f"storm_spouts_{n}{suffix}", {"messages": n, "cut": CUT, "machine": machine(), "rows": rows})
     print(f"\nwrote {path}")
     return 0
 

@@ -31,6 +31,7 @@ POINTS = (
     "rescale_staged",  # rescale: every staging namespace written, marker still "staging"
     "rescale_switching",  # rescale: marker "switching", the first new namespace copied, the others not
     "rescale_switched",  # rescale: the record names the new layout, staging namespaces not dropped yet
+    "during_poll_ahead",  # Storm spout: batch n-1 logged, batch n's first tuples polled ahead, not logged
 )
 
 

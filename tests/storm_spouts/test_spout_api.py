@@ -81,7 +81,8 @@ def _driver(tmp_path: Path, spout: Spout, parallelism: int = 1, **opts: Any) -> 
     b.set_spout("queue", spout, parallelism)
     b.set_bolt("count", Count()).shuffle_grouping("queue")
     backend = StateFactory.from_url(f"sqlite:///{tmp_path / 'store.db'}").backend
-    return SpoutDriver("t", {}, b.create_topology(), backend, SpoutOptions(**{"poll_ms": 5000, **opts}))
+    options = SpoutOptions(**{"poll_ms": 5000, "poll_ahead": False, **opts})  # poll-ahead: test_poll_ahead.py
+    return SpoutDriver("t", {}, b.create_topology(), backend, options)
 
 
 @pytest.fixture(autouse=True)

@@ -33,11 +33,12 @@ pytestmark = [pytest.mark.crash, pytest.mark.spark, pytest.mark.slow, pytest.mar
 DRIVER = str(Path(__file__).resolve().parents[1] / "crash" / "storm_spouts_driver.py")
 N = 36
 
-#: the crash points of each chain (``point@txid``): the spout log's own steps — written, the batch
+#: the crash points of each chain (``point@txid``): the spout log's own steps — batch 2 polled ahead
+#: while batch 1's job runs, not logged; written, the batch
 #: not run; COMMITTED, no ack sent; between two acks — plus one of the coordinator's (whose every
 #: step tests/crash/test_storm_crash.py covers); a driver start costs ~20-60 s here, so few runs
 CHAINS = {
-    "redis": ["after_spout_log@2", "after_committed@3"],
+    "redis": ["during_poll_ahead@2", "after_spout_log@2", "after_committed@3"],
     "rabbitmq": ["between_spout_acks@2", "after_preparing@3"],
 }
 

@@ -31,6 +31,7 @@ WEIR_KEYS = {
     "weir.coordinator.url",
     "weir.restart.max",
     "weir.spout.batch.max.tuples",
+    "weir.spout.poll.ahead",
     "weir.restart.backoff.ms",
     "weir.rescale",
     "weir.batch.clock",

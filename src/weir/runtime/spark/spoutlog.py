@@ -14,7 +14,10 @@ The protocol, per batch with txid *n* (inside the coordinator's attempt, see
    ``weir.spout.batch.max.tuples`` tuples, ``topology.max.spout.pending`` tuples with message ids
    are in flight, or a checkpoint interval has passed. A tuple whose message id is already in the
    log (the source redelivered it) is not emitted again. Then write the entry (crash point
-   ``after_spout_log``).
+   ``after_spout_log``). With ``weir.spout.poll.ahead`` (the default) the polling of batch *n* began
+   while batch *n - 1*'s job ran, on the spout task's own thread (:mod:`.spoutthread`): batch *n*
+   starts from that buffer and tops it up; tuples polled ahead are not logged until batch *n* writes
+   its entry (a crash before leaves them un-acked at the source, which redelivers them).
 2. Run the batch's job over those tuples; the coordinator prepares and commits as for any batch.
 3. Once ``COMMITTED(n)`` is stored (and, after a restart, for every committed entry the log still
    holds): ``ack(msg_id)`` for each tuple with a message id (crash point ``between_spout_acks``),
@@ -38,11 +41,13 @@ JSON values: str, int, float, bool, None, lists, dicts); nothing is unpickled.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import os
 import time
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +56,8 @@ from weir._util import positive_int
 from weir.checkpoint.coordinator import TaskFailure
 from weir.errors import ConfigError, TopologyError
 from weir.runtime.spark.executor import TaskSpec, task_report
+from weir.runtime.spark.pacing import write_more
+from weir.runtime.spark.spoutthread import Emitted, SpoutThread
 from weir.state.backend import Backend
 from weir.topology.builder import Topology
 from weir.topology.components import Spout
@@ -86,12 +93,15 @@ class SpoutOptions:
         fails its tuples (``fail``) before the retry; a committed message id the spout did not hold
         (``ack`` returned ``False``) and the source did not redeliver within it (and within
         :data:`UNSETTLED_KEEP_MS`) is forgotten
+    poll_ahead : ``weir.spout.poll.ahead`` (default ``True``): poll the next batch while a batch's
+        Spark job and commit run (see :mod:`weir.runtime.spark.spoutthread`)
     """
 
     max_pending: int | None = None
     batch_max: int = 10_000
     poll_ms: int = 1000
     timeout_ms: int = 30_000
+    poll_ahead: bool = True
 
     @classmethod
     def from_conf(cls, conf: Mapping[str, Any], interval_ms: int, timeout_secs: int = 30) -> SpoutOptions:
@@ -104,7 +114,13 @@ class SpoutOptions:
             positive_int(batch_max, "weir.spout.batch.max.tuples")
         except (TypeError, ValueError) as exc:
             raise ConfigError(str(exc)) from exc
-        return cls(pending, int(batch_max), max(100, interval_ms), timeout_secs * 1000)
+        ahead = conf.get("weir.spout.poll.ahead", True)
+        if isinstance(ahead, str) and ahead.strip().lower() in ("true", "false"):
+            ahead = ahead.strip().lower() == "true"
+        if not isinstance(ahead, bool):
+            msg = f"weir.spout.poll.ahead must be true or false, got {ahead!r}"
+            raise ConfigError(msg)
+        return cls(pending, int(batch_max), max(100, interval_ms), timeout_secs * 1000, ahead)
 
 
 def check_storm_spouts(name: str, topology: Topology) -> list[str]:
@@ -205,9 +221,19 @@ class _Task:
         #: another task: acked through this instance once that entry is committed
         self.absorbed: dict[str, Any] = {}
         self.where = f"topology {driver.topology_name!r}, spout {cid!r}, task {task}"
+        #: owns the spout: every call into it runs there; polls the next batch ahead (see .spoutthread)
+        self.thread = SpoutThread(f"weir-spout {driver.topology_name}/{cid}/{task}")
+        #: the last poll stopped because ``next_tuple`` emitted nothing (the source had nothing more)
+        self.drained = False
 
     # ---- lifecycle -----------------------------------------------------------------------------
     def ensure_open(self) -> Spout:
+        """The open spout (opened on the spout's thread, where every later call into it runs)."""
+        if self.spout is not None:
+            return self.spout
+        return self.thread.call(self._open)
+
+    def _open(self) -> Spout:
         if self.spout is not None:
             return self.spout
         comp = self.driver.topology.components[self.cid]
@@ -227,10 +253,23 @@ class _Task:
         return spout
 
     def close(self) -> None:
+        """``fail`` what was polled ahead, ``deactivate`` and ``close`` the spout; end its thread."""
+        if self.spout is not None:
+            self.thread.call(self._close)
+        self.thread.stop()
+
+    def _close(self) -> None:
         spout, self.spout, self.collector = self.spout, None, None
         self.absorbed.clear()  # its deliveries go back to the source with the instance
         if spout is None:
             return
+        ahead, _err, _started = self.thread.take()
+        for _s, _v, msg_id, _d in ahead:  # polled ahead, never logged: back to the source
+            if msg_id is not None:
+                try:
+                    spout.fail(msg_id)
+                except Exception:
+                    log.warning("%s: fail(%r) raised", self.where, msg_id, exc_info=True)
         for hook in (spout.deactivate, spout.close):
             try:
                 hook()
@@ -245,29 +284,60 @@ class _Task:
         return {_id_key(i): e.txid for e in self.entries.values() if e.committed for i in e.unsettled}
 
     # ---- one batch ----------------------------------------------------------------------------------
+    def limit(self, opts: SpoutOptions) -> int:
+        """Tuples the next batch may take: ``weir.spout.batch.max.tuples``, within ``max.spout.pending``."""
+        limit = opts.batch_max
+        if opts.max_pending is not None:
+            limit = min(limit, max(0, opts.max_pending - len(self.pending_ids())))
+        return limit
+
+    def poll_ahead(self, txid: int, opts: SpoutOptions) -> None:
+        """Batch ``txid - 1`` is logged: poll batch ``txid`` ahead while its job and commit run."""
+        spout, collector = self.spout, self.collector
+        if spout is None or collector is None:
+            return
+
+        def one() -> list[Emitted]:
+            spout.next_tuple()
+            return collector.take()
+
+        self.thread.ahead(txid, one, self.limit(opts))
+
     def poll(self, txid: int, opts: SpoutOptions, siblings: list[_Task]) -> tuple[_Entry, dict[bytes, bytes | None]]:
         """Call ``next_tuple`` until the batch is cut; the new entry and the log changes to write.
 
-        Message ids are checked against the log entries of every task of the spout (``siblings``):
-        a redelivered message may reach another task than the one that first emitted it.
+        The batch starts with what was polled ahead (see :mod:`.spoutthread`) and tops it up, on
+        the spout's thread, until it holds its limit, ``next_tuple`` emits nothing, or the poll
+        time (counted from the start of the poll-ahead) is over. Message ids are checked against
+        the log entries of every task of the spout (``siblings``): a redelivered message may reach
+        another task than the one that first emitted it.
         """
-        spout = self.ensure_open()
+        return self.thread.call(lambda: self._poll(txid, opts, siblings))
+
+    def _poll(self, txid: int, opts: SpoutOptions, siblings: list[_Task]) -> tuple[_Entry, dict[bytes, bytes | None]]:
+        spout = self._open()
         assert self.collector is not None
+        ahead, error, started = self.thread.take()
+        if error is not None:
+            raise error
         pending: set[str] = set()
         unsettled: dict[str, tuple[_Task, int]] = {}
         for sib in siblings:
             pending |= sib.pending_ids()
             unsettled.update({k: (sib, t) for k, t in sib.unsettled().items()})
-        in_flight = len(self.pending_ids())
-        limit = opts.batch_max
-        if opts.max_pending is not None:
-            limit = min(limit, max(0, opts.max_pending - in_flight))
+        limit = self.limit(opts)
         tuples: list[_Logged] = []
         settled: dict[tuple[int, int], set[str]] = {}
-        deadline = time.monotonic() + opts.poll_ms / 1000
+        for stream, values, msg_id, direct in ahead:
+            tuples.extend(self._admit(spout, stream, values, msg_id, direct, pending, unsettled, settled))
+        deadline = (started if started is not None else time.monotonic()) + opts.poll_ms / 1000
+        # the source's state: ran dry (no more for now), or the batch was cut by its limit or its time
+        self.drained = len(tuples) < limit and self.thread.last_empty
         while len(tuples) < limit and time.monotonic() < deadline:
             spout.next_tuple()
             got = self.collector.take()
+            self.drained = not got
+            self.thread.note_poll(not got)
             if not got:
                 break
             for stream, values, msg_id, direct in got:
@@ -332,6 +402,11 @@ class _Task:
 
     def ack_committed(self, txid: int) -> dict[bytes, bytes | None]:
         """``ack`` every tuple of this task's entries up to ``txid``; the log changes that prune them."""
+        if not any(e <= txid and not x.committed for e, x in self.entries.items()):
+            return {}
+        return self.thread.call(lambda: self._ack_committed(txid))
+
+    def _ack_committed(self, txid: int) -> dict[bytes, bytes | None]:
         changes: dict[bytes, bytes | None] = {}
         first = True
         for t in sorted(e for e, x in self.entries.items() if e <= txid and not x.committed):
@@ -339,7 +414,7 @@ class _Task:
             unsettled: list[Any] = []
             sent: list[Any] = []
             elsewhere: set[str] = set()
-            spout = self.ensure_open()
+            spout = self._open()
             for _s, _v, msg_id, _d in entry.tuples:
                 if msg_id is None:
                     continue
@@ -365,6 +440,8 @@ class _Task:
                     log.warning("%s: flush_acks raised; %d message(s) acked on redelivery", self.where, len(sent),
                                 exc_info=True)  # fmt: skip
                     unsettled.extend(i for i in sent if _id_key(i) not in elsewhere)
+                else:  # a redelivery polled ahead was acked with them (the spout held it): not a new tuple
+                    self.thread.drop(_not_in({_id_key(i) for i in sent}))
             entry.committed, entry.tuples, entry.unsettled = True, [], list({_id_key(i): i for i in unsettled}.values())
             entry.at_ms = int(time.time() * 1000)
             changes[_key(self.cid, self.task, t)] = entry.to_bytes() if entry.unsettled else None
@@ -383,9 +460,8 @@ class _Task:
             if sib is self or k not in sib.absorbed:
                 continue
             del sib.absorbed[k]
-            try:
-                if sib.spout is not None and sib.spout.ack(msg_id) is not False:
-                    sib.spout.flush_acks()
+            try:  # on the sibling's own thread: every call into a spout task runs there
+                if sib.thread.call(functools.partial(sib._ack_one, msg_id)):
                     via = True if via is None else via
                     continue
             except Exception:
@@ -393,6 +469,15 @@ class _Task:
                             exc_info=True)  # fmt: skip
             via = False
         return via
+
+    def _ack_one(self, msg_id: Any) -> bool:
+        """``ack`` and flush one id on this task's open instance (run on its thread); whether it was sent."""
+        spout = self.spout
+        if spout is None or spout.ack(msg_id) is False:
+            return False
+        spout.flush_acks()
+        self.thread.drop(_not_in({_id_key(msg_id)}))  # a redelivery of it polled ahead is not a new tuple
+        return True
 
     def fail_timed_out(self, txid: int, timeout_ms: int) -> int:
         """A retry of ``txid``: ``fail`` its tuples once ``topology.message.timeout.secs`` passed since polled.
@@ -404,6 +489,11 @@ class _Task:
         after another timeout fails them again, as Storm's replayed tuples time out again.
         Returns how many ``fail`` calls were made.
         """
+        if self.spout is None:
+            return 0
+        return self.thread.call(lambda: self._fail_timed_out(txid, timeout_ms))
+
+    def _fail_timed_out(self, txid: int, timeout_ms: int) -> int:
         entry = self.entries.get(txid)
         spout = self.spout
         if entry is None or entry.committed or entry.clock is None or spout is None:
@@ -430,6 +520,11 @@ class _Task:
         return n
 
     def fail_pending(self) -> None:
+        """``fail`` every tuple of this task's uncommitted entries (a batch abandoned after its retries)."""
+        if self.spout is not None:
+            self.thread.call(self._fail_pending)
+
+    def _fail_pending(self) -> None:
         spout = self.spout
         if spout is None:
             return
@@ -469,8 +564,21 @@ class SpoutDriver:
         self.epoch: int | None = None
         self._loaded = False
         self._memory: dict[bytes, bytes] = {}
-        #: seconds spent since the start: polling ``next_tuple``, writing the log, acking (and flushing)
+        #: seconds spent since the start: polling ``next_tuple``, writing the log, acking (and flushing);
+        #: ``poll_ahead_s`` (in :meth:`timings_now`) overlaps the previous batch's job and commit
         self.timings: dict[str, float] = {"poll_s": 0.0, "log_write_s": 0.0, "ack_s": 0.0}
+        #: poll the next batch ahead while a batch's job runs (``weir.spout.poll.ahead``, default on)
+        self.poll_ahead = bool(options.poll_ahead)
+        #: the txid :meth:`batch` polled last, and whether a task's poll was cut before its source ran dry
+        self._polled: int | None = None
+        self._more = True
+        #: where :meth:`committed` tells the pacing stream whether there is more (``process_available``)
+        self.more_file = _more_file(name)
+
+    def timings_now(self) -> dict[str, float]:
+        """:attr:`timings`, plus ``poll_ahead_s``: ``next_tuple`` time that overlapped Spark's jobs."""
+        ahead = sum(t.thread.ahead_s for tasks in self.tasks.values() for t in tasks)
+        return {**self.timings, "poll_ahead_s": ahead}
 
     def fresh(self, cid: str) -> Spout:
         """A new instance of spout ``cid`` (a copy of the submitted one, as Storm deserialises it per task)."""
@@ -559,6 +667,12 @@ class SpoutDriver:
         self._write(changes)
         if wrote:
             crash_point("after_spout_log", txid)
+        self._polled = txid
+        self._more = bool(failures) or any(not t.drained for tasks in self.tasks.values() for t in tasks)
+        if not failures and self.poll_ahead:  # logged: the next batch is polled while this one's job runs
+            for task_list in self.tasks.values():
+                for t in task_list:
+                    t.poll_ahead(txid + 1, self.options)
         return out, failures
 
     def committed(self, txid: int) -> None:
@@ -575,6 +689,12 @@ class SpoutDriver:
                         t.entries.pop(int(k.decode().rsplit("/", 1)[1]), None)
         self.timings["ack_s"] += time.perf_counter() - t0
         self._write(changes)  # one write per batch prunes every task's entries
+        if self.options.max_pending is not None:  # the acks freed room: the poll-ahead may take more
+            for task_list in self.tasks.values():
+                for t in task_list:
+                    t.thread.set_limit(t.limit(self.options))
+        # a batch skipped as a replay of a committed one polled nothing: there may be more
+        write_more(self.more_file, self._more if self._polled == txid else True)
 
     def abandoned(self) -> None:
         """The batch failed every attempt: ``fail`` its tuples, close every spout task (opened again later)."""
@@ -590,6 +710,29 @@ class SpoutDriver:
             for t in task_list:
                 t.close()
         self._loaded = False
+        try:  # made again by the next committed batch
+            os.remove(self.more_file)
+        except OSError:
+            pass
+
+
+def _not_in(keys: set[str]) -> Callable[[Emitted], bool]:
+    """Whether an emitted tuple's message id is not one of ``keys`` (a tuple without an id never is)."""
+
+    def keep(e: Emitted) -> bool:
+        return e[2] is None or _id_key(e[2]) not in keys
+
+    return keep
+
+
+def _more_file(topology: str) -> str:
+    """A new path for a driver's *more* file (see :mod:`weir.runtime.spark.pacing`), written once a batch commits."""
+    import re
+    import tempfile
+    import uuid
+
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", topology)[:80]
+    return os.path.join(tempfile.gettempdir(), f"weir-more-{safe}-{uuid.uuid4().hex}.json")
 
 
 def logged_spout_task(

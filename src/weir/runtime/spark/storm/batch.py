@@ -442,7 +442,7 @@ class BatchJob(BatchRunner):
         """A Storm spout's batches are paced by :func:`~weir.runtime.spark.pacing.pacing_stream`."""
         self._connect = is_connect(spark)
         if self.spout_driver is not None and spout_id in self.spout_driver.spout_ids:
-            return pacing_stream(spark, context)
+            return pacing_stream(spark, context, self.spout_driver.more_file)
         return spout.create_stream(spark, context)
 
     def after_batch(self, txid: int, skipped: bool) -> None:

@@ -176,7 +176,7 @@ class TridentBatchRunner(BatchRunner):
     def create_stream(self, spout_id: str, spout: Any, spark: Any, context: TopologyContext) -> Any:
         """A Storm spout's batches are paced (its tuples come from the spout log); else the spouts' streams."""
         if self.spout_driver is not None:
-            return pacing_stream(spark, context)
+            return pacing_stream(spark, context, self.spout_driver.more_file)
         return spout.create_stream(spark, context)
 
     def after_batch(self, txid: int, skipped: bool) -> None:
