@@ -176,6 +176,13 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
                         )
                         row = {"counted_s": round(secs, 2), "acked_s": round(secs, 2), "cpu_s": bd["cpu_s"]}
                         row["verified"] = Counter(got_w) == expected
+                        # where weir's time and CPU went (see docs/moving-from-storm.md, "Where the time goes")
+                        row["cpu_by_kind"] = bd.get("cpu_by_kind")
+                        row["job_ms"], row["commit_ms"] = bd.get("job_ms"), bd.get("commit_ms")
+                        row["coordinator_other_ms"], row["spark_ms"] = (
+                            bd.get("coordinator_other_ms"),
+                            bd.get("spark_ms"),
+                        )
                     else:
                         secs, got_t, bd = run_trident(spark, progress, "to-sqlite", corpus, work / f"t{r}", 2, {}, keys)
                         row = {"counted_s": round(secs, 2), "acked_s": round(secs, 2), "cpu_s": bd["cpu_s"]}
@@ -265,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
         "words/s counted (median, min-max)",
         "words/s acked (median, min-max)",
         "CPU s",
+        "words per CPU s",
         "verified",
     ]
     body = [
