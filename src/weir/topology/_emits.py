@@ -46,6 +46,8 @@ def _methods(klass: type) -> Iterator[tuple[str, CodeType]]:
             funcs.append(attr.__func__)
         elif isinstance(attr, property):
             funcs.extend(f for f in (attr.fget, attr.fset, attr.fdel) if f is not None)
+        elif isinstance(attr, functools.cached_property):
+            funcs.append(attr.func)
         elif isinstance(attr, type):
             if attr.__qualname__.startswith(prefix):
                 yield from _methods(attr)
@@ -53,7 +55,10 @@ def _methods(klass: type) -> Iterator[tuple[str, CodeType]]:
         else:
             funcs.append(attr)
         for f in funcs:
-            f = inspect.unwrap(f) if callable(f) else f
+            try:
+                f = inspect.unwrap(f) if callable(f) else f
+            except ValueError:  # a __wrapped__ cycle: read the wrapper itself
+                pass
             code = getattr(f, "__code__", None)
             if isinstance(code, CodeType) and getattr(f, "__qualname__", "").startswith(prefix):
                 yield name, code
