@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--words", type=int, default=2_000_000, help="total words (default 2,000,000)")
     p.add_argument("--keys", type=int, default=20_000, help="distinct words (default 20,000)")
-    p.add_argument("--files", type=int, default=20, help="corpus files (default 20; weir reads 2 per batch)")
+    p.add_argument("--files", type=int, default=20, help="corpus files (default 20)")
+    p.add_argument("--files-per-batch", type=int, default=2, help="corpus files per weir micro-batch (default 2)")
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated subset of {', '.join(VARIANTS)}")
     p.add_argument("--latency-seconds", type=int, default=15, help="seconds of input per latency run (0: none)")
@@ -123,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
     p.add_argument("--out", help="JSON file name under bench/results/ (default vs_storm.json)")
     args = p.parse_args(argv)
     chosen = [v.strip() for v in args.variants.split(",") if v.strip()]
-    if any(v not in VARIANTS for v in chosen) or args.rounds < 1:
-        p.error(f"variants from {', '.join(VARIANTS)}; --rounds >= 1")
+    if any(v not in VARIANTS for v in chosen) or args.rounds < 1 or args.files_per_batch < 1:
+        p.error(f"variants from {', '.join(VARIANTS)}; --rounds >= 1; --files-per-batch >= 1")
     missing = storm.java_missing()
     if missing and any(v.startswith("storm") for v in chosen):
         print(f"Apache Storm cannot run: {missing}", file=sys.stderr)
@@ -204,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
                             f"vs-{v}-{r}-{uuid.uuid4().hex[:6]}",
                             corpus,
                             work / "state",
-                            2,
+                            args.files_per_batch,
                             redis_url if store else None,
                         )
                         row = {"counted_s": round(secs, 2), "acked_s": round(secs, 2), "cpu_s": bd["cpu_s"]}
@@ -217,7 +218,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
                             bd.get("spark_ms"),
                         )
                     else:
-                        secs, got_t, bd = run_trident(spark, progress, "to-sqlite", corpus, work / f"t{r}", 2, {}, keys)
+                        secs, got_t, bd = run_trident(
+                            spark, progress, "to-sqlite", corpus, work / f"t{r}", args.files_per_batch, {}, keys
+                        )
                         row = {"counted_s": round(secs, 2), "acked_s": round(secs, 2), "cpu_s": bd["cpu_s"]}
                         row["verified"] = Counter(got_t) == expected
                     if not v.startswith("storm"):
@@ -346,6 +349,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
             "words": args.words,
             "keys": args.keys,
             "rounds": args.rounds,
+            "files": args.files,
+            "files_per_batch": args.files_per_batch,
             "machine": machine(),
             "summary": summary,
             "ratios_acked": ratios,
