@@ -11,31 +11,73 @@ checked at the call, as before. Source that cannot be read (a REPL class, a C ex
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import textwrap
 from collections.abc import Iterator
+from types import CodeType
+from typing import Any
 
 __all__ = ["literal_emit_streams"]
 
 
 def literal_emit_streams(cls: type) -> Iterator[tuple[str, str, int]]:
-    """``(stream, method, line)`` of every emit with a literal stream id in ``cls``'s own methods (and its bases')."""
+    """``(stream, method, line)`` of every emit with a literal stream id in ``cls``'s own methods (and its bases').
+
+    Each method is read from its own code object (``co_firstlineno``), not by locating the class in
+    its module, which makes :mod:`inspect` parse the whole module file for every class; the result
+    of a method is cached per code object, so a topology built again (a restart, a benchmark round,
+    classes defined inside a function) costs no parsing.
+    """
     for klass in cls.__mro__:
         if klass.__module__.startswith("weir.") or klass is object:
             continue
-        try:
-            source = textwrap.dedent(inspect.getsource(klass))
-            first = inspect.getsourcelines(klass)[1]
-            tree = ast.parse(source)
-        except (OSError, TypeError, SyntaxError, IndentationError):
+        for name, code in _methods(klass):
+            for stream, line in _emits_of(code):
+                yield stream, name, line
+
+
+def _methods(klass: type) -> Iterator[tuple[str, CodeType]]:
+    """``(name, code)`` of the functions defined in ``klass``'s body (nested classes included), in order."""
+    prefix = f"{klass.__qualname__}."
+    for name, attr in vars(klass).items():
+        funcs: list[Any] = []
+        if isinstance(attr, (staticmethod, classmethod)):
+            funcs.append(attr.__func__)
+        elif isinstance(attr, property):
+            funcs.extend(f for f in (attr.fget, attr.fset, attr.fdel) if f is not None)
+        elif isinstance(attr, functools.cached_property):
+            funcs.append(attr.func)
+        elif isinstance(attr, type):
+            if attr.__qualname__.startswith(prefix):
+                yield from _methods(attr)
             continue
-        for fn in ast.walk(tree):
-            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            for node in ast.walk(fn):
-                stream = _literal_stream(node)
-                if stream is not None and isinstance(node, ast.Call):
-                    yield stream, fn.name, first + node.lineno - 1
+        else:
+            funcs.append(attr)
+        for f in funcs:
+            try:
+                f = inspect.unwrap(f) if callable(f) else f
+            except ValueError:  # a __wrapped__ cycle: read the wrapper itself
+                pass
+            code = getattr(f, "__code__", None)
+            if isinstance(code, CodeType) and getattr(f, "__qualname__", "").startswith(prefix):
+                yield name, code
+
+
+@functools.lru_cache(maxsize=4096)
+def _emits_of(code: CodeType) -> tuple[tuple[str, int], ...]:
+    """``(stream, line)`` of the emits on a literal stream in the function of ``code`` (nested ones included)."""
+    try:
+        lines, first = inspect.getsourcelines(code)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return ()  # no source (a REPL, a C extension) or a fragment that does not parse alone
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        stream = _literal_stream(node)
+        if stream is not None and isinstance(node, ast.Call):
+            found.append((stream, first + node.lineno - 1))
+    return tuple(sorted(found, key=lambda f: f[1]))
 
 
 def _literal_stream(node: ast.AST) -> str | None:
