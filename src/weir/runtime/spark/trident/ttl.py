@@ -139,6 +139,7 @@ def record_batch_time(
 
     The log keeps what later batches can still need: entries from the smallest cutoff on.
     """
+    from weir._faults import crash_point
     from weir.state.ttl import batch_time
 
     backend = provider.backend
@@ -161,4 +162,5 @@ def record_batch_time(
         backend.write_direct(namespace, rows, None)
     else:  # exactly the coordinator's epoch, as the journal
         backend.write_owned(namespace, rows, epoch)
+    crash_point("trident_ttl_time_logged", txid)
     return cuts
