@@ -60,5 +60,5 @@ def test_a_seeded_word_count_counts_on_from_the_loaded_values(spark: Any, sqlite
         match=rf"topology 'seeded', state 'counts' \(Trident map state trident:wc_{sqlite_store.tag}\).*rule V2",
     ):
         weir.submit("seeded", typed, topo, spark=spark)
-    with pytest.raises(ConfigError, match=r"weir.state.ttl.ms .* do not support it yet"):
+    with pytest.raises(ConfigError, match=r"weir.state.ttl.ms of a Trident topology names its map states"):
         weir.submit("seeded", {**conf, "weir.state.ttl.ms": 1000}, topo, spark=spark)

@@ -8,9 +8,12 @@ from typing import Any
 import pytest
 
 import weir
+from tests.trident._support import Split
 from weir.demo import wordcount_topology
 from weir.errors import ConfigError, TopologyError
-from weir.trident import TridentTopology
+from weir.sources import FileSpout
+from weir.trident import Count, MemoryMapState, TridentTopology
+from weir.trident.backing import SqliteMapState
 
 
 def _conf(tmp_path: Path, **extra: Any) -> dict[str, Any]:
@@ -32,7 +35,36 @@ def test_a_bad_ttl_is_refused(tmp_path: Path) -> None:
         weir.submit("ttlzero", _conf(tmp_path, **{"weir.state.ttl.ms": 0}), topo)
 
 
-@pytest.mark.parametrize("key", ["weir.state.ttl.ms"])  # weir.state.value.type: tests/contract/test_trident_encoding.py
-def test_trident_refuses_the_storm_only_keys(tmp_path: Path, key: str) -> None:
-    with pytest.raises(ConfigError, match=rf"topology 'tri': {key} applies to .*Storm.*TridentTopology"):
-        weir.submit("tri", _conf(tmp_path, **{key: 1000 if key.endswith("ms") else "int"}), TridentTopology())
+def _trident(factory: Any) -> TridentTopology:
+    topo = TridentTopology()
+    (
+        topo.new_stream("lines", FileSpout("/nonexistent-ttl-lines"))
+        .each(["line"], Split(), ["word:str"])
+        .group_by(["word"])
+        .persistent_aggregate(factory, Count(), "count")
+        .name("counts")
+    )
+    return topo
+
+
+def test_trident_ttl_on_a_memory_map_state_is_refused_before_spark(tmp_path: Path) -> None:
+    conf = _conf(tmp_path, **{"weir.state.ttl.ms": {"counts": 1000}})
+    with pytest.raises(
+        ConfigError, match=r"topology 'tri', state 'counts': weir.state.ttl.ms: TTL is supported .*MemoryMapState"
+    ):
+        weir.submit("tri", conf, _trident(MemoryMapState.Factory()))
+
+
+def test_trident_ttl_refusals_at_submit_name_the_state_and_the_reason(tmp_path: Path) -> None:
+    conf = _conf(tmp_path)
+    topo = _trident(SqliteMapState.opaque(str(tmp_path / "maps.db"), table="ttlbad"))
+    with pytest.raises(ConfigError, match=r"topology 'ttlbad': weir.state.ttl.ms of a Trident topology names its"):
+        weir.submit("ttlbad", {**conf, "weir.state.ttl.ms": 1000}, topo)
+    with pytest.raises(ConfigError, match=r"names 'words', which is no state .*'counts'"):
+        weir.submit("ttlbad", {**conf, "weir.state.ttl.ms": {"words": 1000}}, topo)
+    with pytest.raises(ConfigError, match=r"state 'counts': weir.state.ttl.ms: a TTL must be positive"):
+        weir.submit("ttlbad", {**conf, "weir.state.ttl.ms": {"trident:counts": 0}}, topo)
+    plain = _trident(SqliteMapState.non_transactional(str(tmp_path / "maps.db"), table="ttlnt"))
+    inexact = {**conf, "weir.trident.allow.inexact": True, "weir.state.ttl.ms": {"counts": 1000}}
+    with pytest.raises(ConfigError, match=r"state 'counts': weir.state.ttl.ms: a non-transactional map state"):
+        weir.submit("ttlbad", inexact, plain)

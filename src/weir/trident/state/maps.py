@@ -118,6 +118,7 @@ class _TxidMap(MapState[T], Generic[T, C]):
         self._backing = backing
         self._curr_txid: int | None = None
         self._written: dict[Key, C] = {}
+        self._expire_upto: int | None = None
 
     @property
     def backing(self) -> BackingMap[C]:
@@ -133,6 +134,19 @@ class _TxidMap(MapState[T], Generic[T, C]):
         """Start the updates of batch ``txid`` (a replay begins again with the same txid)."""
         self._curr_txid = _check_txid(txid, f"{type(self).__name__}.begin_commit")
         self._written.clear()
+
+    def expire_through(self, txid: int | None) -> None:
+        """Treat stored cells last written at or before ``txid`` as absent (``None``: nothing expires).
+
+        weir's TTL for Trident map states (``weir.state.ttl.ms``) sets it per batch to the greatest
+        txid whose batch time plus the TTL is not after the open batch's time.
+        """
+        self._expire_upto = _check_txid(txid, f"{type(self).__name__}.expire_through")
+
+    @staticmethod
+    def _cell_txid(cell: C) -> int | None:
+        """The txid that wrote ``cell``."""
+        return getattr(cell, "curr_txid", getattr(cell, "txid", None))
 
     def commit(self, txid: int | None) -> None:
         """End the updates of batch ``txid``.
@@ -170,8 +184,12 @@ class _TxidMap(MapState[T], Generic[T, C]):
                 loaded[key] = (None, False)
                 misses.append(key)
         if misses:
+            upto = self._expire_upto
             for key, stored in zip(misses, _fetch(self._backing, misses), strict=True):
-                loaded[key] = (self._coerce(stored, key), False)
+                cell = self._coerce(stored, key)
+                if upto is not None and cell is not None and (self._cell_txid(cell) or 0) <= upto:
+                    cell = None  # expired: as if never written (an opaque prev becomes None too)
+                loaded[key] = (cell, False)
         return loaded
 
     def _store(self, cells: dict[Key, C]) -> None:

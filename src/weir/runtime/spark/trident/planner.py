@@ -81,6 +81,10 @@ class RunContext:
     journal_states: frozenset[str] = frozenset()
     #: factories replacing a state's own for this run (MemoryMapState on Spark: a run-scoped store)
     factories: Mapping[str, Any] = field(default_factory=dict)
+    #: ``weir.state.ttl.ms``: state id → ms (see :mod:`weir.runtime.spark.trident.ttl`)
+    ttls: Mapping[str, int] = field(default_factory=dict)
+    #: the coordinator's store, where the time log of a topology with TTLs lives
+    ttl_provider: Any = None
 
     def __post_init__(self) -> None:
         self.consumers: dict[int, int] = {n.id: 0 for n in self.nodes}
@@ -130,6 +134,8 @@ class BatchPlanner:
         self.txid = txid
         self.epoch = epoch
         self.acc = acc
+        #: per state with a TTL: this batch's expiry cutoff (set by the runner before ``run``)
+        self.expiry: dict[str, int | None] = {}
         self.spark = batch.sparkSession
         self.connect = is_connect(self.spark)
         self.memo: dict[int, Compiled] = {}
@@ -605,13 +611,16 @@ class BatchPlanner:
         self, node: Node, in_fields: list[FieldSpec], out_fields: list[FieldSpec], n: int, p_idx: int
     ) -> dict[str, Any]:
         state = node.params["state"]
-        return {
+        common = {
             **self._stage_args(node, in_fields, out_fields),
             "n": n,
             "factory": self.ctx.factories.get(state.state_id, state.factory),
             "state_id": state.state_id,
             "p_idx": p_idx,
         }
+        if state.state_id in self.ctx.ttls:  # the cutoff is this batch's: the batch's own stage carries it
+            common.update(txid=self.txid, epoch=self.epoch, expire_upto=self.expiry.get(state.state_id))
+        return common
 
     def _c_persist_agg(self, node: Node) -> Compiled:
         from pyspark.sql import functions as F  # noqa: N812

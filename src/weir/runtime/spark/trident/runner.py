@@ -23,7 +23,7 @@ from typing import Any
 
 from weir.checkpoint.coordinator import JobOutcome, Participants, TaskFailure, checkpoint_namespace
 from weir.checkpoint.stats import BatchStats
-from weir.errors import FencedError, TopologyError, WeirError
+from weir.errors import ConfigError, FencedError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.dialect import BatchRunner, Dialect, Prepared, register_dialect
 from weir.runtime.spark.executor import ReportAccumulatorParam, outcome_of
@@ -150,6 +150,17 @@ class TridentBatchRunner(BatchRunner):
             shared = batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
         planner = BatchPlanner(self.ctx, batch, txid, epoch, acc)
         try:
+            if self.ctx.ttls:  # this batch's expiry cutoffs, from its recorded time (weir.state.ttl.ms)
+                from weir.runtime.spark.trident.ttl import record_batch_time
+
+                planner.expiry = record_batch_time(
+                    self.ctx.ttl_provider,
+                    checkpoint_namespace(self.ctx.topology),
+                    self.ctx.topology,
+                    txid,
+                    epoch,
+                    self.ctx.ttls,
+                )
             planner.run()
         except WeirError as exc:
             if isinstance(exc, FencedError):
@@ -300,7 +311,7 @@ class TridentDialect(Dialect):
     """``TridentTopology`` on the engine: each micro-batch one Trident batch, planned in Spark SQL."""
 
     name = "trident"
-    state_keys = frozenset({"weir.state.value.type"})
+    state_keys = frozenset({"weir.state.value.type", "weir.state.ttl.ms"})
 
     def accepts(self, topology: object) -> bool:
         """A :class:`~weir.trident.TridentTopology`."""
@@ -345,10 +356,19 @@ class TridentDialect(Dialect):
         for state in topology.states:
             if isinstance(state.factory, TridentStateFactory):  # submit-time checks of the sinks (broker limits)
                 state.factory.check_submit(conf)
+        from weir.runtime.spark.trident.ttl import resolve_ttls
+
+        ttls = resolve_ttls(name, conf, topology)
         master = master_for(rc, spark)
         factories = _memory_states(name, topology, master)
         # before Spark starts: a typo fails in about a second
         provider = resolve_provider(name, conf, master, rc.provider)
+        if ttls and not isinstance(provider, KeyValueStateProvider):
+            msg = (
+                f"topology {name!r}: weir.state.ttl.ms needs the coordinator's store (topology.state.provider) to be "
+                f"a weir key-value store (sqlite, redis, postgres), not {type(provider).__name__}"
+            )
+            raise ConfigError(msg)
         driver = storm_spout_driver(
             name, conf, [(n.name, n.params["spout"], n.parallelism) for n in topology.spout_nodes()], provider, rc
         )
@@ -371,6 +391,8 @@ class TridentDialect(Dialect):
             journal_namespace=checkpoint_namespace(name),
             journal_states=journal,
             factories=factories,
+            ttls=ttls,
+            ttl_provider=provider if ttls else None,
         )
         return TridentPlan(
             name, conf, rc, spark_session, master, provider, topology=topology, ctx=ctx, spout_driver=driver

@@ -403,6 +403,8 @@ class _StateStage(StageBase):
     n: int = 1
     state_id: str = ""
     p_idx: int = -1
+    #: ``weir.state.ttl.ms``: cells last written at or before this txid read as absent (None: none expire)
+    expire_upto: int | None = None
 
     def _partitions(self, table: pa.Table | None, task: int) -> dict[int, list[int]]:
         """Row numbers per state partition.
@@ -421,10 +423,13 @@ class _StateStage(StageBase):
 
     def _make_state(self, p: int) -> Any:
         try:
-            return self.factory.make_state(self.conf, p, self.n)
+            state = self.factory.make_state(self.conf, p, self.n)
         except Exception as exc:
             msg = f"state {self.state_id!r}: {self.factory!r}.make_state(conf, {p}, {self.n}) failed: {exc}"
             raise StateError(msg) from exc
+        if self.expire_upto is not None:
+            state.expire_through(self.expire_upto)
+        return state
 
 
 @dataclass
