@@ -30,6 +30,7 @@ POINTS = (
     "rescale_staged",  # rescale: every staging namespace written, marker still "staging"
     "rescale_switching",  # rescale: marker "switching", the first new namespace copied, the others not
     "rescale_switched",  # rescale: the record names the new layout, staging namespaces not dropped yet
+    "drpc_after_request_log",  # DRPC: a batch's requests are in the request log, no stage has run
 )
 
 
