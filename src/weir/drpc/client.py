@@ -8,6 +8,7 @@ itself: it appends a request to the function's queue, polls for the answer, and 
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from typing import Any
@@ -53,6 +54,13 @@ class Client:
             raise ConfigError(msg)
         self.url = url
         self.backend = StateFactory.from_url(url).backend
+        self._local = threading.local()
+
+    @property
+    def last_txid(self) -> int | None:
+        """The txid of the batch that answered this thread's last request (``None`` before one)."""
+        txid: int | None = getattr(self._local, "txid", None)
+        return txid
 
     def functions(self) -> dict[str, str]:
         """The DRPC functions registered in the store, with the topology that serves each."""
@@ -140,6 +148,7 @@ class Client:
         finally:  # the request and its answer are the client's own: withdrawn / consumed either way
             self.backend.write_direct(queue, {key: None}, None)
             self.backend.write_direct(results, {key: None}, None)
+        self._local.txid = answer.txid
         if answer.status == "ok":
             return answer.tuples
         if answer.status == "expired":
