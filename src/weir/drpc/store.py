@@ -75,7 +75,7 @@ class Request:
     rid: str
     args: str
     deadline_ms: int
-    at_ms: int = 0
+    at_ms: int = field(default=0, compare=False)  # when the client sent it (the queue's order; not logged)
 
     def to_bytes(self) -> bytes:
         """The queue record (JSON)."""
