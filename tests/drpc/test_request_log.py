@@ -77,7 +77,10 @@ def test_take_logs_replays_expires_and_prunes(provider_url: str) -> None:
 def test_registry_refusals_and_client_errors(provider_url: str) -> None:
     backend = StateFactory.from_url(provider_url).backend
     _driver(backend, "first").register()
-    with pytest.raises(TopologyError, match=r"DRPC function 'f' is already served by topology 'first'.*fn/f"):
+    with pytest.raises(
+        TopologyError,
+        match=r"DRPC function 'f' is already served by topology 'first'.*delete '\$drpc' fn/f --key-class str",
+    ):
         _driver(backend, "second").register()
     reg = json.loads(backend.get(REGISTRY_NAMESPACE, registry_key("f")))
     assert reg["topology"] == "first" and reg["single"] is True

@@ -16,7 +16,6 @@ from weir.drpc.store import REGISTRY_NAMESPACE, log_namespace, queue_namespace, 
 from weir.errors import TopologyError
 from weir.sources import FileSpout
 from weir.trident import Count, FilterNull, Function, MapGet, Sum, TridentTopology
-from weir.trident.fields import FieldSpec
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -107,6 +106,8 @@ def test_seed_query_answered_from_committed_state(
         for t in threads:
             t.join()
         assert answers == {"the the": 2 * expected["the"], "cat mat zebra": expected["cat"] + expected["mat"]}
+        if kind != "sqlite":  # the rest is the same protocol on every store: run once, on SQLite
+            return
         assert client.execute("words", "zebra unicorn", timeout=60) == 0  # Sum of nothing, as in Storm
         assert client.execute_tuples("words", "dog", timeout=60) == [[expected["dog"]]]
         # more lines while the client asks: the answer follows the committed counts
@@ -123,11 +124,14 @@ def test_seed_query_answered_from_committed_state(
             client.execute("nope", "x")
     finally:
         run.stop()
+    backend = client.backend
+    assert list(backend.scan(log_namespace("drpc-wc"))) == []  # every taken request was answered
+    if kind != "sqlite":
+        return
     # stopped: a request times out, named
     with pytest.raises(DRPCTimeoutError, match=r"'words', request \w+: no answer after") as timeout:
         client.execute("words", "cat", timeout=1.5)
     assert timeout.value.waited >= 1.5
-    backend = client.backend
     for ns in (queue_namespace("words"), results_namespace("words"), queue_namespace("lengths"),
                results_namespace("lengths"), log_namespace("drpc-wc")):  # fmt: skip
         assert list(backend.scan(ns)) == [], ns  # nothing left behind
@@ -152,7 +156,6 @@ def test_drpc_streams_are_checked_at_build_and_submit(tmp_path: Path, sqlite_sto
     counted = s.each(["args"], Split(), ["word"]).group_by(["word"]).aggregate(Count(), ["n"])
     assert counted.fields == ["word", "n"]
     assert counted.project(["n"]).fields == ["n"]
-    assert FieldSpec  # the typed-field import stays used
     # two ends: refused at submit, naming the stream
     s.each(["args"], FilterNull())
     with pytest.raises(TopologyError, match="DRPC stream 'q' ends in 2 operations"):

@@ -116,7 +116,8 @@ class DrpcDriver:
                     msg = (
                         f"topology {self.topology!r}: DRPC function {name!r} is already served by topology {owner!r} "
                         f"in {self.backend.describe()}; rename the function, or, if {owner!r} is gone for good, "
-                        f"remove its registration: weir state delete --namespace '{REGISTRY_NAMESPACE}' 'fn/{name}'"
+                        f"remove its registration: weir state delete '{REGISTRY_NAMESPACE}' fn/{name} --key-class str "
+                        "--url URL"
                     )
                     raise TopologyError(msg, topology=self.topology, component=f"drpc:{name}")
         self._write_registry()
