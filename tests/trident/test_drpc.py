@@ -156,6 +156,10 @@ def test_drpc_streams_are_checked_at_build_and_submit(tmp_path: Path, sqlite_sto
     counted = s.each(["args"], Split(), ["word"]).group_by(["word"]).aggregate(Count(), ["n"])
     assert counted.fields == ["word", "n"]
     assert counted.project(["n"]).fields == ["n"]
+    only = TridentTopology()
+    only.new_drpc_stream("alone").each(["args"], FilterNull())
+    with pytest.raises(TopologyError, match="only DRPC streams"):
+        weir.submit("drpc-only", {"weir.state.dir": str(tmp_path / "st")}, only)
     # two ends: refused at submit, naming the stream
     s.each(["args"], FilterNull())
     with pytest.raises(TopologyError, match="DRPC stream 'q' ends in 2 operations"):

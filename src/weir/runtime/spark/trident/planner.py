@@ -962,6 +962,11 @@ def _upstream_partitioning(node: Node) -> tuple[str, tuple[str, ...]]:
 
 def check_plan(nodes: list[Node]) -> None:
     """Submit-time checks that need the whole plan."""
-    if not any(n.kind in ("spout", "drpc") for n in nodes):
-        msg = "the TridentTopology has no stream: call new_stream(name, spout) or new_drpc_stream(name) first"
+    if not any(n.kind == "spout" for n in nodes):
+        msg = "the TridentTopology has no stream: call new_stream(name, spout) first"
+        if any(n.kind == "drpc" for n in nodes):
+            msg = (
+                "the TridentTopology has only DRPC streams; weir serves DRPC from a topology that also reads a "
+                "spout (new_stream(name, spout)): add the stream that writes the state the queries read"
+            )
         raise TopologyError(msg)

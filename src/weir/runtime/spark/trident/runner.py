@@ -192,8 +192,7 @@ class TridentBatchRunner(BatchRunner):
             if shared is not None:
                 shared.unpersist(blocking=False)
         if self.drpc is not None:
-            self._answers = {t: a for t, a in self._answers.items() if t < txid}
-            self._answers[txid] = answers
+            self._answers = {txid: answers}  # after_batch(txid) publishes them once COMMITTED
         reports = [r for r in acc.value if r.txid == txid]
         job_ms = (time.perf_counter() - t0) * 1000
         stats = BatchStats.of(reports, tuples_in=planner.tuples_in(reports), dead_letters=0, job_ms=job_ms)
@@ -473,6 +472,9 @@ class TridentDialect(Dialect):
         driver = storm_spout_driver(
             name, conf, [(n.name, n.params["spout"], n.parallelism) for n in topology.spout_nodes()], provider, rc
         )
+        drpc = _drpc_driver(name, conf, topology, provider, driver is not None)
+        if drpc is not None:  # before Spark starts: a function another topology serves fails in a second
+            drpc.register()
         spark_session, master = spark_for(rc, spark)
         journal = _journal_states(topology)
         if journal and not isinstance(provider, KeyValueStateProvider):
@@ -482,7 +484,6 @@ class TridentDialect(Dialect):
             )
             journal = frozenset()
         spouts = [(n.name, n.params["spout"]) for n in nodes if n.kind == "spout"]
-        drpc = _drpc_driver(name, conf, topology, provider, driver is not None)
         source = TridentSource(name, conf, spouts, paced=drpc is not None)
         ctx = RunContext(
             topology=name,
@@ -494,8 +495,6 @@ class TridentDialect(Dialect):
             journal_states=journal,
             factories=factories,
         )
-        if drpc is not None:
-            drpc.register()
         return TridentPlan(
             name, conf, rc, spark_session, master, provider, topology=topology, ctx=ctx, spout_driver=driver, drpc=drpc
         )
