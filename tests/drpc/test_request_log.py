@@ -97,3 +97,15 @@ def test_registry_refusals_and_client_errors(provider_url: str) -> None:
         client.execute("f", "x", timeout=0.3)
     assert err.value.function == "f" and err.value.waited >= 0.3
     assert list(backend.scan(queue_namespace("f"))) == []
+
+
+@pytest.mark.parametrize("provider_url", ["sqlite"], indirect=True)
+def test_a_logged_request_past_its_deadline_after_a_crash_is_failed_not_run(provider_url: str) -> None:
+    backend = StateFactory.from_url(provider_url).backend
+    _enqueue(backend, "soon", "x", int(time.time() * 1000) + 300)
+    assert [r.rid for r in _driver(backend).take(1)["f"]] == ["soon"]  # logged under txid 1, then the driver dies
+    time.sleep(0.5)  # the deadline passes before the restart
+    assert _driver(backend).take(2) == {}  # the restarted driver does not run it ...
+    answer = Answer.from_bytes(backend.get(results_namespace("f"), b"soon"), "soon")
+    assert answer.status == "expired" and answer.txid == 2  # ... it fails it
+    assert list(backend.scan(log_namespace("t"))) == [] and list(backend.scan(queue_namespace("f"))) == []
