@@ -32,6 +32,7 @@ POINTS = (
     "rescale_switching",  # rescale: marker "switching", the first new namespace copied, the others not
     "rescale_switched",  # rescale: the record names the new layout, staging namespaces not dropped yet
     "during_poll_ahead",  # Storm spout: batch n-1 logged, batch n's first tuples polled ahead, not logged
+    "drpc_after_request_log",  # DRPC: a batch's requests are in the request log, no stage has run
 )
 
 

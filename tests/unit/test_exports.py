@@ -110,6 +110,7 @@ PINS: dict[str, set[str]] = {
         "is_streamparse_topology", "to_topology", "topology_conf",
     },
     "weir.flux": {"STORM_CLASSES", "FluxError", "FluxTopology", "load_flux"},
+    "weir.drpc": {"Client", "DRPCError", "DRPCExecutionError", "DRPCTimeoutError", "DRPCUnknownFunctionError"},
 }  # fmt: skip
 """Every public package (and public module users import from) → the names it exports."""
 

@@ -32,6 +32,7 @@ COMMAND_MODULES: list[str] = [
     "weir.cli.demo_cmd",
     "weir.cli.history_cmd",
     "weir.cli.ui_cmd",
+    "weir.cli.drpc_cmd",
 ]
 
 Handler = Callable[[argparse.Namespace], int]

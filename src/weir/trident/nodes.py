@@ -14,11 +14,14 @@ from typing import Any
 
 from weir.trident.fields import FieldSpec
 
-__all__ = ["AggKind", "Node", "agg_kind"]
+__all__ = ["DRPC_RID", "AggKind", "Node", "agg_kind"]
+
+#: the hidden field every tuple of a DRPC stream carries: the id of the request it answers
+DRPC_RID = "_weir_rid"
 
 #: node kinds that start a new partitioning (a parallelism hint stops walking up at them)
 BOUNDARY_KINDS = frozenset(
-    {"spout", "partition", "agg", "merge", "join", "state_query", "persist_agg", "partition_persist"}
+    {"spout", "drpc", "partition", "agg", "merge", "join", "state_query", "persist_agg", "partition_persist"}
 )
 #: node kinds that write a state
 STATE_KINDS = frozenset({"persist_agg", "partition_persist"})
@@ -55,6 +58,8 @@ class Node:
     params : kind-specific settings
     name : the component name used in messages and stats
     parallelism : number of partitions of this node's output (``None``: as Spark chooses)
+    drpc : the DRPC function whose stream this node belongs to (``None``: a spout's stream); such a
+        node's first field is the hidden request id :data:`DRPC_RID`
     """
 
     id: int
@@ -65,6 +70,12 @@ class Node:
     params: dict[str, Any] = field(default_factory=dict)
     name: str = ""
     parallelism: int | None = None
+    drpc: str | None = None
+
+    @property
+    def visible(self) -> tuple[str, ...]:
+        """The output fields a user sees (a DRPC stream's request id is hidden)."""
+        return tuple(n for n in self.names if n != DRPC_RID)
 
     def __post_init__(self) -> None:
         if not self.name:

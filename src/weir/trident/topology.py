@@ -18,6 +18,7 @@ weir's checkpoint coordinator (see :mod:`weir.runtime.spark.trident.runner`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -27,11 +28,13 @@ from weir.topology.components import OutputFieldsDeclarer, Spout
 from weir.topology.tuple import DEFAULT_STREAM
 from weir.trident.fields import FieldSpec, field_names, parse_fields
 from weir.trident.guarantee import check
-from weir.trident.nodes import BOUNDARY_KINDS, Node, agg_kind
+from weir.trident.nodes import BOUNDARY_KINDS, DRPC_RID, Node, agg_kind
 from weir.trident.operation import Filter, Function, QueryFunction, StateUpdater
 from weir.trident.state.base import StateFactory, StateType
 
 __all__ = ["GroupedStream", "Stream", "TridentState", "TridentTopology"]
+
+_DRPC_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 
 
 def _positive(n: Any, what: str) -> int:
@@ -134,7 +137,7 @@ class Stream:
     @property
     def fields(self) -> list[str]:
         """The stream's output field names."""
-        return list(self.node.names)
+        return list(self.node.visible)
 
     def get_output_fields(self) -> list[str]:
         """Storm spelling of :attr:`fields`."""
@@ -146,11 +149,11 @@ class Stream:
     # ---- helpers -------------------------------------------------------------------------
     def _input(self, spec: Any, what: str) -> tuple[str, ...]:
         if spec is None:
-            return self.node.names
+            return self.node.visible
         names = field_names(spec, what=what, allow_empty=True)
         for n in names:
-            if n not in self.node.names:
-                msg = f"{what}: unknown input field {n!r}; the stream's fields are {list(self.node.names)}"
+            if n not in self.node.visible:
+                msg = f"{what}: unknown input field {n!r}; the stream's fields are {list(self.node.visible)}"
                 raise TopologyError(msg)
         return tuple(names)
 
@@ -267,6 +270,12 @@ class Stream:
         if not callable(function) and not callable(getattr(function, "execute", None)):
             msg = f"{kind}(): expected a callable or an object with execute(tuple), got {function!r}"
             raise TopologyError(msg)
+        if self.node.drpc is not None:
+            msg = (
+                f"{kind}() on DRPC stream {self.node.drpc!r}: it replaces whole tuples, which would lose the request "
+                "each tuple answers; use each() with a Function (its output fields are appended)"
+            )
+            raise TopologyError(msg)
         new = parse_fields(output_fields, what=f"{kind} output fields") if output_fields is not None else ()
         names = tuple(f.name for f in new) if new else self.node.names
         return self._new(
@@ -281,7 +290,7 @@ class Stream:
         if not callable(action) and not callable(getattr(action, "accept", None)):
             msg = f"peek(): expected a callable, got {action!r}"
             raise TopologyError(msg)
-        return self._new("op", self.node.names, params={"op_kind": "peek", "op": action, "input": self.node.names})
+        return self._new("op", self.node.names, params={"op_kind": "peek", "op": action, "input": self.node.visible})
 
     def project(self, fields: Any) -> Stream:
         """Keep only ``fields`` (a Spark SQL projection)."""
@@ -289,6 +298,8 @@ class Stream:
         if not keep:
             msg = "project() needs at least one field"
             raise TopologyError(msg)
+        if self.node.drpc is not None:  # the request id travels on, hidden
+            keep = (DRPC_RID, *keep)
         return self._new("project", keep, params={"fields": keep})
 
     # ---- aggregation ---------------------------------------------------------------------
@@ -319,12 +330,23 @@ class Stream:
             if f.name in keys:
                 msg = f"{what}: output field {f.name!r} is also a group_by field"
                 raise TopologyError(msg)
+        drpc_global = False
+        if self.node.drpc is not None:  # on a DRPC stream every request is its own group (as in Storm)
+            drpc_global = not keys and scope == "batch"
+            keys = group = (DRPC_RID, *keys)
         names = keys + tuple(f.name for f in out)
         return self._new(
             "agg",
             names,
             new_fields=out,
-            params={"scope": scope, "agg": agg, "agg_kind": kind, "input": inp, "group": group},
+            params={
+                "scope": scope,
+                "agg": agg,
+                "agg_kind": kind,
+                "input": inp,
+                "group": group,
+                "drpc_global": drpc_global,
+            },
         )
 
     def partition_aggregate(self, *args: Any) -> Stream:
@@ -515,6 +537,17 @@ def _persist_agg(
     return state
 
 
+def _refuse_drpc(what: str, streams: Any) -> None:
+    for s in streams:
+        drpc = getattr(getattr(s, "node", None), "drpc", None)
+        if drpc is not None:
+            msg = (
+                f"{what}(): DRPC stream {drpc!r} cannot be merged or joined (its requests are answered apart); "
+                "query a state from it instead"
+            )
+            raise TopologyError(msg)
+
+
 class TridentTopology:
     """A Trident topology: streams from spouts, operations, states. Submit with ``weir.submit``."""
 
@@ -527,6 +560,25 @@ class TridentTopology:
         for p in parents:
             if p not in self._nodes:
                 msg = f"{kind}: a stream of another TridentTopology was given ({p.name})"
+                raise TopologyError(msg)
+        if parents:
+            drpcs = {p.drpc for p in parents}
+            if len(drpcs) > 1:
+                named = ", ".join(sorted(repr(d) if d else "a spout's stream" for d in drpcs))
+                msg = (
+                    f"{kind}: cannot combine the streams of {named}; a DRPC stream answers its own requests, "
+                    "so it is never merged or joined with another stream (query a state instead)"
+                )
+                raise TopologyError(msg)
+            kw["drpc"] = drpcs.pop()
+            if kw["drpc"] is not None and kind in ("merge", "join"):
+                msg = f"{kind}: DRPC stream {kw['drpc']!r} cannot be merged or joined (its requests are answered apart)"
+                raise TopologyError(msg)
+            if kw["drpc"] is not None and kind in ("persist_agg", "partition_persist"):
+                msg = (
+                    f"{kind}: DRPC stream {kw['drpc']!r} only reads states (state_query); weir's DRPC does "
+                    "not write state from requests"
+                )
                 raise TopologyError(msg)
         node = Node(id=len(self._nodes), kind=kind, parents=parents, names=names, **kw)
         self._nodes.append(node)
@@ -574,6 +626,32 @@ class TridentTopology:
         self._spouts[name] = node
         return Stream(self, node)
 
+    def new_drpc_stream(self, name: str) -> Stream:
+        """A stream of the requests of DRPC function ``name``: one field, ``args`` (a string).
+
+        ``weir.drpc.Client(url).execute(name, args)`` appends a request to the topology's store;
+        each micro-batch takes the pending requests, runs them through this stream (usually a
+        ``state_query`` against committed state) and stores the stream's final tuples as the answer.
+        As in Storm, every request is its own group: ``aggregate`` and ``partition_aggregate``
+        aggregate per request. A DRPC stream is never merged or joined with a spout's stream, and
+        writes no state. See docs/trident.md, "DRPC".
+        """
+        if not isinstance(name, str) or not _DRPC_NAME.fullmatch(name):
+            msg = (
+                "new_drpc_stream: the function name must be 1-100 letters, digits, '_', '-' or '.' "
+                f"(it names the request queue in the store), got {name!r}"
+            )
+            raise TopologyError(msg)
+        if any(n.kind == "drpc" and n.drpc == name for n in self._nodes):
+            msg = f"new_drpc_stream: this topology already has a DRPC stream for function {name!r}"
+            raise TopologyError(msg)
+        node = self._add("drpc", (), (DRPC_RID, "args"), name=f"drpc:{name}", drpc=name)
+        return Stream(self, node)
+
+    def drpc_functions(self) -> list[str]:
+        """The DRPC functions the topology serves (``new_drpc_stream``), in creation order."""
+        return [n.drpc for n in self._nodes if n.kind == "drpc" and n.drpc is not None]
+
     def new_static_state(self, factory: StateFactory) -> TridentState:
         """A state the topology only queries (``state_query``), e.g. a database of locations."""
         factory = _check_factory(factory, "new_static_state")
@@ -584,6 +662,7 @@ class TridentTopology:
         if len(streams) < 2:
             msg = "merge() needs at least two streams"
             raise TopologyError(msg)
+        _refuse_drpc("merge", streams)
         n = len(streams[0].node.names)
         for s in streams:
             if not isinstance(s, Stream) or s.topology is not self:
@@ -612,6 +691,7 @@ class TridentTopology:
             if not isinstance(s, Stream) or s.topology is not self:
                 msg = f"join(): expected streams of this topology, got {s!r}"
                 raise TopologyError(msg)
+        _refuse_drpc("join", (stream1, stream2))
         k1 = stream1._input(fields1, "join")
         k2 = stream2._input(fields2, "join")
         if not k1 or len(k1) != len(k2):

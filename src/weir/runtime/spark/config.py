@@ -38,6 +38,7 @@ WEIR_KEYS = {
     "weir.state.ttl.ms",
     "weir.state.value.type",
     "weir.state.changelog.retain",
+    "weir.drpc.batch.max.requests",
 }
 
 

@@ -36,7 +36,7 @@ from weir.runtime.spark.trident.state_tasks import (
 )
 from weir.runtime.spark.trident.tasks import AggStage, OpStage
 from weir.trident.fields import FieldSpec, StreamSchema
-from weir.trident.nodes import Node
+from weir.trident.nodes import DRPC_RID, Node
 
 __all__ = ["BatchPlanner", "Compiled", "RunContext"]
 
@@ -111,6 +111,10 @@ class RunContext:
         #: per state-writing node, the shuffle partitions its job needs (its state's parallelism)
         self.shuffles: dict[int, int] = {}
         self.count_rows: Any = None  # the spouts' observed row count, ``count(1) AS n``
+        #: per DRPC function, the last operation of its stream (whose tuples are the answer)
+        self.drpc_leaves: dict[str, Node] = {
+            n.drpc: n for n in self.nodes if n.drpc is not None and self.consumers[n.id] == 0
+        }
 
     @functools.cached_property
     def feeds_state(self) -> frozenset[int]:
@@ -142,6 +146,8 @@ class BatchPlanner:
         self.persisted: list[Any] = []
         self.observations: list[Any] = []
         self.counted_by: list[str] = []  # components whose reports count a spout's rows
+        #: this batch's DRPC requests per function, ``(request id, args)`` (set by the runner)
+        self.requests: Mapping[str, list[tuple[str, str]]] = {}
         if ctx.default_n is None:  # the query's session keeps its shuffle partitions for the run
             ctx.default_n = ctx.shuffle_now = int(self.spark.conf.get("spark.sql.shuffle.partitions") or 2)
         self.default_n = ctx.default_n
@@ -151,8 +157,33 @@ class BatchPlanner:
         """The nodes to execute, in order: every state writer, then every other leaf."""
         nodes = self.ctx.nodes
         states = [n for n in nodes if n.kind in ("persist_agg", "partition_persist")]
-        leaves = [n for n in nodes if self.ctx.consumers[n.id] == 0 and n not in states]
-        return states + leaves
+        leaves = [n for n in nodes if self.ctx.consumers[n.id] == 0 and n not in states and n.drpc is None]
+        return states + leaves  # DRPC streams run after the states (run_drpc)
+
+    def run_drpc(self, function: str) -> list[tuple[str, list[Any]]]:
+        """Evaluate DRPC ``function``'s stream for this batch's requests: ``(request id, visible values)`` rows.
+
+        One Spark job (``collect``); a user function raising there raises here.
+        """
+        from weir.trident.fields import decode_any
+
+        comp = self.compile(self.ctx.drpc_leaves[function])
+        if self.connect:
+            rows = comp.df.collect()
+        else:
+            sc = self.spark.sparkContext
+            sc.setLocalProperty(BATCH_PROPERTY, batch_property(self.txid, self.epoch))
+            try:
+                rows = comp.df.collect()
+            finally:
+                sc.setLocalProperty(BATCH_PROPERTY, None)
+        rid_at = comp.names.index(DRPC_RID)
+        out = []
+        for row in rows:
+            values = [decode_any(v) if f.dtype is None else v for v, f in zip(row, comp.fields, strict=True)]
+            rid = values.pop(rid_at)
+            out.append((str(rid), values))
+        return out
 
     def run(self) -> None:
         """Execute every action (one Spark job each), the batch named in the jobs' local property.
@@ -311,7 +342,8 @@ class BatchPlanner:
             "in_fields": in_fields,
             "out_fields": out_fields,
             "acc": self.acc,
-            "stops_job": node.id in self.ctx.feeds_state,
+            # a DRPC stage's failure must reach the driver (it fails the requests, not the batch)
+            "stops_job": node.id in self.ctx.feeds_state or node.drpc is not None,
         }
 
     def _map(self, df: Any, stage: Any, out_fields: list[FieldSpec], key: tuple[int, str]) -> Compiled:
@@ -330,6 +362,35 @@ class BatchPlanner:
         return node.parallelism or self.default_n
 
     # -- sources and per-tuple operations ----------------------------------------------------
+    def _c_drpc(self, node: Node) -> Compiled:
+        """The batch's requests of the node's DRPC function: ``(_weir_rid, args)`` strings."""
+        from pyspark.sql.types import StringType, StructField, StructType
+
+        assert node.drpc is not None
+        rows = list(self.requests.get(node.drpc, ()))
+        schema = StructType([StructField(DRPC_RID, StringType(), False), StructField("args", StringType(), True)])
+        df = self.spark.createDataFrame(rows, schema)
+        return Compiled(df, [FieldSpec(DRPC_RID, StringType()), FieldSpec("args", StringType())])
+
+    def _drpc_zero(self, node: Node, out: Compiled) -> Compiled:
+        """A DRPC stream's ungrouped combiner ``aggregate``: a request without tuples gets the aggregator's zero.
+
+        As Storm does for a batch's global aggregation: every request answers (``Sum`` of nothing is 0).
+        """
+        from pyspark.sql import functions as F  # noqa: N812
+
+        from weir.trident.fields import encode_any
+
+        assert node.drpc is not None
+        rows = [(rid,) for rid, _args in self.requests.get(node.drpc, ())]
+        ids = self.spark.createDataFrame(rows, f"{DRPC_RID} string")
+        value = out.fields[-1]
+        zero = node.params["agg"].zero()
+        lit = F.lit(encode_any(zero)) if value.dtype is None else F.lit(zero).cast(value.dtype)
+        joined = ids.join(out.df, on=DRPC_RID, how="left")
+        df = joined.select(F.col(DRPC_RID), F.coalesce(F.col(f"`{value.name}`"), lit).alias(value.name))
+        return Compiled(df, out.fields)
+
     def _c_spout(self, node: Node) -> Compiled:
         from pyspark.sql import Observation
         from pyspark.sql import functions as F  # noqa: N812
@@ -480,6 +541,12 @@ class BatchPlanner:
         return expr
 
     def _c_agg(self, node: Node) -> Compiled:
+        out = self._c_agg_plain(node)
+        if node.params.get("drpc_global") and node.params["agg_kind"] == "combiner":
+            return self._drpc_zero(node, out)
+        return out
+
+    def _c_agg_plain(self, node: Node) -> Compiled:
         from pyspark.sql import functions as F  # noqa: N812
 
         parent = self.compile(node.parents[0])
@@ -823,10 +890,15 @@ def needed_fields(nodes: list[Node]) -> dict[int, frozenset[str] | None]:
     it emits (a ``Split`` of lines would otherwise repeat each line once per word).
     """
     needed: dict[int, frozenset[str] | None] = {}
+    has_child = {p.id for n in nodes for p in n.parents}
     for node in reversed(nodes):
         own = needed.setdefault(node.id, frozenset())
+        if node.drpc is not None and node.id not in has_child:
+            own = needed[node.id] = None  # a DRPC stream's last tuples are the answer: all of them
         for parent in node.parents:
             req = _required(node, own)
+            if node.drpc is not None and req is not None:
+                req = req | {DRPC_RID}  # every tuple of a DRPC stream carries its request on
             cur = needed.get(parent.id, frozenset())
             needed[parent.id] = None if req is None or cur is None else cur | req
     return needed
@@ -901,4 +973,9 @@ def check_plan(nodes: list[Node]) -> None:
     """Submit-time checks that need the whole plan."""
     if not any(n.kind == "spout" for n in nodes):
         msg = "the TridentTopology has no stream: call new_stream(name, spout) first"
+        if any(n.kind == "drpc" for n in nodes):
+            msg = (
+                "the TridentTopology has only DRPC streams; weir serves DRPC from a topology that also reads a "
+                "spout (new_stream(name, spout)): add the stream that writes the state the queries read"
+            )
         raise TopologyError(msg)

@@ -15,6 +15,7 @@ already ``COMMITTED`` is skipped.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Mapping
@@ -23,6 +24,7 @@ from typing import Any
 
 from weir.checkpoint.coordinator import JobOutcome, Participants, TaskFailure, checkpoint_namespace
 from weir.checkpoint.stats import BatchStats
+from weir.drpc.store import Answer, jsonable
 from weir.errors import ConfigError, FencedError, TopologyError, WeirError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.dialect import BatchRunner, Dialect, Prepared, register_dialect
@@ -32,6 +34,7 @@ from weir.runtime.spark.runner import master_for, picklable_or_raise, resolve_pr
 from weir.runtime.spark.spoutlog import SpoutDriver
 from weir.runtime.spark.spouts import spout_streams, union_as_json
 from weir.runtime.spark.trident._arrow import parse_failure
+from weir.runtime.spark.trident.drpc import DrpcDriver, DrpcFunction, DrpcOptions
 from weir.runtime.spark.trident.logged import logged_frame, storm_spout_driver
 from weir.runtime.spark.trident.planner import BatchPlanner, RunContext, check_plan
 from weir.state.factory import KeyValueStateProvider
@@ -46,6 +49,9 @@ __all__ = ["TridentBatchRunner", "TridentDialect", "TridentParticipants", "Tride
 
 log = logging.getLogger("weir.trident")
 
+#: the column of the DRPC pacing source in a paced topology's batches (never a row of its own)
+_TICK = "_weir_tick"
+
 
 class TridentSource(Spout):
     """The topology's spouts as the one streaming source of its query.
@@ -54,11 +60,16 @@ class TridentSource(Spout):
     _weir_v JSON of the row)``; :meth:`batch_for` unpacks one spout's typed rows per batch.
     """
 
-    def __init__(self, topology: str, conf: Mapping[str, Any], spouts: list[tuple[str, Spout]]) -> None:
+    def __init__(
+        self, topology: str, conf: Mapping[str, Any], spouts: list[tuple[str, Spout]], *, paced: bool = False
+    ) -> None:
         self.topology = topology
         self.conf = dict(conf)
         self.spouts = spouts
         self.schemas: list[Any] = []
+        #: a topology with DRPC streams runs a batch every trigger interval, new spout data or not
+        #: (its requests wait in the store): a pacing source that never has a row is unioned in
+        self.paced = paced
 
     @property
     def multi(self) -> bool:
@@ -67,16 +78,26 @@ class TridentSource(Spout):
 
     def create_stream(self, spark: Any, context: TopologyContext) -> Any:
         """The spouts' streams (unioned as JSON rows when there are several)."""
-        dfs = spout_streams(spark, self.topology, self.conf, self.spouts, kind="stream")
+        dfs = spout_streams(spark, self.topology, self.conf, self.spouts, kind="stream") if self.spouts else []
         self.schemas = [d.schema for d in dfs]
-        if not self.multi:
-            return dfs[0]
-        return union_as_json(list(enumerate(dfs)), tag="_weir_s", value="_weir_v")
+        if not dfs:
+            out = None
+        elif not self.multi:
+            out = dfs[0]
+        else:
+            out = union_as_json(list(enumerate(dfs)), tag="_weir_s", value="_weir_v")
+        if not self.paced:
+            return out
+        from pyspark.sql import functions as F  # noqa: N812
+
+        ticks = pacing_stream(spark, TopologyContext(self.topology, "$drpc", 0, 1, self.conf))
+        ticks = ticks.select(F.col("tick").alias(_TICK))
+        return ticks if out is None else out.unionByName(ticks, allowMissingColumns=True)
 
     def batch_for(self, batch: Any, index: int) -> Any:
         """Spout ``index``'s rows of a batch, with its own columns and types."""
         if not self.multi:
-            return batch
+            return batch.drop(_TICK) if self.paced else batch
         from pyspark.sql import functions as F  # noqa: N812
 
         rows = batch.where(F.col("_weir_s") == index)
@@ -100,8 +121,14 @@ class TridentParticipants(Participants):
 class TridentBatchRunner(BatchRunner):
     """Runs one batch of a Trident topology (the ``BatchRunner`` of its :class:`TopologyRun`)."""
 
-    def __init__(self, ctx: RunContext, spout_driver: SpoutDriver | None = None) -> None:
+    def __init__(
+        self, ctx: RunContext, spout_driver: SpoutDriver | None = None, drpc: DrpcDriver | None = None
+    ) -> None:
         self.ctx = ctx
+        #: the request log and answers of the topology's DRPC streams
+        self.drpc = drpc
+        #: per txid run but not yet COMMITTED, the answers of its DRPC requests
+        self._answers: dict[int, dict[str, dict[str, Answer]]] = {}
         #: the spout log of a Storm spout (``next_tuple``) the topology reads, run on the driver
         self.spout_driver = spout_driver
         self.last_stats = BatchStats()
@@ -139,6 +166,7 @@ class TridentBatchRunner(BatchRunner):
                 batch, failures = logged_frame(batch.sparkSession, self.ctx.topology, self.spout_driver, logged, txid)
             if failures:
                 return JobOutcome(failures=failures)
+        requests = self.drpc.take(txid) if self.drpc is not None else {}
         if self._acc is None:
             self._acc = batch.sparkSession.sparkContext.accumulator([], ReportAccumulatorParam())
         acc = self._acc
@@ -149,6 +177,7 @@ class TridentBatchRunner(BatchRunner):
 
             shared = batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
         planner = BatchPlanner(self.ctx, batch, txid, epoch, acc)
+        planner.requests = {f: [(r.rid, r.args) for r in reqs] for f, reqs in requests.items()}
         try:
             if self.ctx.ttls:  # this batch's expiry cutoffs, from its recorded time (weir.state.ttl.ms)
                 from weir.runtime.spark.trident.ttl import record_batch_time
@@ -162,6 +191,7 @@ class TridentBatchRunner(BatchRunner):
                     self.ctx.ttls,
                 )
             planner.run()
+            answers = {f: self._drpc_answers(planner, f, reqs, txid) for f, reqs in requests.items()}
         except WeirError as exc:
             if isinstance(exc, FencedError):
                 raise
@@ -172,6 +202,8 @@ class TridentBatchRunner(BatchRunner):
             planner.release()
             if shared is not None:
                 shared.unpersist(blocking=False)
+        if self.drpc is not None:
+            self._answers = {txid: answers}  # after_batch(txid) publishes them once COMMITTED
         reports = [r for r in acc.value if r.txid == txid]
         job_ms = (time.perf_counter() - t0) * 1000
         stats = BatchStats.of(reports, tuples_in=planner.tuples_in(reports), dead_letters=0, job_ms=job_ms)
@@ -191,9 +223,56 @@ class TridentBatchRunner(BatchRunner):
         return spout.create_stream(spark, context)
 
     def after_batch(self, txid: int, skipped: bool) -> None:
-        """Batch ``txid`` is COMMITTED: a Storm spout acks its tuples, and its log entries are pruned."""
+        """Batch ``txid`` is COMMITTED: a Storm spout acks its tuples, and its log entries are pruned.
+
+        The answers of the batch's DRPC requests are written (a failure to write them is logged:
+        the requests stay in the request log and the next batch answers them).
+        """
         if self.spout_driver is not None:
             self.spout_driver.committed(txid)
+        answers = self._answers.pop(txid, None)
+        if self.drpc is not None and answers is not None and not skipped:
+            try:
+                self.drpc.answered(txid, answers)
+            except WeirError as exc:
+                log.warning("topology %s, txid %s: DRPC answers not written (%s); the next batch answers them",
+                            self.ctx.topology, txid, exc)  # fmt: skip
+
+    def _drpc_answers(self, planner: BatchPlanner, function: str, reqs: list[Any], txid: int) -> dict[str, Answer]:
+        """The answers of ``function``'s requests in this batch; a failing job is re-run request by request."""
+        try:
+            rows = planner.run_drpc(function)
+        except Exception as exc:
+            if isinstance(exc, FencedError):
+                raise
+            if len(reqs) > 1:  # find the request(s) that fail: each alone
+                out: dict[str, Answer] = {}
+                for r in reqs:
+                    alone = BatchPlanner(self.ctx, planner.batch, txid, planner.epoch, planner.acc)
+                    alone.requests = {function: [(r.rid, r.args)]}
+                    out.update(self._drpc_answers(alone, function, [r], txid))
+                return out
+            error = self._drpc_error(exc, txid)
+            return {r.rid: Answer("failed", error=error, txid=txid, deadline_ms=r.deadline_ms) for r in reqs}
+        by_rid: dict[str, list[list[Any]]] = {r.rid: [] for r in reqs}
+        for rid, values in rows:
+            if rid in by_rid:
+                by_rid[rid].append(jsonable(values))
+        return {
+            r.rid: Answer("ok", sorted(by_rid[r.rid], key=_sort_key), txid=txid, deadline_ms=r.deadline_ms)
+            for r in reqs
+        }
+
+    def _drpc_error(self, exc: BaseException, txid: int) -> str:
+        if isinstance(exc, WeirError):
+            return f"{type(exc).__name__}: {exc}"
+        info = parse_failure(str(exc))
+        if info is None:
+            return f"the Spark job failed: {_short(str(exc))}"
+        if info.fenced:
+            msg = f"topology {self.ctx.topology!r}, txid {txid}: {info.error}"
+            raise FencedError(msg) from exc
+        return f"component {info.component!r}, task {info.task}: {info.error}"
 
     def abandoned(self) -> None:
         """A batch failed every attempt: a Storm spout fails its tuples and is closed."""
@@ -214,6 +293,10 @@ class TridentBatchRunner(BatchRunner):
             msg = f"topology {self.ctx.topology!r}, txid {txid}: {info.error}"
             raise FencedError(msg) from exc
         return info.failure()
+
+
+def _sort_key(values: list[Any]) -> str:
+    return json.dumps(values, sort_keys=True, default=str)
 
 
 def _short(text: str) -> str:
@@ -297,6 +380,42 @@ def _journal_states(topology: TridentTopology) -> frozenset[str]:
     return frozenset(out)
 
 
+def _drpc_driver(
+    name: str, conf: Mapping[str, Any], topology: TridentTopology, provider: Any, storm_spout: bool
+) -> DrpcDriver | None:
+    """The DRPC request log of a topology with ``new_drpc_stream`` s (None without); refusals at submit."""
+    functions = topology.drpc_functions()
+    if not functions:
+        return None
+    first = f"drpc:{functions[0]}"
+    if storm_spout:
+        msg = (
+            f"topology {name!r}: a Trident topology over a Storm spout (next_tuple) cannot serve DRPC yet (its "
+            "batches are paced by the spout log); serve the DRPC stream from a topology with Spark-source spouts"
+        )
+        raise TopologyError(msg, topology=name, component=first)
+    if not isinstance(provider, KeyValueStateProvider):
+        msg = (
+            f"topology {name!r}: DRPC requests and answers travel through the topology's key-value store, but "
+            f"topology.state.provider is the custom {type(provider).__name__}; use sqlite, redis or postgres"
+        )
+        raise TopologyError(msg, topology=name, component=first)
+    fns = []
+    nodes = topology.nodes
+    for fn in functions:
+        ends = [n for n in nodes if n.drpc == fn and not any(n in m.parents for m in nodes)]
+        if len(ends) != 1:
+            msg = (
+                f"topology {name!r}: DRPC stream {fn!r} ends in {len(ends)} operations "
+                f"({', '.join(n.name for n in ends)}); its answer is the tuples of one last operation, so give it one"
+            )
+            raise TopologyError(msg, topology=name, component=f"drpc:{fn}")
+        end = ends[0]
+        single = end.kind == "agg" and bool(end.params.get("drpc_global")) and len(end.visible) == 1
+        fns.append(DrpcFunction(fn, end.visible, single))
+    return DrpcDriver(name, fns, provider.backend, DrpcOptions.from_conf(conf))
+
+
 @dataclass
 class TridentPlan(Prepared):
     """A Trident topology checked at submit time: its plan's run context."""
@@ -305,6 +424,8 @@ class TridentPlan(Prepared):
     ctx: RunContext | None = None
     #: the spout log of the topology's Storm spout, if it reads one
     spout_driver: SpoutDriver | None = None
+    #: the request log of the topology's DRPC streams, if it has any
+    drpc: DrpcDriver | None = None
 
 
 class TridentDialect(Dialect):
@@ -372,6 +493,9 @@ class TridentDialect(Dialect):
         driver = storm_spout_driver(
             name, conf, [(n.name, n.params["spout"], n.parallelism) for n in topology.spout_nodes()], provider, rc
         )
+        drpc = _drpc_driver(name, conf, topology, provider, driver is not None)
+        if drpc is not None:  # before Spark starts: a function another topology serves fails in a second
+            drpc.register()
         spark_session, master = spark_for(rc, spark)
         journal = _journal_states(topology)
         if journal and not isinstance(provider, KeyValueStateProvider):
@@ -381,7 +505,7 @@ class TridentDialect(Dialect):
             )
             journal = frozenset()
         spouts = [(n.name, n.params["spout"]) for n in nodes if n.kind == "spout"]
-        source = TridentSource(name, conf, spouts)
+        source = TridentSource(name, conf, spouts, paced=drpc is not None)
         ctx = RunContext(
             topology=name,
             conf=dict(conf),
@@ -395,7 +519,7 @@ class TridentDialect(Dialect):
             ttl_provider=provider if ttls else None,
         )
         return TridentPlan(
-            name, conf, rc, spark_session, master, provider, topology=topology, ctx=ctx, spout_driver=driver
+            name, conf, rc, spark_session, master, provider, topology=topology, ctx=ctx, spout_driver=driver, drpc=drpc
         )
 
     def spouts(self, plan: Prepared) -> list[tuple[str, Any]]:
@@ -406,7 +530,7 @@ class TridentDialect(Dialect):
     def batch_runner(self, plan: Prepared) -> BatchRunner:
         """The planner of a batch."""
         assert isinstance(plan, TridentPlan) and plan.ctx is not None
-        return TridentBatchRunner(plan.ctx, plan.spout_driver)
+        return TridentBatchRunner(plan.ctx, plan.spout_driver, plan.drpc)
 
     def participants(self, plan: Prepared) -> Participants | None:
         """:class:`TridentParticipants`: the coordinator only numbers the batches."""

@@ -1,0 +1,65 @@
+"""A Trident word count serving seed 004's DRPC query; the DRPC crash tests run it and SIGKILL it.
+
+Usage: python drpc_driver.py STATE_DIR INPUT_DIR NAME
+
+Runs until the file ``STATE_DIR/STOP`` exists (the test writes it once it has read its answers).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import weir
+from weir.sources import FileSpout
+from weir.trident import Count, FilterNull, Function, MapGet, Sum, TridentTopology
+from weir.trident.backing import SqliteMapState
+
+
+class Split(Function):
+    """One tuple per word."""
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        for word in tup.get_string(0).split():
+            collector.emit([word])
+
+
+def main() -> int:
+    state_dir, input_dir, name = sys.argv[1:4]
+    factory = SqliteMapState.factory("transactional", f"sqlite:///{state_dir}/state.db", table="wc")
+    topology = TridentTopology()
+    counts = (
+        topology.new_stream("lines", FileSpout(input_dir))
+        .each(["line"], Split(), ["word:str"])
+        .group_by(["word"])
+        .persistent_aggregate(factory, Count(), "count")
+    )
+    (
+        topology.new_drpc_stream("words")
+        .each(["args"], Split(), ["word:str"])
+        .group_by(["word"])
+        .state_query(counts, ["word"], MapGet(), ["count"])
+        .each(["count"], FilterNull())
+        .aggregate(["count"], Sum(), ["sum"])
+    )
+    conf = {
+        "weir.state.dir": state_dir,
+        "weir.spark.master": "local[2]",
+        "weir.batch.max.retries": 2,
+        "topology.state.checkpoint.interval.ms": 300,
+    }
+    run = weir.submit(name, conf, topology).start()
+    stop = Path(state_dir) / "STOP"
+    deadline = time.monotonic() + 600
+    while not stop.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    st = run.status()
+    run.stop()
+    print(f"DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
