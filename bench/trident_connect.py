@@ -66,7 +66,7 @@ def drive(session: Any, connect: bool, work: Path, input_dir: Path, fpb: int, st
     table = f"wc_{uuid.uuid4().hex[:10]}"
     url = str(work / "trident.db") if store == "sqlite" else urls[store]
     factory = _factory("opaque", store, url, table)
-    conf = {"weir.state.dir": str(work / table)}
+    conf = {"weir.state.dir": str(work / table), "weir.restart.max": 5}  # a slow foreachBatch worker start
     t0 = time.perf_counter()
     status = weir.submit(
         f"twc-{table}", conf, trident_topology(input_dir, fpb, factory), spark=session

@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.crash, pytest.mark.slow, pytest.mark.spark]
 
 DRIVER = Path(__file__).with_name("trident_connect_driver.py")
 NAME = "tridentcx"
-N_FILES = 4  # one file per batch: txids 1..4
+N_FILES = 5  # one file per batch: txids 1..5 (the last run has a new batch after the skipped replay)
 
 CHAIN = [
     ("after_prepared@2", "PREPARING", 2),
