@@ -35,6 +35,7 @@ Usage::
     .venv/bin/python bench/trident_wordcount.py                      # 2M words, 20k keys, all variants
     .venv/bin/python bench/trident_wordcount.py --keys 200000 --words 8000000
     .venv/bin/python bench/trident_wordcount.py --words 200000 --variants native,pysplit,to-sqlite --repeat 1
+    .venv/bin/python bench/trident_wordcount.py --connect --words 300000   # classic vs Spark Connect
 
 Prints a table with ratios against ``native`` and ``pysplit`` and writes
 ``bench/results/trident_wordcount.json``.
@@ -414,6 +415,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-warmup", action="store_true", help="skip the small warm-up run of each variant")
     p.add_argument("--out", help="JSON output path (default bench/results/trident_wordcount.json)")
     p.add_argument("--event-log", metavar="DIR", help="write Spark's event log here (stage timings: bench/stages.py)")
+    p.add_argument(
+        "--connect", action="store_true", help="the word count on classic PySpark and over Spark Connect, side by side"
+    )
+    args, _ = p.parse_known_args(argv)
+    if args.connect:  # bench/trident_connect.py: the same corpus and topology, both sessions, one table
+        import trident_connect
+
+        return trident_connect.main([a for a in (argv if argv is not None else sys.argv[1:]) if a != "--connect"])
     args = p.parse_args(argv)
     chosen = [v.strip() for v in args.variants.split(",") if v.strip()]
     bad = [v for v in chosen if v not in VARIANTS]

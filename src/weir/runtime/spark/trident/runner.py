@@ -439,12 +439,14 @@ class TridentDialect(Dialect):
         return isinstance(topology, TridentTopology)
 
     def connect_refusal(self, name: str, topology: Any, rc: RuntimeConfig) -> str | None:
-        """Why Trident does not run over Spark Connect yet (checks that would stay are made first).
+        """What of a Trident topology cannot run over Spark Connect (None: all of it runs there).
 
-        The pieces are in place (:mod:`weir.runtime.spark.connect`: the server's ``foreachBatch``
-        relayed to this process, the txid inside each stage, task reports sent back as data) and a
-        word count ran exactly through them, but without a SIGKILL crash test over Connect it is
-        refused rather than offered unproven.
+        Over Connect (:mod:`weir.runtime.spark.connect`) the server's ``foreachBatch`` is relayed to
+        this process, where the coordinator runs; each stage is pickled into the batch's plan with
+        the batch's txid and epoch bound (no job-local property), and task reports come back as JSON
+        through the relay (no accumulator). Refused: ``weir.metrics.port`` (it listens to Spark's
+        progress events in the driver, which is the server's), a Storm spout (``next_tuple``),
+        whose spout log over Connect has no SIGKILL crash test yet, and DRPC streams (likewise).
         """
         from weir.runtime.spark.connect import check_reachable
 
@@ -452,10 +454,19 @@ class TridentDialect(Dialect):
             check_reachable(name, rc.remote)
         if rc.metrics_port is not None:
             return "weir.metrics.port listens to Spark's progress events in the driver, which is the server's"
-        return (
-            "the Trident runtime's Spark Connect path (foreachBatch relayed to this process, txids inside "
-            "the stages, task reports as data) has no SIGKILL crash test yet, so it is not verified end to end"
-        )
+        for node in topology.spout_nodes():
+            if node.params["spout"].is_storm_spout():
+                return (
+                    f"Trident stream {node.name!r} reads a Storm spout (next_tuple), whose spout log is not yet "
+                    "verified over Spark Connect (no SIGKILL crash test there); use a replayable spout (files, "
+                    "Kafka, Redis Streams, NATS JetStream, a ReplayableSpout) or run on classic PySpark"
+                )
+        if topology.drpc_functions():
+            return (
+                f"DRPC streams ({', '.join(sorted(topology.drpc_functions()))}) are not yet verified over Spark "
+                "Connect (no end-to-end or SIGKILL test there); run the topology on classic PySpark"
+            )
+        return None
 
     def prepare(self, name: str, conf: Mapping[str, Any], topology: Any, rc: RuntimeConfig, spark: Any) -> TridentPlan:
         """Validate ``topology`` and plan its batches (not started yet).

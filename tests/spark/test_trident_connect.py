@@ -1,0 +1,222 @@
+"""Trident end to end on classic PySpark and over a real Spark Connect server (parametrized), exact.
+
+Over Connect (``spark=`` a Connect session) the query's ``foreachBatch`` runs in the server and is
+relayed to this process, where the coordinator runs; the stages are pickled into each batch's plan
+with its txid, and task reports come back through the relay as JSON. Both runs must commit the same
+state, emit the same new values and answer the same queries.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import weir
+from tests.trident._support import (
+    LocationDBFactory,
+    LocationUpdater,
+    QueryLocation,
+    Split,
+    Store,
+    locations,
+    record,
+    recorded,
+    values_of,
+    word_files,
+    write_lines,
+)
+from weir.errors import TopologyError
+from weir.sources import FileSpout
+from weir.trident import Count, Function, MapGet, TridentTopology
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+BATCHES = [
+    ["the cat sat on the mat", "the dog"],
+    ["a cat and a dog", "the end"],
+    ["cat cat cat", "zebra"],
+]
+QUERIES = [["cat dog"], ["the zebra"], ["cat nope"]]
+DIALECTS = ["classic", "connect"]
+
+
+@pytest.fixture(scope="module")
+def connect_session(spark_connect_url: str) -> Iterator[Any]:
+    """One Spark Connect client session for the module's Connect runs (two shuffle partitions)."""
+    from weir.runtime.spark.session import get_spark
+
+    session = get_spark(
+        "local[2]", "weir-tests-trident-connect", {"spark.sql.shuffle.partitions": "2"}, remote=spark_connect_url
+    )
+    try:
+        yield session
+    finally:
+        session.stop()
+        os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)  # set by the Connect session: the module's tests are done
+
+
+@pytest.fixture(params=DIALECTS)
+def session(request: pytest.FixtureRequest) -> Any:
+    """The classic session, or the Connect session (which switches PySpark's functions to Connect's)."""
+    if request.param == "classic":
+        os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+        return request.getfixturevalue("spark")
+    got = request.getfixturevalue("connect_session")
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    return got
+
+
+def conf_for(tmp_path: Path, **extra: Any) -> dict[str, Any]:
+    return {"weir.state.dir": str(tmp_path / "state"), "weir.batch.max.retries": 0, **extra}
+
+
+def _store(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> Store:
+    tag = uuid.uuid4().hex[:8]
+    if kind == "sqlite":
+        return Store("sqlite", f"sqlite:///{tmp_path / 'trident.db'}", tag)
+    return Store("redis", request.getfixturevalue("redis_server").url, tag)
+
+
+@pytest.mark.parametrize(("kind", "state_type"), [("sqlite", "opaque"), ("redis", "transactional")])
+def test_word_count_with_state_query_new_values_and_a_restart(
+    session: Any, request: pytest.FixtureRequest, tmp_path: Path, kind: str, state_type: str
+) -> None:
+    store = _store(request, kind, tmp_path)
+    lines_dir, query_dir = tmp_path / "lines", tmp_path / "queries"
+    expected = word_files(lines_dir, BATCHES)
+    word_files(query_dir, QUERIES)
+    rec = str(tmp_path / "record.db")
+    topo = TridentTopology()
+    counts = (
+        topo.new_stream("lines", FileSpout(str(lines_dir)))
+        .each(["line"], Split(), ["word:str"])
+        .group_by(["word"])
+        .persistent_aggregate(store.factory(state_type, "wc"), Count(), "count")
+        .parallelism_hint(2)
+    )
+    record(counts.new_values_stream(), rec, "new_values")
+    queried = (
+        topo.new_stream("queries", FileSpout(str(query_dir)))
+        .each(["line"], Split(), ["word"])
+        .state_query(counts, ["word"], MapGet(), ["count"])
+        .project(["word", "count"])
+    )
+    record(queried, rec, "answers")
+    status = weir.submit("wc", conf_for(tmp_path), topo, spark=session).process_available()
+    assert status.error is None and status.batches == len(BATCHES) and status.last_txid == len(BATCHES)
+    assert status.tuples_in == sum(len(b) for b in BATCHES) + len(QUERIES)
+    assert store.counts("wc") == expected
+    running: Counter[str] = Counter()
+    want_new, want_answers = [], []
+    for txid, (lines, queries) in enumerate(zip(BATCHES, QUERIES, strict=True), start=1):
+        words: Counter[str] = Counter(w for line in lines for w in line.split())
+        running.update(words)
+        want_new += [(txid, w, running[w]) for w in words]
+        want_answers += [(txid, w, running.get(w)) for q in queries for w in q.split()]
+    assert sorted((t, *v) for t, _, v in recorded(rec, "new_values")) == sorted(want_new)
+    assert sorted((t, *v) for t, _, v in recorded(rec, "answers")) == sorted(want_answers, key=str)
+    # a restart (a second submit on the same checkpoint) continues with the next txid, exact
+    write_lines(lines_dir, "f003.txt", ["cat"])
+    write_lines(query_dir, "f003.txt", ["cat"])
+    status = weir.submit("wc", conf_for(tmp_path), topo, spark=session).process_available()
+    assert status.error is None and status.last_txid == len(BATCHES) + 1
+    assert store.counts("wc") == expected + Counter(["cat"])
+
+
+def test_partition_persist_and_state_query_with_location_db(session: Any, tmp_path: Path) -> None:
+    updates, lookups = tmp_path / "updates", tmp_path / "lookups"
+    write_lines(updates, "f000.json", ['{"userid": 1, "location": "Paris"}', '{"userid": 2, "location": "Oslo"}'])
+    write_lines(updates, "f001.json", ['{"userid": 2, "location": "Bergen"}'])
+    write_lines(lookups, "f000.json", ['{"userid": 1}', '{"userid": 2}', '{"userid": 9}'])
+    write_lines(lookups, "f001.json", ['{"userid": 2}'])
+    db, rec = str(tmp_path / "locations.db"), str(tmp_path / "record.db")
+    topo = TridentTopology()
+    located = (
+        topo.new_stream("locations", FileSpout(str(updates), format="json", schema="userid BIGINT, location STRING"))
+        .partition_by(["userid"])
+        .partition_persist(LocationDBFactory(db), ["userid", "location"], LocationUpdater(), ["userid", "location"])
+        .parallelism_hint(2)
+    )
+    record(located.new_values_stream(), rec, "persisted")
+    static = topo.new_static_state(LocationDBFactory(db)).parallelism_hint(2)
+    answers = topo.new_stream("lookups", FileSpout(str(lookups), format="json", schema="userid BIGINT")).state_query(
+        static, ["userid"], QueryLocation(), ["location:str"]
+    )
+    record(answers, rec, "answers")
+    status = weir.submit("loc", conf_for(tmp_path), topo, spark=session).process_available()
+    assert status.error is None and status.last_txid == 2
+    assert locations(db) == {1: "Paris", 2: "Bergen"}
+    assert values_of(recorded(rec, "persisted")) == [(1, "Paris"), (2, "Bergen"), (2, "Oslo")]
+    got = sorted((t, *v) for t, _, v in recorded(rec, "answers"))
+    assert got == sorted([(1, 1, "Paris"), (1, 2, "Oslo"), (1, 9, None), (2, 2, "Bergen")], key=str)
+
+
+class FailOnce(Function):
+    """Splits lines; raises on ``zebra`` while the marker file exists (and removes it): one failed attempt."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        line = tup.get_string(0)
+        if "zebra" in line and os.path.exists(self.marker):
+            os.remove(self.marker)
+            msg = "zebra seen on the first attempt"
+            raise ValueError(msg)
+        for word in line.split():
+            collector.emit([word])
+
+
+def test_a_failed_attempt_is_retried_with_the_same_txid_and_stays_exact(session: Any, tmp_path: Path) -> None:
+    store = Store("sqlite", f"sqlite:///{tmp_path / 'trident.db'}", uuid.uuid4().hex[:8])
+    expected = word_files(tmp_path / "lines", BATCHES)
+    marker = tmp_path / "fail-once"
+    marker.write_text("1")
+    topo = TridentTopology()
+    (
+        topo.new_stream("lines", FileSpout(str(tmp_path / "lines")))
+        .each(["line"], FailOnce(str(marker)), ["word:str"])
+        .group_by(["word"])
+        .persistent_aggregate(store.factory("opaque", "retried"), Count(), "count")
+        .parallelism_hint(2)
+    )
+    status = weir.submit(
+        "retry", conf_for(tmp_path, **{"weir.batch.max.retries": 2}), topo, spark=session
+    ).process_available()
+    assert status.error is None and status.last_txid == len(BATCHES)
+    assert not marker.exists()  # batch 3's first attempt failed, its retry (txid 3 again) committed
+    assert store.counts("retried") == expected
+
+
+class Boom(Function):
+    def execute(self, tup: Any, collector: Any) -> None:
+        if "zebra" in tup.get_string(0):
+            msg = "no zebras allowed"
+            raise ValueError(msg)
+        collector.emit([tup.get_string(0)])
+
+
+def test_a_failing_function_stops_the_topology_naming_component_task_and_txid(session: Any, tmp_path: Path) -> None:
+    store = Store("sqlite", f"sqlite:///{tmp_path / 'trident.db'}", uuid.uuid4().hex[:8])
+    word_files(tmp_path / "lines", BATCHES)
+    topo = TridentTopology()
+    (
+        topo.new_stream("lines", FileSpout(str(tmp_path / "lines")))
+        .each(["line"], Boom(), ["copy"])
+        .name("guard")
+        .group_by(["copy"])
+        .persistent_aggregate(store.factory("opaque", "guarded"), Count(), "n")
+    )
+    run = weir.submit("boom", conf_for(tmp_path), topo, spark=session)
+    with pytest.raises(TopologyError) as info:
+        run.process_available()
+    err = info.value
+    assert err.component == "guard" and err.txid == 3 and err.task is not None and err.task >= 0
+    assert "no zebras allowed" in str(err) and "ValueError" in (err.remote_traceback or "")
+    assert sum(store.counts("guarded").values()) == 4  # batches 1 and 2 were committed
