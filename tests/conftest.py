@@ -43,6 +43,8 @@ CONNECT_FILES = {
     "tests/spark/test_connect.py",
     "tests/spark/test_storm_connect.py",
     "tests/crash/test_storm_connect_crash.py",
+    "tests/streams/test_spark_streams.py",
+    "tests/crash/test_streams_connect_crash.py",
 }
 
 

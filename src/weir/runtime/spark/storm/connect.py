@@ -18,7 +18,9 @@ bolt's loop), with only the plumbing between stages changed:
 * the txid, the driver's epoch and the lineage of kept bolt instances are constants of each batch's
   functions (a Connect client sends a stage's function with its plan anyway), set for the task
   before its loop runs (:func:`~weir.runtime.spark.storm.instances.given_lineage`);
-* a component read by several consumers is persisted for the batch, as in the classic job.
+* a component read by several consumers is persisted for the batch, as in the classic job;
+* IBM Streams operators run as any bolt (their task loop is the same function): state handlers,
+  consistent regions and checkpoints need nothing of a ``SparkContext``.
 
 What it cannot do is refused at submit (:func:`connect_refusal`).
 """
@@ -51,16 +53,13 @@ Func = Callable[[int, Iterator[Any]], Iterator[Any]]
 
 
 def connect_refusal(topology: Topology) -> str | None:
-    """Why ``topology``'s Storm components cannot run over Spark Connect (None: they can)."""
-    from weir.streams.operator import Operator
+    """Why ``topology``'s components cannot run over Spark Connect (None: they can).
 
-    for c in topology.components.values():
-        if isinstance(c.obj, Operator):
-            return (
-                f"component {c.id!r} is an IBM Streams operator inside a Storm topology (its state handlers "
-                "and consistent regions use SparkContext APIs): over Spark Connect weir runs Storm spouts and "
-                "bolts, windowed or not"
-            )
+    Every kind runs there: spouts, bolts, windowed bolts and IBM Streams operators (their state
+    handlers, consistent regions and checkpoints run in the task loop, the hand-off between Python
+    workers is a file of the server's machine, and the driver's side of a region is the coordinator's,
+    in this process). Kept as the one place a component kind would be refused.
+    """
     return None
 
 
