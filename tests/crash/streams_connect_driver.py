@@ -49,7 +49,7 @@ def main() -> int:
 
         last = run.coordinator.run_batch("connect-query", bid, job)
         run.runner.after_batch(last.txid, last.skipped)
-    empty = spark.range(0).select()  # the final mark's batch: no rows, as TopologyRun's final transaction
+    empty = spark.range(0)  # the final mark's batch: no rows, as TopologyRun's final transaction
 
     def final(txid: int, epoch: int | None, attempt: int) -> Any:
         return run.runner.run_final(empty, "lines", txid, epoch)
