@@ -11,7 +11,9 @@ The whole topology is one consistent region: per micro-batch and task, every tup
 then drain() and checkpoint() run on every handler; a checkpoint is complete when the batch commits.
 Run it twice: the second run resumes from the checkpoints (windows that were open stay open).
 
-    python examples/streams_window.py [--dir ./weir-streams-example] [--files 3]
+    python examples/streams_window.py [--dir ./weir-streams-example] [--files 3] [--remote sc://HOST:PORT]
+
+With ``--remote`` the run is a Spark Connect client of that server (docs/where-weir-runs.md).
 """
 
 from __future__ import annotations
@@ -96,6 +98,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Streams state handlers on weir")
     parser.add_argument("--dir", default="./weir-streams-example")
     parser.add_argument("--files", type=int, default=3, help="new input files (micro-batches) to add")
+    parser.add_argument("--remote", metavar="URL", help="a Spark Connect server to run on (sc://127.0.0.1:PORT)")
     args = parser.parse_args()
     base = Path(args.dir).resolve()
     write_readings(base / "input", args.files)
@@ -108,6 +111,8 @@ def main() -> None:
     )
     b.set_bolt("peak", Peak()).global_grouping("window")
     conf = {"weir.state.dir": str(base / "state"), "weir.spark.master": "local[2]"}
+    if args.remote:  # a Spark Connect client: the server's master runs the tasks
+        conf = {"weir.state.dir": str(base / "state"), "weir.spark.remote": args.remote}
     run = weir.submit("sensors", conf, b.create_topology())
     with Progress(run):  # the live status line on stderr
         status = run.process_available()

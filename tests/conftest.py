@@ -45,6 +45,8 @@ CONNECT_FILES = {
     "tests/crash/test_storm_connect_crash.py",
     "tests/spark/test_trident_connect.py",
     "tests/crash/test_trident_connect_crash.py",
+    "tests/streams/test_spark_streams.py",
+    "tests/crash/test_streams_connect_crash.py",
 }
 
 

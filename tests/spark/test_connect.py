@@ -120,13 +120,19 @@ def test_what_cannot_run_over_connect_is_refused_before_it_runs(
     (tmp_path / "in").mkdir()
     conf = {"weir.state.dir": str(tmp_path / "state"), "weir.spark.remote": "sc://127.0.0.1:1"}
     # nothing listens on port 1: each refusal comes before any connection
-    from tests.streams._ops import Summer  # Storm runs over Connect; a Streams operator in it does not
+    from tests.streams._ops import Summer  # Storm runs over Connect, Streams operators included, but
 
-    b = TopologyBuilder()
+    b = TopologyBuilder()  # not with weir.metrics.port (the progress listener is the server driver's)
     b.set_spout("lines", FileSpout(str(tmp_path / "in")))
     b.set_bolt("op", Summer()).shuffle_grouping("lines")
-    with pytest.raises(TopologyError, match=r"topology 'wc' \(storm dialect\) cannot run over Spark Connect.*'op'"):
-        weir.submit("wc", conf, b.create_topology())
+    with pytest.raises(
+        TopologyError, match=r"topology 'wc' \(storm dialect\) cannot run over Spark Connect.*weir\.metrics\.port"
+    ):
+        weir.submit("wc", {**conf, "weir.metrics.port": 0}, b.create_topology())
+    from tests.streams import _punct  # window marks from the source: positions the Connect stages do not keep
+
+    with pytest.raises(TopologyError, match=r"spout 'lines' sends window marks .* do not keep that order"):
+        weir.submit("wc", conf, _punct.build(str(tmp_path / "in")))
     with pytest.raises(TopologyError, match=r"\(trident dialect\) cannot run over Spark Connect.*weir\.metrics\.port"):
         weir.submit("wc", {**conf, "weir.metrics.port": 0}, _trident(tmp_path))
     # a Storm spout (next_tuple) in a Trident topology: its spout log is not verified over Connect

@@ -18,10 +18,9 @@ from typing import Any
 import pytest
 
 import weir
-from weir.errors import TopologyError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.storm.submit import submit_topology
-from weir.sources import FileSpout, RateSpout
+from weir.sources import FileSpout
 from weir.topology import BaseBasicBolt, Fields, TopologyBuilder, Values
 
 from ._topologies import Router
@@ -175,18 +174,70 @@ def test_a_batch_of_connect_reads_no_job_local_property_and_no_accumulator(
     assert got == Counter({"11": 1, "12": 1, "dddd": 2})
 
 
-def test_a_streams_operator_in_a_storm_topology_is_refused_at_submit_over_connect(connect: Any, tmp_path: Path) -> None:
-    from tests.streams._ops import Summer
+@pytest.mark.parametrize("dialect", ["classic", "connect"])
+def test_a_failed_batch_resets_only_its_streams_region_on_classic_and_connect(
+    dialect: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Streams operators in two independent consistent regions, driven batch by batch by the coordinator:
+    a failure in region ``b`` rolls back and resets only ``b`` (to its checkpoint of the batch before);
+    ``a`` keeps its cut and does not run again; both totals are exact."""
+    from tests.crash.streams_regions_driver import Parse, Summer
+    from weir.streams import load_checkpoint
 
+    session = request.getfixturevalue("spark" if dialect == "classic" else "connect")
+    batches = [[1, 2, 3], [10, 11, 12], [20, 21, 22]]
+    inputs, markers, log = tmp_path / "in", tmp_path / "markers", tmp_path / "calls.log"
+    inputs.mkdir()
+    markers.mkdir()
+    files = []
+    for i, values in enumerate(batches):
+        f = inputs / f"f{i}.txt"
+        f.write_text("".join(f"{v}\n" for v in values))
+        files.append(f)
+    (markers / "fail-11").write_text("")  # b fails once on 11 (batch 2)
     b = TopologyBuilder()
-    b.set_spout("src", RateSpout())
-    b.set_bolt("op", Summer()).shuffle_grouping("src")
-    conf = {"weir.state.dir": str(tmp_path / "state")}
-    with pytest.raises(
-        TopologyError,
-        match=r"topology .ops. \(storm dialect\) cannot run over Spark Connect.*component .op. is an IBM Streams",
-    ):
-        weir.submit("ops", conf, b.create_topology(), spark=connect)
+    b.set_spout("lines", FileSpout(str(inputs)))
+    b.set_bolt("parse", Parse(), 1).shuffle_grouping("lines")
+    b.set_bolt("a", Summer("a", str(log)), 1).shuffle_grouping("parse")
+    b.set_bolt("b", Summer("b", str(log), str(markers)), 1).shuffle_grouping("parse")
+    b.consistent_region("a")
+    b.consistent_region("b", max_consecutive_reset_attempts=2)
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    name = f"regions{dialect}"
+    conf = {
+        "weir.state.dir": str(tmp_path / "state"),
+        "topology.state.provider.config": {"url": url},
+        "weir.batch.max.retries": 2,
+    }
+    run = weir.submit(name, conf, b.create_topology(), spark=session)
+
+    def read(f: Path) -> Any:
+        df = session.read.text(str(f))
+        return df.rdd if dialect == "classic" else df
+
+    reports = _drive(run, read, files, [0, 1, 2])
+    assert [(r.txid, r.attempts) for r in reports] == [(1, 1), (2, 2), (3, 1)]
+    assert not (markers / "fail-11").exists()
+    calls: dict[str, list[tuple[str, str]]] = {"a": [], "b": []}
+    for line in log.read_text().splitlines():
+        op, _pid, method, *arg = line.split()
+        calls[op].append((method, arg[0] if arg else ""))
+    every = [v for values in batches for v in values]
+    # a ran each batch once: its cut of batch 2 was kept through b's failure
+    assert [int(v) for m, v in calls["a"] if m == "process"] == every
+    # b failed on 11, was reset to its checkpoint of batch 1, and ran batch 2 again
+    assert [int(v) for m, v in calls["b"] if m == "process"] == [1, 2, 3, 10, 11, 10, 11, 12, 20, 21, 22]
+    again = [i for i, c in enumerate(calls["b"]) if c == ("process", "10")][1]
+    assert calls["b"][again - 1] == ("reset", "1"), calls["b"]
+    for op in ("a", "b"):  # any other reset: a task that moved to another Python worker, handed its state
+        seq = [c for c in calls[op] if c[0] in ("checkpoint", "reset", "reset_to_initial_state")]
+        assert ("reset_to_initial_state", "") not in seq, (op, seq)
+        for i, (method, arg) in enumerate(seq):
+            if method == "reset":  # always to the latest checkpoint taken before it
+                assert [a for m, a in seq[:i] if m == "checkpoint"][-1] == arg, (op, seq)
+    for op in ("a", "b"):
+        ck = load_checkpoint(url, name, op, 0)
+        assert ck is not None and ck.sequence_id == 3 and ck.get("total") == sum(every), op
 
 
 # ---- exactly once, classic and Connect: the coordinator drives the batch job batch by batch ----------

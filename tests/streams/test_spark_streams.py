@@ -1,4 +1,9 @@
-"""End to end on Spark: a windowed Streams operator and stateful bolts commit exactly the model."""
+"""End to end on Spark: a windowed Streams operator and stateful bolts commit exactly the model.
+
+Run on classic PySpark and over a real Spark Connect server (``weir.spark.remote``: the query's
+``foreachBatch`` relayed to this process's coordinator, the operators' tasks in ``mapInArrow``
+stages of the server), with the same assertions.
+"""
 
 from __future__ import annotations
 
@@ -38,7 +43,11 @@ def _log(path: Path) -> dict[tuple[str, int], list[tuple[str, str]]]:
     return per
 
 
-def test_window_operator_and_stateful_bolts_on_spark(spark: Any, tmp_path: Path, by_value: None) -> None:
+@pytest.mark.parametrize("dialect", ["classic", "connect"])
+def test_window_operator_and_stateful_bolts_on_spark(
+    dialect: str, request: pytest.FixtureRequest, tmp_path: Path, by_value: None
+) -> None:
+    spark: Any = request.getfixturevalue("spark" if dialect == "classic" else "spark_connect")
     n_batches, size = 4, 4
     batches = write_inputs(tmp_path / "in", n_batches, 15)
     log = tmp_path / "calls.log"

@@ -608,7 +608,10 @@ class TopologyRun:
         from weir.runtime.spark.statecheck import read_spark_log
 
         runner = self.runner
-        rdd = self.spark.sparkContext.parallelize([], 1)
+        if is_connect(self.spark):  # no SparkContext: an empty batch DataFrame of the client's session
+            rdd = self.spark.range(0)
+        else:
+            rdd = self.spark.sparkContext.parallelize([], 1)
         spout_id = getattr(self, "_spout_id", self.spouts[0][0] if len(self.spouts) == 1 else None)
 
         def job(txid: int, epoch: int | None, attempt: int) -> JobOutcome:

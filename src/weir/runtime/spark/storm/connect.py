@@ -18,7 +18,9 @@ bolt's loop), with only the plumbing between stages changed:
 * the txid, the driver's epoch and the lineage of kept bolt instances are constants of each batch's
   functions (a Connect client sends a stage's function with its plan anyway), set for the task
   before its loop runs (:func:`~weir.runtime.spark.storm.instances.given_lineage`);
-* a component read by several consumers is persisted for the batch, as in the classic job.
+* a component read by several consumers is persisted for the batch, as in the classic job;
+* IBM Streams operators run as any bolt (their task loop is the same function): state handlers,
+  consistent regions and checkpoints need nothing of a ``SparkContext``.
 
 What it cannot do is refused at submit (:func:`connect_refusal`).
 """
@@ -41,8 +43,9 @@ __all__ = ["SCHEMA", "ConnectGraph", "connect_refusal"]
 
 #: every stage's output: a chunk of input blocks for task ``task`` of the input ``dest``, or a report
 SCHEMA = "dest string, task int, kind string, payload binary"
-#: the columns weir adds to the batch DataFrame: its spout task, and whether the row is one of the batch
-TASK_COLUMN, REAL_COLUMN = "__weir_task", "__weir_real"
+_COLUMNS = ["dest", "task", "kind", "payload"]
+#: the columns of the spout stage's input: the batch's row (a struct), its spout task, whether it is real
+ROW_COLUMN, TASK_COLUMN, REAL_COLUMN = "__weir_row", "__weir_task", "__weir_real"
 _ROWS = 256  # rows per output record batch
 
 _NARROW = (GroupingKind.SHUFFLE, GroupingKind.NONE, GroupingKind.LOCAL_OR_SHUFFLE)
@@ -51,15 +54,27 @@ Func = Callable[[int, Iterator[Any]], Iterator[Any]]
 
 
 def connect_refusal(topology: Topology) -> str | None:
-    """Why ``topology``'s Storm components cannot run over Spark Connect (None: they can)."""
-    from weir.streams.operator import Operator
+    """Why ``topology``'s components cannot run over Spark Connect (None: they can).
+
+    Spouts, bolts, windowed bolts and IBM Streams operators run there (their state handlers,
+    consistent regions and checkpoints run in the task loop, the hand-off between Python workers is
+    a file of the server's machine, and the driver's side of a region is the coordinator's, in this
+    process). Refused: a spout that sends window marks, whose marks are positions among the rows of
+    one Spark partition of the batch, an order the Connect stages do not keep (they deal the batch's
+    rows over the spout's tasks).
+    """
+    from weir.topology.components import Spout
 
     for c in topology.components.values():
-        if isinstance(c.obj, Operator):
+        obj = c.obj
+        if isinstance(obj, Spout) and (
+            obj.window_mark_each_batch or type(obj).is_window_mark is not Spout.is_window_mark
+        ):
             return (
-                f"component {c.id!r} is an IBM Streams operator inside a Storm topology (its state handlers "
-                "and consistent regions use SparkContext APIs): over Spark Connect weir runs Storm spouts and "
-                "bolts, windowed or not"
+                f"spout {c.id!r} sends window marks (window_mark_each_batch or is_window_mark), which are "
+                "positions among the rows of one Spark partition of the batch; the Connect stages deal the "
+                "batch's rows over the spout's tasks and do not keep that order. The final mark "
+                "(process_available(final=True)) and Streams operators run over Connect"
             )
     return None
 
@@ -84,8 +99,9 @@ def _out_batch(dest: list[str], task: list[int], kind: list[str], payload: list[
 def _batch_rows(batches: Iterator[Any]) -> Iterator[Any]:
     """The rows of the batch DataFrame as PySpark ``Row`` objects (what ``df.rdd`` gives a classic spout).
 
-    The last two columns are weir's (:data:`TASK_COLUMN`, :data:`REAL_COLUMN`): a row that is not
-    real only makes sure its task runs.
+    Each input row is ``(row, task, real)`` (:data:`ROW_COLUMN`, :data:`TASK_COLUMN`,
+    :data:`REAL_COLUMN`): the batch's row as a struct, and whether it is one of the batch (a row that
+    is not real only makes sure its task runs).
     """
     import datetime
 
@@ -93,12 +109,14 @@ def _batch_rows(batches: Iterator[Any]) -> Iterator[Any]:
 
     make: Any = None
     for rb in batches:
+        row = rb.column(0)
         if make is None:
-            make = Row(*rb.schema.names[:-2])
-        real = rb.column(rb.num_columns - 1).to_pylist()
-        cols = [c.to_pylist() for c in rb.columns[:-2]]
+            make = Row(*[f.name for f in row.type])
+        real = rb.column(2).to_pylist()
+        fields = row.flatten()
+        cols = [c.to_pylist() for c in fields]
         for i, c in enumerate(cols):  # Arrow's timestamps are zoned; classic rows have naive local times
-            if c and getattr(rb.schema.types[i], "tz", None):
+            if c and getattr(fields[i].type, "tz", None):
                 cols[i] = [v.astimezone().replace(tzinfo=None) if isinstance(v, datetime.datetime) else v for v in c]
         for is_real, *vals in zip(real, *cols, strict=True):
             if is_real:
@@ -157,7 +175,7 @@ def _stage_function(
         if first is None:  # a task always has a row (see ConnectGraph): this is no task's partition
             return
         batches = chain((first,), batches)
-        pidx = _task_of(first, first.num_columns - 2 if base == "batch" else 1, where)
+        pidx = _task_of(first, 1, where)
         passed: list[bytes] = []
         if base == "batch":
             it: Iterator[Any] = _batch_rows(batches)
@@ -328,7 +346,7 @@ class ConnectGraph:
                 if cid in logged:
                     parts = logged[cid]
                     rows = [("", i, "L", pickle.dumps(p, pickle.HIGHEST_PROTOCOL)) for i, p in enumerate(parts)]
-                    df = spark.createDataFrame(rows, SCHEMA).repartitionById(len(parts), "task")
+                    df = spark.createDataFrame(rows, _output_schema()).repartitionById(len(parts), "task")
                     func = _logged_func(spec, self.txid, self.final)
                     outs[cid] = _Pending(df, "logged", (func,), len(parts), cid)
                 elif comp.is_spout:
@@ -377,14 +395,19 @@ class ConnectGraph:
 
     @staticmethod
     def _tagged(batch: Any, n: int) -> Any:
-        """The batch's rows spread over ``n`` spout tasks, each row naming its task; every task has a row."""
+        """The batch's rows spread over ``n`` spout tasks, each row naming its task; every task has a row.
+
+        The batch's columns travel as one struct: the stage needs neither their names nor their types
+        (no schema round trip to the server per batch).
+        """
         from pyspark.sql import functions as sf
 
         task = sf.pmod(sf.monotonically_increasing_id(), sf.lit(n)).cast("int")
-        rows = batch.select("*", task.alias(TASK_COLUMN), sf.lit(True).alias(REAL_COLUMN))
-        empty = [sf.lit(None).cast(f.dataType).alias(f.name) for f in batch.schema.fields]
+        rows = batch.select(sf.struct("*").alias(ROW_COLUMN), task.alias(TASK_COLUMN), sf.lit(True).alias(REAL_COLUMN))
         tasks = batch.sparkSession.range(n).select(
-            *empty, sf.col("id").cast("int").alias(TASK_COLUMN), sf.lit(False).alias(REAL_COLUMN)
+            sf.lit(None).alias(ROW_COLUMN),
+            sf.col("id").cast("int").alias(TASK_COLUMN),
+            sf.lit(False).alias(REAL_COLUMN),
         )
         return rows.unionByName(tasks).repartitionById(n, TASK_COLUMN)
 
@@ -438,9 +461,49 @@ class ConnectGraph:
             outputs.append((f"{cid}\x00{i}", self.key_for(sub, idx, n, producers)))
         where = f"topology {self.specs[pending.last].topology!r}, stage of component {pending.last!r}, txid {self.txid}"
         fn = _stage_function(pending.base, pending.funcs, tuple(outputs), self.lineage, where)
-        df = pending.df.mapInArrow(fn, SCHEMA)
+        df = _map_in_arrow(
+            pending.df, fn, [ROW_COLUMN, TASK_COLUMN, REAL_COLUMN] if pending.base == "batch" else _COLUMNS
+        )
         if len({c for c, _, _ in routes}) > 1:
             df = df.persist()
             self.persisted.append(df)
         pending.made = df
         return df
+
+
+def _output_schema() -> Any:
+    from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType
+
+    global _OUTPUT
+    if _OUTPUT is None:
+        _OUTPUT = StructType(
+            [
+                StructField("dest", StringType()),
+                StructField("task", IntegerType()),
+                StructField("kind", StringType()),
+                StructField("payload", BinaryType()),
+            ]
+        )
+    return _OUTPUT
+
+
+_OUTPUT: Any = None
+
+
+def _map_in_arrow(df: Any, fn: Callable[[Iterator[Any]], Iterator[Any]], columns: list[str]) -> Any:
+    """``df.mapInArrow(fn, SCHEMA)`` without the round trips PySpark's Connect client makes for it.
+
+    On every call it asks the server to parse the schema string and for ``df``'s columns, which the
+    caller knows (``columns``); the result's schema is known too, so nothing asks for it later.
+    """
+    from pyspark.sql.connect.dataframe import DataFrame
+    from pyspark.sql.connect.plan import MapPartitions
+    from pyspark.sql.connect.udf import UserDefinedFunction
+    from pyspark.util import PythonEvalType
+
+    schema = _output_schema()
+    udf = UserDefinedFunction(fn, returnType=schema, evalType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF)
+    plan = MapPartitions(child=df._plan, function=udf, cols=columns, is_barrier=False, profile=None)
+    out = DataFrame(plan, session=df._session)
+    out._cached_schema = schema
+    return out
