@@ -30,6 +30,9 @@ pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 N = 10
 QUEUE = "broker_loss"
+# These tests fix the order of the spout's calls around the kill, so they run without the poll-ahead
+# (weir.spout.poll.ahead, whose own tests are in test_poll_ahead.py); the RabbitMQ chain in
+# test_spout_crashes.py kills the broker with the poll-ahead on.
 #: (message id, whether its batch was committed when the broker confirmed the ack)
 ACKS: list[tuple[str, bool]] = []
 COMMITTED: set[str] = set()  # ids of batches the test reported COMMITTED to the driver
@@ -106,7 +109,7 @@ def test_broker_killed_before_commit_redeliveries_are_settled_once(
     b.set_spout("queue", spout, 2)
     b.set_bolt("count", Count()).shuffle_grouping("queue")
     backend = StateFactory.from_url(f"sqlite:///{tmp_path / 'store.db'}").backend
-    d = SpoutDriver("t", {}, b.create_topology(), backend, SpoutOptions(batch_max=3, poll_ms=3000))
+    d = SpoutDriver("t", {}, b.create_topology(), backend, SpoutOptions(batch_max=3, poll_ms=3000, poll_ahead=False))
     emitted: dict[int, list[str]] = {}  # txid -> ids of its last attempt
 
     RAISE.add((1, 1))
@@ -172,7 +175,7 @@ def test_acks_lost_with_the_broker_are_sent_when_it_redelivers(rabbitmq_server: 
     b.set_spout("queue", spout, 1)
     b.set_bolt("count", Count()).shuffle_grouping("queue")
     backend = StateFactory.from_url(f"sqlite:///{tmp_path / 'store.db'}").backend
-    d = SpoutDriver("t", {}, b.create_topology(), backend, SpoutOptions(batch_max=4, poll_ms=3000))
+    d = SpoutDriver("t", {}, b.create_topology(), backend, SpoutOptions(batch_max=4, poll_ms=3000, poll_ahead=False))
     batch, failures = d.batch(1)
     assert not failures
     first = _ids(batch)

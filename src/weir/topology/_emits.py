@@ -14,6 +14,7 @@ import ast
 import functools
 import inspect
 import textwrap
+import tokenize
 from collections.abc import Iterator
 from types import CodeType
 from typing import Any
@@ -70,8 +71,10 @@ def _emits_of(code: CodeType) -> tuple[tuple[str, int], ...]:
     try:
         lines, first = inspect.getsourcelines(code)
         tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError, IndentationError):
-        return ()  # no source (a REPL, a C extension) or a fragment that does not parse alone
+    except (OSError, TypeError, SyntaxError, IndentationError, tokenize.TokenError):
+        # no source (a REPL, a C extension), a fragment that does not parse alone, or code whose
+        # file is not Python (exec'd with another file's name: its lines cannot be tokenized)
+        return ()
     found: list[tuple[str, int]] = []
     for node in ast.walk(tree):
         stream = _literal_stream(node)
