@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,23 +176,52 @@ def _cell(state_type: StateType, value: Any) -> Any:
 
 def _write_cells(backend: Backend, staging: str, factory: MapStateFactory, where: str) -> int:
     """Write every staged row into the map state as a committed cell; returns the rows written."""
+    return write_staged(
+        backend, staging, factory, where, lambda v: _cell(factory.state_type, v), "trident_bootstrap_between_chunks"
+    )
+
+
+def write_staged(
+    backend: Backend,
+    staging: str,
+    factory: MapStateFactory,
+    where: str,
+    to_cell: Callable[[Any], Any],
+    crash_at: str,
+    on_put_error: Callable[[Exception], Exception] | None = None,
+) -> int:
+    """Write a staging namespace's rows (JSON key → JSON value) into ``factory``'s map state, in chunks.
+
+    Shared by the initial-state load and ``weir state convert``: ``to_cell`` makes each stored cell from
+    its staged value; ``crash_at`` is the crash point after the first chunk; ``on_put_error`` turns a
+    store's refusal into the caller's error. Returns the rows written.
+    """
     backing = factory.store.backing_map(factory.state_type)
     keys: list[Key] = []
     cells: list[Any] = []
     n = 0
     first = True
+
+    def put() -> None:
+        try:
+            backing.multi_put(keys, cells)
+        except Exception as exc:
+            if on_put_error is None:
+                raise
+            raise on_put_error(exc) from exc
+
     for raw_k, raw_v in backend.scan(staging):
         keys.append(tuple(decode_json(bytes(raw_k), what=f"{where}: staged key")))
-        cells.append(_cell(factory.state_type, decode_json(bytes(raw_v), what=f"{where}: staged value")))
+        cells.append(to_cell(decode_json(bytes(raw_v), what=f"{where}: staged value")))
         if len(keys) >= CHUNK_ROWS:
-            backing.multi_put(keys, cells)
+            put()
             n += len(keys)
             keys, cells = [], []
             if first:
-                crash_point("trident_bootstrap_between_chunks", 0)
+                crash_point(crash_at, 0)
                 first = False
     if keys:
-        backing.multi_put(keys, cells)
+        put()
         n += len(keys)
     return n
 

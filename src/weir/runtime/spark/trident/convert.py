@@ -27,6 +27,7 @@ from weir._faults import crash_point
 from weir.checkpoint.coordinator import checkpoint_namespace
 from weir.checkpoint.encoding import ENCODING_KEY, load_encodings
 from weir.errors import CheckpointError, StateError
+from weir.runtime.spark.trident.bootstrap import write_staged
 from weir.state.backend import Backend
 from weir.state.evolution import Encoding, EvolutionError, conforms
 from weir.trident.backing.codec import decode_json, encode_json, encode_key
@@ -62,33 +63,23 @@ def _cell(stored: Any, state_type: StateType) -> Any:
 
 
 def _write(backend: Backend, staging: str, factory: MapStateFactory, where: str) -> None:
-    backing = factory.store.backing_map(factory.state_type)
-    keys: list[Key] = []
-    cells: list[Any] = []
-    first = True
+    def refused(exc: Exception) -> Exception:
+        msg = (
+            f"{where}: the converted cells cannot be written to the {factory.describe()} ({exc}); the convert "
+            "is recorded and is finished by the next convert or start — make the store accept the new values "
+            "(e.g. the PostgreSQL value column's type) and start again"
+        )
+        return StateError(msg)
 
-    def flush() -> None:
-        try:
-            backing.multi_put(keys, cells)
-        except Exception as exc:
-            msg = (
-                f"{where}: the converted cells cannot be written to the {factory.describe()} ({exc}); the convert "
-                "is recorded and is finished by the next convert or start — make the store accept the new values "
-                "(e.g. the PostgreSQL value column's type) and start again"
-            )
-            raise StateError(msg) from exc
-
-    for raw_k, raw_v in backend.scan(staging):
-        keys.append(tuple(decode_json(bytes(raw_k), what=f"{where}: staged key")))
-        cells.append(_cell(decode_json(bytes(raw_v), what=f"{where}: staged cell"), factory.state_type))
-        if len(keys) >= CHUNK_ROWS:
-            flush()
-            keys, cells = [], []
-            if first:
-                crash_point("trident_convert_between_chunks", 0)
-                first = False
-    if keys:
-        flush()
+    write_staged(
+        backend,
+        staging,
+        factory,
+        where,
+        lambda stored: _cell(stored, factory.state_type),
+        "trident_convert_between_chunks",
+        refused,
+    )
 
 
 def finish_trident_convert(backend: Backend, topology: str, epoch: int, factories: Mapping[str, Any]) -> None:
