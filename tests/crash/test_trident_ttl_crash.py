@@ -4,9 +4,10 @@ The driver (``trident_ttl_driver.py``) runs one file per batch with the batch cl
 and a 2.5 s TTL, so words expire batch after batch. The first run is killed inside a state partition
 between ``multi_update`` and ``commit`` of txid 4 (after its time was logged), with expired cells being
 rewritten; the second while it replays that batch (recovery), after the other partition committed;
-then the last run completes: every stored count equals the plain-Python model (an expired count
-restarted from 1, never from its old value), and the map as the last batch sees it holds exactly the
-live words.
+the third in the middle of the TTL sweep of txid 6's commit (one expired cell deleted, one left);
+then the last run completes: the recovered commit finishes the sweep, so the store holds exactly the
+live words, each with the count of the plain-Python model (an expired count restarted from 1, never
+from its old value), and no expired cell.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import os
 import random
 import signal
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -33,6 +35,7 @@ N_FILES = 6
 CHAIN = [
     ("trident_after_multi_update@4@0", "PREPARING", 4),
     ("trident_after_partition_commit@4@1", "PREPARING", 4),  # killed again while recovering txid 4
+    ("trident_ttl_during_sweep@6", "COMMITTING", 6),  # the commit of 6 deleted one expired cell of two
 ]
 
 
@@ -53,15 +56,27 @@ def test_sigkill_with_expiries_in_flight_ends_exact(tmp_path: Path, monkeypatch:
         rec = json.loads(backend.get(f"$checkpointspout-{NAME}", b"__state") or b"{}")
         assert (rec["phase"], rec["txid"]) == (phase, txid), f"after the crash at {crash}: {rec}"
         assert (rec["batch_txid"], rec["batch_ms"]) == (txid, txid * 1000)
+        if phase == "COMMITTING":  # mid-sweep: of the cells expired at txid 6, exactly one is gone
+            expired = {w for w, (_, t) in model(files).items() if t <= N_FILES - 3}
+            stored = _keys(map_db)
+            assert len(expired) == 2 and len(expired & stored) == 1, (expired, stored)
     final = run_driver(argv, None, 600)
     assert final.returncode == 0, final.stderr[-4000:]
     assert f"DONE txid={N_FILES}" in final.stdout
     want = model(files)
+    # the store holds exactly the live words (counts written after txid 3, the cutoff of txid 6), each
+    # exact: the swept cells are gone, nothing else is
+    live = {w: n for w, (n, t) in want.items() if t > N_FILES - 3}
+    stored = _keys(map_db)
+    assert stored == set(live)
     state = SqliteMapState.opaque(str(map_db), table="ttl").make_state({}, 0, 1)
     words = sorted(want)
-    assert dict(zip(words, state.multi_get([[w] for w in words]), strict=True)) == {w: n for w, (n, _) in want.items()}
-    state.expire_through(N_FILES - 3)  # as the last batch (txid 6) saw it: counts written at txid <= 3 expired
-    live = {w: n for w, (n, t) in want.items() if t > N_FILES - 3}
     got = dict(zip(words, state.multi_get([[w] for w in words]), strict=True))
     assert {w: n for w, n in got.items() if n is not None} == live
     assert any(t <= N_FILES - 3 for _, t in want.values()) and live  # the corpus has both kinds
+
+
+def _keys(map_db: Path) -> set[str]:
+    """The words stored in the map's table."""
+    with sqlite3.connect(map_db) as conn:
+        return {json.loads(k)[0] for (k,) in conn.execute('SELECT k FROM "ttl"')}

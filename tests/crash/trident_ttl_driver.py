@@ -3,7 +3,8 @@
 Usage: python trident_ttl_driver.py STATE_DIR INPUT_DIR MAP_DB STATE_TYPE
 
 One file per batch; the batch clock is ``txid * 1000`` ms (``weir.batch.clock``) and the state
-``counts`` has a TTL of 2500 ms, so a count last written at txid *t* has expired from txid *t + 3* on.
+``counts`` has a TTL of 2500 ms, so a count last written at txid *t* has expired from txid *t + 3* on
+(and is deleted by the commit of that txid, one cell per sweep chunk).
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ class Split(Function):
 
 def main() -> int:
     state_dir, input_dir, map_db, state_type = sys.argv[1:5]
+    from weir.runtime.spark.trident import ttl
+
+    ttl.SWEEP_CHUNK = 1  # the commit's sweep deletes one cell at a time: a kill lands in the middle of it
     topology = TridentTopology()
     (
         topology.new_stream("lines", FileSpout(input_dir))

@@ -340,12 +340,30 @@ def _map_key(text: str) -> tuple[Any, ...]:
     return tuple(value) if isinstance(value, list) else (value,)
 
 
-def _dump_map(catalog: MapCatalog, info: MapInfo) -> None:
+def _map_cutoff(store: Store, info: MapInfo) -> int | None:
+    """Cells of ``info`` at or below this txid have expired (``weir.state.ttl.ms``); None: none hidden."""
+    from weir.trident.backing.expiry import reader_cutoff
+
+    if store.catalog is not None:  # a store of map states only (memcached): no coordinator, no TTL
+        return None
+    return reader_cutoff(store.backend, info.namespace)
+
+
+def _expired(cell: Any, upto: int | None) -> bool:
+    from weir.trident.backing.expiry import cell_txid
+
+    return upto is not None and (cell_txid(cell) or 0) <= upto
+
+
+def _dump_map(store: Store, catalog: MapCatalog, info: MapInfo) -> None:
     from weir.trident.backing.catalog import cell_to_json
 
     ns_json = json.dumps(info.namespace, ensure_ascii=_ascii_only())
     out = sys.stdout
+    upto = _map_cutoff(store, info)
     for key, cell in catalog.cells(info):
+        if _expired(cell, upto):
+            continue
         out.write(f'{{"ns":{ns_json},"key":{dumps(list(key))},"value":{dumps(cell_to_json(cell))}}}\n')
 
 
@@ -413,6 +431,8 @@ def _cmd_get_map(store: Store, args: argparse.Namespace, catalog: MapCatalog, in
 
     key = _map_key(args.key)
     cell = catalog.store(info.name).backing_map(info.state_type).multi_get([key])[0]
+    if _expired(cell, _map_cutoff(store, info)):  # weir.state.ttl.ms: expired at the last committed txid
+        cell = None
     if cell is None:
         print(f"weir: key {dumps(list(key))} not found in {info.namespace!r}", file=sys.stderr)
         return 1
@@ -465,7 +485,7 @@ def _cmd_dump(args: argparse.Namespace) -> int:
             if ns not in known:
                 catalog = _catalog(store)
                 assert catalog is not None  # noqa: S101 - maps came from it
-                _dump_map(catalog, maps[ns])
+                _dump_map(store, catalog, maps[ns])
                 continue
             ns_json = json.dumps(ns, ensure_ascii=_ascii_only())
             now: int | None = None

@@ -134,8 +134,12 @@ def _streams_rows(backend: Any, topology: str, component: str, task: int, namesp
 def _scan_map(
     backend: Any, topology: str, component: str, txid: int, value_type: str | None = None
 ) -> Iterator[tuple[str, int | None, str, Any, int]]:
-    """A Trident map state's cells as of ``txid`` (an opaque cell of a later batch: its previous value)."""
+    """A Trident map state's cells as of ``txid`` (an opaque cell of a later batch: its previous value).
+
+    Cells expired at the topology's last committed txid (``weir.state.ttl.ms``) are left out.
+    """
     from weir.trident.backing.catalog import catalog_for
+    from weir.trident.backing.expiry import cell_txid, reader_cutoff
     from weir.trident.state import OpaqueValue, TransactionalValue
 
     catalog = catalog_for(backend)
@@ -143,7 +147,10 @@ def _scan_map(
     if catalog is None or info is None:
         msg = f"topology {topology!r}: no Trident map state {component!r} in {backend.describe()}; see `weir state ls`"
         raise StateError(msg)
+    upto = reader_cutoff(backend, component)  # weir.state.ttl.ms: cells expired at the last committed txid
     for key, cell in catalog.cells(info):
+        if upto is not None and (cell_txid(cell) or 0) <= upto:
+            continue
         value = cell
         if isinstance(cell, OpaqueValue):
             later = cell.curr_txid is not None and cell.curr_txid > txid

@@ -441,6 +441,41 @@ class PostgresMapStore(MapStore):
         """Connect now, create the table if needed, check its layout and record it for ``weir state``."""
         self.ensure_table(state_type)
 
+    sweeps_expired: ClassVar[bool] = True
+
+    def prepare_expiry(self, state_type: StateType) -> None:
+        """Index the ``txid`` column (once per process), so the TTL sweep finds expired cells by a range scan."""
+        self.ensure_table(state_type)
+        mark = (self, state_type, "txid-index")
+        with _ENSURED_LOCK:
+            if mark in _ENSURED:
+                return
+        name = f"{self.table}_weir_txid"[:63]
+
+        def body(conn: Any) -> None:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_CREATE_LOCK,))
+            conn.execute(f'CREATE INDEX IF NOT EXISTS "{name}" ON {self.qualified} (txid)')
+
+        self.run(body, what="creating the txid index of the TTL sweep", in_transaction=True)
+        with _ENSURED_LOCK:
+            _ENSURED.add(mark)
+
+    def delete_expired(self, state_type: StateType, upto: int, limit: int, *, txid: int) -> tuple[int, bool]:
+        """Delete up to ``limit`` rows whose ``txid`` is at or below ``upto``, in one transaction.
+
+        The condition is checked again on the row being deleted, so a row rewritten meanwhile stays.
+        """
+        self.prepare_expiry(state_type)
+        q = self.qualified
+        sql = f"DELETE FROM {q} WHERE ctid = ANY(ARRAY(SELECT ctid FROM {q} WHERE txid <= %s LIMIT %s)) AND txid <= %s"
+
+        def body(conn: Any) -> int:
+            return int(conn.execute(sql, (upto, limit, upto)).rowcount)
+
+        what = f"TTL sweep of txid {txid} (rows written at or before txid {upto})"
+        n = self.run(body, what=what, in_transaction=True)
+        return n, n >= limit
+
     def backing_map(self, state_type: StateType) -> PostgresBackingMap:
         """A :class:`PostgresBackingMap` of ``state_type`` cells over this table."""
         return PostgresBackingMap(self, state_type)

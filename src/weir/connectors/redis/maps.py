@@ -27,6 +27,8 @@ checks the server's mode and turns failures into :class:`~weir.errors.ConfigErro
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -49,6 +51,7 @@ from weir.state.connections import shared_connections
 from weir.state.watchdog import WATCHDOG
 from weir.trident.backing.catalog import MapCatalog, MapInfo
 from weir.trident.backing.codec import decode_cell, encode_cell, encode_key
+from weir.trident.backing.expiry import cell_txid
 from weir.trident.backing.factory import MapStateFamily, MapStore
 from weir.trident.state import BackingMap, Key, StateType, as_keys
 from weir.trident.state.map_state import check_same_length
@@ -58,6 +61,9 @@ __all__ = ["REGISTRY_KEY", "RedisBackingMap", "RedisMapCatalog", "RedisMapState"
 #: hash of every map state's key prefix → its state type, so ``weir state`` finds them
 REGISTRY_KEY = "weir:trident:maps"
 _REGISTERED: set[tuple[RedisSettings, str, str, int]] = set()
+#: the TTL sweep's keys of a map state: ``<this><key prefix>``
+_INDEX_PREFIX = "weir:trident:ttl-index:"
+_MARK_PREFIX = "weir:trident:ttl-swept:"
 _SCAN_COUNT = 1000
 _MGET_CHUNK = 1000
 
@@ -80,6 +86,8 @@ class RedisMapStore(MapStore):
 
     settings: RedisSettings
     key_prefix: str = "trident:"
+    #: also keep the TTL sweep's index (a sorted set, :attr:`index_key`: Redis key → txid of its cell)
+    txid_index: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.settings, RedisSettings):
@@ -156,6 +164,80 @@ class RedisMapStore(MapStore):
     def backing_map(self, state_type: StateType) -> RedisBackingMap:
         """A :class:`RedisBackingMap` of ``state_type`` cells under this prefix."""
         return RedisBackingMap(self, state_type)
+
+    # ---- the TTL sweep (weir.state.ttl.ms) ---------------------------------------------------------
+    sweeps_expired: ClassVar[bool] = True
+
+    @property
+    def index_key(self) -> str:
+        """The sorted set of the TTL sweep: each cell's Redis key scored by the txid that wrote it.
+
+        Outside the key prefix (a ``SCAN`` of ``<prefix>*`` finds cells only); a hash tag in the prefix
+        is kept, so in a cluster the index lives in the map's slot.
+        """
+        return _INDEX_PREFIX + self.key_prefix
+
+    @property
+    def mark_key(self) -> str:
+        """The last txid whose commit swept this map (the index is complete from then on)."""
+        return _MARK_PREFIX + self.key_prefix
+
+    def with_expiry_index(self) -> RedisMapStore:
+        """The same store, writing the index with every ``multi_put`` (see :attr:`index_key`)."""
+        return self if self.txid_index else dataclasses.replace(self, txid_index=True)
+
+    def _reindex(self, state_type: StateType) -> None:
+        """Build the index by one scan of the map (cells written while it was not kept)."""
+        catalog = RedisMapCatalog(self.settings)
+        client = self.client()
+        scores: dict[str, float] = {}
+        for jkey, raw in catalog.scan(self.key_prefix):
+            t = _stored_txid(raw)
+            if t is not None:
+                scores[self.key_prefix + jkey] = t
+            if len(scores) >= _MGET_CHUNK:
+                client.zadd(self.index_key, scores)
+                scores = {}
+        if scores:
+            client.zadd(self.index_key, scores)
+
+    def delete_expired(self, state_type: StateType, upto: int, limit: int, *, txid: int) -> tuple[int, bool]:
+        """Delete up to ``limit`` cells the index lists at or below ``upto`` whose stored txid still is.
+
+        Each cell is checked and deleted by one script on its own key (so a cell rewritten since
+        stays); the index entry of a deleted or vanished cell is removed, a stale score corrected.
+        """
+        client = self.client()
+        what = f"RedisMapState {self.describe()}: TTL sweep of txid {txid}"
+        try:
+            mark = client.get(self.mark_key)
+            if mark is None or int(mark) < txid - 1:
+                self._reindex(state_type)
+            members = [] if upto < 0 else client.zrangebyscore(self.index_key, "-inf", upto, start=0, num=limit)
+            deleted = 0
+            script = client.register_script(_SWEEP_LUA)
+            for i in range(0, len(members), _MGET_CHUNK):
+                chunk = [_text(m) for m in members[i : i + _MGET_CHUNK]]
+                if self.settings.cluster:
+                    found = [script(keys=[m], args=[upto]) for m in chunk]
+                else:
+                    pipe = client.pipeline(transaction=False)
+                    for m in chunk:
+                        script(keys=[m], args=[upto], client=pipe)
+                    found = pipe.execute()
+                gone = [m for m, r in zip(chunk, found, strict=True) if int(r) < 0]
+                deleted += sum(1 for r in found if int(r) == -1)
+                kept = {m: int(r) for m, r in zip(chunk, found, strict=True) if int(r) >= 0}
+                if gone:
+                    client.zrem(self.index_key, *gone)
+                if kept:
+                    client.zadd(self.index_key, kept)
+            client.set(self.mark_key, str(txid))
+        except REDIS_ERRORS as exc:
+            reason = self.settings.scrub(f"{type(exc).__name__}: {exc}")
+            msg = f"{what} failed ({reason}); check that the server is up (the commit is retried)"
+            raise StateError(msg) from exc
+        return deleted, len(members) >= limit
 
 
 class RedisBackingMap(BackingMap[Any]):
@@ -239,6 +321,21 @@ class RedisBackingMap(BackingMap[Any]):
         rkeys = self.redis_keys(ks)
         mapping = {rk: encode_cell(v, st, k, where=where) for rk, k, v in zip(rkeys, ks, vals, strict=True)}
         client = self.store.client()
+        if self.store.txid_index:  # the TTL sweep's index first: a cell is never stored unindexed
+            scores = {rk: t for rk, v in zip(rkeys, vals, strict=True) if (t := cell_txid(v)) is not None}
+            with self._call("multi_put", len(mapping)):
+                if self.store.settings.cluster:
+                    client.zadd(self.store.index_key, scores)
+                    self.store.register(st)
+                    client.mset(mapping) if self.store.single_slot else client.mset_nonatomic(mapping)
+                else:
+                    pipe = client.pipeline(transaction=True)
+                    pipe.hset(REGISTRY_KEY, self.store.key_prefix, st.value)
+                    if scores:
+                        pipe.zadd(self.store.index_key, scores)
+                    pipe.mset(mapping)
+                    pipe.execute()
+            return
         with self._call("multi_put", len(mapping)):
             if self.store.settings.cluster:
                 self.store.register(st)  # the registry lives in another slot: once per process
@@ -313,6 +410,31 @@ class RedisMapState(MapStateFamily):
             Prefix of this map state's keys; give every map state its own.
         """
         return RedisMapStore(_settings(url), key_prefix)
+
+
+#: KEYS[1] a cell, ARGV[1] the cutoff: -1 deleted, -2 not a txid cell, -3 absent, else the cell's txid (kept)
+_SWEEP_LUA = """
+local v = redis.call('GET', KEYS[1])
+if not v then return -3 end
+local ok, cell = pcall(cjson.decode, v)
+if not ok or type(cell) ~= 'table' or type(cell[1]) ~= 'number' then return -2 end
+if cell[1] <= tonumber(ARGV[1]) then
+  redis.call('DEL', KEYS[1])
+  return -1
+end
+return cell[1]
+"""
+
+
+def _stored_txid(raw: bytes | str) -> int | None:
+    """The txid at the head of a stored JSON cell (``[txid, ...]``), or None."""
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None
+    if isinstance(doc, list) and doc and type(doc[0]) is int:
+        return int(doc[0])
+    return None
 
 
 def _glob_escape(text: str) -> str:
@@ -402,8 +524,10 @@ class RedisMapCatalog(MapCatalog):
             raise self._fail(msg, exc) from exc
 
     def drop(self, name: str) -> None:
-        """Delete every key of the map and its :data:`REGISTRY_KEY` entry."""
+        """Delete every key of the map, its TTL sweep's keys and its :data:`REGISTRY_KEY` entry."""
         self._delete(name, self._keys(name))
+        store = self.store(name)
+        self._delete(name, [store.index_key, store.mark_key])
         try:
             self._client().hdel(REGISTRY_KEY, name)
         except REDIS_ERRORS as exc:

@@ -203,6 +203,35 @@ class SqliteMapStore(MapStore):
         """Open the file and create the table now (see :meth:`ensure_table`)."""
         self.ensure_table(state_type)
 
+    sweeps_expired: ClassVar[bool] = True
+
+    def prepare_expiry(self, state_type: StateType) -> None:
+        """Index the table by the txid inside each cell (``json_extract(v, '$[0]')``), once per process.
+
+        The expression index lets the TTL sweep find expired cells by a range scan; the stored
+        cells do not change.
+        """
+        self.ensure_table(state_type)
+        mark = (self.path, self.table, "txid-index", os.getpid())
+        if mark in _ENSURED:
+            return
+        sql = f'CREATE INDEX IF NOT EXISTS "{self.table}$txid" ON "{self.table}" (json_extract(v, \'$[0]\'))'
+        self.write(lambda conn: conn.execute(sql), what="creating the txid index of the TTL sweep")
+        _ENSURED.add(mark)
+
+    def delete_expired(self, state_type: StateType, upto: int, limit: int, *, txid: int) -> tuple[int, bool]:
+        """Delete up to ``limit`` cells whose txid is at or below ``upto``, in one transaction."""
+        self.prepare_expiry(state_type)
+        sql = (
+            f'DELETE FROM "{self.table}" WHERE k IN (SELECT k FROM "{self.table}" '
+            "WHERE json_extract(v, '$[0]') <= ? LIMIT ?)"
+        )
+        n = self.write(
+            lambda conn: conn.execute(sql, (upto, limit)).rowcount,
+            what=f"TTL sweep of txid {txid} (cells written at or before txid {upto})",
+        )
+        return int(n), int(n) >= limit
+
     def backing_map(self, state_type: StateType) -> SqliteBackingMap:
         """A :class:`SqliteBackingMap` of ``state_type`` cells over this table."""
         return SqliteBackingMap(self, state_type)

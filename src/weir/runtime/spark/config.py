@@ -36,6 +36,7 @@ WEIR_KEYS = {
     "weir.rescale",
     "weir.batch.clock",
     "weir.state.ttl.ms",
+    "weir.state.ttl.sweep.max",
     "weir.state.value.type",
     "weir.state.changelog.retain",
     "weir.drpc.batch.max.requests",

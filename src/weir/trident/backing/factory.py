@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from weir._util import positive_int
-from weir.errors import ConfigError
+from weir.errors import ConfigError, StateError
 from weir.trident.state import (
     BackingMap,
     CachedMap,
@@ -85,6 +85,31 @@ class MapStore(ABC):
     @abstractmethod
     def describe(self) -> str:
         """Where the data lives, without credentials."""
+
+    #: whether :meth:`delete_expired` is implemented (the TTL sweep of ``weir.state.ttl.ms``)
+    sweeps_expired: ClassVar[bool] = False
+
+    def with_expiry_index(self) -> MapStore:
+        """The same store, writing whatever :meth:`delete_expired` needs to find cells by txid (default: itself)."""
+        return self
+
+    def prepare_expiry(self, state_type: StateType) -> None:  # noqa: B027 - optional hook
+        """Create what finds cells by their txid (an index), once; the default needs none."""
+
+    def delete_expired(self, state_type: StateType, upto: int, limit: int, *, txid: int) -> tuple[int, bool]:
+        """Delete up to ``limit`` cells whose stored txid is at or below ``upto``; ``(deleted, more left)``.
+
+        Each delete is conditional on the cell's txid at the moment of the delete, so a cell rewritten
+        since (a txid above ``upto``) is never deleted, and running it again deletes nothing new.
+        ``txid`` is the committing batch (stores that keep a sweep mark record it).
+
+        Raises
+        ------
+        StateError
+            The store cannot sweep (see :attr:`sweeps_expired`) or the delete failed.
+        """
+        msg = f"the Trident map state {self.describe()} has no TTL sweep (weir sweeps SQLite, Redis and PostgreSQL)"
+        raise StateError(msg)
 
 
 class _GlobalValue(Snapshottable[T]):

@@ -85,6 +85,8 @@ class RunContext:
     ttls: Mapping[str, int] = field(default_factory=dict)
     #: the coordinator's store, where the time log of a topology with TTLs lives
     ttl_provider: Any = None
+    #: the commit-time sweep of expired cells (:class:`weir.runtime.spark.trident.ttl.TtlSweep`)
+    ttl_sweep: Any = None
 
     def __post_init__(self) -> None:
         self.consumers: dict[int, int] = {n.id: 0 for n in self.nodes}

@@ -8,7 +8,8 @@ then runs :class:`TridentBatchRunner` on the batch's DataFrame.
 Transactions: the coordinator stores ``PREPARING(n)``, the job runs (every state partition does
 ``begin_commit(n)`` … ``commit(n)`` inside its Spark task), then ``COMMITTING(n)`` and
 ``COMMITTED(n)``. Trident states need nothing from the commit phase — their exactly-once comes from
-the txids stored with the values — so the coordinator's participants have no namespaces. A batch
+the txids stored with the values — so the coordinator's participants have no namespaces (with
+``weir.state.ttl.ms`` the commit phase deletes expired cells, :class:`TridentParticipants`). A batch
 whose job failed, or that a crash interrupted, is run again with the **same** txid; a batch
 already ``COMMITTED`` is skipped.
 """
@@ -19,7 +20,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from weir.checkpoint.coordinator import JobOutcome, Participants, TaskFailure, checkpoint_namespace
@@ -105,14 +106,23 @@ class TridentSource(Spout):
 
 
 class TridentParticipants(Participants):
-    """The coordinator's participants for Trident: none — states commit inside their partitions."""
+    """The coordinator's participants for Trident: none — states commit inside their partitions.
+
+    With ``weir.state.ttl.ms``, the commit of ``txid`` sweeps the cells expired at ``txid``
+    (:class:`~weir.runtime.spark.trident.ttl.TtlSweep`); recovery of ``COMMITTING(n)`` runs it again.
+    """
+
+    def __init__(self, sweep: Any = None) -> None:
+        self.sweep = sweep
 
     def namespaces(self) -> list[str]:
         """No checkpointed namespaces."""
         return []
 
     def commit_all(self, txid: int, epoch: int, after_first: Any = None) -> None:
-        """Nothing to commit: each state partition committed ``txid`` in its task."""
+        """Each state partition committed ``txid`` in its task; the TTL sweep deletes what expired at it."""
+        if self.sweep is not None:
+            self.sweep.commit(txid)
 
     def rollback_all(self, epoch: int, after_first: Any = None) -> None:
         """Nothing to roll back: a replay with the same txid makes the stored values exact."""
@@ -189,6 +199,7 @@ class TridentBatchRunner(BatchRunner):
                     txid,
                     epoch,
                     self.ctx.ttls,
+                    None if self.ctx.ttl_sweep is None else self.ctx.ttl_sweep.maps,
                 )
             planner.run()
             answers = {f: self._drpc_answers(planner, f, reqs, txid) for f, reqs in requests.items()}
@@ -515,6 +526,18 @@ class TridentDialect(Dialect):
                 name,
             )
             journal = frozenset()
+        sweep = None
+        if ttls:  # the commit-time sweep; a store that keeps an index of cells by txid writes it from now on
+            from weir.runtime.spark.trident.ttl import TtlSweep
+
+            by_id = {s.state_id: s.factory for s in topology.states}
+            for sid in ttls:
+                factory = factories.get(sid, by_id[sid])
+                indexed = factory.store.with_expiry_index()
+                if indexed is not factory.store:
+                    factories[sid] = replace(factory, store=indexed)
+            sweep = TtlSweep.of(name, conf, provider, ttls, {sid: factories.get(sid, by_id[sid]) for sid in ttls})
+            sweep.prepare()
         spouts = [(n.name, n.params["spout"]) for n in nodes if n.kind == "spout"]
         source = TridentSource(name, conf, spouts, paced=drpc is not None)
         ctx = RunContext(
@@ -528,6 +551,7 @@ class TridentDialect(Dialect):
             factories=factories,
             ttls=ttls,
             ttl_provider=provider if ttls else None,
+            ttl_sweep=sweep,
         )
         return TridentPlan(
             name, conf, rc, spark_session, master, provider, topology=topology, ctx=ctx, spout_driver=driver, drpc=drpc
@@ -544,8 +568,9 @@ class TridentDialect(Dialect):
         return TridentBatchRunner(plan.ctx, plan.spout_driver, plan.drpc)
 
     def participants(self, plan: Prepared) -> Participants | None:
-        """:class:`TridentParticipants`: the coordinator only numbers the batches."""
-        return TridentParticipants()
+        """:class:`TridentParticipants`: the coordinator numbers the batches (and commits sweep expired cells)."""
+        assert isinstance(plan, TridentPlan) and plan.ctx is not None
+        return TridentParticipants(plan.ctx.ttl_sweep)
 
     def shape(self, plan: Prepared, namespaces: list[str]) -> Mapping[str, Any] | None:
         """The plan as a graph (see :func:`trident_shape`)."""

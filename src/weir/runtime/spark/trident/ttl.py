@@ -20,28 +20,65 @@ batch time.
 Cells written before the first logged txid (``initial_state`` seeds at txid 0, or cells written before
 TTL was turned on) count as written at the first logged batch.
 
-What it does not do (yet): expired cells stay in the store until their key is written again (no
-sweep deletes them), and readers outside a batch (``weir.state.read``, ``weir state get/dump``) show
-them. A key that an opaque replay *touches* (written by a failed attempt, not by the replay) is
+**The sweep.** The commit of each batch (:class:`TtlSweep`, run by the coordinator's commit phase
+with ``COMMITTING(n)`` stored, again when recovery rolls ``n`` forward) deletes the cells expired at
+*n* from the store: each delete is conditional on the cell's txid still being at or below the cutoff
+(a cell rewritten since is never deleted), so a replayed or recovered commit deletes the same set.
+Cells are found by txid without a scan (SQLite: an index on the txid inside each cell; PostgreSQL: an
+index on the ``txid`` column; Redis: a sorted set kept beside the cells), at most
+``weir.state.ttl.sweep.max`` per state and commit (default 10,000); what is left is swept by the
+following commits and reads as absent meanwhile. The time log also records each state's TTL and
+map, so readers outside a batch (``weir.state.read``, ``weir state get/dump``) hide the cells expired
+at the last committed txid (:func:`weir.trident.backing.expiry.reader_cutoff`).
+
+A key that an opaque replay *touches* (written by a failed attempt, not by the replay) is
 rewritten with its own value and so counts as written at the replayed txid.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from weir.errors import ConfigError, StateError
 from weir.state.ttl import TTL_CONF_KEY, ttl_ms_of
+from weir.trident.backing.expiry import TIMES_KEY, TimeLog, expire_upto, load_time_log
 
-__all__ = ["SUPPORTED_STORES", "TIMES_KEY", "cutoffs", "expire_upto", "record_batch_time", "resolve_ttls"]
+__all__ = [
+    "SUPPORTED_STORES",
+    "SWEEP_MAX_KEY",
+    "TIMES_KEY",
+    "TtlSweep",
+    "cutoffs",
+    "expire_upto",
+    "record_batch_time",
+    "resolve_ttls",
+    "sweep_max",
+]
 
-#: the time log of a Trident topology, in its coordinator's namespace
-TIMES_KEY = b"trident-times"
 #: the map stores whose TTL is tested (their ``MapStore`` class names)
 SUPPORTED_STORES = frozenset({"SqliteMapStore", "RedisMapStore", "PostgresMapStore"})
+#: cells the commit of one batch deletes per state at most (the rest: by later commits)
+SWEEP_MAX_KEY = "weir.state.ttl.sweep.max"
+SWEEP_MAX_DEFAULT = 10_000
+#: cells per delete (one store transaction or round trip each)
+SWEEP_CHUNK = 1000
 _PREFIX = "trident:"
+
+
+def sweep_max(name: str, conf: Mapping[str, Any]) -> int:
+    """``weir.state.ttl.sweep.max``, checked at submit (a whole number ≥ 1)."""
+    raw = conf.get(SWEEP_MAX_KEY, SWEEP_MAX_DEFAULT)
+    if isinstance(raw, str) and raw.strip().isdigit():
+        raw = int(raw.strip())
+    if not isinstance(raw, int) or isinstance(raw, bool) or raw < 1:
+        msg = (
+            f"topology {name!r}: {SWEEP_MAX_KEY} is how many expired cells one commit deletes per state; "
+            f"give a whole number >= 1 (default {SWEEP_MAX_DEFAULT}), got {raw!r}"
+        )
+        raise ConfigError(msg)
+    return raw
 
 
 def resolve_ttls(name: str, conf: Mapping[str, Any], topology: Any) -> dict[str, int]:
@@ -103,41 +140,24 @@ def resolve_ttls(name: str, conf: Mapping[str, Any], topology: Any) -> dict[str,
     return out
 
 
-def _load(raw: bytes | None, namespace: str) -> dict[int, int]:
-    if raw is None:
-        return {}
-    try:
-        doc = json.loads(raw)
-        return {int(t): int(m) for t, m in doc["times"]}
-    except (ValueError, TypeError, KeyError) as exc:
-        msg = (
-            f"namespace {namespace!r}, key {TIMES_KEY.decode()!r}: not weir's Trident time log ({exc}); "
-            "weir wrote it as JSON {'v': 1, 'times': [[txid, ms], ...]}"
-        )
-        raise StateError(msg) from exc
-
-
-def expire_upto(times: Mapping[int, int], txid: int, ttl_ms: int) -> int | None:
-    """The greatest logged txid before ``txid`` whose cells have expired at ``txid``'s time (None: none)."""
-    now = times[txid]
-    best: int | None = None
-    for t, ms in times.items():
-        if t < txid and ms + ttl_ms <= now and (best is None or t > best):
-            best = t
-    return best
-
-
 def cutoffs(times: Mapping[int, int], txid: int, ttls: Mapping[str, int]) -> dict[str, int | None]:
     """Per state: :func:`expire_upto` at ``txid``."""
     return {sid: expire_upto(times, txid, ms) for sid, ms in ttls.items()}
 
 
 def record_batch_time(
-    provider: Any, namespace: str, topology: str, txid: int, epoch: int | None, ttls: Mapping[str, int]
+    provider: Any,
+    namespace: str,
+    topology: str,
+    txid: int,
+    epoch: int | None,
+    ttls: Mapping[str, int],
+    maps: Mapping[str, str | None] | None = None,
 ) -> dict[str, int | None]:
     """Log batch ``txid``'s time (from the coordinator record) and return each state's cutoff.
 
-    The log keeps what later batches can still need: entries from the smallest cutoff on.
+    The log keeps what later batches can still need: entries from the smallest cutoff on; it also
+    records each state's TTL and map (``maps``: state id → ``trident:<name>``) for readers.
     """
     from weir._faults import crash_point
     from weir.state.ttl import batch_time
@@ -150,17 +170,100 @@ def record_batch_time(
             f"not of this batch, so {TTL_CONF_KEY} cannot decide expiries; this is a weir bug, please report it"
         )
         raise StateError(msg)
-    times = {t: m for t, m in _load(backend.get(namespace, TIMES_KEY), namespace).items() if t < txid}
+    old = load_time_log(backend.get(namespace, TIMES_KEY), namespace)
+    times = {t: m for t, m in old.times.items() if t < txid}
     times[txid] = batch_ms
     cuts = cutoffs(times, txid, ttls)
     if cuts and all(c is not None for c in cuts.values()):
         low = min(c for c in cuts.values() if c is not None)
         times = {t: m for t, m in times.items() if t >= low}
-    data = json.dumps({"v": 1, "times": sorted([t, m] for t, m in times.items())}, separators=(",", ":"))
-    rows = {TIMES_KEY: data.encode()}
+    states = {sid: (ms, (maps or {}).get(sid)) for sid, ms in ttls.items()}
+    rows = {TIMES_KEY: TimeLog(times, states).encode()}
     if epoch is None:
         backend.write_direct(namespace, rows, None)
     else:  # exactly the coordinator's epoch, as the journal
         backend.write_owned(namespace, rows, epoch)
     crash_point("trident_ttl_time_logged", txid)
     return cuts
+
+
+@dataclass(frozen=True)
+class _Swept:
+    state_id: str
+    store: Any  # weir.trident.backing.MapStore
+    state_type: Any  # weir.trident.state.StateType
+
+
+@dataclass(frozen=True)
+class TtlSweep:
+    """The commit-time sweep of a topology's expiring map states (see the module docstring).
+
+    ``commit(txid)`` reads the time log, computes each state's cutoff at ``txid`` exactly as the
+    batch did, and deletes up to ``limit`` expired cells per state, :data:`SWEEP_CHUNK` at a time.
+    """
+
+    topology: str
+    provider: Any
+    namespace: str
+    ttls: Mapping[str, int]
+    states: tuple[_Swept, ...]
+    limit: int = SWEEP_MAX_DEFAULT
+    #: per state: (txid, cells deleted, more left) of the last commit (for ``status`` and tests)
+    last: dict[str, tuple[int, int, bool]] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def of(
+        cls,
+        topology: str,
+        conf: Mapping[str, Any],
+        provider: Any,
+        ttls: Mapping[str, int],
+        factories: Mapping[str, Any],
+    ) -> TtlSweep:
+        """The sweep of ``ttls``' states, whose factories (with the index kept) are ``factories``."""
+        from weir.checkpoint.coordinator import checkpoint_namespace
+
+        states = tuple(_Swept(sid, factories[sid].store, factories[sid].state_type) for sid in sorted(ttls))
+        return cls(topology, provider, checkpoint_namespace(topology), dict(ttls), states, sweep_max(topology, conf))
+
+    @property
+    def maps(self) -> dict[str, str | None]:
+        """State id → ``trident:<name>`` of its map state (recorded in the time log for readers)."""
+        out: dict[str, str | None] = {}
+        for s in self.states:
+            name = s.store.catalog_name()
+            out[s.state_id] = None if name is None else _PREFIX + name
+        return out
+
+    def prepare(self) -> None:
+        """Create the stores' txid indexes (at submit: a store that cannot is a clear error now)."""
+        for s in self.states:
+            try:
+                s.store.prepare_expiry(s.state_type)
+            except StateError as exc:
+                msg = f"topology {self.topology!r}, state {s.state_id!r}: {TTL_CONF_KEY}: {exc}"
+                raise ConfigError(msg) from exc
+
+    def commit(self, txid: int) -> None:
+        """Delete the cells expired at ``txid`` (bounded per state); idempotent, so recovery may run it again."""
+        from weir._faults import crash_point
+
+        backend = self.provider.backend
+        log = load_time_log(backend.get(self.namespace, TIMES_KEY), self.namespace)
+        if txid not in log.times:  # the batch ran before TTL was on (or logged nothing): nothing decided
+            return
+        for s in self.states:
+            upto = expire_upto(log.times, txid, self.ttls[s.state_id])
+            deleted, more = 0, True
+            while more and deleted < self.limit:
+                chunk = min(SWEEP_CHUNK, self.limit - deleted)
+                try:
+                    n, more = s.store.delete_expired(s.state_type, -1 if upto is None else upto, chunk, txid=txid)
+                except StateError as exc:
+                    msg = f"topology {self.topology!r}, state {s.state_id!r}, txid {txid}: {exc}"
+                    raise StateError(msg) from exc
+                deleted += n
+                crash_point("trident_ttl_during_sweep", txid)
+                if upto is None:
+                    break
+            self.last[s.state_id] = (txid, deleted, more)
