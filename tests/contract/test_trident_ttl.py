@@ -9,6 +9,7 @@ txid computes the same cutoff and so the same values.
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -115,7 +116,11 @@ def test_the_time_log_gives_each_batch_its_cutoff_and_a_replay_the_same_one(prov
     assert seen[4] == {"counts": 2, "other": None}
     assert seen[5] == {"counts": 4, "other": 3}  # 11600 + 1000 <= 16000; 11000 + 5000 <= 16000
     # the log keeps what a later batch can still need: txids from the smallest cutoff on
-    assert backend.get(ns, TIMES_KEY) == b'{"v":1,"times":[[3,11000],[4,11600],[5,16000]]}'
+    assert json.loads(backend.get(ns, TIMES_KEY)) == {
+        "v": 1,
+        "times": [[3, 11000], [4, 11600], [5, 16000]],
+        "states": {"counts": {"ttl_ms": 1000, "map": None}, "other": {"ttl_ms": 5000, "map": None}},
+    }
     assert expire_upto({1: 0, 2: 5}, 2, 5) == 1 and expire_upto({1: 0, 2: 4}, 2, 5) is None
     # a driver of an older epoch is fenced; a record of another txid is a named error
     CheckpointStore(backend, topo).acquire_epoch()
