@@ -136,3 +136,21 @@ def test_redis_cells_written_without_the_index_are_found_by_one_scan_and_the_ind
 def test_the_sweep_chunk_setting_is_checked_at_submit() -> None:
     with pytest.raises(ConfigError, match=r"topology 't': weir.state.ttl.sweep.max .* whole number >= 1"):
         TtlSweep.of("t", {"weir.state.ttl.sweep.max": 0}, None, {}, {})
+
+
+@pytest.mark.parametrize("provider_url", provider_params(("redis-cluster",)), indirect=True)
+@pytest.mark.parametrize("tagged", [False, True], ids=["slots", "hash-tag"])
+def test_the_sweep_on_a_redis_cluster_with_and_without_a_hash_tag(provider_url: str, tagged: bool) -> None:
+    from weir.trident.backing import RedisMapState
+    from weir.trident.state import TransactionalValue
+
+    tag = uuid.uuid4().hex[:8]
+    factory = _indexed(RedisMapState.transactional(provider_url, key_prefix=f"{{sw{tag}}}:" if tagged else f"sw{tag}:"))
+    _batch(factory, 1, None, {"a": 1, "b": 1, "c": 1})
+    _batch(factory, 2, None, {"d": 1})
+    _batch(factory, 3, 1, {"b": 1})
+    st, s = factory.state_type, factory.store
+    assert s.delete_expired(st, 1, 100, txid=3) == (2, False)
+    assert s.delete_expired(st, 1, 100, txid=3) == (0, False)
+    cells = s.backing_map(st).multi_get([[k] for k in "abcd"])
+    assert cells == [None, TransactionalValue(3, 1), None, TransactionalValue(2, 1)]  # b restarted from init
