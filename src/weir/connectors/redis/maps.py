@@ -322,7 +322,7 @@ class RedisBackingMap(BackingMap[Any]):
         mapping = {rk: encode_cell(v, st, k, where=where) for rk, k, v in zip(rkeys, ks, vals, strict=True)}
         client = self.store.client()
         if self.store.txid_index:  # the TTL sweep's index first: a cell is never stored unindexed
-            scores = {rk: t for rk, v in zip(rkeys, vals, strict=True) if (t := cell_txid(v)) is not None}
+            scores = {rk: t for rk, v in zip(rkeys, vals, strict=True) if (t := _cell_txid(v)) is not None}
             with self._call("multi_put", len(mapping)):
                 if self.store.settings.cluster:
                     client.zadd(self.store.index_key, scores)
@@ -448,6 +448,13 @@ for i = 1, #KEYS - 1 do
 end
 return n
 """
+
+
+def _cell_txid(cell: Any) -> int | None:
+    """The txid of a cell given to ``multi_put``: a cell object or its plain ``[txid, ...]`` form."""
+    if isinstance(cell, (list, tuple)):
+        return int(cell[0]) if cell and type(cell[0]) is int else None
+    return cell_txid(cell)
 
 
 def _stored_txid(raw: bytes | str) -> int | None:
