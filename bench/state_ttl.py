@@ -94,7 +94,7 @@ def measure(url: str, expiring: int, live: int, touched: int, repeat: int) -> di
     }
 
 
-def _map_factory(url: str, name: str) -> Any:
+def _map_factory(url: str, name: str, *, indexed: bool = True) -> Any:
     """An opaque map state of the store at ``url``, as a run with a TTL writes it (Redis: indexed)."""
     from dataclasses import replace
 
@@ -106,7 +106,7 @@ def _map_factory(url: str, name: str) -> Any:
         factory = RedisMapState.opaque(url, key_prefix=f"{name}:")
     else:
         factory = PostgresMapState.opaque(url, table=name, key_columns={"word": "TEXT"}, value_type="BIGINT")
-    return replace(factory, store=factory.store.with_expiry_index())
+    return replace(factory, store=factory.store.with_expiry_index()) if indexed else factory
 
 
 def _write(factory: Any, txid: int, keys: list[str]) -> None:
@@ -134,6 +134,8 @@ def measure_trident(url: str, expiring: int, live: int, repeat: int) -> dict[str
     base_ms: list[float] = []
     sweep_ms: list[float] = []
     ttls = {"counts": 9_500}
+    plain_ms: list[float] = []
+    write_ms: list[float] = []
     for _ in range(repeat):
         topo = f"bench{uuid.uuid4().hex[:8]}"
         name = f"ttl_{topo}"
@@ -152,7 +154,10 @@ def measure_trident(url: str, expiring: int, live: int, repeat: int) -> dict[str
         _write(factory, 1, [f"exp{i}" for i in range(expiring)])
         sweep.commit(1)
         log(2, 1_000)
-        _write(factory, 2, [f"live{i}" for i in range(live)])
+        keys = [f"live{i}" for i in range(live)]
+        plain = _map_factory(url, f"plain_{topo}", indexed=False)  # the same write to a map without TTL
+        plain_ms.append(timed(lambda plain=plain, keys=keys: _write(plain, 2, keys)) * 1000)
+        write_ms.append(timed(lambda factory=factory, keys=keys: _write(factory, 2, keys)) * 1000)
         base_ms.append(timed(lambda sweep=sweep: sweep.commit(2)) * 1000)
         log(3, 10_000)
         sweep_ms.append(timed(lambda sweep=sweep: sweep.commit(3)) * 1000)
@@ -163,12 +168,15 @@ def measure_trident(url: str, expiring: int, live: int, repeat: int) -> dict[str
             msg = f"{url}: the sweep deleted {sweep.last['counts']}, {left} cells left (expected {live} live)"
             raise AssertionError(msg)
         catalog.drop(factory.store.catalog_name())
+        catalog.drop(plain.store.catalog_name())
     b, s = median(base_ms), median(sweep_ms)
     return {
         "baseline_commit_ms": round(b, 3),
         "sweep_commit_ms": round(s, 3),
         "sweep_ms_per_10k": round((s - b) * 10_000 / expiring, 3),
         "expired_keys_per_s": round(expiring / max((s - b) / 1000, 1e-9)),
+        "write_plain_ms": round(median(plain_ms), 3),
+        "write_indexed_ms": round(median(write_ms), 3),
     }
 
 
@@ -215,6 +223,18 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"TTL sweep: {args.expiring} expiring + {args.live} live keys, {args.touched} writes per batch")
     print(format_table(["store", "commit (no expiry)", "commit (sweep)", "sweep per 10k keys", "expired keys/s"], rows))
+    if args.mode == "trident":  # what keeping cells findable by txid costs the batch's write
+        print(f"writing {args.live} cells in one batch, without and with TTL (the txid index):")
+        print(
+            format_table(
+                ["store", "write (no TTL)", "write (TTL)"],
+                [
+                    [n, human_duration(r["write_plain_ms"] / 1000), human_duration(r["write_indexed_ms"] / 1000)]
+                    for n, r in results.items()
+                    if "unavailable" not in r
+                ],
+            )
+        )
     data = {"machine": machine(), "params": vars(args), "results": results}
     if args.out.endswith(".json"):  # a path
         path = Path(args.out)
