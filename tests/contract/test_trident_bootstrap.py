@@ -110,7 +110,7 @@ _load(url, "tkill", Store(kind, url, tag).factory("opaque", "killed"), [(f"w{i}"
 """
 
 
-@pytest.mark.parametrize("provider_url", provider_params(("sqlite", "postgres")), indirect=True)
+@pytest.mark.parametrize("provider_url", provider_params(("sqlite", "redis", "postgres")), indirect=True)
 @pytest.mark.parametrize(
     "point", ["trident_bootstrap_staged@0", "trident_bootstrap_switching@0", "trident_bootstrap_between_chunks@0"]
 )

@@ -150,7 +150,7 @@ def test_weir_state_convert_rewrites_every_value_of_a_map_state(provider_url: st
     assert backend.get("$checkpointspout-tconv", CONVERT_KEY) is None
 
 
-@pytest.mark.parametrize("provider_url", provider_params(("sqlite",)), indirect=True)
+@pytest.mark.parametrize("provider_url", provider_params(("sqlite", "redis", "postgres")), indirect=True)
 @pytest.mark.parametrize(
     "point", ["trident_convert_staged@0", "trident_convert_switching@0", "trident_convert_between_chunks@0"]
 )
