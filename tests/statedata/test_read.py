@@ -135,14 +135,14 @@ def test_read_refuses_what_it_cannot_read(spark: Any, provider_url: str) -> None
         read(spark, provider_url, "wc", wait=0.2)
 
 
-@pytest.mark.parametrize("provider_url", ["sqlite", "redis", "postgres"], indirect=True)
+@pytest.mark.parametrize("provider_url", ["sqlite", "redis", "postgres", "hbase"], indirect=True)
 def test_trident_map_state_at_the_committed_txid(spark: Any, provider_url: str, tmp_path: Path) -> None:
     from tests.trident._support import Store
 
     build(provider_url)
     scheme = provider_url.split(":", 1)[0]
     store = Store({"postgresql": "postgres"}.get(scheme, scheme), provider_url, "t")
-    name = "trident:words_t" + (":" if store.kind == "redis" else "")  # a table, or a key prefix
+    name = "trident:words_t" + (":" if store.kind in ("redis", "hbase") else "")  # a table, or a key prefix
     state = store.factory("opaque", "words").make_state({}, 0, 1)
     for txid, values in ((2, [3, 1]), (3, [5, 2]), (4, [9, 4])):  # txid 4: written, not committed
         state.begin_commit(txid)
