@@ -5,7 +5,8 @@ Per batch with txid *n* (inside the coordinator's attempt, see :mod:`weir.checkp
 1. :meth:`DrpcDriver.take`: if the request log holds an entry for *n* (an earlier attempt, or a
    driver that died), the batch takes exactly those requests again. Otherwise it takes the requests
    still in the log under older txids (their batch committed but the driver died before writing
-   the answers: they are run again, against the newer committed state) and the pending requests of
+   the answers: they are run again, against the newer committed state — except those already
+   answered, which only leave the queue, and those no longer queued, which nobody waits for) and the pending requests of
    every served function's queue (at most ``weir.drpc.batch.max.requests`` per function), and
    writes them as the entry for *n* — one atomic write, fenced by the driver's epoch — *before* any
    stage sees them (crash point ``drpc_after_request_log``). A request whose deadline has passed is
