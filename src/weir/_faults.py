@@ -33,6 +33,8 @@ POINTS = (
     "rescale_switched",  # rescale: the record names the new layout, staging namespaces not dropped yet
     "during_poll_ahead",  # Storm spout: batch n-1 logged, batch n's first tuples polled ahead, not logged
     "drpc_after_request_log",  # DRPC: a batch's requests are in the request log, no stage has run
+    "drpc_after_answers",  # DRPC: COMMITTED(n), the answers written, the requests still queued and logged
+    "drpc_after_dequeue",  # DRPC: the answered requests left the queue, the log entry of n not deleted
 )
 
 

@@ -61,7 +61,8 @@ class BoltTester:
     inputs : ``{source component: field names}`` (or ``{(component, stream): fields}``)
     topology, component, task, parallelism, conf : the task's context
     store : name of the memory store (a fresh one by default); two testers with the same store and
-        namespace see each other's committed state, as two tasks of one store would
+        namespace see each other's committed state, as two tasks of one store would. A URL
+        (``sqlite:///PATH``, ``redis://…``, ``postgresql://…``) runs the bolt against that real store
     """
 
     def __init__(
@@ -101,7 +102,8 @@ class BoltTester:
             {s: tuple(f) for s, f in streams.items()},
         )
         self.collector = OutputCollector(component, task, streams, topology=topology, acking=True)
-        self.provider = StateFactory.from_url(f"memory://{store or uuid.uuid4().hex}")
+        url = store if store is not None and "://" in store else f"memory://{store or uuid.uuid4().hex}"
+        self.provider = StateFactory.from_url(url)
         self.txid = 0
         self.state: TransactionalKeyValueState | None = None
         self.window_state: TransactionalKeyValueState | None = None

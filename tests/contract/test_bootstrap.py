@@ -75,7 +75,7 @@ def test_refused_once_the_topology_has_committed(provider_url: str) -> None:
     assert _tasks(provider_url, "ran", 2) == [{}, {}]
 
 
-@pytest.mark.parametrize("provider_url", provider_params(("sqlite", "postgres")), indirect=True)
+@pytest.mark.parametrize("provider_url", provider_params(("sqlite", "redis", "postgres")), indirect=True)
 @pytest.mark.parametrize("point", ["bootstrap_staged@0", "bootstrap_switching@0", "bootstrap_between_tasks@0"])
 def test_weir_state_load_killed_then_run_again_loads_all_or_nothing(
     provider_url: str, point: str, tmp_path: Path

@@ -75,7 +75,7 @@ def test_convert_rewrites_every_value_and_records_the_new_type(provider_url: str
     assert enc.value_type == parse_type(RECORD, "t")
 
 
-@pytest.mark.parametrize("provider_url", provider_params(("sqlite", "postgres")), indirect=True)
+@pytest.mark.parametrize("provider_url", provider_params(("sqlite", "redis", "postgres")), indirect=True)
 @pytest.mark.parametrize("point", ["convert_staged@0", "convert_between_tasks@0"])
 def test_convert_killed_then_run_again_converts_each_value_once(provider_url: str, point: str, tmp_path: Path) -> None:
     _seed(provider_url, "kconv")

@@ -110,7 +110,7 @@ _load(url, "tkill", Store(kind, url, tag).factory("opaque", "killed"), [(f"w{i}"
 """
 
 
-@pytest.mark.parametrize("provider_url", provider_params(("sqlite", "postgres")), indirect=True)
+@pytest.mark.parametrize("provider_url", provider_params(("sqlite", "redis", "postgres")), indirect=True)
 @pytest.mark.parametrize(
     "point", ["trident_bootstrap_staged@0", "trident_bootstrap_switching@0", "trident_bootstrap_between_chunks@0"]
 )
@@ -158,3 +158,50 @@ def test_weir_state_load_seeds_a_map_state_by_its_trident_name(
     assert "loaded before; nothing to do" in run(capsys, *argv).out
     missing = run(capsys, *argv[:-2], "trident:nope", str(seed))
     assert missing.code != 0 and "no Trident map state 'trident:nope'" in missing.err
+
+
+@STORES
+def test_dump_then_load_round_trips_a_map_state(
+    provider_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``weir state dump --values | weir state load`` and ``dump | load --cells`` copy the current values."""
+    store = _store(provider_url)
+
+    def ns(factory_name: str) -> str:
+        return f"trident:{factory_name}_{store.tag}" + (":" if store.kind == "redis" else "")
+
+    cells = {
+        "opaque": [OpaqueValue(7, 12, 10), OpaqueValue(3, 4, None)],
+        "transactional": [TransactionalValue(7, 12), TransactionalValue(3, 4)],
+    }
+    for kind, written in cells.items():
+        src = store.factory(kind, f"src{kind[0]}")
+        src.store.backing_map(src.state_type).multi_put([["man"], ["dog"]], written)
+        dumped = run(capsys, "state", "dump", "--url", provider_url, ns(f"src{kind[0]}"))
+        values = run(capsys, "state", "dump", "--url", provider_url, "--values", ns(f"src{kind[0]}"))
+        assert dumped.code == 0 and values.code == 0, dumped.err + values.err
+        assert sorted(values.json_lines(), key=str) == sorted(
+            [{"ns": ns(f"src{kind[0]}"), "key": ["man"], "value": 12},
+             {"ns": ns(f"src{kind[0]}"), "key": ["dog"], "value": 4}], key=str,
+        )  # fmt: skip
+        (tmp_path / f"{kind}.cells").write_text(dumped.out)
+        (tmp_path / f"{kind}.values").write_text(values.out)
+        for how, flags in (("values", ()), ("cells", ("--cells",))):
+            dst = store.factory(kind, f"dst{kind[0]}{how}")
+            topo = f"rt{kind[0]}{how}"
+            argv = ("state", "load", "--url", provider_url, "--topology", topo, "--component", ns(f"dst{kind[0]}{how}"))
+            res = run(capsys, *argv, *flags, str(tmp_path / f"{kind}.{how}"))
+            assert res.code == 0, res.err
+            assert f"loaded 2 keys as committed {kind} cells" in res.out
+            want = [OpaqueValue(0, 12, None), OpaqueValue(0, 4, None)] if kind == "opaque" else [
+                TransactionalValue(0, 12), TransactionalValue(0, 4)]  # fmt: skip
+            assert _cells(dst, ["man", "dog"]) == want
+        # the dumped cells given as values: refused, naming the line and both ways out
+        wrong = store.factory(kind, f"wr{kind[0]}")
+        argv = ("state", "load", "--url", provider_url, "--topology", f"wr{kind[0]}", "--component", ns(f"wr{kind[0]}"))
+        res = run(capsys, *argv, str(tmp_path / f"{kind}.cells"))
+        assert res.code != 0 and f"{kind}.cells, line 1: the value is a dumped {kind} cell" in res.err
+        assert "--cells" in res.err and "weir state dump --values" in res.err
+        assert _cells(wrong, ["man", "dog"]) == [None, None]
+        res = run(capsys, *argv, "--cells", str(tmp_path / f"{kind}.values"))  # values given as cells: refused
+        assert res.code != 0 and "--cells expects a dumped" in res.err

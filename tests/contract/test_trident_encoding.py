@@ -8,9 +8,9 @@ and killed with SIGKILL after its marker it is finished by the next start, never
 
 from __future__ import annotations
 
+import re
 import signal
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,7 +28,7 @@ from weir.sources import RateSpout
 from weir.state.evolution import EvolutionError
 from weir.state.factory import open_backend
 from weir.trident import Count, TridentTopology
-from weir.trident.backing import SqliteMapState
+from weir.trident.backing import PostgresMapState, RedisMapState, SqliteMapState
 from weir.trident.state import CombinerValueUpdater, OpaqueValue, TransactionalValue
 
 STORES = pytest.mark.parametrize("provider_url", provider_params(("sqlite", "redis", "postgres")), indirect=True)
@@ -70,14 +70,15 @@ def _topology(factory: Any) -> TridentTopology:
     return topo
 
 
-def test_encodings_of_map_states_follow_the_written_rules(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'state.db'}"
-    store = Store("sqlite", url, "t")
-    backend = open_backend(provider_of(url).config)
+@STORES
+def test_encodings_of_map_states_follow_the_written_rules(provider_url: str) -> None:
+    store = _store(provider_url)
+    name = _map_name(store, "wc")
+    backend = open_backend(provider_of(provider_url).config)
     opaque = _topology(store.factory("opaque", "wc"))
     first = trident_encodings("enc", {"weir.state.value.type": {"counts": "int"}}, opaque)
     assert {k: v.to_json() for k, v in first.items()} == {
-        "trident:wc_t": {
+        f"trident:{name}": {
             "key_serializer": "json",
             "value_serializer": "trident-opaque",
             "key_type": "any",
@@ -87,14 +88,25 @@ def test_encodings_of_map_states_follow_the_written_rules(tmp_path: Path) -> Non
     record_encodings(backend, "enc", first, CheckpointStore(backend, "enc").acquire_epoch())
     check_encodings(backend, "enc", trident_encodings("enc", {"weir.state.value.type": "float"}, opaque))  # V2
     check_encodings(backend, "enc", trident_encodings("enc", {}, opaque))  # any (V1)
-    with pytest.raises(EvolutionError, match=r"topology 'enc', Trident map state 'wc_t'.*rule V2.*int to str"):
+    shown = re.escape(name)
+    with pytest.raises(EvolutionError, match=rf"topology 'enc', Trident map state '{shown}'.*rule V2.*int to str"):
         check_encodings(backend, "enc", trident_encodings("enc", {"weir.state.value.type": "str"}, opaque))
-    # (the SQLite store refuses the other type at validation too; unchecked, the recorded encoding refuses it)
-    with pytest.raises(EvolutionError, match=r"topology 'enc', state 'counts' \(Trident map state trident:wc_t\).*V2"):
+    # (a store may refuse the other type at validation too; unchecked, the recorded encoding refuses it)
+    with pytest.raises(
+        EvolutionError, match=rf"topology 'enc', state 'counts' \(Trident map state trident:{shown}\).*V2"
+    ):
         check_map_encodings(backend, "enc", opaque, trident_encodings("enc", {"weir.state.value.type": "str"}, opaque))
-    transactional = _topology(SqliteMapState.factory("transactional", url, table="wc_t", check=False))
+    table = f"wc_{store.tag}"
+    if store.kind == "sqlite":
+        other = SqliteMapState.factory("transactional", provider_url, table=table, check=False)
+    elif store.kind == "redis":
+        other = RedisMapState.factory("transactional", provider_url, key_prefix=f"{table}:", check=False)
+    else:
+        other = PostgresMapState.factory(
+            "transactional", provider_url, table=table, key_columns={"word": "TEXT"}, value_type="BIGINT", check=False
+        )
     with pytest.raises(EvolutionError, match=r"rule S1.*trident-opaque -> trident-transactional"):
-        check_encodings(backend, "enc", trident_encodings("enc", {"weir.state.value.type": "int"}, transactional))
+        check_encodings(backend, "enc", trident_encodings("enc", {"weir.state.value.type": "int"}, _topology(other)))
     with pytest.raises(ConfigError, match=r"names state 'words', which is no map state.*\['counts'\]"):
         trident_encodings("enc", {"weir.state.value.type": {"words": "int"}}, opaque)
     backend.close()
@@ -150,7 +162,7 @@ def test_weir_state_convert_rewrites_every_value_of_a_map_state(provider_url: st
     assert backend.get("$checkpointspout-tconv", CONVERT_KEY) is None
 
 
-@pytest.mark.parametrize("provider_url", provider_params(("sqlite",)), indirect=True)
+@pytest.mark.parametrize("provider_url", provider_params(("sqlite", "redis", "postgres")), indirect=True)
 @pytest.mark.parametrize(
     "point", ["trident_convert_staged@0", "trident_convert_switching@0", "trident_convert_between_chunks@0"]
 )

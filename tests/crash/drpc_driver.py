@@ -1,6 +1,10 @@
 """A Trident word count serving seed 004's DRPC query; the DRPC crash tests run it and SIGKILL it.
 
-Usage: python drpc_driver.py STATE_DIR INPUT_DIR NAME
+Usage: python drpc_driver.py STATE_DIR INPUT_DIR NAME [KIND URL]
+
+``KIND URL`` (``redis`` or ``postgres`` and the server's URL) put the topology's store (coordinator,
+DRPC queues, request log, answers) and the word counts there; without them both live in
+``STATE_DIR/state.db``.
 
 Runs until the file ``STATE_DIR/STOP`` exists (the test writes it once it has read its answers).
 """
@@ -15,7 +19,7 @@ from typing import Any
 import weir
 from weir.sources import FileSpout
 from weir.trident import Count, FilterNull, Function, MapGet, Sum, TridentTopology
-from weir.trident.backing import SqliteMapState
+from weir.trident.backing import PostgresMapState, RedisMapState, SqliteMapState
 
 
 class Split(Function):
@@ -28,7 +32,15 @@ class Split(Function):
 
 def main() -> int:
     state_dir, input_dir, name = sys.argv[1:4]
-    factory = SqliteMapState.factory("transactional", f"sqlite:///{state_dir}/state.db", table="wc")
+    kind, url = (sys.argv[4], sys.argv[5]) if len(sys.argv) > 5 else ("sqlite", f"sqlite:///{state_dir}/state.db")
+    if kind == "redis":
+        factory = RedisMapState.factory("transactional", url, key_prefix=f"{name}:wc:")
+    elif kind == "postgres":
+        factory = PostgresMapState.factory(
+            "transactional", url, table=f"{name}_wc", key_columns={"word": "TEXT"}, value_type="BIGINT"
+        )
+    else:
+        factory = SqliteMapState.factory("transactional", url, table="wc")
     topology = TridentTopology()
     counts = (
         topology.new_stream("lines", FileSpout(input_dir))
@@ -50,6 +62,9 @@ def main() -> int:
         "weir.batch.max.retries": 2,
         "topology.state.checkpoint.interval.ms": 300,
     }
+    if kind != "sqlite":
+        conf["topology.state.provider"] = kind
+        conf["topology.state.provider.config"] = {"url": url}
     run = weir.submit(name, conf, topology).start()
     stop = Path(state_dir) / "STOP"
     deadline = time.monotonic() + 600

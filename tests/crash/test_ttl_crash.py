@@ -35,12 +35,17 @@ CHAIN = [
 ]
 
 
-# SQLite runs the whole chain; PostgreSQL (a store with its own commit transaction per namespace) the
-# step that splits a commit; every store's TTL rows and sweep are covered by tests/contract/test_ttl.py
-@pytest.fixture(params=["sqlite", "postgres"])
+# SQLite runs the whole chain; PostgreSQL (a store with its own commit transaction per namespace) and
+# Redis the step that splits a commit; every store's TTL rows and sweep are covered by
+# tests/contract/test_ttl.py
+@pytest.fixture(params=["sqlite", "postgres", "redis"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'state.db'}"
+    if request.param == "redis":
+        server = request.getfixturevalue("redis_server")
+        server.flushall()
+        return str(server.url)
     db = request.getfixturevalue("postgres_database")
     db.truncate_all()
     return str(db.url)

@@ -109,3 +109,29 @@ def test_a_logged_request_past_its_deadline_after_a_crash_is_failed_not_run(prov
     answer = Answer.from_bytes(backend.get(results_namespace("f"), b"soon"), "soon")
     assert answer.status == "expired" and answer.txid == 2  # ... it fails it
     assert list(backend.scan(log_namespace("t"))) == [] and list(backend.scan(queue_namespace("f"))) == []
+
+
+@pytest.mark.parametrize("provider_url", STORES, indirect=True)
+def test_a_driver_killed_inside_answered_is_finished_by_the_next_take(provider_url: str) -> None:
+    """The state ``drpc_after_answers`` / ``drpc_after_dequeue`` leave: nothing runs twice, nothing stays."""
+    backend = StateFactory.from_url(provider_url).backend
+    now = int(time.time() * 1000)
+    for rid in ("kept", "read", "gone", "open"):
+        _enqueue(backend, rid, rid, now + 600_000)
+    assert sorted(r.rid for r in _driver(backend).take(1)["f"]) == ["gone", "kept", "open", "read"]
+    # the driver died inside answered(1): answers of "kept" and "read" written, nothing dequeued
+    answers = {rid: Answer("ok", [[len(rid)]], txid=1, deadline_ms=now + 600_000) for rid in ("kept", "read")}
+    backend.write_direct(results_namespace("f"), {k.encode(): a.to_bytes() for k, a in answers.items()}, None)
+    # the client of "read" took its answer and withdrew; the client of "gone" gave up (timeout)
+    backend.write_direct(results_namespace("f"), {b"read": None}, None)
+    backend.write_direct(queue_namespace("f"), {b"read": None, b"gone": None}, None)
+    _enqueue(backend, "new", "n", now + 600_000)
+    restarted = _driver(backend)
+    taken = restarted.take(2)
+    assert sorted(r.rid for r in taken["f"]) == ["new", "open"]  # only what is still asked and unanswered
+    assert sorted(k for k, _ in backend.scan(queue_namespace("f"))) == [b"new", b"open"]  # "kept" dequeued
+    assert [k for k, _ in backend.scan(results_namespace("f"))] == [b"kept"]  # no answer nobody reads
+    assert Answer.from_bytes(backend.get(results_namespace("f"), b"kept"), "kept").tuples == [[4]]
+    restarted.answered(2, {"f": {r.rid: Answer("ok", [[0]], txid=2) for r in taken["f"]}})
+    assert list(backend.scan(log_namespace("t"))) == [] and list(backend.scan(queue_namespace("f"))) == []
+    assert sorted(k for k, _ in backend.scan(results_namespace("f"))) == [b"kept", b"new", b"open"]

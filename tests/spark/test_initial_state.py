@@ -46,7 +46,7 @@ def test_wordcount_seeded_from_a_dataframe(spark: Any, tmp_path: Path, provider_
         weir.submit("seeded", conf, topo, spark=spark, initial_state={"count": {"x": 1}})
 
 
-@pytest.mark.parametrize("provider_url", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("provider_url", ["sqlite", "redis", "postgres"], indirect=True)
 def test_submit_follows_the_schema_evolution_rules(spark: Any, tmp_path: Path, provider_url: str) -> None:
     conf = {
         "weir.state.dir": str(tmp_path / "state"),

@@ -15,7 +15,7 @@ from weir.drpc import Client, DRPCExecutionError, DRPCTimeoutError, DRPCUnknownF
 from weir.drpc.store import REGISTRY_NAMESPACE, log_namespace, queue_namespace, results_namespace
 from weir.errors import TopologyError
 from weir.sources import FileSpout
-from weir.trident import Count, FilterNull, Function, MapGet, Sum, TridentTopology
+from weir.trident import Aggregator, Count, FilterNull, Function, MapGet, Sum, TridentTopology
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -164,3 +164,83 @@ def test_drpc_streams_are_checked_at_build_and_submit(tmp_path: Path, sqlite_sto
     s.each(["args"], FilterNull())
     with pytest.raises(TopologyError, match="DRPC stream 'q' ends in 2 operations"):
         weir.submit("two-ends", {"weir.state.dir": str(tmp_path / "st")}, topology)
+
+
+class Tally(Aggregator[dict[str, int]]):
+    """Per partition (and request): one ``(word, n)`` per word the partition saw."""
+
+    def init(self, batch_id: int, collector: Any) -> dict[str, int]:
+        return {}
+
+    def aggregate(self, val: dict[str, int], tup: Any, collector: Any) -> None:
+        val[tup.get_string(0)] = val.get(tup.get_string(0), 0) + 1
+
+    def complete(self, val: dict[str, int], collector: Any) -> None:
+        for word, n in val.items():
+            collector.emit([word, n])
+
+
+class Record:
+    """A ``peek`` action: appends each word it sees to a file (the executors share this machine)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = str(path)
+
+    def __call__(self, tup: Any) -> None:
+        with open(self.path, "a", encoding="utf-8") as out:
+            out.write(str(tup["word"]) + "\n")
+
+
+def test_partition_aggregate_partition_by_shuffle_and_peek_on_drpc_streams(
+    spark: Any, tmp_path: Path, sqlite_store: Store
+) -> None:
+    lines = tmp_path / "lines"
+    expected = word_files(lines, BATCHES)
+    peeked = tmp_path / "peeked.txt"
+    topology = TridentTopology()
+    word_counts = (
+        topology.new_stream("spout1", FileSpout(str(lines)))
+        .each(["line"], Split(), ["word:str"])
+        .group_by(["word"])
+        .persistent_aggregate(sqlite_store.factory("transactional", "wc"), Count(), "count")
+    )
+    # partition_by: every copy of a word lands in one partition, so each partition's tally is whole
+    (
+        topology.new_drpc_stream("tally")
+        .each(["args"], Split(), ["word:str"])
+        .partition_by(["word"])
+        .parallelism_hint(3)
+        .partition_aggregate(["word"], Tally(), ["word:str", "n:int"])
+    )
+    # shuffle + partition_aggregate per partition, then the request's total
+    (
+        topology.new_drpc_stream("total")
+        .each(["args"], Split(), ["word:str"])
+        .shuffle()
+        .parallelism_hint(2)
+        .state_query(word_counts, ["word"], MapGet(), ["count"])
+        .each(["count"], FilterNull())
+        .partition_aggregate(["count"], Sum(), ["part"])
+        .aggregate(["part"], Sum(), ["sum"])
+    )
+    # peek sees each tuple of the request and passes it on unchanged
+    topology.new_drpc_stream("seen").each(["args"], Split(), ["word:str"]).peek(Record(peeked))
+    run = weir.submit("drpc-ops", provider_conf(sqlite_store, tmp_path), topology, spark=spark)
+    run.start()
+    client = Client(store_url(sqlite_store, tmp_path))
+    try:
+        deadline = time.monotonic() + 300
+        while sqlite_store.counts("wc") != expected:
+            assert time.monotonic() < deadline, sqlite_store.counts("wc")
+            time.sleep(0.2)
+        assert client.execute("tally", "the cat the dog the cat zebra", timeout=180) == [
+            ["cat", 2], ["dog", 1], ["the", 3], ["zebra", 1]
+        ]  # fmt: skip
+        question = "the cat dog man zebra the"
+        assert client.execute("total", question, timeout=180) == sum(expected[w] for w in question.split())
+        assert client.execute("total", "zebra", timeout=180) == 0
+        # the answer is the visible fields after peek, unchanged: args and word
+        assert client.execute("seen", "b a b", timeout=180) == [["b a b", "a"], ["b a b", "b"], ["b a b", "b"]]
+    finally:
+        run.stop()
+    assert sorted(peeked.read_text(encoding="utf-8").split()) == ["a", "b", "b"]

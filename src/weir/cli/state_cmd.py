@@ -355,16 +355,19 @@ def _expired(cell: Any, upto: int | None) -> bool:
     return upto is not None and (cell_txid(cell) or 0) <= upto
 
 
-def _dump_map(store: Store, catalog: MapCatalog, info: MapInfo) -> None:
+def _dump_map(store: Store, catalog: MapCatalog, info: MapInfo, *, values: bool = False) -> None:
+    """One line per unexpired cell; ``values``: the cell's current value instead (what ``weir state load`` takes)."""
+    from weir.cli.state_cells import cell_value
     from weir.trident.backing.catalog import cell_to_json
 
+    show = cell_value if values else cell_to_json
     ns_json = json.dumps(info.namespace, ensure_ascii=_ascii_only())
     out = sys.stdout
     upto = _map_cutoff(store, info)
     for key, cell in catalog.cells(info):
         if _expired(cell, upto):
             continue
-        out.write(f'{{"ns":{ns_json},"key":{dumps(list(key))},"value":{dumps(cell_to_json(cell))}}}\n')
+        out.write(f'{{"ns":{ns_json},"key":{dumps(list(key))},"value":{dumps(show(cell))}}}\n')
 
 
 def _maps_table(catalog: MapCatalog, maps: list[MapInfo], *, txids: bool) -> None:
@@ -485,7 +488,7 @@ def _cmd_dump(args: argparse.Namespace) -> int:
             if ns not in known:
                 catalog = _catalog(store)
                 assert catalog is not None  # noqa: S101 - maps came from it
-                _dump_map(store, catalog, maps[ns])
+                _dump_map(store, catalog, maps[ns], values=args.values)
                 continue
             ns_json = json.dumps(ns, ensure_ascii=_ascii_only())
             now: int | None = None
@@ -762,6 +765,11 @@ def register(subparsers: Any) -> None:
     p = sub.add_parser("dump", parents=[common], help="committed rows as JSON lines, sorted (diff-able)")
     p.add_argument("namespaces", nargs="*", metavar="NAMESPACE", help="namespaces to dump (default: all)")
     p.add_argument("--raw", action="store_true", help="keys and values as stored bytes ({'$bytes': base64})")
+    p.add_argument(
+        "--values",
+        action="store_true",
+        help="Trident map states: each cell's current value, not the cell (the lines weir state load takes)",
+    )
     p.set_defaults(func=_cmd_dump)
 
     p = sub.add_parser("put", parents=[common], help="set a committed key (admin write)")

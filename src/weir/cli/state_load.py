@@ -19,7 +19,7 @@ from weir.errors import ConfigError, StateError
 __all__ = ["register"]
 
 
-def _lines(path: str) -> Iterator[tuple[Any, Any]]:
+def _rows(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
     fh = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115 - closed below
     try:
         for n, line in enumerate(fh, start=1):
@@ -27,13 +27,44 @@ def _lines(path: str) -> Iterator[tuple[Any, Any]]:
                 continue
             try:
                 row = json.loads(line)
-                yield row["key"], row["value"]
+                row["key"], row["value"]  # noqa: B018 - both must be there
             except (ValueError, KeyError, TypeError) as exc:
                 msg = f'{path}, line {n}: expected a JSON object with "key" and "value" ({exc})'
                 raise ConfigError(msg) from exc
+            yield n, row
     finally:
         if fh is not sys.stdin:
             fh.close()
+
+
+def _lines(path: str) -> Iterator[tuple[Any, Any]]:
+    for _, row in _rows(path):
+        yield row["key"], row["value"]
+
+
+def _map_lines(path: str, info: Any, cells: bool) -> Iterator[tuple[Any, Any]]:
+    """The ``(key, value)`` rows for map state ``info``: values, or (``cells``) dumped cells' values.
+
+    A line of ``weir state dump`` without ``--values`` (its ``ns`` a Trident map state, ``trident:...``,
+    and its value a dumped cell of this state's type) is refused unless ``cells``: loading the cell as
+    a value would nest it in a new cell.
+    """
+    from weir.cli.state_cells import dumped_cell_value, looks_dumped
+    from weir.trident.backing.catalog import PREFIX
+
+    for n, row in _rows(path):
+        where = f"{path}, line {n}"
+        value = row["value"]
+        if cells:
+            value = dumped_cell_value(value, info.state_type, where)
+        elif str(row.get("ns", "")).startswith(PREFIX) and looks_dumped(value, info.state_type):
+            msg = (
+                f"{where}: the value is a dumped {info.state_type.value} cell of {row['ns']} (txid and "
+                "values), not a value; load these lines with --cells, or dump with `weir state dump --values`. "
+                'If the object really is the value, remove the line\'s "ns" field'
+            )
+            raise StateError(msg)
+        yield row["key"], value
 
 
 def _cmd_load(args: argparse.Namespace, open_store: Any) -> int:
@@ -45,6 +76,9 @@ def _cmd_load(args: argparse.Namespace, open_store: Any) -> int:
     topo, comp = args.topology, args.component
     if comp.startswith("trident:"):
         return _load_trident(args, open_store)
+    if args.cells:
+        msg = f"topology {topo!r}, component {comp!r}: --cells is for Trident map states (--component trident:<name>)"
+        raise ConfigError(msg)
     with open_store(args, must_exist=False) as store:
         backend = store.backend
         cstore = CheckpointStore(backend, topo)
@@ -102,7 +136,7 @@ def _load_trident(args: argparse.Namespace, open_store: Any) -> int:
         factory = MapStateFactory(catalog.store(info.name), info.state_type)
         epoch = cstore.acquire_epoch()  # fences a driver that would start meanwhile
         finish_trident_bootstrap(backend, topo, epoch, {name: factory})
-        res = load_trident_state(backend, topo, name, factory, _lines(args.file), epoch)
+        res = load_trident_state(backend, topo, name, factory, _map_lines(args.file, info, args.cells), epoch)
         if res.already_loaded:
             print(f"topology {topo!r}, {comp}: these {res.rows} keys were loaded before; nothing to do")
         else:
@@ -128,5 +162,10 @@ def register(sub: Any, common: argparse.ArgumentParser, open_store: Any) -> None
         "--component", required=True, metavar="C", help="the stateful bolt's id, or trident:<name> for a map state"
     )
     p.add_argument("--parallelism", type=int, metavar="N", help="the bolt's number of tasks")
+    p.add_argument(
+        "--cells",
+        action="store_true",
+        help="trident:<name>: each line's value is a cell as weir state dump prints it; load its current value",
+    )
     p.add_argument("file", metavar="FILE", help="JSON lines of key and value (- for stdin)")
     p.set_defaults(func=lambda args: _cmd_load(args, open_store))

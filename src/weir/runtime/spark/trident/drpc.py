@@ -5,7 +5,8 @@ Per batch with txid *n* (inside the coordinator's attempt, see :mod:`weir.checkp
 1. :meth:`DrpcDriver.take`: if the request log holds an entry for *n* (an earlier attempt, or a
    driver that died), the batch takes exactly those requests again. Otherwise it takes the requests
    still in the log under older txids (their batch committed but the driver died before writing
-   the answers: they are run again, against the newer committed state) and the pending requests of
+   the answers: they are run again, against the newer committed state — except those already
+   answered, which only leave the queue, and those no longer queued, which nobody waits for) and the pending requests of
    every served function's queue (at most ``weir.drpc.batch.max.requests`` per function), and
    writes them as the entry for *n* — one atomic write, fenced by the driver's epoch — *before* any
    stage sees them (crash point ``drpc_after_request_log``). A request whose deadline has passed is
@@ -154,13 +155,12 @@ class DrpcDriver:
         if logged is not None:  # a retry or a replay: exactly the same requests
             return self._by_function(logged)
         now = int(time.time() * 1000)
+        queued = {name: list(self.backend.scan(queue_namespace(name))) for name in self.functions}
         expired: dict[str, dict[bytes, bytes | None]] = {}
         taken: list[Request] = []
-        seen: set[str] = set()
-        for old in sorted(t for t in entries if t < txid):  # committed, not answered: run again
-            for r in entries[old]:
-                if r.rid in seen or r.function not in self.functions:
-                    continue
+        seen = self._leftovers(entries, txid, queued)
+        for r in (r for old in sorted(t for t in entries if t < txid) for r in entries[old]):
+            if r.rid not in seen:  # committed, not answered, still asked: run again
                 seen.add(r.rid)
                 if r.deadline_ms <= now:
                     expired.setdefault(r.function, {})[r.rid.encode()] = self._expired(r, txid)
@@ -169,7 +169,7 @@ class DrpcDriver:
         for name in self.functions:
             n = sum(1 for r in taken if r.function == name)
             pending = []
-            for key, data in self.backend.scan(queue_namespace(name)):
+            for key, data in queued[name]:
                 if key.decode(errors="replace") in seen:
                     continue
                 pending.append(Request.from_bytes(name, key, data))
@@ -194,6 +194,31 @@ class DrpcDriver:
         self._housekeeping()
         return self._by_function(taken)
 
+    def _leftovers(
+        self, entries: Mapping[int, list[Request]], txid: int, queued: Mapping[str, list[tuple[bytes, bytes]]]
+    ) -> set[str]:
+        """The ids of requests logged under txids before ``txid`` that must not run again.
+
+        A driver that died inside :meth:`answered` left its entry in the log: a request whose answer
+        is already written only leaves the queue (it keeps its one answer); one no longer in its queue
+        (the client read its answer and removed both, or withdrew it) has nobody waiting for it, and
+        running it again would leave an answer nobody reads.
+        """
+        old = [r for t in sorted(entries) if t < txid for r in entries[t]]
+        done: set[str] = set()
+        for name in self.functions:
+            mine = [r.rid.encode() for r in old if r.function == name]
+            if not mine:
+                continue
+            asked = {k for k, _ in queued[name]}
+            present = self.backend.get_many(results_namespace(name), mine)
+            answered = [k for k, a in zip(mine, present, strict=True) if a is not None]
+            done.update(k.decode() for k in mine if k not in asked or k in answered)
+            if answered:
+                self.backend.write_direct(queue_namespace(name), dict.fromkeys(answered), None)
+        done.update(r.rid for r in old if r.function not in self.functions)
+        return done
+
     def _expired(self, r: Request, txid: int) -> bytes:
         err = (
             f"the request expired (deadline passed) before batch {txid} of topology {self.topology!r} could run "
@@ -208,7 +233,7 @@ class DrpcDriver:
                 out.setdefault(r.function, []).append(r)
         return out
 
-    def _write_answers(self, function: str, answers: dict[bytes, bytes | None]) -> None:
+    def _write_answers(self, function: str, answers: dict[bytes, bytes | None], *, dequeue: bool = True) -> None:
         """Write answers not yet there (a request already answered keeps its answer); dequeue the requests."""
         if not answers:
             return
@@ -218,14 +243,28 @@ class DrpcDriver:
         new = {k: v for k, v, old in zip(keys, answers.values(), present, strict=True) if old is None}
         if new:
             self.backend.write_direct(ns, new, None)
-        self.backend.write_direct(queue_namespace(function), dict.fromkeys(keys), None)
+        if dequeue:
+            self.backend.write_direct(queue_namespace(function), dict.fromkeys(keys), None)
 
     def answered(self, txid: int, answers: Mapping[str, Mapping[str, Answer]]) -> None:
-        """``COMMITTED(txid)`` is stored: write the answers of its requests, then prune its log entry."""
+        """``COMMITTED(txid)`` is stored: publish the answers of its requests.
+
+        1. write every function's answers (an id already answered keeps its answer);
+        2. remove the requests from their queues;
+        3. delete the log entry of ``txid``.
+
+        A crash between two steps leaves the entry in the log; the next batch's :meth:`take` removes
+        answered requests from the queue without running them again (:meth:`_leftovers`).
+        """
         for name, per_rid in answers.items():
-            self._write_answers(name, {rid.encode(): a.to_bytes() for rid, a in per_rid.items()})
-        if answers:
-            self.backend.write_direct(self.namespace, {_log_key(txid): None}, self.epoch)
+            self._write_answers(name, {rid.encode(): a.to_bytes() for rid, a in per_rid.items()}, dequeue=False)
+        if not answers:
+            return
+        crash_point("drpc_after_answers", txid)
+        for name, per_rid in answers.items():
+            self.backend.write_direct(queue_namespace(name), {rid.encode(): None for rid in per_rid}, None)
+        crash_point("drpc_after_dequeue", txid)
+        self.backend.write_direct(self.namespace, {_log_key(txid): None}, self.epoch)
 
     def _housekeeping(self) -> None:
         """Every few seconds: refresh the registration and remove answers nobody read."""
