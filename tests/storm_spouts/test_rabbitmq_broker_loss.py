@@ -22,7 +22,10 @@ run again on a new queue (at most three times), never silently passed.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -101,9 +104,33 @@ def _ids(batch: dict[str, list[list[tuple[Any, ...]]]]) -> list[str]:
     return [rec[2][0] for part in batch["queue"] for rec in part]
 
 
-def _vanished(d: SpoutDriver) -> bool:
+class _Vanished(logging.Handler):
+    """Counts the spout's warnings that the broker lost the queue (from any task instance, closed ones too)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "the queue no longer exists" in record.getMessage():
+            self.count += 1
+
+
+@contextlib.contextmanager
+def _watch_vanished() -> Iterator[_Vanished]:
+    handler = _Vanished()
+    logger = logging.getLogger("weir.sources")
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+
+
+def _vanished(d: SpoutDriver, watch: _Vanished) -> bool:
     """Whether a spout task of ``d`` found its queue gone after the restart (the broker lost it)."""
-    return any(isinstance(t.spout, RabbitMQSpout) and t.spout.stats["vanished"] for t in d.tasks["queue"])
+    tasks = d.tasks["queue"]
+    return watch.count > 0 or any(isinstance(t.spout, RabbitMQSpout) and t.spout.stats["vanished"] for t in tasks)
 
 
 @pytest.mark.timeout(1500)
@@ -118,6 +145,13 @@ def test_broker_killed_before_commit_redeliveries_are_settled_once(
 
 def _broker_killed_before_commit(rabbitmq_server: RabbitMQServer, tmp_path: Path, queue: str) -> bool:
     """The scenario of the first test; ``False`` when the broker lost the queue in its restart."""
+    with _watch_vanished() as watch:
+        return _broker_killed_before_commit_run(rabbitmq_server, tmp_path, queue, watch)
+
+
+def _broker_killed_before_commit_run(
+    rabbitmq_server: RabbitMQServer, tmp_path: Path, queue: str, watch: _Vanished
+) -> bool:
     tmp_path.mkdir()
     ACKS.clear()
     COMMITTED.clear()
@@ -160,7 +194,7 @@ def _broker_killed_before_commit(rabbitmq_server: RabbitMQServer, tmp_path: Path
             break
     tasks = d.tasks["queue"]
     stats = [t.spout.stats if isinstance(t.spout, RabbitMQSpout) else {} for t in tasks]
-    vanished = _vanished(d)
+    vanished = _vanished(d, watch)
     d.close()
     if vanished:
         return False
@@ -194,6 +228,13 @@ def test_acks_lost_with_the_broker_are_sent_when_it_redelivers(rabbitmq_server: 
 
 def _acks_lost_with_the_broker(rabbitmq_server: RabbitMQServer, tmp_path: Path, attempt: int) -> bool:
     """The scenario of the second test; ``False`` when the broker lost the queue in its restart."""
+    with _watch_vanished() as watch:
+        return _acks_lost_with_the_broker_run(rabbitmq_server, tmp_path, attempt, watch)
+
+
+def _acks_lost_with_the_broker_run(
+    rabbitmq_server: RabbitMQServer, tmp_path: Path, attempt: int, watch: _Vanished
+) -> bool:
     import json
 
     tmp_path.mkdir()
@@ -233,7 +274,7 @@ def _acks_lost_with_the_broker(rabbitmq_server: RabbitMQServer, tmp_path: Path, 
         if len(ACKS) >= N and not dict(backend.scan("$spoutlog-t")):
             break
     stats = d.tasks["queue"][0].spout.stats if isinstance(d.tasks["queue"][0].spout, RabbitMQSpout) else {}
-    vanished = _vanished(d)
+    vanished = _vanished(d, watch)
     d.close()
     if vanished:
         return False

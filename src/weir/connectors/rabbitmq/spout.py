@@ -25,7 +25,9 @@ of its own delivery (``"<connection>:<delivery tag>"``), never the body: two mes
 body are two messages, but such a message is counted at least once, not exactly once (a
 redelivery after a lost ack or a driver crash is a new delivery, counted again).
 
-After a reconnect the spout checks that the queue still exists before it declares it again: a
+When a spout task of this process consumed the queue before (a reconnect, or a task opened again
+or for the first time after another task consumed), it checks that the queue still exists before
+it declares it again: a
 broker can lose a durable queue, with its persistent messages, in an unclean restart (RabbitMQ
 3.10 did so here in about one SIGKILL in seven under load, for a queue declared just before the
 kill); the spout then logs a warning naming the queue and the broker (``stats["vanished"]``),
@@ -58,6 +60,8 @@ RECENT_ACKS = 10_000
 
 _recent_lock = threading.Lock()
 _recent: dict[tuple[str, int, str, str], OrderedDict[Any, None]] = {}  # (host, port, vhost, queue) -> ids
+#: the queues a spout task of this process consumed: one missing later was lost by the broker
+_consumed: set[tuple[str, int, str, str]] = set()
 
 
 def _hashable(mid: Any) -> Any:
@@ -211,13 +215,13 @@ class RabbitMQSpout(Spout):
         self.collector = collector
         self._start(time.monotonic() + self.connect_timeout_s)
 
-    def _start(self, deadline: float, *, again: bool = False) -> None:
+    def _start(self, deadline: float) -> None:
         """Connect (until ``deadline``), set the prefetch, start consuming; nothing held yet."""
         self._buffer, self._held, self._acks = [], {}, []
         self._acked_ids, self._remember, self._trusted = [], [], set()
         self._conn, self._channel = self._connect(deadline, transient=True)
         self._incarnation = uuid.uuid4().hex[:12]
-        self._consume(again=again)
+        self._consume()
 
     def _check_queue(self) -> None:
         """After a reconnect: warn when the queue is gone (the broker lost it, and its messages)."""
@@ -237,12 +241,21 @@ class RabbitMQSpout(Spout):
             )
             self._channel = self._conn.channel()
 
-    def _consume(self, *, again: bool = False) -> None:
-        if again and self.declare:
+    def _queue_key(self) -> tuple[str, int, str, str]:
+        p = _pika().URLParameters(self.url)
+        return (p.host, p.port, p.virtual_host, self.queue)
+
+    def _consume(self) -> None:
+        key = self._queue_key()
+        with _recent_lock:
+            seen = key in _consumed
+        if seen and self.declare:  # consumed before by this process: is it still there?
             self._check_queue()
         self._declare(self._channel)
         self._channel.basic_qos(prefetch_count=self.prefetch)
         self._channel.basic_consume(self.queue, self._on_message, auto_ack=False)
+        with _recent_lock:
+            _consumed.add(key)
 
     def _lost(self, exc: BaseException, during: str) -> None:
         """The connection is gone: its delivery tags are void (the broker requeues every un-acked delivery)."""
@@ -265,7 +278,7 @@ class RabbitMQSpout(Spout):
     def _reconnect(self) -> None:
         """Connect again after a loss (bounded by ``connect_timeout_s``), else :class:`TransientSourceError`."""
         try:
-            self._start(time.monotonic() + self.connect_timeout_s, again=True)  # TransientSourceError past it
+            self._start(time.monotonic() + self.connect_timeout_s)  # TransientSourceError past the timeout
         except _pika().exceptions.AMQPError as exc:  # lost again while declaring / consuming
             self._conn = self._channel = None
             msg = f"{self.describe()}: the connection was lost again while consuming ({type(exc).__name__}: {exc})"
@@ -276,10 +289,9 @@ class RabbitMQSpout(Spout):
         log.info("%s: connected again; un-acked deliveries come back redelivered", self.describe())
 
     def _recent(self) -> OrderedDict[Any, None]:
-        pika = _pika()
-        p = pika.URLParameters(self.url)
+        key = self._queue_key()
         with _recent_lock:
-            return _recent.setdefault((p.host, p.port, p.virtual_host, self.queue), OrderedDict())
+            return _recent.setdefault(key, OrderedDict())
 
     def _on_message(self, channel: Any, method: Any, properties: Any, body: bytes) -> None:
         text = body.decode("utf-8", errors="replace")
