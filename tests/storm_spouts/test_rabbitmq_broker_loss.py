@@ -14,7 +14,7 @@ poll-ahead on (the default), so the reconnect and the redeliveries happen on the
 while the test waits for the broker.
 
 The broker itself can lose the test's queue: RabbitMQ 3.10 sometimes comes back from a SIGKILL
-without a durable queue declared just before it (about 1 restart in 7 under load here), messages
+without a durable queue declared just before it (about 1 restart in 8 under load here), messages
 and all, and the spout's reconnect declares it again, empty (the spout warns and counts it in
 ``stats["vanished"]``). Then there is nothing to redeliver and the scenario did not happen: it is
 run again on a new queue (at most three times), never silently passed.

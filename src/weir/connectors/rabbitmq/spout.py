@@ -27,11 +27,10 @@ redelivery after a lost ack or a driver crash is a new delivery, counted again).
 
 When a spout task of this process consumed the queue before (a reconnect, or a task opened again
 or for the first time after another task consumed), it checks that the queue still exists before
-it declares it again: a
-broker can lose a durable queue, with its persistent messages, in an unclean restart (RabbitMQ
-3.10 did so here in about one SIGKILL in seven under load, for a queue declared just before the
-kill); the spout then logs a warning naming the queue and the broker (``stats["vanished"]``),
-since the messages it held are gone and no redelivery of them will come.
+it declares it again: a broker can lose a durable queue, with its persistent messages, in an
+unclean restart (RabbitMQ 3.10 did so here in about one SIGKILL in eight under load, for a queue
+declared just before the kill); the spout then logs a warning naming the queue and the broker
+(``stats["vanished"]``), since the messages it held are gone and no redelivery of them will come.
 """
 
 from __future__ import annotations
