@@ -9,12 +9,23 @@ messages redelivered: they are not emitted twice, and task 1 acks them once task
 committed (task 0's own acks died with its connection). At the end every message was emitted once,
 acked on the broker once and only after its batch was committed, and the queue is empty. The second
 test has one task and a committed batch whose acks die with the broker: they are sent when the
-restarted broker redelivers the messages, which are not emitted again.
+restarted broker redelivers the messages, which are not emitted again. Both run with the
+poll-ahead on (the default), so the reconnect and the redeliveries happen on the spout's own thread
+while the test waits for the broker.
+
+The broker itself can lose the test's queue: RabbitMQ 3.10 sometimes comes back from a SIGKILL
+without a durable queue declared just before it (about 1 restart in 8 under load here), messages
+and all, and the spout's reconnect declares it again, empty (the spout warns and counts it in
+``stats["vanished"]``). Then there is nothing to redeliver and the scenario did not happen: it is
+run again on a new queue (at most three times), never silently passed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +41,7 @@ pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 N = 10
 QUEUE = "broker_loss"
-# These tests fix the order of the spout's calls around the kill, so they run without the poll-ahead
-# (weir.spout.poll.ahead, whose own tests are in test_poll_ahead.py); the RabbitMQ chain in
-# test_spout_crashes.py kills the broker with the poll-ahead on.
+ATTEMPTS = 3  # runs of a scenario whose queue the broker lost in its restart (see the module docstring)
 #: (message id, whether its batch was committed when the broker confirmed the ack)
 ACKS: list[tuple[str, bool]] = []
 COMMITTED: set[str] = set()  # ids of batches the test reported COMMITTED to the driver
@@ -95,21 +104,66 @@ def _ids(batch: dict[str, list[list[tuple[Any, ...]]]]) -> list[str]:
     return [rec[2][0] for part in batch["queue"] for rec in part]
 
 
-@pytest.mark.timeout(600)
+class _Vanished(logging.Handler):
+    """Counts the spout's warnings that the broker lost the queue (from any task instance, closed ones too)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "the queue no longer exists" in record.getMessage():
+            self.count += 1
+
+
+@contextlib.contextmanager
+def _watch_vanished() -> Iterator[_Vanished]:
+    handler = _Vanished()
+    logger = logging.getLogger("weir.sources")
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+
+
+def _vanished(d: SpoutDriver, watch: _Vanished) -> bool:
+    """Whether a spout task of ``d`` found its queue gone after the restart (the broker lost it)."""
+    tasks = d.tasks["queue"]
+    return watch.count > 0 or any(isinstance(t.spout, RabbitMQSpout) and t.spout.stats["vanished"] for t in tasks)
+
+
+@pytest.mark.timeout(1500)
 def test_broker_killed_before_commit_redeliveries_are_settled_once(
     rabbitmq_server: RabbitMQServer, tmp_path: Path
 ) -> None:
+    for attempt in range(ATTEMPTS):
+        if _broker_killed_before_commit(rabbitmq_server, tmp_path / str(attempt), f"{QUEUE}_{attempt}"):
+            return
+    pytest.fail(f"the broker lost the test's queue in {ATTEMPTS} restarts out of {ATTEMPTS}")
+
+
+def _broker_killed_before_commit(rabbitmq_server: RabbitMQServer, tmp_path: Path, queue: str) -> bool:
+    """The scenario of the first test; ``False`` when the broker lost the queue in its restart."""
+    with _watch_vanished() as watch:
+        return _broker_killed_before_commit_run(rabbitmq_server, tmp_path, queue, watch)
+
+
+def _broker_killed_before_commit_run(
+    rabbitmq_server: RabbitMQServer, tmp_path: Path, queue: str, watch: _Vanished
+) -> bool:
+    tmp_path.mkdir()
     ACKS.clear()
     COMMITTED.clear()
     RAISE.clear()
     url = rabbitmq_server.url
-    _publish(url)
-    spout = ProbeSpout(url, QUEUE, ["line"], prefetch=3, max_per_call=3, connect_timeout_s=2)
+    _publish(url, queue)
+    spout = ProbeSpout(url, queue, ["line"], prefetch=3, max_per_call=3, connect_timeout_s=2)
     b = TopologyBuilder()
     b.set_spout("queue", spout, 2)
     b.set_bolt("count", Count()).shuffle_grouping("queue")
     backend = StateFactory.from_url(f"sqlite:///{tmp_path / 'store.db'}").backend
-    d = SpoutDriver("t", {}, b.create_topology(), backend, SpoutOptions(batch_max=3, poll_ms=3000, poll_ahead=False))
+    d = SpoutDriver("t", {}, b.create_topology(), backend, SpoutOptions(batch_max=3, poll_ms=3000))
     emitted: dict[int, list[str]] = {}  # txid -> ids of its last attempt
 
     RAISE.add((1, 1))
@@ -140,7 +194,10 @@ def test_broker_killed_before_commit_redeliveries_are_settled_once(
             break
     tasks = d.tasks["queue"]
     stats = [t.spout.stats if isinstance(t.spout, RabbitMQSpout) else {} for t in tasks]
+    vanished = _vanished(d, watch)
     d.close()
+    if vanished:
+        return False
 
     assert emitted[1][: len(first)] == first  # the same tuples for the same txid, from the log
     all_ids = Counter(i for ids in emitted.values() for i in ids)
@@ -149,33 +206,52 @@ def test_broker_killed_before_commit_redeliveries_are_settled_once(
     assert all(c for _i, c in ACKS), f"acked before the batch was committed: {ACKS}"
     assert sum(s.get("losses", 0) for s in stats) >= 1 and sum(s.get("redelivered", 0) for s in stats) >= 1, stats
     assert dict(backend.scan("$spoutlog-t")) == {}
-    assert _queue_depth(url) == 0  # nothing left un-acked (closing requeues what is) nor undelivered
+    assert _queue_depth(url, queue) == 0  # nothing left un-acked (closing requeues what is) nor undelivered
+    return True
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1500)
 def test_acks_lost_with_the_broker_are_sent_when_it_redelivers(rabbitmq_server: RabbitMQServer, tmp_path: Path) -> None:
     """One task; the broker is SIGKILLed and restarted after ``next_tuple``, before the commit.
 
-    The commit's acks go to the dead connection: ``flush_acks`` fails (its ``basic.qos`` round trip
-    cannot succeed), the ids stay in the log as unsettled; the spout connects again and, when the
-    broker redelivers them, acks them without emitting them.
+    The commit's acks cannot reach the broker: with the poll-ahead, the spout's thread has already
+    seen the connection die and connected again (its held tags are void, ``ack`` returns ``False``);
+    without it, ``flush_acks`` fails (its ``basic.qos`` round trip cannot succeed). Either way the
+    ids stay in the log as unsettled, and when the broker redelivers them the spout acks them
+    without emitting them.
     """
+    for attempt in range(ATTEMPTS):
+        if _acks_lost_with_the_broker(rabbitmq_server, tmp_path / str(attempt), attempt):
+            return
+    pytest.fail(f"the broker lost the test's queue in {ATTEMPTS} restarts out of {ATTEMPTS}")
+
+
+def _acks_lost_with_the_broker(rabbitmq_server: RabbitMQServer, tmp_path: Path, attempt: int) -> bool:
+    """The scenario of the second test; ``False`` when the broker lost the queue in its restart."""
+    with _watch_vanished() as watch:
+        return _acks_lost_with_the_broker_run(rabbitmq_server, tmp_path, attempt, watch)
+
+
+def _acks_lost_with_the_broker_run(
+    rabbitmq_server: RabbitMQServer, tmp_path: Path, attempt: int, watch: _Vanished
+) -> bool:
     import json
 
+    tmp_path.mkdir()
     ACKS.clear()
     COMMITTED.clear()
     RAISE.clear()
     url = rabbitmq_server.url
     # a queue of its own: the spout remembers the ids it acked per queue (RECENT_ACKS), and the
     # first test acked these ids on QUEUE
-    queue = f"{QUEUE}_acks"
+    queue = f"{QUEUE}_acks_{attempt}"
     _publish(url, queue)
     spout = ProbeSpout(url, queue, ["line"], prefetch=4, max_per_call=4, connect_timeout_s=120)
     b = TopologyBuilder()
     b.set_spout("queue", spout, 1)
     b.set_bolt("count", Count()).shuffle_grouping("queue")
     backend = StateFactory.from_url(f"sqlite:///{tmp_path / 'store.db'}").backend
-    d = SpoutDriver("t", {}, b.create_topology(), backend, SpoutOptions(batch_max=4, poll_ms=3000, poll_ahead=False))
+    d = SpoutDriver("t", {}, b.create_topology(), backend, SpoutOptions(batch_max=4, poll_ms=3000))
     batch, failures = d.batch(1)
     assert not failures
     first = _ids(batch)
@@ -184,8 +260,10 @@ def test_acks_lost_with_the_broker_are_sent_when_it_redelivers(rabbitmq_server: 
     COMMITTED.update(first)
     d.committed(1)  # the acks die with the connection: kept in the log until redelivered
     log = [json.loads(v) for _k, v in backend.scan("$spoutlog-t")]
-    assert [sorted(e["unsettled"]) for e in log] == [sorted(first)], log
-    assert ACKS == []
+    if ACKS:  # the poll-ahead got the redeliveries before the commit: acked through the new connection
+        assert sorted(ACKS) == sorted((i, True) for i in first) and log == [], (ACKS, log)
+    else:
+        assert [sorted(e["unsettled"]) for e in log] == [sorted(first)], log
     emitted = {1: first}
     for txid in range(2, 12):
         batch, failures = d.batch(txid)
@@ -196,9 +274,13 @@ def test_acks_lost_with_the_broker_are_sent_when_it_redelivers(rabbitmq_server: 
         if len(ACKS) >= N and not dict(backend.scan("$spoutlog-t")):
             break
     stats = d.tasks["queue"][0].spout.stats if isinstance(d.tasks["queue"][0].spout, RabbitMQSpout) else {}
+    vanished = _vanished(d, watch)
     d.close()
+    if vanished:
+        return False
     assert Counter(i for ids in emitted.values() for i in ids) == Counter({f"m{i}": 1 for i in range(N)}), emitted
     assert Counter(i for i, _c in ACKS) == Counter({f"m{i}": 1 for i in range(N)}), f"acks: {ACKS}"
     assert all(c for _i, c in ACKS), f"acked before the batch was committed: {ACKS}"
     assert stats["losses"] == 1 and stats["redelivered"] >= len(first) and stats["reacked"] == 0, stats
     assert _queue_depth(url, queue) == 0
+    return True

@@ -13,11 +13,24 @@ emitted ones, acks not sent) and connects again, retrying with back-off up to ``
 past that ``next_tuple`` raises :class:`~weir.errors.TransientSourceError` (the batch attempt fails
 and its retry connects again). ``flush_acks`` confirms its acks with a round trip (``basic.qos``),
 so an ack written into a dead socket is reported as failed, never as sent. A delivery the broker
-marks ``redelivered`` whose id this process acked on that queue shortly before (an ack the broker
-lost when it died) is acked again at once and not emitted (:data:`RECENT_ACKS` ids per queue).
+marks ``redelivered`` whose AMQP ``message_id`` property this process acked on that queue shortly
+before (an ack the broker lost when it died) is acked again at once and not emitted
+(:data:`RECENT_ACKS` ids per queue). Only the ``message_id`` property is trusted for that: an id
+computed by a ``message_id=`` function, or a delivery without the ``redelivered`` flag, is never
+acked from that memory (a repeated id there would be a new message acked without being counted).
 
-Message ids must be stable across redelivery: the default is the AMQP ``message_id`` property
-(publishers should set it), else the body itself.
+Message ids must be stable across redelivery and unique per message for exactly-once: the default
+is the AMQP ``message_id`` property (publishers should set it). A delivery without one gets an id
+of its own delivery (``"<connection>:<delivery tag>"``), never the body: two messages with the same
+body are two messages, but such a message is counted at least once, not exactly once (a
+redelivery after a lost ack or a driver crash is a new delivery, counted again).
+
+When a spout task of this process consumed the queue before (a reconnect, or a task opened again
+or for the first time after another task consumed), it checks that the queue still exists before
+it declares it again: a broker can lose a durable queue, with its persistent messages, in an
+unclean restart (RabbitMQ 3.10 did so here in about one SIGKILL in eight under load, for a queue
+declared just before the kill); the spout then logs a warning naming the queue and the broker
+(``stats["vanished"]``), since the messages it held are gone and no redelivery of them will come.
 """
 
 from __future__ import annotations
@@ -25,6 +38,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -45,6 +59,8 @@ RECENT_ACKS = 10_000
 
 _recent_lock = threading.Lock()
 _recent: dict[tuple[str, int, str, str], OrderedDict[Any, None]] = {}  # (host, port, vhost, queue) -> ids
+#: the queues a spout task of this process consumed: one missing later was lost by the broker
+_consumed: set[tuple[str, int, str, str]] = set()
 
 
 def _hashable(mid: Any) -> Any:
@@ -60,9 +76,10 @@ def _pika() -> Any:
     return pika
 
 
-def _default_id(body: str, properties: Any) -> Any:
+def _property_id(properties: Any) -> str | None:
+    """The AMQP ``message_id`` property, or ``None`` when the publisher did not set one."""
     mid = getattr(properties, "message_id", None)
-    return mid if mid else body
+    return str(mid) if mid else None
 
 
 class RabbitMQSpout(Spout):
@@ -75,7 +92,8 @@ class RabbitMQSpout(Spout):
     fields : output field names; the body (decoded as UTF-8) is the first value, the message id
         follows when ``id_field`` is given
     message_id : ``f(body, properties)`` -> the message's id (default: ``properties.message_id``,
-        else the body); must be the same when the broker redelivers the message
+        else an id of the delivery itself: counted at least once); must be unique per message and
+        the same when the broker redelivers it
     prefetch : unacked deliveries the broker sends this task at most (``basic.qos``); keep it at
         least ``topology.max.spout.pending``
     max_per_call : deliveries one ``next_tuple`` emits at most (the rest wait for the next call)
@@ -119,17 +137,24 @@ class RabbitMQSpout(Spout):
         self.connect_timeout_s = connect_timeout_s
         self._conn: Any = None
         self._channel: Any = None
-        self._buffer: list[tuple[int, str, Any]] = []
+        self._buffer: list[tuple[int, str, Any, bool]] = []  # (tag, body, id, id is the message_id property)
         self._held: dict[Any, list[int]] = {}
         self._acks: list[int] = []  # delivery tags acked, not sent yet (flush_acks)
         self._acked_ids: list[Any] = []  # the message ids of those tags
-        #: connection losses this instance recovered from, redelivered messages seen, acked again
-        self.stats: dict[str, int] = {"losses": 0, "redelivered": 0, "reacked": 0}
+        self._remember: list[Any] = []  # those of them remembered in RECENT_ACKS once sent (see _trusted)
+        #: held ids that are the AMQP message_id property: the only ones remembered in RECENT_ACKS
+        self._trusted: set[Any] = set()
+        self._incarnation = ""  # the connection's id, in the ids of deliveries without a message_id
+        #: connection losses this instance recovered from, redelivered messages seen, acked again,
+        #: queues found missing after a reconnect (the broker lost them)
+        self.stats: dict[str, int] = {"losses": 0, "redelivered": 0, "reacked": 0, "vanished": 0}
 
     def __getstate__(self) -> dict[str, Any]:
         """Picklable before and after ``open``: the connection is not copied."""
         state = dict(self.__dict__)
-        state.update(_conn=None, _channel=None, _buffer=[], _held={}, _acks=[], _acked_ids=[])
+        state.update(
+            _conn=None, _channel=None, _buffer=[], _held={}, _acks=[], _acked_ids=[], _remember=[], _trusted=set()
+        )
         return state
 
     def describe(self) -> str:
@@ -191,14 +216,45 @@ class RabbitMQSpout(Spout):
 
     def _start(self, deadline: float) -> None:
         """Connect (until ``deadline``), set the prefetch, start consuming; nothing held yet."""
-        self._buffer, self._held, self._acks, self._acked_ids = [], {}, [], []
+        self._buffer, self._held, self._acks = [], {}, []
+        self._acked_ids, self._remember, self._trusted = [], [], set()
         self._conn, self._channel = self._connect(deadline, transient=True)
+        self._incarnation = uuid.uuid4().hex[:12]
         self._consume()
 
+    def _check_queue(self) -> None:
+        """After a reconnect: warn when the queue is gone (the broker lost it, and its messages)."""
+        pika = _pika()
+        try:
+            self._channel.queue_declare(self.queue, durable=True, passive=True)
+        except pika.exceptions.ChannelClosedByBroker as exc:
+            if exc.reply_code != 404:  # noqa: PLR2004 - AMQP's NOT_FOUND
+                raise
+            self.stats["vanished"] += 1
+            log.warning(
+                "%s: the queue no longer exists after the reconnect: the broker lost it (an unclean restart) "
+                "with every message it held, and no redelivery of them will come; declaring it again. Check "
+                "the broker's log; messages committed by weir and not acked stay in the spout log until "
+                "topology.message.timeout.secs (at least 5 min) has passed",
+                self.describe(),
+            )
+            self._channel = self._conn.channel()
+
+    def _queue_key(self) -> tuple[str, int, str, str]:
+        p = _pika().URLParameters(self.url)
+        return (p.host, p.port, p.virtual_host, self.queue)
+
     def _consume(self) -> None:
+        key = self._queue_key()
+        with _recent_lock:
+            seen = key in _consumed
+        if seen and self.declare:  # consumed before by this process: is it still there?
+            self._check_queue()
         self._declare(self._channel)
         self._channel.basic_qos(prefetch_count=self.prefetch)
         self._channel.basic_consume(self.queue, self._on_message, auto_ack=False)
+        with _recent_lock:
+            _consumed.add(key)
 
     def _lost(self, exc: BaseException, during: str) -> None:
         """The connection is gone: its delivery tags are void (the broker requeues every un-acked delivery)."""
@@ -210,7 +266,8 @@ class RabbitMQSpout(Spout):
             self.describe(), during, type(exc).__name__, exc, held, len(self._buffer), len(self._acks),
         )  # fmt: skip
         conn, self._conn, self._channel = self._conn, None, None
-        self._buffer, self._held, self._acks, self._acked_ids = [], {}, [], []
+        self._buffer, self._held, self._acks = [], {}, []
+        self._acked_ids, self._remember, self._trusted = [], [], set()
         if conn is not None:
             try:
                 conn.close()
@@ -231,16 +288,21 @@ class RabbitMQSpout(Spout):
         log.info("%s: connected again; un-acked deliveries come back redelivered", self.describe())
 
     def _recent(self) -> OrderedDict[Any, None]:
-        pika = _pika()
-        p = pika.URLParameters(self.url)
+        key = self._queue_key()
         with _recent_lock:
-            return _recent.setdefault((p.host, p.port, p.virtual_host, self.queue), OrderedDict())
+            return _recent.setdefault(key, OrderedDict())
 
     def _on_message(self, channel: Any, method: Any, properties: Any, body: bytes) -> None:
         text = body.decode("utf-8", errors="replace")
-        mid = (self.message_id or _default_id)(text, properties)
+        prop = _property_id(properties)
+        trusted = self.message_id is None and prop is not None
+        if self.message_id is not None:
+            mid = self.message_id(text, properties)
+        else:  # without a message_id property: this delivery's own id (never the body, which repeats)
+            mid = prop if prop is not None else f"{self._incarnation}:{method.delivery_tag}"
         if method.redelivered:
             self.stats["redelivered"] += 1
+        if method.redelivered and trusted:  # only a publisher's message_id is trusted to name one message
             recent = self._recent()
             with _recent_lock:
                 again = _hashable(mid) in recent
@@ -250,7 +312,7 @@ class RabbitMQSpout(Spout):
                          "not emitted", self.describe(), mid)  # fmt: skip
                 channel.basic_ack(method.delivery_tag)  # lost again with the connection: redelivered again
                 return
-        self._buffer.append((method.delivery_tag, text, mid))
+        self._buffer.append((method.delivery_tag, text, mid, trusted))
 
     def next_tuple(self) -> None:
         """Emit up to ``max_per_call`` deliveries (waiting at most 50 ms for some when none is buffered).
@@ -267,8 +329,10 @@ class RabbitMQSpout(Spout):
                 self._reconnect()
                 return
         buffered, self._buffer = self._buffer[: self.max_per_call], self._buffer[self.max_per_call :]
-        for tag, text, mid in buffered:
+        for tag, text, mid, trusted in buffered:
             self._held.setdefault(mid, []).append(tag)
+            if trusted:
+                self._trusted.add(mid)
             values = [text, mid] if self.id_field else [text]
             self.collector.emit(values, msg_id=mid)
 
@@ -282,6 +346,9 @@ class RabbitMQSpout(Spout):
             return False
         self._acks.extend(tags)
         self._acked_ids.append(msg_id)
+        if msg_id in self._trusted:
+            self._trusted.discard(msg_id)
+            self._remember.append(msg_id)
         return True
 
     def flush_acks(self) -> None:
@@ -295,10 +362,11 @@ class RabbitMQSpout(Spout):
         spout connects again on the next ``next_tuple``.
         """
         acks, self._acks = sorted(self._acks), []
-        ids, self._acked_ids = self._acked_ids, []
+        self._acked_ids = []
+        ids, self._remember = self._remember, []
         if not acks:
             return
-        outstanding = [t for tags in self._held.values() for t in tags] + [t for t, _x, _m in self._buffer]
+        outstanding = [t for tags in self._held.values() for t in tags] + [t for t, _x, _m, _t in self._buffer]
         below = min(outstanding, default=acks[-1] + 1)
         run = [t for t in acks if t < below]
         rest = [t for t in acks if t >= below]
@@ -324,6 +392,7 @@ class RabbitMQSpout(Spout):
     def fail(self, msg_id: Any) -> None:
         """``basic.nack`` with requeue: the broker redelivers the message."""
         tags = self._held.pop(msg_id, None)
+        self._trusted.discard(msg_id)
         if not tags or self._channel is None:
             return
         try:

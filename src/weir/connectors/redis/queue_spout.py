@@ -7,9 +7,13 @@ weir committed the batch it was in). On ``open`` a task moves whatever its proce
 holds (a task that died before its acks) back to the queue, so it is redelivered; weir does not
 count a redelivered message twice (its id is in the spout log).
 
-Message ids must be stable across redelivery: by default the message itself is its id, so two
-identical messages in the queue at once would be one message to weir; give each message an id
-(``message_id=`` a function of the message, e.g. a JSON field) when payloads repeat.
+Message ids must be stable across redelivery and unique per message: by default the message itself
+is its id. A task that takes a message whose id it already holds (an equal message, still in a batch
+not committed) keeps the copy in its processing list and emits it once the first one is acked, so
+both are counted, one batch apart. Across tasks weir cannot tell an equal message from a
+redelivery: a copy another task takes while the first is in an uncommitted batch is acked without
+being counted. Give each message an id (``message_id=`` a function of the message, e.g. a JSON
+field) when payloads repeat and the spout has more than one task.
 """
 
 from __future__ import annotations
@@ -72,6 +76,8 @@ class RedisQueueSpout(Spout):
         self._client: Any = None
         self._held: dict[Any, str] = {}
         self._acks: list[str] = []  # acked messages not removed yet (flush_acks)
+        #: messages taken whose id this instance held then (an equal message in flight): emitted later
+        self._deferred: list[str] = []
 
     def __getstate__(self) -> dict[str, Any]:
         """Picklable before ``open`` and after: the connection is not copied."""
@@ -79,6 +85,7 @@ class RedisQueueSpout(Spout):
         state["_client"] = None
         state["_held"] = {}
         state["_acks"] = []
+        state["_deferred"] = []
         return state
 
     def describe(self) -> str:
@@ -109,7 +116,7 @@ class RedisQueueSpout(Spout):
         if self.processing_name and context.parallelism > 1:
             self.processing = f"{self.processing_name}:{context.task_index}"
         self._client = redis_client(self.url)
-        self._held, self._acks = {}, []
+        self._held, self._acks, self._deferred = {}, [], []
         moved = 0
         while self._client.lmove(self.processing, self.queue, "LEFT", "RIGHT") is not None:
             moved += 1
@@ -120,18 +127,31 @@ class RedisQueueSpout(Spout):
         return message if self.message_id is None else self.message_id(message)
 
     def next_tuple(self) -> None:
-        """Move up to ``max_per_call`` messages to the processing list and emit them."""
+        """Move up to ``max_per_call`` messages to the processing list and emit them.
+
+        A message whose id this instance holds already (an equal message not acked yet) stays in
+        the processing list and is emitted by a later call, once that id was acked.
+        """
+        waiting, self._deferred = self._deferred, []
+        for message in waiting:
+            self._take(message)
         pipe = self._client.pipeline(transaction=False)
-        for _ in range(self.max_per_call):
+        for _ in range(max(0, self.max_per_call - len(waiting))):
             pipe.lmove(self.queue, self.processing, "RIGHT", "LEFT")
         for raw in pipe.execute():
             if raw is None:
                 break
-            message = raw.decode() if isinstance(raw, bytes) else str(raw)
-            mid = self._id(message)
-            self._held[mid] = message
-            values = [message, mid] if self.id_field else [message]
-            self.collector.emit(values, msg_id=mid)
+            self._take(raw.decode() if isinstance(raw, bytes) else str(raw))
+
+    def _take(self, message: str) -> None:
+        """Emit ``message`` (in the processing list), or defer it while its id is held."""
+        mid = self._id(message)
+        if mid in self._held:
+            self._deferred.append(message)
+            return
+        self._held[mid] = message
+        values = [message, mid] if self.id_field else [message]
+        self.collector.emit(values, msg_id=mid)
 
     def ack(self, msg_id: Any) -> bool:
         """Buffer the removal of the message from the processing list (sent by :meth:`flush_acks`).
