@@ -1,9 +1,10 @@
 """SIGKILL across a grown batch (``weir.batch.grow.max``): the restart replays the batch's logged range.
 
-The first run reads 8 one-file batches' worth of backlog with batches grown to 4 files and is killed
-with txid 2 (files 5-8) prepared; the restarts run with growth off, so a replay that re-decided its
-size would read one file. It reads the four files Spark's offset log holds for txid 2, and the final
-counts are exact.
+Files: the first run reads 8 one-file batches' worth of backlog with batches grown to 4 files and is
+killed with txid 2 (files 5-8) prepared; the restarts run with growth off, so a replay that
+re-decided its size would read one file. It reads the four files Spark's offset log holds for txid
+2, and the final counts are exact. A replayable spout: killed inside its third, slow-started batch
+(40 records), restarted with growth off, the batch is replayed with its 40 records.
 """
 
 from __future__ import annotations
@@ -65,3 +66,42 @@ def test_sigkill_across_a_grown_batch_replays_its_logged_range(tmp_path: Path, m
     batches = [[json.loads(x)["path"] for x in (sources / str(b)).read_text().splitlines()[1:]] for b in (0, 1)]
     assert [len(b) for b in batches] == [4, 4]
     assert sorted(os.path.basename(p) for b in batches for p in b) == sorted(os.listdir(corpus))
+
+
+GROWTH_DRIVER = Path(__file__).with_name("growth_driver.py")
+# (crash point, weir.batch.grow.max of that run, the coordinator record the crash leaves)
+REPLAYABLE_CHAIN = [
+    ("after_preparing@3", 8, ("PREPARING", 3)),  # batches of 10, 20, then 40 records (30..70) prepared
+    ("between_commits@3", 1, ("COMMITTING", 3)),  # growth off: the replay still reads 30..70
+]
+
+
+@pytest.mark.timeout(900)
+def test_sigkill_across_a_slow_started_batch_replays_its_logged_range(tmp_path: Path) -> None:
+    state_dir = tmp_path / "state"
+    backend = StateFactory.from_url(f"sqlite:///{state_dir / 'state.db'}").backend
+
+    def record() -> tuple[object, object]:
+        data = backend.get("$checkpointspout-growwc", b"__state")
+        assert data is not None
+        rec = json.loads(data)
+        return rec["phase"], rec["txid"]
+
+    for crash, grow, left in REPLAYABLE_CHAIN:
+        res = run_driver([str(GROWTH_DRIVER), str(state_dir), str(grow)], crash)
+        assert res.returncode == -signal.SIGKILL, f"not killed at {crash}: rc={res.returncode}\n{res.stderr[-3000:]}"
+        assert record() == left, f"after the crash at {crash}"
+    final = run_driver([str(GROWTH_DRIVER), str(state_dir), "1"], None)
+    assert final.returncode == 0, final.stderr[-4000:]
+    # txid 3 was 30..70 (replayed as logged); then 80 records in batches of 10: txids 4..11
+    assert "DONE txid=11 " in final.stdout, final.stdout
+    assert record() == ("COMMITTED", 11)
+    provider = StateFactory.from_url(f"sqlite:///{state_dir / 'state.db'}")
+    got: Counter[str] = Counter()
+    for i in range(2):
+        for k, v in provider.new_state(f"growwc-count-{i}"):
+            got[k] += v
+    assert got == Counter(f"k{i % 7}" for i in range(150))
+    offsets = state_dir / "spark" / "growwc" / "offsets"
+    ends = [json.loads((offsets / str(b)).read_text().splitlines()[-1])["n"] for b in range(11)]
+    assert ends == [10, 30, 70, *range(80, 151, 10)]
