@@ -337,12 +337,18 @@ def run_weir(
     state_dir: Path,
     fpb: int,
     redis_url: str | None,
+    grow: int = 1,
 ) -> tuple[float, dict[str, int], dict[str, Any]]:
-    """Run the weir topology; seconds, committed counts, and where the time went."""
+    """Run the weir topology; seconds, committed counts, and where the time went.
+
+    ``grow`` is ``weir.batch.grow.max``: a batch takes up to ``fpb × grow`` ready files.
+    """
     import weir
     from weir.state import StateFactory
 
     conf: dict[str, Any] = {"weir.state.dir": str(state_dir), "weir.spark.master": "local[2]"}
+    if grow > 1:
+        conf["weir.batch.grow.max"] = grow
     if redis_url is not None:
         conf["topology.state.provider"] = "redis"
         conf["topology.state.provider.config"] = {"url": redis_url}
@@ -721,14 +727,18 @@ def run_variant(
     tag: str,
     fpb: int,
     redis_url: str | None,
+    grow: int = 1,
 ) -> tuple[float, dict[str, int], dict[str, Any]]:
-    """Dispatch one variant; every run gets fresh state and checkpoint directories under ``work``."""
+    """Dispatch one variant; every run gets fresh state and checkpoint directories under ``work``.
+
+    ``grow`` (``weir.batch.grow.max``) applies to weir's variants (a, b) only.
+    """
     d = work / f"{tag}-{v}"
     if v == "a":
-        return run_weir(spark, progress, f"{tag}sq", input_dir, d, fpb, None)
+        return run_weir(spark, progress, f"{tag}sq", input_dir, d, fpb, None, grow)
     if v == "b":
         assert redis_url is not None
-        return run_weir(spark, progress, f"{tag}rd", input_dir, d, fpb, redis_url)
+        return run_weir(spark, progress, f"{tag}rd", input_dir, d, fpb, redis_url, grow)
     return run_spark(spark, progress, v, input_dir, d / "checkpoint", fpb)
 
 
@@ -796,6 +806,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--distinct", type=int, default=20_000, help="distinct words (default 20,000)")
     p.add_argument("--files", type=int, default=20, help="input files (default 20)")
     p.add_argument("--files-per-batch", type=int, default=2, help="files per micro-batch (default 2)")
+    p.add_argument(
+        "--grow-max",
+        type=int,
+        default=1,
+        help="weir.batch.grow.max for weir's variants a, b: a batch takes up to files-per-batch x this many ready "
+        "files (default 1: the same batches as Spark's variants)",
+    )
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--variants", default="a,b,c,d,e", help="comma-separated subset of a,b,c,d,e,f,g")
     p.add_argument("--repeat", type=int, default=1, help="timed rounds over all variants; the best counts")
@@ -856,7 +873,7 @@ def main(argv: list[str] | None = None) -> int:
             tag = "wc" if args.repeat == 1 else f"wc{rnd + 1}"
             for v in chosen:
                 secs, got, breakdown = run_variant(
-                    v, spark, progress, work / "input", work, tag, args.files_per_batch, redis_url
+                    v, spark, progress, work / "input", work, tag, args.files_per_batch, redis_url, args.grow_max
                 )
                 ok, detail = verify(got, expected)
                 n = sum(expected.values())
@@ -923,6 +940,7 @@ def main(argv: list[str] | None = None) -> int:
             "distinct": args.distinct,
             "files": args.files,
             "files_per_batch": args.files_per_batch,
+            "grow_max": args.grow_max,
             "seed": args.seed,
             "master": "local[2]",
             "shuffle_partitions": 2,

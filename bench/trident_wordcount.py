@@ -332,8 +332,12 @@ def run_trident(
     fpb: int,
     urls: Mapping[str, str],
     expected_keys: list[str],
+    grow: int = 1,
 ) -> Any:
-    """Run one Trident variant; seconds, the counts read back from its map state, breakdown."""
+    """Run one Trident variant; seconds, the counts read back from its map state, breakdown.
+
+    ``grow`` is ``weir.batch.grow.max``: a batch takes up to ``fpb × grow`` ready files.
+    """
     import weir
 
     kind = "opaque" if variant.startswith("to-") else "transactional"
@@ -345,7 +349,9 @@ def run_trident(
         url = str(work / "trident.db") if store == "sqlite" else urls[store]
         factory = _factory(kind, store, url, table)
     name = f"twc-{table}"
-    conf = {"weir.state.dir": str(work), "weir.spark.master": "local[2]"}
+    conf: dict[str, Any] = {"weir.state.dir": str(work), "weir.spark.master": "local[2]"}
+    if grow > 1:
+        conf["weir.batch.grow.max"] = grow
     cpu0 = tree_cpu_seconds()
     t0 = time.perf_counter()
     run = weir.submit(name, conf, trident_topology(input_dir, fpb, factory), spark=spark)

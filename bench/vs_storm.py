@@ -11,6 +11,9 @@ the checkpoint that holds it has committed.
 weir runs, in one SparkSession (``local[2]``): the Storm-API word count of
 ``bench/storm_wordcount.py`` (``FileSpout`` → split ×2 → ``StatefulBolt`` count ×2, exactly once)
 on SQLite and on Redis, and the Trident count of ``bench/trident_wordcount.py`` (opaque, SQLite).
+weir's runs read the corpus as a backlog with adaptive batch sizing: ``--files-per-batch`` files
+per batch, grown to up to ``--grow-max`` (``weir.batch.grow.max``, default 8) times that while more
+files are ready; ``--grow-max 1`` gives fixed batches (the figures before the option existed).
 
 Every variant reads the same corpus (``bench/wordcount_corpus.py``) and is checked against its
 exact counts; the rounds are interleaved (each round runs every variant once) and the table shows
@@ -111,6 +114,13 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
     p.add_argument("--keys", type=int, default=20_000, help="distinct words (default 20,000)")
     p.add_argument("--files", type=int, default=20, help="corpus files (default 20)")
     p.add_argument("--files-per-batch", type=int, default=2, help="corpus files per weir micro-batch (default 2)")
+    p.add_argument(
+        "--grow-max",
+        type=int,
+        default=8,
+        help="weir.batch.grow.max of weir's runs: a backlogged batch takes up to files-per-batch x this many "
+        "ready files (default 8; 1: fixed batches of --files-per-batch)",
+    )
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated subset of {', '.join(VARIANTS)}")
     p.add_argument("--latency-seconds", type=int, default=15, help="seconds of input per latency run (0: none)")
@@ -124,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
     p.add_argument("--out", help="JSON file name under bench/results/ (default vs_storm.json)")
     args = p.parse_args(argv)
     chosen = [v.strip() for v in args.variants.split(",") if v.strip()]
-    if any(v not in VARIANTS for v in chosen) or args.rounds < 1 or args.files_per_batch < 1:
-        p.error(f"variants from {', '.join(VARIANTS)}; --rounds >= 1; --files-per-batch >= 1")
+    if any(v not in VARIANTS for v in chosen) or args.rounds < 1 or args.files_per_batch < 1 or args.grow_max < 1:
+        p.error(f"variants from {', '.join(VARIANTS)}; --rounds >= 1; --files-per-batch >= 1; --grow-max >= 1")
     missing = storm.java_missing()
     if missing and any(v.startswith("storm") for v in chosen):
         print(f"Apache Storm cannot run: {missing}", file=sys.stderr)
@@ -207,8 +217,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
                             work / "state",
                             args.files_per_batch,
                             redis_url if store else None,
+                            args.grow_max,
                         )
                         row = {"counted_s": round(secs, 2), "acked_s": round(secs, 2), "cpu_s": bd["cpu_s"]}
+                        row["batches"] = bd.get("batches")
                         row["verified"] = Counter(got_w) == expected
                         # where weir's time and CPU went (see docs/moving-from-storm.md, "Where the time goes")
                         row["cpu_by_kind"] = bd.get("cpu_by_kind")
@@ -219,7 +231,15 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
                         )
                     else:
                         secs, got_t, bd = run_trident(
-                            spark, progress, "to-sqlite", corpus, work / f"t{r}", args.files_per_batch, {}, keys
+                            spark,
+                            progress,
+                            "to-sqlite",
+                            corpus,
+                            work / f"t{r}",
+                            args.files_per_batch,
+                            {},
+                            keys,
+                            args.grow_max,
                         )
                         row = {"counted_s": round(secs, 2), "acked_s": round(secs, 2), "cpu_s": bd["cpu_s"]}
                         row["verified"] = Counter(got_t) == expected
@@ -235,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
                         f"round {r + 1}/{args.rounds}  {v:<13} counted {row['counted_s']:7.2f} s  acked "
                         f"{row['acked_s']:7.2f} s  {row['words_per_s_acked']:>9,} words/s acked  cpu "
                         f"{cpu} s  verified={'yes' if row['verified'] else 'NO'}"
+                        + (f"  batches {row['batches']}" if row.get("batches") else "")
                         + ("  (re-warmed first)" if row.get("rewarmed") else ""),
                         flush=True,
                     )
@@ -329,7 +350,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
     ]
     widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(head)]
     print()
-    print(f"{args.words:,} words, {args.keys:,} keys, {args.rounds} interleaved rounds")
+    print(
+        f"{args.words:,} words, {args.keys:,} keys, {args.rounds} interleaved rounds; weir: {args.files_per_batch} "
+        f"files per batch, weir.batch.grow.max {args.grow_max}"
+    )
     print("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
     print("  ".join("-" * w for w in widths))
     for r in body:
@@ -351,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
             "rounds": args.rounds,
             "files": args.files,
             "files_per_batch": args.files_per_batch,
+            "grow_max": args.grow_max,
             "machine": machine(),
             "summary": summary,
             "ratios_acked": ratios,

@@ -5,6 +5,7 @@ Usage: python storm_driver.py STATE_DIR INPUT_DIR PROVIDER_URL [NAME]
 ``WEIR_TEST_PROVIDER`` names a custom ``StateProvider`` by dotted path (its config gets PROVIDER_URL),
 ``WEIR_TEST_COORDINATOR_URL`` sets ``weir.coordinator.url``; ``WEIR_TEST_MASTER`` the Spark master
 (executors of a cluster master get this checkout on their ``PYTHONPATH`` to import the provider).
+``WEIR_TEST_GROW`` sets ``weir.batch.grow.max`` (adaptive batch sizing).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ def main() -> int:
         "topology.state.provider.config": {"url": url},
         "weir.batch.max.retries": 2,
     }
+    if os.environ.get("WEIR_TEST_GROW"):
+        conf["weir.batch.grow.max"] = int(os.environ["WEIR_TEST_GROW"])
     if os.environ.get("WEIR_TEST_PROVIDER"):
         conf["topology.state.provider"] = os.environ["WEIR_TEST_PROVIDER"]
     if os.environ.get("WEIR_TEST_COORDINATOR_URL"):

@@ -12,6 +12,7 @@ from typing import Any
 
 from weir._util import positive_int
 from weir.errors import ConfigError, SourceError
+from weir.sources.backlog import batch_growth
 from weir.topology.components import Guarantee, OutputFieldsDeclarer, Spout
 from weir.topology.context import TopologyContext
 from weir.topology.tuple import Fields
@@ -30,7 +31,9 @@ class FileSpout(Spout):
     format : ``text`` (one tuple per line, field ``line``), ``json`` or ``csv``
     schema : DDL schema for json/csv, e.g. ``"user STRING, amount BIGINT"`` (the output fields)
     fields : output field names for ``text`` (default ``["line"]``)
-    files_per_batch : ``maxFilesPerTrigger`` (default 1)
+    files_per_batch : files per batch (default 1); with ``weir.batch.grow.max`` = *g* in the topology's
+        configuration, a batch takes every ready file up to ``files_per_batch × g`` (Spark's
+        ``maxFilesPerTrigger``), so a backlog is read in fewer batches (see :mod:`weir.sources.backlog`)
     options : extra reader options (``header``, ``sep``, ...)
 
     A record that does not parse (bad JSON, wrong column count, wrong type) fails its batch with a
@@ -75,7 +78,8 @@ class FileSpout(Spout):
 
     def create_stream(self, spark: Any, context: TopologyContext) -> Any:
         """``spark.readStream`` over the directory, sorted by file name within a batch."""
-        r = spark.readStream.format(self.format).option("maxFilesPerTrigger", self.files_per_batch)
+        per_batch = self.files_per_batch * batch_growth(context.conf)
+        r = spark.readStream.format(self.format).option("maxFilesPerTrigger", per_batch)
         for k, v in self.options.items():
             r = r.option(k, v)
         if self.format == "text":

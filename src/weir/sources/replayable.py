@@ -44,6 +44,7 @@ from pyspark.sql.streaming.datasource import ReadLimit as SparkReadLimit
 
 from weir._util import positive_int
 from weir.errors import SourceError, WeirError
+from weir.sources.backlog import BatchGrowth, batch_growth
 from weir.sources.columnar import ARROW_TYPES
 from weir.sources.schema import CORRUPT_COLUMN, Column, parse_columns, to_ddl
 from weir.topology.components import Guarantee, OutputFieldsDeclarer, Spout
@@ -240,7 +241,14 @@ class ReplayableSpout(Spout):
         else:
             initial = pin_initial_offset(spark, path, lambda: canonical_offset(self.initial_offset(), where))
         name = source_name(context.topology, context.component_id)
-        attrs = {"spout": self, "where": where, "initial": initial, "source_name": name, "__module__": __name__}
+        attrs = {
+            "spout": self,
+            "where": where,
+            "initial": initial,
+            "source_name": name,
+            "grow_max": batch_growth(context.conf),
+            "__module__": __name__,
+        }
         cls = type(name, (_SpoutDataSource,), attrs)
         spark.dataSource.register(cls)
         return spark.readStream.format(name).load()
@@ -425,12 +433,13 @@ def _weir_limit(limit: SparkReadLimit, configured: ReadLimit) -> ReadLimit:
 class _SpoutReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
     """Adapts a :class:`ReplayableSpout` to Spark's stream reader (admission control, AvailableNow)."""
 
-    def __init__(self, spout: ReplayableSpout, where: str, initial: Offset) -> None:
+    def __init__(self, spout: ReplayableSpout, where: str, initial: Offset, grow_max: int = 1) -> None:
         self.spout = spout
         self.where = where
         self.initial = initial
         self.available_now = False
         self.target: Offset | None = None
+        self.growth = BatchGrowth(grow_max)
 
     def initialOffset(self) -> Offset:  # noqa: N802 - Spark's name
         return self.initial
@@ -452,15 +461,25 @@ class _SpoutReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type
         if self.available_now and self.target is None:
             # the first call after prepare: what is there now is all this run will read
             self.target = canonical_offset(spout.latest_offset(start, ReadLimit()), self.where)
+        lim = _weir_limit(limit, spout.read_limit())
+        grow = self.growth.enabled and not lim.unlimited
+        if grow:  # slow start: the limit doubled per batch that left input behind (weir.batch.grow.max)
+            lim = ReadLimit(self.growth.grown(lim.max_records), self.growth.grown(lim.max_bytes))
         try:
-            end = canonical_offset(spout.latest_offset(start, _weir_limit(limit, spout.read_limit())), self.where)
+            end = canonical_offset(spout.latest_offset(start, lim), self.where)
+            if self.target is not None:
+                end = canonical_offset(spout.clamp_offset(start, end, self.target), self.where)
+            if grow:
+                ready = self.target
+                if ready is None:
+                    ready = canonical_offset(spout.latest_offset(start, ReadLimit()), self.where)
+                self.growth.observe(backlogged=end != ready)
         except SourceError as exc:
             named = _named(exc, self.where)
             if named is exc:
                 raise
             raise named from exc
-        if self.target is not None:
-            end = canonical_offset(spout.clamp_offset(start, end, self.target), self.where)
+        # the end is in Spark's offset log before the batch runs: a replay reads this range, whatever size
         return end
 
     def partitions(self, start: Offset, end: Offset) -> Sequence[InputPartition]:
@@ -589,6 +608,7 @@ class _SpoutDataSource(DataSource):  # type: ignore[misc]
     where: ClassVar[str]
     initial: ClassVar[Offset]
     source_name: ClassVar[str]
+    grow_max: ClassVar[int] = 1
 
     @classmethod
     def name(cls) -> str:
@@ -598,4 +618,4 @@ class _SpoutDataSource(DataSource):  # type: ignore[misc]
         return self.spout.spark_schema()
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:  # noqa: N802
-        return _SpoutReader(self.spout, self.where, self.initial)
+        return _SpoutReader(self.spout, self.where, self.initial, self.grow_max)

@@ -9,6 +9,7 @@ from typing import Any
 
 from weir._util import flag, positive_int
 from weir.errors import ConfigError
+from weir.sources.backlog import batch_growth
 from weir.state.config import ProviderConfig, default_state_dir, parse_provider_config, spark_checkpoint_location
 
 __all__ = ["MAX_TOPOLOGY_NAME_BYTES", "RuntimeConfig", "WEIR_KEYS", "check_topology_name"]
@@ -40,6 +41,7 @@ WEIR_KEYS = {
     "weir.state.value.type",
     "weir.state.changelog.retain",
     "weir.drpc.batch.max.requests",
+    "weir.batch.grow.max",
 }
 
 
@@ -124,6 +126,8 @@ class RuntimeConfig:
         per consecutive restart (see :mod:`weir.runtime.spark.supervision`)
     rescale : ``weir.rescale``: ``auto`` (default) re-partitions the state of a stateful component whose
         parallelism changed at submit (see :mod:`weir.checkpoint.rescale`); ``refuse`` refuses the change
+    batch_grow_max : ``weir.batch.grow.max`` (default 1): a backlogged source's batch may grow to this
+        many times its configured size (see :mod:`weir.sources.backlog`)
     batch_clock : ``weir.batch.clock``: dotted path of a function ``txid -> ms`` giving a new transaction's
         time (state TTL decides expiry from it; default the wall clock; tests drive time with it)
     """
@@ -153,6 +157,7 @@ class RuntimeConfig:
     rescale: str = "auto"
     batch_clock: str | None = None
     remote: str | None = None
+    batch_grow_max: int = 1
 
     @property
     def local(self) -> bool:
@@ -280,6 +285,7 @@ class RuntimeConfig:
             rescale=str(rescale),
             batch_clock=_batch_clock(topology, conf.get("weir.batch.clock")),
             remote=remote,
+            batch_grow_max=batch_growth(conf),
         )
 
 
