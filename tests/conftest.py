@@ -72,14 +72,29 @@ def xdist_group(nodeid: str) -> str:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``--dist loadgroup`` with the groups of :func:`xdist_group`."""
+    """``--dist loadgroup`` with the groups of :func:`xdist_group`, longest (recorded) units first."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
+    from collections import OrderedDict
+
+    from tests._schedule import Estimator, load_table, order_units
+
+    estimate = Estimator(load_table())
+
     class ServerGroups(LoadScopeScheduling):
+        _longest_first = False
+
         def _split_scope(self, nodeid: str) -> str:
             return xdist_group(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if not self._longest_first:  # the first hand-out: longest units first (tests/_schedule.py)
+                self._longest_first = True
+                order = order_units(((s, u.keys()) for s, u in self.workqueue.items()), estimate)
+                self.workqueue = OrderedDict((s, self.workqueue[s]) for s in order)
+            super()._assign_work_unit(node)
 
     return ServerGroups(config, log)
 
