@@ -75,9 +75,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadgroup`` with the groups of :func:`xdist_group`, longest (recorded) units first."""
     if config.getvalue("dist") != "loadgroup":
         return None
-    from xdist.scheduler import LoadScopeScheduling
-
     from collections import OrderedDict
+
+    from xdist.scheduler import LoadScopeScheduling
 
     from tests._schedule import Estimator, load_table, order_units
 
