@@ -36,6 +36,15 @@ from tests.servers import (
 settings.register_profile("weir", deadline=None, database=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "weir"))
 
+# ---- JVM flags of the short-lived Spark drivers tests start in child processes -------------------
+#: C1 only and the serial collector (as the Kafka nodes of tests/servers.py): a crash driver's JVM
+#: lives for a batch or two, and C2's compiler threads cost more CPU than they save on 2 cores (a
+#: clean 8-batch run of tests/crash/storm_driver.py: ~31 s -> ~20 s of CPU, the tree's user + sys).
+#: Read by spark-submit, so it reaches every child that starts Spark (crash drivers, the CLI); the
+#: run's long-lived JVMs (the ``spark`` session, the Connect server) start without it.
+SHORT_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_JVM_OPTS)
+
 
 # ---- xdist ---------------------------------------------------------------------------------------
 #: the test files that start a Spark Connect server
@@ -229,7 +238,10 @@ def spark_connect_server() -> Iterator[SparkConnectServer]:
     Its Python workers import the test suite's own modules (``tests.*``: topologies, operations) as
     classic Spark's workers do, from the repository root.
     """
-    with SparkConnectServer(env={"PYTHONPATH": str(Path(__file__).resolve().parents[1])}) as server:
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    if os.environ.get("SPARK_SUBMIT_OPTS") == SHORT_JVM_OPTS:
+        env["SPARK_SUBMIT_OPTS"] = ""  # a long-lived JVM: C2 as usual
+    with SparkConnectServer(env=env) as server:
         yield server
 
 
@@ -282,19 +294,26 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("weir-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.sql.warehouse.dir", str(warehouse))
-        .config("spark.python.authenticate.socketTimeout", "120s")  # slow workers on a busy machine
-        .getOrCreate()
-    )
+    ours = os.environ.get("SPARK_SUBMIT_OPTS") == SHORT_JVM_OPTS
+    if ours:  # a long-lived JVM: C2 as usual (children started later still get SHORT_JVM_OPTS)
+        del os.environ["SPARK_SUBMIT_OPTS"]
+    try:
+        session = (
+            SparkSession.builder.master("local[2]")
+            .appName("weir-tests")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.default.parallelism", "2")
+            .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.sql.warehouse.dir", str(warehouse))
+            .config("spark.python.authenticate.socketTimeout", "120s")  # slow workers on a busy machine
+            .getOrCreate()
+        )
+    finally:
+        if ours:
+            os.environ["SPARK_SUBMIT_OPTS"] = SHORT_JVM_OPTS
     session.sparkContext.setLogLevel("WARN")
     try:
         yield session
