@@ -36,12 +36,13 @@ from tests.servers import (
 settings.register_profile("weir", deadline=None, database=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "weir"))
 
-# ---- JVM flags of the short-lived Spark drivers tests start in child processes -------------------
-#: C1 only and the serial collector (as the Kafka nodes of tests/servers.py): a crash driver's JVM
-#: lives for a batch or two, and C2's compiler threads cost more CPU than they save on 2 cores (a
-#: clean 8-batch run of tests/crash/storm_driver.py: ~31 s -> ~20 s of CPU, the tree's user + sys).
-#: Read by spark-submit, so it reaches every child that starts Spark (crash drivers, the CLI); the
-#: run's long-lived JVMs (the ``spark`` session, the Connect server) start without it.
+# ---- JVM flags of the Spark JVMs the tests start (the session, crash drivers, the CLI) ------------
+#: C1 only and the serial collector (as the Kafka nodes of tests/servers.py): the tests' Spark JVMs
+#: run small inputs, and C2's compiler threads cost more CPU than they save on 2 cores. Measured as
+#: the CPU (user + sys) of the whole process tree: a clean 8-batch tests/crash/storm_driver.py run
+#: 31-35 s -> 20-21 s; test_storm_crash.py[sqlite] 230 s -> 146 s; tests/trident/test_spark.py (the
+#: ``spark`` session) 138 s -> 91 s. Read by spark-submit, so it reaches the ``spark`` session and
+#: every child that starts Spark (crash drivers, the CLI); the Connect server starts without it.
 SHORT_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_JVM_OPTS)
 
@@ -294,26 +295,19 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
-    ours = os.environ.get("SPARK_SUBMIT_OPTS") == SHORT_JVM_OPTS
-    if ours:  # a long-lived JVM: C2 as usual (children started later still get SHORT_JVM_OPTS)
-        del os.environ["SPARK_SUBMIT_OPTS"]
-    try:
-        session = (
-            SparkSession.builder.master("local[2]")
-            .appName("weir-tests")
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.default.parallelism", "2")
-            .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.sql.warehouse.dir", str(warehouse))
-            .config("spark.python.authenticate.socketTimeout", "120s")  # slow workers on a busy machine
-            .getOrCreate()
-        )
-    finally:
-        if ours:
-            os.environ["SPARK_SUBMIT_OPTS"] = SHORT_JVM_OPTS
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("weir-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .config("spark.python.authenticate.socketTimeout", "120s")  # slow workers on a busy machine
+        .getOrCreate()
+    )
     session.sparkContext.setLogLevel("WARN")
     try:
         yield session
