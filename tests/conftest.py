@@ -36,6 +36,16 @@ from tests.servers import (
 settings.register_profile("weir", deadline=None, database=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "weir"))
 
+# ---- JVM flags of the Spark JVMs the tests start (the session, crash drivers, the CLI) ------------
+#: C1 only and the serial collector (as the Kafka nodes of tests/servers.py): the tests' Spark JVMs
+#: run small inputs, and C2's compiler threads cost more CPU than they save on 2 cores. Measured as
+#: the CPU (user + sys) of the whole process tree: a clean 8-batch tests/crash/storm_driver.py run
+#: 31-35 s -> 20-21 s; test_storm_crash.py[sqlite] 230 s -> 146 s; tests/trident/test_spark.py (the
+#: ``spark`` session) 138 s -> 91 s. Read by spark-submit, so it reaches the ``spark`` session and
+#: every child that starts Spark (crash drivers, the CLI); the Connect server starts without it.
+SHORT_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_JVM_OPTS)
+
 
 # ---- xdist ---------------------------------------------------------------------------------------
 #: the test files that start a Spark Connect server
@@ -72,14 +82,29 @@ def xdist_group(nodeid: str) -> str:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``--dist loadgroup`` with the groups of :func:`xdist_group`."""
+    """``--dist loadgroup`` with the groups of :func:`xdist_group`, longest (recorded) units first."""
     if config.getvalue("dist") != "loadgroup":
         return None
+    from collections import OrderedDict
+
     from xdist.scheduler import LoadScopeScheduling
 
+    from tests._schedule import Estimator, load_table, order_units
+
+    estimate = Estimator(load_table())
+
     class ServerGroups(LoadScopeScheduling):
+        _longest_first = False
+
         def _split_scope(self, nodeid: str) -> str:
             return xdist_group(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if not self._longest_first:  # the first hand-out: longest units first (tests/_schedule.py)
+                self._longest_first = True
+                order = order_units(((s, u.keys()) for s, u in self.workqueue.items()), estimate)
+                self.workqueue = OrderedDict((s, self.workqueue[s]) for s in order)
+            super()._assign_work_unit(node)
 
     return ServerGroups(config, log)
 
@@ -214,7 +239,10 @@ def spark_connect_server() -> Iterator[SparkConnectServer]:
     Its Python workers import the test suite's own modules (``tests.*``: topologies, operations) as
     classic Spark's workers do, from the repository root.
     """
-    with SparkConnectServer(env={"PYTHONPATH": str(Path(__file__).resolve().parents[1])}) as server:
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    if os.environ.get("SPARK_SUBMIT_OPTS") == SHORT_JVM_OPTS:
+        env["SPARK_SUBMIT_OPTS"] = ""  # a long-lived JVM: C2 as usual
+    with SparkConnectServer(env=env) as server:
         yield server
 
 
