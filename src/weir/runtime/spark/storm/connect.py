@@ -381,18 +381,15 @@ class ConnectGraph:
             job = terminals[0]
             for other in terminals[1:]:
                 job = job.unionByName(other)
-            # the Arrow table itself: DataFrame.collect() would ask the server for a setting
-            # (spark.sql.execution.pyspark.binaryAsBytes) on every batch, and make Rows
-            table, _ = job._to_table()
+            rows = job.collect()
         finally:
             for df in self.persisted:
                 with contextlib.suppress(Exception):  # the session is gone: nothing is cached any more
                     df.unpersist()
         reports = []
-        kinds = table.column("kind").to_pylist()
-        for kind, payload in zip(kinds, table.column("payload").to_pylist(), strict=True):
-            if kind == "R":
-                rep = TaskReport.from_text(bytes(payload).decode())
+        for r in rows:
+            if r["kind"] == "R":
+                rep = TaskReport.from_text(bytes(r["payload"]).decode())
                 if rep is not None:
                     reports.append(rep)
         return [r for r in reports if r.txid == self.txid]
