@@ -31,7 +31,7 @@ from typing import Any
 from weir._connect_relay import BatchRelayFunction, RelayReports
 from weir.errors import ConfigError
 
-__all__ = ["BatchRelayFunction", "ConnectRelay", "RelayReports", "check_reachable"]
+__all__ = ["BatchRelayFunction", "ConnectRelay", "RelayReports", "check_reachable", "map_in_arrow_known"]
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -49,6 +49,27 @@ def check_reachable(topology: str, url: str) -> None:
             "Run weir on the server's machine, or use a classic Spark master (weir.spark.master)"
         )
         raise ConfigError(msg)
+
+
+def map_in_arrow_known(df: Any, fn: Callable[..., Any], columns: list[str], schema: Any) -> Any:
+    """``df.mapInArrow(fn, schema)`` over Spark Connect without asking the server for ``df``'s columns.
+
+    PySpark's Connect client sends an ``AnalyzePlan`` RPC for ``df.columns`` on every
+    ``mapInArrow`` whose input has no cached schema (a ``select``, a ``repartition``, a source);
+    the caller knows them (``columns``, in order), and the result's ``schema`` (a ``StructType``)
+    is cached on it, so nothing asks for that later either. The function is pickled into the plan
+    when an action sends it, as with ``mapInArrow``.
+    """
+    from pyspark.sql.connect.dataframe import DataFrame
+    from pyspark.sql.connect.plan import MapPartitions
+    from pyspark.sql.connect.udf import UserDefinedFunction
+    from pyspark.util import PythonEvalType
+
+    udf = UserDefinedFunction(fn, returnType=schema, evalType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF)
+    plan = MapPartitions(child=df._plan, function=udf, cols=columns, is_barrier=False, profile=None)
+    out = DataFrame(plan, session=df._session)
+    out._cached_schema = schema
+    return out
 
 
 class ConnectRelay:

@@ -329,6 +329,7 @@ class ConnectGraph:
 
         topo = self.topology
         spark = batch.sparkSession
+        _adaptive_off(spark)
         fused = self._fused(set(logged))
         # exchanges each producer feeds: (consumer, input index, its subscription)
         routes: dict[str, list[tuple[str, int, Any]]] = {c: [] for c in topo.order}
@@ -471,6 +472,24 @@ class ConnectGraph:
         return df
 
 
+_ADAPTIVE_OFF: Any = None  # the last session whose adaptive execution weir turned off
+
+
+def _adaptive_off(spark: Any) -> None:
+    """Turn adaptive query execution off in ``spark`` (once per session: one Config RPC).
+
+    The stages place rows in tasks themselves (``repartitionById``), so adaptive execution has
+    nothing to coalesce or re-plan; it only splits each batch into one Spark job per exchange
+    (three jobs for a word count's batch instead of one) and could coalesce partitions of
+    different tasks, which :func:`_task_of` refuses. Over Connect the batch's session is the
+    streaming query's own (the relay's), as the Trident runner assumes when it does the same.
+    """
+    global _ADAPTIVE_OFF
+    if spark is not _ADAPTIVE_OFF:
+        spark.conf.set("spark.sql.adaptive.enabled", "false")
+        _ADAPTIVE_OFF = spark
+
+
 def _output_schema() -> Any:
     from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType
 
@@ -496,14 +515,6 @@ def _map_in_arrow(df: Any, fn: Callable[[Iterator[Any]], Iterator[Any]], columns
     On every call it asks the server to parse the schema string and for ``df``'s columns, which the
     caller knows (``columns``); the result's schema is known too, so nothing asks for it later.
     """
-    from pyspark.sql.connect.dataframe import DataFrame
-    from pyspark.sql.connect.plan import MapPartitions
-    from pyspark.sql.connect.udf import UserDefinedFunction
-    from pyspark.util import PythonEvalType
+    from weir.runtime.spark.connect import map_in_arrow_known
 
-    schema = _output_schema()
-    udf = UserDefinedFunction(fn, returnType=schema, evalType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF)
-    plan = MapPartitions(child=df._plan, function=udf, cols=columns, is_barrier=False, profile=None)
-    out = DataFrame(plan, session=df._session)
-    out._cached_schema = schema
-    return out
+    return map_in_arrow_known(df, fn, columns, _output_schema())

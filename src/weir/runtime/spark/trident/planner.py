@@ -939,6 +939,10 @@ def map_in_arrow(df: Any, udf: ArrowUdf) -> Any:
     from pyspark.sql import DataFrame
 
     jdf = getattr(df, "_jdf", None)
+    if jdf is None and is_connect(df.sparkSession):  # the input's columns are the stage's (no AnalyzePlan)
+        from weir.runtime.spark.connect import map_in_arrow_known
+
+        return map_in_arrow_known(df, udf.stage, [f.name for f in udf.stage.in_fields], udf.schema)
     if jdf is None or udf.jcol is None:
         return df.mapInArrow(udf.stage, udf.schema)
     return DataFrame(jdf.mapInArrow(udf.jcol, False, None), df.sparkSession)
