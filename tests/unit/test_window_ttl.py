@@ -30,12 +30,14 @@ class LastWindowTotal(BaseStatefulWindowedBolt):
             self.state.put(key, total)
 
 
-def test_a_windowed_bolts_state_expires_at_the_batch_time_and_the_commit_removes_it() -> None:
+def check_window_ttl(store: str | None = None) -> None:
+    """Keys of the window's totals expire at the batch time; the commit removes them from ``store``."""
     base = int(time.time() * 1000) + 10**9  # ahead of the wall clock that an outside reader decides at
     t = BoltTester(
         LastWindowTotal().with_tumbling_window(Count.of(2)),
         inputs={"src": ["key", "n"]},
         conf={"weir.state.ttl.ms": 5000},
+        store=store,
     )
     assert t.state is not None
     t.state.set_batch_time(base)
@@ -53,3 +55,10 @@ def test_a_windowed_bolts_state_expires_at_the_batch_time_and_the_commit_removes
     assert t.committed() == {"b": 5, "c": 1}
     rows = dict(t.provider.backend.scan(t.context.state_namespace))
     assert t.state.key_serializer.serialize("a") not in rows  # deleted by that commit
+    t.state.set_batch_time(base + 8000)  # b expires too; c (written at base + 3000) with it
+    t.checkpoint()
+    assert t.committed() == {}
+
+
+def test_a_windowed_bolts_state_expires_at_the_batch_time_and_the_commit_removes_it() -> None:
+    check_window_ttl()

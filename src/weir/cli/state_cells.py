@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from weir.errors import StateError
-from weir.trident.state import OpaqueValue, StateType, TransactionalValue
+from weir.trident.state import StateType
+from weir.trident.state.values import current_value
 
 __all__ = ["CELL_FIELDS", "cell_value", "dumped_cell_value", "looks_dumped"]
 
@@ -24,13 +25,7 @@ CELL_FIELDS: dict[StateType, frozenset[str]] = {
 }
 
 
-def cell_value(cell: Any) -> Any:
-    """The current value of a decoded cell (what a batch's ``multi_get`` returns for it)."""
-    if isinstance(cell, OpaqueValue):
-        return cell.curr
-    if isinstance(cell, TransactionalValue):
-        return cell.val
-    return cell
+cell_value = current_value
 
 
 def looks_dumped(value: Any, state_type: StateType) -> bool:

@@ -27,7 +27,7 @@ from weir.trident.state.map_state import (
 from weir.trident.state.maps import NonTransactionalMap, OpaqueMap, TransactionalMap
 from weir.trident.state.snapshottable import SnapshottableMap
 from weir.trident.state.updaters import ValueUpdater
-from weir.trident.state.values import OpaqueValue, TransactionalValue
+from weir.trident.state.values import current_value
 
 __all__ = ["MemoryBackingMap", "MemoryMapState"]
 
@@ -98,14 +98,6 @@ _BUILDERS: dict[StateType, Callable[[BackingMap[Any]], MapState[Any]]] = {
     StateType.TRANSACTIONAL: TransactionalMap.build,
     StateType.NON_TRANSACTIONAL: NonTransactionalMap.build,
 }
-
-
-def _current(cell: Any) -> Any:
-    if isinstance(cell, OpaqueValue):
-        return cell.curr
-    if isinstance(cell, TransactionalValue):
-        return cell.val
-    return cell
 
 
 class MemoryMapState(RemovableMapState[T], Snapshottable[T], Generic[T]):
@@ -206,7 +198,7 @@ class MemoryMapState(RemovableMapState[T], Snapshottable[T], Generic[T]):
     def get_tuples(self) -> Iterator[list[Any]]:
         """Every stored key with a value, as ``[*key, current value]`` (global key included)."""
         for key, cell in list(self._db.data.items()):
-            val = _current(cell)
+            val = current_value(cell)
             if val is not None:
                 yield [*key, val]
 

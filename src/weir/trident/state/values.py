@@ -13,7 +13,7 @@ from typing import Any, Generic, TypeVar
 
 from weir.errors import SerializationError, StateError
 
-__all__ = ["OpaqueValue", "TransactionalValue"]
+__all__ = ["OpaqueValue", "TransactionalValue", "current_value"]
 
 T = TypeVar("T")
 
@@ -154,3 +154,12 @@ class OpaqueValue(Generic[T]):
         """
         txid, curr, prev = _as_list(data, 3, cls.__name__, "[curr_txid, curr, prev]")
         return cls(_check_txid(txid, what="OpaqueValue curr_txid"), curr, prev)
+
+
+def current_value(cell: Any) -> Any:
+    """The current value of a decoded map-state cell (what a batch's ``multi_get`` returns for it)."""
+    if isinstance(cell, OpaqueValue):
+        return cell.curr
+    if isinstance(cell, TransactionalValue):
+        return cell.val
+    return cell
