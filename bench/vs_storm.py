@@ -45,6 +45,7 @@ Prints a table and writes ``bench/results/vs_storm.json``.
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import shutil
 import statistics
@@ -121,6 +122,12 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
         help="weir.batch.grow.max of weir's runs: a backlogged batch takes up to files-per-batch x this many "
         "ready files (default 8; 1: fixed batches of --files-per-batch)",
     )
+    p.add_argument(
+        "--java-opts",
+        default="",
+        help="JVM flags of weir's Spark driver (spark.driver.extraJavaOptions, as a user gives them in "
+        "weir.spark.conf), e.g. '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' (default: none)",
+    )
     p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated subset of {', '.join(VARIANTS)}")
     p.add_argument("--latency-seconds", type=int, default=15, help="seconds of input per latency run (0: none)")
@@ -141,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
         print(f"Apache Storm cannot run: {missing}", file=sys.stderr)
         return 2
 
+    load0 = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="weir-bench-vs-storm-"))
     results: dict[str, list[dict[str, Any]]] = {v: [] for v in chosen}
     latency: list[dict[str, Any]] = []
@@ -154,7 +162,10 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
                 out.write(f.read_text())
         keys = sorted(expected)
         classes = storm.compile_sources(work / "classes") if any(v.startswith("storm") for v in chosen) else None
-        spark = local_spark("weir-bench-vs-storm", {"spark.sql.streaming.forceDeleteTempCheckpointLocation": "true"})
+        session_conf = {"spark.sql.streaming.forceDeleteTempCheckpointLocation": "true"}
+        if args.java_opts:
+            session_conf["spark.driver.extraJavaOptions"] = args.java_opts
+        spark = local_spark("weir-bench-vs-storm", session_conf)
         progress = ProgressLog(spark)
         with redis_server() as redis_url:
             # warm-up of weir's variants (JVM, Python workers, imports); Storm starts a new JVM every run
@@ -353,7 +364,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
     print(
         f"{args.words:,} words, {args.keys:,} keys, {args.rounds} interleaved rounds; weir: {args.files_per_batch} "
         f"files per batch, weir.batch.grow.max {args.grow_max}"
+        + (f", weir's JVM flags {args.java_opts!r}" if args.java_opts else "")
     )
+    print(f"load average (1, 5, 15 min) at start {load0}, at end {os.getloadavg()}")
     print("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
     print("  ".join("-" * w for w in widths))
     for r in body:
@@ -376,6 +389,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915 
             "files": args.files,
             "files_per_batch": args.files_per_batch,
             "grow_max": args.grow_max,
+            "java_opts": args.java_opts,
+            "load_average": [list(load0), list(os.getloadavg())],
             "machine": machine(),
             "summary": summary,
             "ratios_acked": ratios,
