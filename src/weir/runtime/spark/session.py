@@ -4,7 +4,9 @@ When weir starts Spark itself (no SparkSession is active yet):
 
 - Spark's and the JVM's start-up warnings are hidden unless ``WEIR_VERBOSE=1`` (``weir --verbose``);
 - a Python worker that is slow to start on a loaded machine gets two minutes to connect back
-  (``spark.python.authenticate.socketTimeout``, Spark's default is 15 s), unless set otherwise.
+  (``spark.python.authenticate.socketTimeout``, Spark's default is 15 s), unless set otherwise;
+- JVM flags given as ``spark.driver.extraJavaOptions`` in ``weir.spark.conf`` reach the JVM and the
+  start stays quiet (weir's log4j2 configuration is added after them unless they name their own).
 """
 
 from __future__ import annotations
@@ -227,9 +229,12 @@ def get_spark(master: str, app_name: str, extra: Mapping[str, Any] | None = None
     if active is not None:
         return active
     settings = {**TOLERANT_DEFAULTS, **{k: str(v) for k, v in (extra or {}).items()}}
-    if not verbose() and "spark.driver.extraJavaOptions" not in settings and "SPARK_CONF_DIR" not in os.environ:
-        # read by the JVM at launch (PySpark passes the builder's settings to spark-submit)
-        settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{_quiet_log_config()}"
+    user_opts = settings.get("spark.driver.extraJavaOptions", "")
+    if not verbose() and "log4j2.configurationFile" not in user_opts and "SPARK_CONF_DIR" not in os.environ:
+        # read by the JVM at launch (PySpark passes the builder's settings to spark-submit); JVM flags
+        # the user gives there (e.g. -XX:TieredStopAtLevel=1 -XX:+UseSerialGC) are kept before it
+        quiet = f"-Dlog4j2.configurationFile=file:{_quiet_log_config()}"
+        settings["spark.driver.extraJavaOptions"] = f"{user_opts} {quiet}".strip()
         _launch_quiet_gateway(master, app_name, settings)
     b = (
         SparkSession.builder.master(master)
