@@ -146,9 +146,13 @@ def main(argv: list[str] | None = None) -> int:
             ts = calendar.timegm(time.strptime(pr["timestamp"][:19], "%Y-%m-%dT%H:%M:%S")) * 1000.0
             ts += int(pr["timestamp"][20:23])
             if ts >= wall0:
-                rows.append((ts - wall0, f"trigger start, batch {pr['batchId']} rows {pr['numInputRows']}"))
+                n_rows = sum(src.get("numInputRows", 0) for src in pr.get("sources", []))
+                rows.append((ts - wall0, f"trigger start, batch {pr['batchId']} rows {n_rows}"))
                 rows.append(
-                    (ts - wall0 + pr["durationMs"].get("triggerExecution", 0), f"trigger end {pr['durationMs']}")
+                    (
+                        ts - wall0 + pr.get("durationMs", {}).get("triggerExecution", 0),
+                        f"trigger end {pr.get('durationMs')}",
+                    )
                 )
         elif kind.endswith("QueryStartedEvent"):
             ts = calendar.timegm(time.strptime(e["timestamp"][:19], "%Y-%m-%dT%H:%M:%S")) * 1000.0
