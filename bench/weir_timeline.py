@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--java-opts", default="", help="spark.driver.extraJavaOptions of the session (JVM flags)")
     p.add_argument("--runs", type=int, default=1, help="timed runs in the session; the timeline is the last one's")
+    p.add_argument("--out", help="JSON output path (default bench/results/weir_timeline.json)")
     args = p.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="weir-timeline-"))
     try:
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         corpus = work / "corpus"
         expected = generate_corpus(corpus, n_words=args.words, n_distinct=args.keys, n_files=args.files, seed=args.seed)
         warm = work / "warm"
-        generate_corpus(warm, n_words=20_000, n_distinct=500, n_files=2, seed=1)
+        generate_corpus(warm, n_words=min(20_000, args.words), n_distinct=min(500, args.keys), n_files=2, seed=1)
         run_weir(spark, progress, f"warm-{uuid.uuid4().hex[:6]}", warm, work / "warm-state", 2, None)
         runs = []
         for i in range(args.runs):
@@ -175,23 +176,25 @@ def main(argv: list[str] | None = None) -> int:
     print(f"coordinator: job {bd['job_ms']} ms, commit {bd['commit_ms']} ms; spark phases {bd['spark_ms']}")
     ok = dict(got) == dict(expected)
     print(f"verified={'yes' if ok else 'NO'}")
-    out = write_results(
-        "weir_timeline",
-        {
-            "benchmark": "weir_timeline",
-            "words": args.words,
-            "machine": machine(),
-            "wall_ms": round(total),
-            "task_busy_ms": round(busy),
-            "idle_ms": round(total - busy),
-            "java_opts": args.java_opts,
-            "runs": runs,
-            "breakdown": bd,
-            "timeline": [{"ms": round(t), "event": w} for t, w in rows],
-            "tasks": task_rows,
-            "verified": ok,
-        },
-    )
+    data = {
+        "benchmark": "weir_timeline",
+        "words": args.words,
+        "machine": machine(),
+        "wall_ms": round(total),
+        "task_busy_ms": round(busy),
+        "idle_ms": round(total - busy),
+        "java_opts": args.java_opts,
+        "runs": runs,
+        "breakdown": bd,
+        "timeline": [{"ms": round(t), "event": w} for t, w in rows],
+        "tasks": task_rows,
+        "verified": ok,
+    }
+    if args.out:
+        out = Path(args.out)
+        out.write_text(json.dumps(data, indent=2) + "\n")
+    else:
+        out = write_results("weir_timeline", data)
     print(f"wrote {out}")
     shutil.rmtree(work, ignore_errors=True)
     return 0 if ok else 1
