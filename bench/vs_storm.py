@@ -38,6 +38,7 @@ Usage::
 
     .venv/bin/python bench/vs_storm.py                           # 2M words / 20k keys, 5 rounds
     .venv/bin/python bench/vs_storm.py --words 300000 --rounds 2 --latency-seconds 10
+    .venv/bin/python bench/vs_storm.py --words 300000 --java-opts '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC'
 
 Prints a table and writes ``bench/results/vs_storm.json``.
 """
