@@ -6,7 +6,9 @@ the serial collector) for every Spark JVM the tests start. This runs ``tests/cra
 ``tests/crash/test_storm_crash.py`` does between its kills) alternately with and without the flags,
 and measures each run's wall time and the CPU time (user + sys) of its whole process tree (this
 process is made a child subreaper, so the JVM and the Python workers are counted when they end).
-CPU time is what the flags save; wall time on a shared machine follows the load.
+CPU time is what the flags save; wall time on a shared machine follows the load. A third variant
+adds the class-data-sharing archive of Spark's classes that ``tests/_jvm_cds.py`` makes for the
+suite (made first if missing).
 
 Usage::
 
@@ -76,7 +78,10 @@ def main() -> int:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     from weir.demo import generate_corpus
 
-    variants = {"default JVM": "", "tests' flags": FLAGS}
+    sys.path.insert(0, str(ROOT))
+    from tests._jvm_cds import cds_opts
+
+    variants = {"default JVM": "", "tests' flags": FLAGS, "flags + CDS": f"{FLAGS} {cds_opts(FLAGS)}"}
     got: dict[str, list[tuple[float, float]]] = {k: [] for k in variants}
     with tempfile.TemporaryDirectory(prefix="weir-bench-jvm-") as tmp:
         work = Path(tmp)
@@ -91,11 +96,18 @@ def main() -> int:
     for name, opts in variants.items():
         cpu = median([c for _, c in got[name]])
         wall = median([w for w, _ in got[name]])
-        print(f"{name:<14} {opts or '(none)':<42} {cpu:15.1f} {wall:16.1f}")
+        shown = (opts or "(none)").replace(str(Path.home()), "~")
+        shown = shown if len(shown) <= 42 else shown[:39] + "..."
+        print(f"{name:<14} {shown:<42} {cpu:15.1f} {wall:16.1f}")
         rows[name] = {"opts": opts, "runs": [{"wall_s": w, "cpu_s": c} for w, c in got[name]], "cpu_s": cpu}
     ratio = rows["tests' flags"]["cpu_s"] / rows["default JVM"]["cpu_s"]
+    cds_ratio = rows["flags + CDS"]["cpu_s"] / rows["tests' flags"]["cpu_s"]
     print(f"\nCPU with the tests' flags: {ratio:.2f}x of the default (load average at the end: {load:.1f})")
-    path = write_results("suite_jvm_flags", {"machine": machine(), "variants": rows, "cpu_ratio": ratio, "load": load})
+    print(f"CPU with the flags and the CDS archive: {cds_ratio:.2f}x of the flags alone")
+    path = write_results(
+        "suite_jvm_flags",
+        {"machine": machine(), "variants": rows, "cpu_ratio": ratio, "cds_cpu_ratio": cds_ratio, "load": load},
+    )
     print(f"wrote {path}")
     return 0
 

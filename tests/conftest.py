@@ -44,7 +44,11 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "weir"))
 #: ``spark`` session) 138 s -> 91 s. Read by spark-submit, so it reaches the ``spark`` session and
 #: every child that starts Spark (crash drivers, the CLI); the Connect server starts without it.
 SHORT_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_JVM_OPTS)
+if "SPARK_SUBMIT_OPTS" not in os.environ:
+    from tests._jvm_cds import cds_opts
+
+    # plus a class-data-sharing archive of Spark's classes (made once, cached): tests/_jvm_cds.py
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{SHORT_JVM_OPTS} {cds_opts(SHORT_JVM_OPTS)}".strip()
 
 
 # ---- xdist ---------------------------------------------------------------------------------------
@@ -240,7 +244,7 @@ def spark_connect_server() -> Iterator[SparkConnectServer]:
     classic Spark's workers do, from the repository root.
     """
     env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    if os.environ.get("SPARK_SUBMIT_OPTS") == SHORT_JVM_OPTS:
+    if os.environ.get("SPARK_SUBMIT_OPTS", "").startswith(SHORT_JVM_OPTS):  # ours (with the CDS archive)
         env["SPARK_SUBMIT_OPTS"] = ""  # a long-lived JVM: C2 as usual
     with SparkConnectServer(env=env) as server:
         yield server
