@@ -158,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         redis_url = stack.enter_context(redis_server())
         logs = {v: work / f"events-{v}" for v in ("classic", "connect")}
         classic = local_spark("weir-connect-profile", event_log_conf(str(logs["classic"])))
+        stack.callback(classic.stop)
         server = stack.enter_context(SparkConnectServer(work / "connect", conf=event_log_conf(str(logs["connect"]))))
         from weir.runtime.spark.session import get_spark
 
