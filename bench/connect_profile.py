@@ -158,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         redis_url = stack.enter_context(redis_server())
         logs = {v: work / f"events-{v}" for v in ("classic", "connect")}
         classic = local_spark("weir-connect-profile", event_log_conf(str(logs["classic"])))
+        stack.callback(classic.stop)
         server = stack.enter_context(SparkConnectServer(work / "connect", conf=event_log_conf(str(logs["connect"]))))
         from weir.runtime.spark.session import get_spark
 
@@ -190,6 +191,15 @@ def main(argv: list[str] | None = None) -> int:
                     }
                 )
             result[v] = rows
+            if args.dialect == "trident":  # the query's start and its first (cold) job against the others
+                b = batches[0]
+                js = sorted((j for j in jobs if b["t0"] <= j["start"] <= b["t1"]), key=lambda j: j["start"])
+                if js:
+                    later = js[1:] or js
+                    rows[0]["to_first_job_s"] = js[0]["start"] - b["t0"]
+                    rows[0]["first_job_s"] = js[0]["end"] - js[0]["start"]
+                    rows[0]["later_job_s"] = sum(j["end"] - j["start"] for j in later) / len(later)
+                    rows[0]["later_gap_s"] = (js[-1]["start"] - js[0]["start"]) / (len(js) - 1) if len(js) > 1 else 0.0
     finally:
         stack.close()
         shutil.rmtree(work, ignore_errors=True)
@@ -202,6 +212,15 @@ def main(argv: list[str] | None = None) -> int:
                 f"{v:<8} {r['wall_s']:>7.2f} {r['jobs']:>5g} {r['stages']:>6g} {r['job_wall_s']:>6.2f} "
                 f"{r['stage_wall_s']:>7.2f} {r['task_run_s']:>6.2f}  {rpcs}"
             )
+    if args.dialect == "trident":
+        print("per query: submit to first job, the first job, the later jobs (mean), start to start of later jobs")
+        for v, rows in result.items():
+            r = rows[0]
+            if "first_job_s" in r:
+                print(
+                    f"{v:<8} to first job {r['to_first_job_s']:.2f} s, first job {r['first_job_s']:.2f} s, "
+                    f"later jobs {r['later_job_s']:.2f} s, batch every {r['later_gap_s']:.2f} s"
+                )
     data = {"benchmark": f"connect_profile_{args.dialect}", "machine": machine(), "args": vars(args), "results": result}
     if args.out:
         path = Path(args.out)
