@@ -103,3 +103,21 @@ def test_retriable_source_errors_are_transient_as_objects_and_in_a_worker_traceb
     assert transient_reason(batch_failed_error("t", 3, [TaskFailure("queue", 1, err)], 2)) is not None
     user = "RuntimeError in next_tuple of spout 'queue' task 1: a bug"
     assert transient_reason(batch_failed_error("t", 3, [TaskFailure("queue", 1, user)], 2)) is None
+
+
+def test_spark_4s_non_empty_offset_log_at_batch_0_is_read_as_the_other_drivers_checkpoint() -> None:
+    """Both drivers plan batch 0 on an empty offset log; the one that writes second fails with this.
+
+    The text is Spark 4.3's, from a two-driver race (tests/security/test_two_drivers.py) in a CI run.
+    """
+    from weir.runtime.spark.runner import is_checkpoint_conflict
+
+    lost = RuntimeError(
+        "[STREAM_FAILED] Query [id = 863f5e4d, runId = 8f0c44c6] terminated with exception: "
+        "[STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY] The checkpoint location file:/tmp/state/spark/twins/offsets "
+        "should be empty on batch 0\nPlease either use a new checkpoint location, or delete the existing data in "
+        "the checkpoint location. SQLSTATE: 42K03"
+    )
+    assert is_checkpoint_conflict(lost)
+    assert is_checkpoint_conflict(RuntimeError(CONFLICT))
+    assert not is_checkpoint_conflict(RuntimeError("[STREAM_FAILED] Query terminated with exception: boom"))

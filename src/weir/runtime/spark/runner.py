@@ -58,7 +58,17 @@ _CONCURRENT_CHECKPOINT = (
     "is already active",
     # both drivers creating a new checkpoint: the second rename of its `metadata` file fails
     "FileAlreadyExistsException: Rename destination",
+    # Spark 4: this query planned batch 0 on an empty offset log, then found the other driver's batch 0 there
+    "STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY",
 )
+
+
+def is_checkpoint_conflict(exc: BaseException) -> bool:
+    """Whether a failed query (or query start) is the symptom of another driver writing the same Spark checkpoint."""
+    text = str(exc)
+    return any(m in text for m in _CONCURRENT_CHECKPOINT)
+
+
 #: times the newest driver starts its query again while an older one still writes the checkpoint
 _CONFLICT_RESTARTS = 5
 #: batches kept in :attr:`RunStatus.recent`
@@ -662,8 +672,7 @@ class TopologyRun:
         A :class:`FencedError` when a newer driver took over; None to start the query again (this
         driver holds the newest epoch, so the other one is being fenced and will stop).
         """
-        text = str(exc)
-        if not any(m in text for m in _CONCURRENT_CHECKPOINT):
+        if not is_checkpoint_conflict(exc):
             return None
         newer = self._newer_epoch()
         where = f"Spark checkpoint {self.rc.checkpoint_location}"
@@ -694,7 +703,7 @@ class TopologyRun:
         died = self._jvm_died(exc)
         if died is not None:
             return died
-        if not any(m in str(exc) for m in _CONCURRENT_CHECKPOINT):
+        if not is_checkpoint_conflict(exc):
             return None
         conflict = self._checkpoint_conflict(exc)
         if conflict is not None:
