@@ -220,3 +220,51 @@ def test_a_failing_function_stops_the_topology_naming_component_task_and_txid(se
     assert err.component == "guard" and err.txid == 3 and err.task is not None and err.task >= 0
     assert "no zebras allowed" in str(err) and "ValueError" in (err.remote_traceback or "")
     assert sum(store.counts("guarded").values()) == 4  # batches 1 and 2 were committed
+
+
+class WorkerOf(Function):
+    """Appends the Python worker's parent (Spark's worker daemon) to a file; passes the tuple on."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def execute(self, tup: Any, collector: Any) -> None:
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(f"{os.getppid()}\n")
+        collector.emit([tup.get_string(0)])
+
+
+def test_queries_of_one_connect_session_share_the_python_workers(connect_session: Any, tmp_path: Path) -> None:
+    """Each query runs in a clone of the client's session; its stages use the server's shared workers.
+
+    With Spark's artifact isolation (the Connect server's default) every session, so every query,
+    gets a Python worker daemon of its own, and each query's first batch waits for new workers.
+    weir starts the query with isolation off for the clone: both runs' tasks are forked by one daemon,
+    and the client's own session keeps its setting.
+    """
+    from weir.runtime.spark.connect import ISOLATION
+
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    before = connect_session.conf.get(ISOLATION)
+    daemons: list[set[str]] = []
+    for run in range(2):
+        lines_dir, out = tmp_path / f"lines{run}", tmp_path / f"daemons{run}.txt"
+        expected = word_files(lines_dir, BATCHES)
+        store = Store("sqlite", f"sqlite:///{tmp_path / 'trident.db'}", f"run{run}")
+        topo = TridentTopology()
+        (
+            topo.new_stream("lines", FileSpout(str(lines_dir)))
+            .each(["line"], WorkerOf(str(out)), ["same:str"])
+            .each(["same"], Split(), ["word:str"])
+            .group_by(["word"])
+            .persistent_aggregate(store.factory("opaque", "wc"), Count(), "count")
+            .parallelism_hint(2)
+        )
+        conf = conf_for(tmp_path / f"run{run}")
+        status = weir.submit(f"shared-{run}", conf, topo, spark=connect_session).process_available()
+        assert status.error is None and status.batches == len(BATCHES)
+        assert store.counts("wc") == expected
+        daemons.append(set(out.read_text().split()))
+    assert len(daemons[0]) == 1, daemons  # local[2]: one worker daemon forks every task's worker
+    assert daemons[1] == daemons[0]  # the second query's tasks ran on the first query's daemon
+    assert connect_session.conf.get(ISOLATION) == before

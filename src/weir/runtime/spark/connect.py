@@ -21,6 +21,7 @@ and its executors) must run on this machine. A server elsewhere is refused at su
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import socketserver
@@ -31,7 +32,14 @@ from typing import Any
 from weir._connect_relay import BatchRelayFunction, RelayReports
 from weir.errors import ConfigError
 
-__all__ = ["BatchRelayFunction", "ConnectRelay", "RelayReports", "check_reachable", "map_in_arrow_known"]
+__all__ = [
+    "BatchRelayFunction",
+    "ConnectRelay",
+    "RelayReports",
+    "check_reachable",
+    "map_in_arrow_known",
+    "start_with_shared_workers",
+]
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -72,6 +80,34 @@ def map_in_arrow_known(df: Any, fn: Callable[..., Any], columns: list[str], sche
     return out
 
 
+#: The SQL setting that gives a Connect session its own Python workers (Spark's artifact isolation).
+ISOLATION = "spark.sql.artifact.isolation.enabled"
+
+
+def start_with_shared_workers(spark: Any, start: Callable[[], Any]) -> Any:
+    """Start a streaming query whose session reuses the server's Python workers across queries.
+
+    The Connect server runs each streaming query in a clone of the client's session, and a session
+    with artifact isolation on (the server's default) gets Python workers of its own, keyed by the
+    session: every query's first batch would start new workers (seconds each on a busy machine).
+    The clone copies the client session's settings when the query starts, so the setting is turned
+    off for the start only and put back at once: this query's batches (and every later query's)
+    share one set of workers, and the client's own session keeps its setting. weir uploads no
+    artifacts (the server runs on this machine and imports weir and the topology's code there),
+    so nothing a query needs lives in a per-session artifact directory.
+    """
+    try:
+        before = spark.conf.get(ISOLATION)
+        spark.conf.set(ISOLATION, "false")
+    except Exception:  # noqa: BLE001 - a server that refuses the setting: the query starts isolated
+        return start()
+    try:
+        return start()
+    finally:
+        with contextlib.suppress(Exception):  # the session has gone: nothing to put back
+            spark.conf.set(ISOLATION, before)
+
+
 class ConnectRelay:
     """The client's end: runs the batches the server hands over and collects task reports."""
 
@@ -103,7 +139,10 @@ class ConnectRelay:
 
         self._server = Server(("127.0.0.1", 0), Handler)
         self.addr: tuple[str, int] = ("127.0.0.1", int(self._server.server_address[1]))
-        self._thread = threading.Thread(target=self._server.serve_forever, name="weir-connect-relay", daemon=True)
+        # a short poll: close() waits for the serving loop to notice, and a run's end waits for close()
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), name="weir-connect-relay", daemon=True
+        )
         self._thread.start()
 
     def function(self) -> BatchRelayFunction:

@@ -429,7 +429,12 @@ class TopologyRun:
                 self._serve_metrics()
             assert self.metrics is not None
             self.metrics.attach(self.spark, lambda: self._qid)
-        self.query = writer.start()
+        if is_connect(self.spark):
+            from weir.runtime.spark.connect import start_with_shared_workers
+
+            self.query = start_with_shared_workers(self.spark, writer.start)
+        else:
+            self.query = writer.start()
         self._qid = str(self.query.id)
         self._status.query_id = self._qid
         self._ready.set()
