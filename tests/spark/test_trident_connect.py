@@ -240,14 +240,15 @@ def test_queries_of_one_connect_session_share_the_python_workers(connect_session
     With Spark's artifact isolation (the Connect server's default) every session, so every query,
     gets a Python worker daemon of its own, and each query's first batch waits for new workers.
     weir starts the query with isolation off for the clone: both runs' tasks are forked by one daemon,
-    and the client's own session keeps its setting.
+    and the client's own session keeps its setting. ``weir.connect.share.workers: false`` keeps
+    Spark's isolation: that query's tasks get a daemon of their own.
     """
     from weir.runtime.spark.connect import ISOLATION
 
     os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
     before = connect_session.conf.get(ISOLATION)
     daemons: list[set[str]] = []
-    for run in range(2):
+    for run, share in enumerate((True, True, False)):
         lines_dir, out = tmp_path / f"lines{run}", tmp_path / f"daemons{run}.txt"
         expected = word_files(lines_dir, BATCHES)
         store = Store("sqlite", f"sqlite:///{tmp_path / 'trident.db'}", f"run{run}")
@@ -260,11 +261,12 @@ def test_queries_of_one_connect_session_share_the_python_workers(connect_session
             .persistent_aggregate(store.factory("opaque", "wc"), Count(), "count")
             .parallelism_hint(2)
         )
-        conf = conf_for(tmp_path / f"run{run}")
+        conf = conf_for(tmp_path / f"run{run}", **{"weir.connect.share.workers": share})
         status = weir.submit(f"shared-{run}", conf, topo, spark=connect_session).process_available()
         assert status.error is None and status.batches == len(BATCHES)
         assert store.counts("wc") == expected
         daemons.append(set(out.read_text().split()))
+        assert connect_session.conf.get(ISOLATION) == before
     assert len(daemons[0]) == 1, daemons  # local[2]: one worker daemon forks every task's worker
     assert daemons[1] == daemons[0]  # the second query's tasks ran on the first query's daemon
-    assert connect_session.conf.get(ISOLATION) == before
+    assert len(daemons[2]) == 1 and daemons[2] != daemons[0]  # isolated: a daemon of its own

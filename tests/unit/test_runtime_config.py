@@ -291,3 +291,10 @@ def test_weir_spark_conf_is_parsed_and_checked() -> None:
     assert rc.spark_conf == {"spark.executor.memory": "2g", "spark.cores.max": "4"}
     with pytest.raises(ConfigError, match="weir.spark.conf"):
         RuntimeConfig.from_conf("t", {"weir.spark.conf": "spark.executor.memory=2g"})
+
+
+def test_connect_share_workers_is_on_by_default_and_a_flag() -> None:
+    assert RuntimeConfig.from_conf("wc", {}).connect_share_workers is True
+    assert RuntimeConfig.from_conf("wc", {"weir.connect.share.workers": "false"}).connect_share_workers is False
+    with pytest.raises(ConfigError, match=r"weir.connect.share.workers must be true or false, got 'sometimes'"):
+        RuntimeConfig.from_conf("wc", {"weir.connect.share.workers": "sometimes"})

@@ -42,6 +42,7 @@ WEIR_KEYS = {
     "weir.state.changelog.retain",
     "weir.drpc.batch.max.requests",
     "weir.batch.grow.max",
+    "weir.connect.share.workers",
 }
 
 
@@ -128,6 +129,9 @@ class RuntimeConfig:
         parallelism changed at submit (see :mod:`weir.checkpoint.rescale`); ``refuse`` refuses the change
     batch_grow_max : ``weir.batch.grow.max`` (default 1): a backlogged source's batch may grow to this
         many times its configured size (see :mod:`weir.sources.backlog`)
+    connect_share_workers : ``weir.connect.share.workers`` (default True): over Spark Connect, start the
+        streaming query so that its batches use the server's shared Python workers instead of a new set
+        per query (see :func:`weir.runtime.spark.connect.start_with_shared_workers`)
     batch_clock : ``weir.batch.clock``: dotted path of a function ``txid -> ms`` giving a new transaction's
         time (state TTL decides expiry from it; default the wall clock; tests drive time with it)
     """
@@ -158,6 +162,7 @@ class RuntimeConfig:
     batch_clock: str | None = None
     remote: str | None = None
     batch_grow_max: int = 1
+    connect_share_workers: bool = True
 
     @property
     def local(self) -> bool:
@@ -286,6 +291,7 @@ class RuntimeConfig:
             batch_clock=_batch_clock(topology, conf.get("weir.batch.clock")),
             remote=remote,
             batch_grow_max=batch_growth(conf),
+            connect_share_workers=flag(conf.get("weir.connect.share.workers", True), "weir.connect.share.workers"),
         )
 
 

@@ -429,7 +429,7 @@ class TopologyRun:
                 self._serve_metrics()
             assert self.metrics is not None
             self.metrics.attach(self.spark, lambda: self._qid)
-        if is_connect(self.spark):
+        if is_connect(self.spark) and self.rc.connect_share_workers:
             from weir.runtime.spark.connect import start_with_shared_workers
 
             self.query = start_with_shared_workers(self.spark, writer.start)
