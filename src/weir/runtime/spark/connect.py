@@ -83,6 +83,8 @@ def map_in_arrow_known(df: Any, fn: Callable[..., Any], columns: list[str], sche
 #: The SQL setting that gives a Connect session its own Python workers (Spark's artifact isolation).
 ISOLATION = "spark.sql.artifact.isolation.enabled"
 
+_STARTING = threading.Lock()
+
 
 def start_with_shared_workers(spark: Any, start: Callable[[], Any]) -> Any:
     """Start a streaming query whose session reuses the server's Python workers across queries.
@@ -94,18 +96,20 @@ def start_with_shared_workers(spark: Any, start: Callable[[], Any]) -> Any:
     off for the start only and put back at once: this query's batches (and every later query's)
     share one set of workers, and the client's own session keeps its setting. weir uploads no
     artifacts (the server runs on this machine and imports weir and the topology's code there),
-    so nothing a query needs lives in a per-session artifact directory.
+    so nothing a query needs lives in a per-session artifact directory; a run that adds Python files
+    to the session sets ``weir.connect.share.workers: false`` and keeps the isolation.
     """
-    try:
-        before = spark.conf.get(ISOLATION)
-        spark.conf.set(ISOLATION, "false")
-    except Exception:  # noqa: BLE001 - a server that refuses the setting: the query starts isolated
-        return start()
-    try:
-        return start()
-    finally:
-        with contextlib.suppress(Exception):  # the session has gone: nothing to put back
-            spark.conf.set(ISOLATION, before)
+    with _STARTING:  # two runs starting at once must not take each other's "false" for the setting to restore
+        try:
+            before = spark.conf.get(ISOLATION)
+            spark.conf.set(ISOLATION, "false")
+        except Exception:  # noqa: BLE001 - a server that refuses the setting: the query starts isolated
+            return start()
+        try:
+            return start()
+        finally:
+            with contextlib.suppress(Exception):  # the session has gone: nothing to put back
+                spark.conf.set(ISOLATION, before)
 
 
 class ConnectRelay:
