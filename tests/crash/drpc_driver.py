@@ -61,8 +61,6 @@ def main() -> int:
         "weir.spark.master": "local[2]",
         "weir.batch.max.retries": 2,
         "topology.state.checkpoint.interval.ms": 300,
-        # a handful of words: two shuffle partitions on local[2] (the default 4 only adds idle tasks)
-        "weir.spark.conf": {"spark.sql.shuffle.partitions": "2"},
     }
     if kind != "sqlite":
         conf["topology.state.provider"] = kind
