@@ -235,7 +235,9 @@ def tree_cpu_by_kind() -> dict[str, float] | None:
                     continue
                 if "CompilerThre" in traw[: traw.rindex(")")]:
                     tf = traw[traw.rindex(")") + 2 :].split()
-                    out["jit"] += (int(tf[11]) + int(tf[12])) / tck
+                    secs = (int(tf[11]) + int(tf[12])) / tck
+                    out["jit"] += secs
+                    out[f"jit:{pid}:{t.name}"] = secs  # per thread: the JVM adds and ends compiler threads
         elif "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
             daemon = ppid not in tree or "pyspark" not in tree[ppid][2]  # the workers' parent: reaps the exited ones
             out["python_workers"] += own + ((int(f[13]) + int(f[14])) / tck if daemon else 0.0)
@@ -751,7 +753,12 @@ def _kinds_delta(before: dict[str, float] | None) -> dict[str, float] | None:
     after = tree_cpu_by_kind()
     if before is None or after is None:
         return None
-    return {k: round(after[k] - before[k], 2) for k in after}
+    out = {k: round(after[k] - before[k], 2) for k in after if ":" not in k}
+    # the JIT's part is summed over its threads: one that ended in between took its CPU out of the
+    # sum (the process's own total keeps it), so only the threads alive at the end count, each from
+    # its value at the start (0 for a thread started in between): never more than the JVM's total
+    out["jit"] = round(sum(v - before.get(k, 0.0) for k, v in after.items() if k.startswith("jit:")), 2)
+    return out
 
 
 def best_of(runs: list[Result]) -> Result:

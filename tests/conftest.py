@@ -10,6 +10,7 @@ Servers come from :mod:`tests.servers`; a missing binary skips the test, or fail
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import uuid
@@ -233,6 +234,17 @@ def provider_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
             from weir.state.memory import MemoryBackend
 
             MemoryBackend.reset_all()
+        # emptied after the test too: later tests of this worker that share the server without this
+        # fixture (a store-wide DRPC registration, say) must not meet what this one left
+        with contextlib.suppress(Exception):  # a server the test stopped: the next user empties it first
+            if kind == "redis":
+                server.flushall()
+            elif kind == "redis-cluster":
+                cluster.flushall()
+            elif kind == "postgres":
+                db.truncate_all()
+            elif kind in ("hbase", "hbase-rows"):
+                hbase.truncate("state")
 
 
 # ---- Spark -----------------------------------------------------------------------------------
