@@ -77,10 +77,6 @@ def drive(session: Any, connect: bool, work: Path, input_dir: Path, fpb: int, st
     return seconds, status.batches, factory, batch_span(run.query)
 
 
-def _progress_field(p: Any, name: str) -> Any:
-    return p.get(name) if isinstance(p, dict) else getattr(p, name)
-
-
 def batch_span(query: Any) -> float:
     """Seconds from the start of the query's first data batch to the end of its last one.
 
@@ -92,10 +88,10 @@ def batch_span(query: Any) -> float:
 
     spans = []
     for p in query.recentProgress:
-        durations = _progress_field(p, "durationMs") or {}
+        durations = p.durationMs or {}
         if "addBatch" not in durations:  # a trigger that found no data
             continue
-        start = datetime.fromisoformat(str(_progress_field(p, "timestamp")).replace("Z", "+00:00")).timestamp()
+        start = datetime.fromisoformat(p.timestamp.replace("Z", "+00:00")).timestamp()
         spans.append((start, start + durations["triggerExecution"] / 1000.0))
     if not spans:
         return float("nan")

@@ -11,10 +11,11 @@ Servers come from :mod:`tests.servers`; a missing binary skips the test, or fail
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -204,28 +205,28 @@ def provider_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     if kind is None:
         pytest.fail("provider_url must be parametrised indirectly, e.g. over tests.servers.PROVIDERS")
     _close_backends()
+    empty: Callable[[], None] | None = None  # empties a shared server's store: before the test and after it
     if kind == "memory":
         url = f"memory://test-{uuid.uuid4().hex[:12]}"
     elif kind == "sqlite":
         url = f"sqlite:///{tmp_path / 'state.db'}"
     elif kind == "redis":
         server: RedisServer = request.getfixturevalue("redis_server")
-        server.flushall()
-        url = server.url
+        empty, url = server.flushall, server.url
     elif kind == "redis-cluster":
         cluster: RedisCluster = request.getfixturevalue("redis_cluster")
-        cluster.flushall()
-        url = cluster.url
+        empty, url = cluster.flushall, cluster.url
     elif kind == "postgres":
         db: PostgresDatabase = request.getfixturevalue("postgres_database")
-        db.truncate_all()
-        url = db.url
+        empty, url = db.truncate_all, db.url
     elif kind in ("hbase", "hbase-rows"):  # the default layout (buckets) / a row per key
         hbase: HBaseServer = request.getfixturevalue("hbase_server")
-        hbase.truncate("state")
+        empty = functools.partial(hbase.truncate, "state")
         url = hbase.url("state") + ("&layout=rows" if kind == "hbase-rows" else "")
     else:
         pytest.fail(f"unknown provider set-up {kind!r}")
+    if empty is not None:
+        empty()
     try:
         yield url
     finally:
@@ -236,15 +237,9 @@ def provider_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
             MemoryBackend.reset_all()
         # emptied after the test too: later tests of this worker that share the server without this
         # fixture (a store-wide DRPC registration, say) must not meet what this one left
-        with contextlib.suppress(Exception):  # a server the test stopped: the next user empties it first
-            if kind == "redis":
-                server.flushall()
-            elif kind == "redis-cluster":
-                cluster.flushall()
-            elif kind == "postgres":
-                db.truncate_all()
-            elif kind in ("hbase", "hbase-rows"):
-                hbase.truncate("state")
+        if empty is not None:
+            with contextlib.suppress(Exception):  # a server the test stopped: the next user empties it first
+                empty()
 
 
 # ---- Spark -----------------------------------------------------------------------------------
