@@ -3,14 +3,29 @@
 A production run never sets the variable; the crash tests set it for the first run of a driver
 and check that a restarted driver reaches the exact expected state. The named points are the
 steps of the protocol (see :mod:`weir.checkpoint.coordinator`).
+
+Crash barrier (``WEIR_CRASH_BARRIER=DIR:N``, tests only): a driver process that runs ``N``
+topologies side by side, each armed at the same point, dies once *every* one of them has reached
+it, so each topology is killed exactly at the named step while the test pays one driver start for
+all of them. A topology that reaches the point records its arrival as the file ``DIR/<topology>``
+(a task retry or a second task of the same topology finds it there and does not count twice) and
+waits; the one whose arrival makes ``N`` kills the process group. The barrier counts topologies, so
+it holds only at points whose call site passes ``topology=``; a point without one writes
+``DIR/!unnamed@<point>`` and kills at once, and a barrier still short after
+``WEIR_CRASH_BARRIER_TIMEOUT`` seconds (default 300) writes ``DIR/!timeout`` and kills: the test's
+harness (``tests/crash/_harness.py``) turns either into a failure that names the missing topologies.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 
-__all__ = ["POINTS", "crash_point"]
+__all__ = ["BARRIER_ENV", "POINTS", "crash_point"]
+
+#: the test-only knob of the crash barrier (``DIR:N``), see the module's docstring
+BARRIER_ENV = "WEIR_CRASH_BARRIER"
 
 POINTS = (
     "during_processing",  # inside a task, after half of its tuples (executor side)
@@ -38,11 +53,13 @@ POINTS = (
 )
 
 
-def crash_point(point: str, txid: int, *, task: int | None = None) -> None:
+def crash_point(point: str, txid: int, *, task: int | None = None, topology: str | None = None) -> None:
     """SIGKILL the whole driver process group when ``WEIR_CRASH_AT`` names this point and txid.
 
     ``WEIR_CRASH_AT`` is ``point@txid`` or ``point@txid@task``. The process group is killed so the
-    JVM and the Python workers die with the driver, as when a machine fails.
+    JVM and the Python workers die with the driver, as when a machine fails. With
+    ``WEIR_CRASH_BARRIER`` set, the kill waits for every topology of the barrier (``topology`` names
+    the one arriving here).
     """
     spec = os.environ.get("WEIR_CRASH_AT")
     if not spec:
@@ -52,5 +69,39 @@ def crash_point(point: str, txid: int, *, task: int | None = None) -> None:
         return
     if len(parts) > 2 and task is not None and int(parts[2]) != task:
         return
+    barrier = os.environ.get(BARRIER_ENV)
+    if barrier:
+        _await_barrier(barrier, point, txid, topology)
     pgid = int(os.environ.get("WEIR_CRASH_PGID", "0")) or os.getpgid(0)
     os.killpg(pgid, signal.SIGKILL)
+
+
+def _mark(path: str, text: str) -> None:
+    """Create ``path`` holding ``text`` unless it exists (an arrival counts once)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def _await_barrier(spec: str, point: str, txid: int, topology: str | None) -> None:
+    """Record this topology's arrival in the barrier's directory; return once all ``N`` have arrived."""
+    directory, _, count = spec.rpartition(":")
+    expected = int(count)
+    here = f"{point}@{txid}"
+    if topology is None:  # nothing to count by: stop at once, the harness reports it
+        _mark(os.path.join(directory, f"!unnamed@{point}"), here)
+        return
+    _mark(os.path.join(directory, topology.replace(os.sep, "_")), here)
+    deadline = time.monotonic() + float(os.environ.get(f"{BARRIER_ENV}_TIMEOUT", "300"))
+    while True:
+        names = os.listdir(directory)
+        arrived = [n for n in names if not n.startswith("!")]
+        if len(arrived) >= expected or len(arrived) < len(names):  # all here, or a marker: kill now
+            return
+        if time.monotonic() > deadline:
+            _mark(os.path.join(directory, "!timeout"), f"{here}: arrived {sorted(arrived)}")
+            return
+        time.sleep(0.05)

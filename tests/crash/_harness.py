@@ -6,35 +6,75 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
+from weir._faults import BARRIER_ENV
 
-def run_driver(cmd: list[str], crash: str | None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """Run ``python cmd...`` with ``WEIR_CRASH_AT=crash`` (if any); kill its whole group afterwards."""
+
+def run_driver(
+    cmd: list[str],
+    crash: str | None,
+    timeout: float = 300,
+    *,
+    barrier: Sequence[str] = (),
+    barrier_timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python cmd...`` with ``WEIR_CRASH_AT=crash`` (if any); kill its whole group afterwards.
+
+    ``barrier``: the names of the topologies the driver runs side by side, every one armed at
+    ``crash``; the process is killed once all have reached it (``WEIR_CRASH_BARRIER``, see
+    :mod:`weir._faults`). A topology that never reached it fails the test, naming it; the barrier
+    gives up after ``barrier_timeout`` seconds (default: a minute before ``timeout``).
+    """
     env = dict(os.environ)
-    env.pop("WEIR_CRASH_AT", None)
-    env.pop("WEIR_CRASH_PGID", None)
+    for key in ("WEIR_CRASH_AT", "WEIR_CRASH_PGID", BARRIER_ENV, f"{BARRIER_ENV}_TIMEOUT"):
+        env.pop(key, None)
     if crash:
         env["WEIR_CRASH_AT"] = crash
     env["PYSPARK_PYTHON"] = sys.executable
-    proc = subprocess.Popen(
-        [sys.executable, *cmd],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group, killed whole by the crash point
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"driver hung (crash={crash}); stderr tail:\n{err[-3000:]}")
-    finally:
+    with tempfile.TemporaryDirectory(prefix="weir-barrier-") as arrivals:
+        if crash and barrier:
+            env[BARRIER_ENV] = f"{arrivals}:{len(barrier)}"
+            wait = barrier_timeout if barrier_timeout is not None else max(timeout - 60, timeout / 2)
+            env[f"{BARRIER_ENV}_TIMEOUT"] = str(wait)  # the barrier gives up before the harness does
+        proc = subprocess.Popen(
+            [sys.executable, *cmd],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # its own process group, killed whole by the crash point
+        )
         try:
-            os.killpg(proc.pid, signal.SIGKILL)  # leave no JVM or worker behind
-        except ProcessLookupError:
-            pass
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            pytest.fail(f"driver hung (crash={crash}, {_arrived(arrivals, barrier)}); stderr tail:\n{err[-3000:]}")
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # leave no JVM or worker behind
+            except ProcessLookupError:
+                pass
+        if crash and barrier:
+            arrived = sorted(p.name for p in Path(arrivals).iterdir())
+            if arrived != sorted(barrier):
+                pytest.fail(
+                    f"crash barrier at {crash}: {_arrived(arrivals, barrier)} (rc={proc.returncode}); "
+                    f"stderr tail:\n{err[-3000:]}"
+                )
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _arrived(arrivals: str, barrier: Sequence[str]) -> str:
+    """Which topologies of the barrier reached the crash point, which did not, and any marker left."""
+    if not barrier:
+        return "no barrier"
+    names = {p.name: p.read_text(encoding="utf-8") for p in Path(arrivals).iterdir()}
+    missing = sorted(set(barrier) - set(names))
+    markers = {n: t for n, t in names.items() if n.startswith("!")}
+    return f"never reached: {missing}, arrived: {sorted(set(names) - set(markers))}, markers: {markers}"

@@ -1,12 +1,15 @@
 """A Trident word count serving seed 004's DRPC query; the DRPC crash tests run it and SIGKILL it.
 
-Usage: python drpc_driver.py STATE_DIR INPUT_DIR NAME [KIND URL]
+Usage: python drpc_driver.py STATE_DIR INPUT_DIR NAME [KIND URL] [STATE_DIR INPUT_DIR NAME KIND URL]...
 
 ``KIND URL`` (``redis`` or ``postgres`` and the server's URL) put the topology's store (coordinator,
 DRPC queues, request log, answers) and the word counts there; without them both live in
-``STATE_DIR/state.db``.
+``STATE_DIR/state.db`` (``KIND`` ``sqlite``, URL ``sqlite:///STATE_DIR/state.db``). Several groups of
+five run that many topologies side by side in one SparkSession (each its own name, store, state
+directory and input), as the crash barrier of the DRPC crash test needs (``WEIR_CRASH_BARRIER``).
 
-Runs until the file ``STATE_DIR/STOP`` exists (the test writes it once it has read its answers).
+Runs until the file ``STATE_DIR/STOP`` exists for every topology (the test writes it once it has
+read its answers).
 """
 
 from __future__ import annotations
@@ -30,9 +33,8 @@ class Split(Function):
             collector.emit([word])
 
 
-def main() -> int:
-    state_dir, input_dir, name = sys.argv[1:4]
-    kind, url = (sys.argv[4], sys.argv[5]) if len(sys.argv) > 5 else ("sqlite", f"sqlite:///{state_dir}/state.db")
+def submit(state_dir: str, input_dir: str, name: str, kind: str, url: str) -> Any:
+    """Start the word count of ``input_dir`` serving ``words``, its state in ``url``."""
     if kind == "redis":
         factory = RedisMapState.factory("transactional", url, key_prefix=f"{name}:wc:")
     elif kind == "postgres":
@@ -65,14 +67,22 @@ def main() -> int:
     if kind != "sqlite":
         conf["topology.state.provider"] = kind
         conf["topology.state.provider.config"] = {"url": url}
-    run = weir.submit(name, conf, topology).start()
-    stop = Path(state_dir) / "STOP"
+    return weir.submit(name, conf, topology).start()
+
+
+def main() -> int:
+    args = sys.argv[1:]
+    if len(args) == 3:
+        args += ["sqlite", f"sqlite:///{args[0]}/state.db"]
+    groups = [args[i : i + 5] for i in range(0, len(args), 5)]
+    runs = [(g[2], Path(g[0]) / "STOP", submit(*g)) for g in groups]
     deadline = time.monotonic() + 600
-    while not stop.exists() and time.monotonic() < deadline:
+    while not all(stop.exists() for _, stop, _ in runs) and time.monotonic() < deadline:
         time.sleep(0.2)
-    st = run.status()
-    run.stop()
-    print(f"DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
+    for name, _, run in runs:
+        st = run.status()
+        run.stop()
+        print(f"DONE {name} txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
     return 0
 
 

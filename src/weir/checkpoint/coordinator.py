@@ -508,14 +508,18 @@ class Coordinator:
         if rec.phase is CheckpointPhase.PREPARING:
             log.warning("topology %s: recovery rolls back PREPARING txid %d", self.topology, rec.txid)
             entry = self._entry("recovery", rec.txid, "recovering", note=f"found txid {rec.txid} PREPARING")
-            self.participants.rollback_all(self.epoch, lambda: crash_point("during_recovery", rec.txid))
+            self.participants.rollback_all(
+                self.epoch, lambda: crash_point("during_recovery", rec.txid, topology=self.topology)
+            )
             if entry is not None:
                 entry.mark("ROLLED_BACK", "rolled back")
             self._save(replace(rec, txid=rec.txid - 1, phase=CheckpointPhase.COMMITTED), entry, shape=True)
         elif rec.phase is CheckpointPhase.COMMITTING:
             log.warning("topology %s: recovery rolls forward COMMITTING txid %d", self.topology, rec.txid)
             entry = self._entry("recovery", rec.txid, "recovering", note=f"found txid {rec.txid} COMMITTING")
-            self.participants.commit_all(rec.txid, self.epoch, lambda: crash_point("during_recovery", rec.txid))
+            self.participants.commit_all(
+                rec.txid, self.epoch, lambda: crash_point("during_recovery", rec.txid, topology=self.topology)
+            )
             if entry is not None:
                 entry.mark("COMMITTED", "rolled forward")
             self._save(replace(rec, phase=CheckpointPhase.COMMITTED), entry, shape=True)
@@ -589,7 +593,7 @@ class Coordinator:
                 entry.attempts = attempt + 1
                 entry.mark("PREPARING", "preparing")
             self._save(replace(rec, txid=txid, phase=CheckpointPhase.PREPARING), entry)
-            crash_point("after_preparing", txid)
+            crash_point("after_preparing", txid, topology=self.topology)
 
         def roll_back(attempt: int, outcome: JobOutcome) -> None:
             nonlocal rec
@@ -615,7 +619,7 @@ class Coordinator:
         if entry is not None:
             entry.job_ms = round(report.job_ms, 3)
             entry.add_stats(outcome.stats)
-        crash_point("after_prepared", txid)
+        crash_point("after_prepared", txid, topology=self.topology)
         t1 = time.perf_counter()
         if entry is not None:
             entry.mark("COMMITTING", "committing")
@@ -624,9 +628,11 @@ class Coordinator:
         if offsets is not None:
             rec = replace(rec, offsets=dict(offsets))
         self._save(replace(rec, txid=txid, phase=CheckpointPhase.COMMITTING), entry)
-        crash_point("after_committing", txid)
+        crash_point("after_committing", txid, topology=self.topology)
         try:
-            self.participants.commit_all(txid, epoch, lambda: crash_point("between_commits", txid))
+            self.participants.commit_all(
+                txid, epoch, lambda: crash_point("between_commits", txid, topology=self.topology)
+            )
         except StateError as exc:
             if not isinstance(exc, (FencedError, StateLossError)):
                 self.verify_record()  # a prepared set gone with the rest of the store: name the loss
@@ -636,6 +642,6 @@ class Coordinator:
             entry.mark("COMMITTED", "committed")
         self._save(replace(rec, txid=txid, phase=CheckpointPhase.COMMITTED), entry)
         report.commit_ms = (time.perf_counter() - t1) * 1000
-        crash_point("after_committed", txid)
+        crash_point("after_committed", txid, topology=self.topology)
         self.participants.after_commit(txid)
         return report

@@ -188,7 +188,7 @@ class DrpcDriver:
         if changes:
             self.backend.write_direct(self.namespace, changes, self.epoch)
         if taken:
-            crash_point("drpc_after_request_log", txid)
+            crash_point("drpc_after_request_log", txid, topology=self.topology)
         for name, answers in expired.items():
             self._write_answers(name, answers)
         self._housekeeping()
@@ -260,10 +260,10 @@ class DrpcDriver:
             self._write_answers(name, {rid.encode(): a.to_bytes() for rid, a in per_rid.items()}, dequeue=False)
         if not answers:
             return
-        crash_point("drpc_after_answers", txid)
+        crash_point("drpc_after_answers", txid, topology=self.topology)
         for name, per_rid in answers.items():
             self.backend.write_direct(queue_namespace(name), {rid.encode(): None for rid in per_rid}, None)
-        crash_point("drpc_after_dequeue", txid)
+        crash_point("drpc_after_dequeue", txid, topology=self.topology)
         self.backend.write_direct(self.namespace, {_log_key(txid): None}, self.epoch)
 
     def _housekeeping(self) -> None:
