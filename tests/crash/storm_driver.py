@@ -1,6 +1,10 @@
 """A word-count driver the crash tests run as a separate process and SIGKILL (see WEIR_CRASH_AT).
 
-Usage: python storm_driver.py STATE_DIR INPUT_DIR PROVIDER_URL [NAME]
+Usage: python storm_driver.py STATE_DIR INPUT_DIR PROVIDER_URL [NAME] [STATE_DIR INPUT_DIR PROVIDER_URL NAME]...
+
+Several groups of four run that many word counts side by side in one SparkSession (each its own
+name, store and state directory; the crash barrier of ``WEIR_CRASH_BARRIER``) and print
+``NAME DONE txid=...`` per topology; one topology prints ``DONE txid=...``.
 
 ``WEIR_TEST_PROVIDER`` names a custom ``StateProvider`` by dotted path (its config gets PROVIDER_URL),
 ``WEIR_TEST_COORDINATOR_URL`` sets ``weir.coordinator.url``; ``WEIR_TEST_MASTER`` the Spark master
@@ -12,14 +16,14 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import weir
 from weir.demo import wordcount_topology
 
 
-def main() -> int:
-    state_dir, input_dir, url = sys.argv[1:4]
-    name = sys.argv[4] if len(sys.argv) > 4 else "crashwc"
+def submit(state_dir: str, input_dir: str, url: str, name: str) -> Any:
+    """The word count of ``input_dir`` with its state in ``url``, submitted (not started)."""
     master = os.environ.get("WEIR_TEST_MASTER", "local[2]")
     conf: dict[str, object] = {
         "weir.state.dir": state_dir,
@@ -36,9 +40,20 @@ def main() -> int:
     if not master.startswith("local"):
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         conf["weir.spark.conf"] = {"spark.executorEnv.PYTHONPATH": root}
-    run = weir.submit(name, conf, wordcount_topology(input_dir, parallelism=2, files_per_batch=1))
-    st = run.process_available()
-    print(f"DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
+    return weir.submit(name, conf, wordcount_topology(input_dir, parallelism=2, files_per_batch=1))
+
+
+def main() -> int:
+    args = sys.argv[1:]
+    if len(args) <= 4:
+        st = submit(*args[:3], args[3] if len(args) > 3 else "crashwc").process_available()
+        print(f"DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
+        return 0
+    runs = [(g[3], submit(*g).start(available_now=True)) for g in (args[i : i + 4] for i in range(0, len(args), 4))]
+    for name, run in runs:
+        run.await_termination()
+        st = run.status()
+        print(f"{name} DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
     return 0
 
 

@@ -266,7 +266,7 @@ def run_bolt_blocks(
                     tracked[id(current)] = current
                 n_in += 1
                 if crash_after >= 0 and n_in > crash_after:
-                    crash_point("during_processing", txid, task=task)
+                    crash_point("during_processing", txid, task=task, topology=spec.topology)
                 try:
                     if basic is not None:
                         basic.current = current
@@ -331,7 +331,7 @@ def run_bolt_blocks(
             if isinstance(state, TransactionalKeyValueState):
                 keys_written[ctx.state_namespace] = state.pending_count
             state.prepare_commit(txid)
-            crash_point("between_prepares", txid, task=task)
+            crash_point("between_prepares", txid, task=task, topology=spec.topology)
         if lineage is not None:  # the next batch's task may continue with it (see .instances)
             keep(spec.topology, spec.component_id, task, txid, lineage, comp, out)
         else:
