@@ -1,6 +1,10 @@
 """A word count whose counts expire (state TTL), run by the crash tests as a process they SIGKILL.
 
-Usage: python ttl_driver.py STATE_DIR INPUT_DIR PROVIDER_URL
+Usage: python ttl_driver.py STATE_DIR INPUT_DIR PROVIDER_URL [NAME] [STATE_DIR INPUT_DIR PROVIDER_URL NAME]...
+
+Several groups of four run that many word counts side by side in one SparkSession (each its own
+name, store and state directory; the crash barrier of ``WEIR_CRASH_BARRIER``) and print
+``NAME DONE txid=...`` per topology; one topology (named :data:`NAME` by default) prints ``DONE txid=...``.
 
 One file per batch; the batch clock is ``txid * 1000`` ms (``weir.batch.clock``), and the ``count``
 bolt's ``weir.state.ttl.ms`` is :data:`TTL_MS`: a word not seen for three batches expires, and seen
@@ -41,8 +45,8 @@ def expected(files: Iterable[list[str]]) -> tuple[dict[str, int], int]:
     return {w: n for w, (n, exp) in counts.items() if exp > now}, now
 
 
-def main() -> int:
-    state_dir, input_dir, url = sys.argv[1:4]
+def submit(state_dir: str, input_dir: str, url: str, name: str) -> Any:
+    """The expiring word count of ``input_dir`` with its state in ``url``, submitted (not started)."""
     conf: dict[str, Any] = {
         "weir.state.dir": state_dir,
         "weir.spark.master": os.environ.get("WEIR_TEST_MASTER", "local[2]"),
@@ -56,8 +60,20 @@ def main() -> int:
     b.set_bolt("count", WordCount(), 2).fields_grouping("split", Fields("word")).add_configuration(
         "weir.state.ttl.ms", TTL_MS
     )
-    st = weir.submit(NAME, conf, b.create_topology()).process_available()
-    print(f"DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
+    return weir.submit(name, conf, b.create_topology())
+
+
+def main() -> int:
+    args = sys.argv[1:]
+    if len(args) <= 4:
+        st = submit(*args[:3], args[3] if len(args) > 3 else NAME).process_available()
+        print(f"DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
+        return 0
+    runs = [(g[3], submit(*g).start(available_now=True)) for g in (args[i : i + 4] for i in range(0, len(args), 4))]
+    for name, run in runs:
+        run.await_termination()
+        st = run.status()
+        print(f"{name} DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
     return 0
 
 
