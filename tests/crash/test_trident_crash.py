@@ -17,6 +17,7 @@ import subprocess
 import time
 import uuid
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -45,9 +46,9 @@ def _run(
     )
 
 
-def _record(state_dir: Path) -> dict[str, object]:
+def _record(state_dir: Path, name: str = NAME) -> dict[str, object]:
     backend = StateFactory.from_url(f"sqlite:///{state_dir / 'state.db'}").backend
-    data = backend.get(f"$checkpointspout-{NAME}", b"__state")
+    data = backend.get(f"$checkpointspout-{name}", b"__state")
     assert data is not None
     return dict(json.loads(data))
 
@@ -100,29 +101,41 @@ def _store(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> tuple[s
     return ("postgres", request.getfixturevalue("postgres_url"), table)
 
 
+@dataclass
+class Topo:
+    """One topology of a crash chain: its name, state directory (the coordinator's SQLite) and map state."""
+
+    name: str
+    state_dir: Path
+    store: tuple[str, str, str]
+    state_type: str
+
+
 def _crash_then_finish(
-    state_dir: Path,
-    corpus: Path,
-    store: tuple[str, str, str],
-    state_type: str,
-    spout: str,
-    chain: list[tuple[str, str, int]],
-    n_batches: int,
+    topos: list[Topo], corpus: Path, spout: str, chain: list[tuple[str, str, int]], n_batches: int
 ) -> None:
+    """Run ``chain`` for every topology of ``topos`` in one driver process per step (the crash
+    barrier when there are several), checking each one's record after each step and at the end."""
+    argv = [str(DRIVER)]
+    for t in topos:
+        argv += [str(t.state_dir), str(corpus), *t.store, t.state_type, spout, t.name]
+    barrier = [t.name for t in topos] if len(topos) > 1 else []
     for crash, phase, txid in chain:
-        res = _run(state_dir, corpus, store, state_type, spout, crash)
+        res = run_driver(argv, crash, 600, barrier=barrier)
         assert res.returncode == -signal.SIGKILL, (
             f"the driver should have been killed at {crash}; rc={res.returncode}\n{res.stderr[-3000:]}"
         )
         assert "DONE" not in res.stdout
-        rec = _record(state_dir)
-        assert (rec["phase"], rec["txid"]) == (phase, txid), f"after the crash at {crash}: {rec}"
-    final = _run(state_dir, corpus, store, state_type, spout, None)
+        for t in topos:
+            rec = _record(t.state_dir, t.name)
+            assert (rec["phase"], rec["txid"]) == (phase, txid), f"{t.name}: after the crash at {crash}: {rec}"
+    final = run_driver(argv, None, 600)
     assert final.returncode == 0, final.stderr[-4000:]
-    assert f"DONE txid={n_batches}" in final.stdout
-    rec = _record(state_dir)
-    assert (rec["phase"], rec["txid"]) == ("COMMITTED", n_batches)
-    assert int(rec["epoch"]) == len(chain) + 1  # every restart took a new epoch
+    for t in topos:
+        assert (f"{t.name} DONE txid={n_batches}" if barrier else f"DONE txid={n_batches}") in final.stdout
+        rec = _record(t.state_dir, t.name)
+        assert (rec["phase"], rec["txid"]) == ("COMMITTED", n_batches), t.name
+        assert int(rec["epoch"]) == len(chain) + 1, t.name  # every restart took a new epoch
 
 
 # Each driver run first recovers what the previous run's crash left, then is killed at the next
@@ -135,32 +148,52 @@ CHAIN = [
 ]
 
 
-@pytest.mark.parametrize("state_type", ["opaque", "transactional"])
 def test_sigkill_before_during_and_after_a_batch_gives_exact_counts(
-    request: pytest.FixtureRequest, tmp_path: Path, state_type: str
+    request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
+    """Opaque and transactional map states, side by side in one driver per step (crash barrier)."""
     corpus = tmp_path / "corpus"
     expected, vocab = _corpus(corpus, 5, seed=11)
-    store = _store(request, "sqlite", tmp_path)
-    _crash_then_finish(tmp_path / "state", corpus, store, state_type, "transactional", CHAIN, 5)
-    got = _counts(store, state_type, vocab)
-    assert {w: c for w, c in got.items() if c is not None} == dict(expected)
+    topos = []
+    for state_type in ("opaque", "transactional"):
+        (tmp_path / state_type).mkdir()
+        store = _store(request, "sqlite", tmp_path / state_type)
+        topos.append(Topo(f"{NAME}_{state_type}", tmp_path / state_type / "state", store, state_type))
+    _crash_then_finish(topos, corpus, "transactional", CHAIN, 5)
+    for t in topos:
+        got = _counts(t.store, t.state_type, vocab)
+        assert {w: c for w, c in got.items() if c is not None} == dict(expected), t.state_type
 
 
+# the server stores' topologies side by side in one driver per step (crash barrier); HBase's on its own
+# (its server runs in the "hbase" xdist group)
 @pytest.mark.parametrize(
-    ("kind", "state_type"),
-    [("redis", "opaque"), ("postgres", "transactional"), ("memcached", "opaque"), ("hbase", "opaque")],
+    "stores",
+    [
+        [("redis", "opaque"), ("postgres", "transactional"), ("memcached", "opaque")],
+        [("hbase", "opaque")],
+    ],
+    ids=["redis-opaque,postgres-transactional,memcached-opaque", "hbase-opaque"],
 )
 def test_sigkill_inside_a_state_partition_on_server_stores(
-    request: pytest.FixtureRequest, tmp_path: Path, kind: str, state_type: str
+    request: pytest.FixtureRequest, tmp_path: Path, stores: list[tuple[str, str]]
 ) -> None:
     corpus = tmp_path / "corpus"
     expected, vocab = _corpus(corpus, 3, seed=5)
-    store = _store(request, kind, tmp_path)
+    topos = [
+        Topo(
+            NAME if len(stores) == 1 else f"{NAME}_{kind}",
+            tmp_path / f"state-{kind}",
+            _store(request, kind, tmp_path),
+            st,
+        )
+        for kind, st in stores
+    ]
     chain = [("trident_after_multi_update@2@1", "PREPARING", 2)]
-    _crash_then_finish(tmp_path / "state", corpus, store, state_type, "transactional", chain, 3)
-    got = _counts(store, state_type, vocab)
-    assert {w: c for w, c in got.items() if c is not None} == dict(expected)
+    _crash_then_finish(topos, corpus, "transactional", chain, 3)
+    for t in topos:
+        got = _counts(t.store, t.state_type, vocab)
+        assert {w: c for w, c in got.items() if c is not None} == dict(expected), t.store[0]
 
 
 def test_opaque_state_is_exact_when_the_replayed_batch_has_other_tuples(

@@ -1,11 +1,14 @@
 """A Trident word-count driver the crash tests run as a separate process and SIGKILL (WEIR_CRASH_AT).
 
-Usage: python trident_driver.py STATE_DIR INPUT_DIR STORE_KIND STORE_URL TABLE STATE_TYPE SPOUT_KIND [NAME]
+Usage: python trident_driver.py STATE_DIR INPUT_DIR STORE_KIND STORE_URL TABLE STATE_TYPE SPOUT_KIND [NAME] [...]
 
 STORE_KIND is sqlite, redis, postgres, hbase or memcached (behind a ``CachedMap`` of 64 keys, so the
 cache takes part in the crash too); STATE_TYPE opaque or transactional; SPOUT_KIND
 transactional (a FileSpout) or opaque (the same files, declared OPAQUE: the test rewrites a file
-between a crash and the restart).
+between a crash and the restart). Several groups of eight (NAME given) run that many topologies side
+by side in one SparkSession (the crash barrier of ``WEIR_CRASH_BARRIER``) on ``local[2 * N]``: each
+topology may hold both its state partitions' task slots while it waits at an executor-side crash
+point. They print ``NAME DONE txid=...`` each; one topology prints ``DONE txid=...``.
 """
 
 from __future__ import annotations
@@ -45,9 +48,10 @@ def factory(kind: str, url: str, table: str, state_type: str) -> Any:
     return PostgresMapState.factory(state_type, url, table=table, key_columns={"word": "TEXT"}, value_type="BIGINT")
 
 
-def main() -> int:
-    state_dir, input_dir, kind, url, table, state_type, spout_kind = sys.argv[1:8]
-    name = sys.argv[8] if len(sys.argv) > 8 else "tridentcrash"
+def submit(
+    state_dir: str, input_dir: str, kind: str, url: str, table: str, state_type: str, spout_kind: str, name: str, n: int
+) -> Any:
+    """The Trident word count of ``input_dir`` into ``kind``'s map state, submitted (not started)."""
     spout = OpaqueFileSpout(input_dir) if spout_kind == "opaque" else FileSpout(input_dir)
     topology = TridentTopology()
     (
@@ -57,9 +61,22 @@ def main() -> int:
         .persistent_aggregate(factory(kind, url, table, state_type), Count(), "count")
         .parallelism_hint(2)
     )
-    conf = {"weir.state.dir": state_dir, "weir.spark.master": "local[2]", "weir.batch.max.retries": 2}
-    st = weir.submit(name, conf, topology).process_available()
-    print(f"DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
+    conf = {"weir.state.dir": state_dir, "weir.spark.master": f"local[{2 * n}]", "weir.batch.max.retries": 2}
+    return weir.submit(name, conf, topology)
+
+
+def main() -> int:
+    args = sys.argv[1:]
+    if len(args) <= 8:
+        st = submit(*args[:7], args[7] if len(args) > 7 else "tridentcrash", n=1).process_available()
+        print(f"DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
+        return 0
+    groups = [args[i : i + 8] for i in range(0, len(args), 8)]
+    runs = [(g[7], submit(*g, n=len(groups)).start(available_now=True)) for g in groups]
+    for name, run in runs:
+        run.await_termination()
+        st = run.status()
+        print(f"{name} DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
     return 0
 
 

@@ -577,9 +577,9 @@ class PersistAggStage(_StateStage):
             new_vals = [snap.update(updaters[0])] if keys else []
             if touched and not keys:
                 snap.update(_KeepUpdater())
-        crash_point("trident_after_multi_update", txid, task=p)
+        crash_point("trident_after_multi_update", txid, task=p, topology=self.topology)
         state.commit(txid)
-        crash_point("trident_after_partition_commit", txid, task=p)
+        crash_point("trident_after_partition_commit", txid, task=p, topology=self.topology)
         if not keys:
             return None
         arrays: list[Any] = []
@@ -680,9 +680,9 @@ class PersistStage(_TupleStateStage):
             state = self._make_state(p)
             state.begin_commit(txid)
             up.update_state(state, tuples, coll)
-            crash_point("trident_after_multi_update", txid, task=p)
+            crash_point("trident_after_multi_update", txid, task=p, topology=self.topology)
             state.commit(txid)
-            crash_point("trident_after_partition_commit", txid, task=p)
+            crash_point("trident_after_partition_commit", txid, task=p, topology=self.topology)
             emitted = coll.take()
             if not emitted or not n_out:
                 continue
