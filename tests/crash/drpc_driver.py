@@ -1,6 +1,10 @@
 """A Trident word count serving seed 004's DRPC query; the DRPC crash tests run it and SIGKILL it.
 
-Usage: python drpc_driver.py STATE_DIR INPUT_DIR NAME [KIND URL] [STATE_DIR INPUT_DIR NAME KIND URL]...
+Usage: python drpc_driver.py [--remote sc://HOST:PORT] STATE_DIR INPUT_DIR NAME [KIND URL]
+    [STATE_DIR INPUT_DIR NAME KIND URL]...
+
+``--remote``: run as a Spark Connect client of that server (``weir.spark.remote``; the coordinator,
+the DRPC request log and the answers stay in this process, the query runs on the server).
 
 ``KIND URL`` (``redis`` or ``postgres`` and the server's URL) put the topology's store (coordinator,
 DRPC queues, request log, answers) and the word counts there; without them both live in
@@ -33,7 +37,7 @@ class Split(Function):
             collector.emit([word])
 
 
-def submit(state_dir: str, input_dir: str, name: str, kind: str, url: str) -> Any:
+def submit(state_dir: str, input_dir: str, name: str, kind: str, url: str, remote: str | None = None) -> Any:
     """Start the word count of ``input_dir`` serving ``words``, its state in ``url``."""
     if kind == "redis":
         factory = RedisMapState.factory("transactional", url, key_prefix=f"{name}:wc:")
@@ -64,6 +68,10 @@ def submit(state_dir: str, input_dir: str, name: str, kind: str, url: str) -> An
         "weir.batch.max.retries": 2,
         "topology.state.checkpoint.interval.ms": 300,
     }
+    if remote is not None:
+        del conf["weir.spark.master"]
+        conf["weir.spark.remote"] = remote
+        conf["weir.spark.conf"] = {"spark.sql.shuffle.partitions": "2"}
     if kind != "sqlite":
         conf["topology.state.provider"] = kind
         conf["topology.state.provider.config"] = {"url": url}
@@ -72,10 +80,13 @@ def submit(state_dir: str, input_dir: str, name: str, kind: str, url: str) -> An
 
 def main() -> int:
     args = sys.argv[1:]
+    remote = None
+    if args[0] == "--remote":
+        remote, args = args[1], args[2:]
     if len(args) == 3:
         args += ["sqlite", f"sqlite:///{args[0]}/state.db"]
     groups = [args[i : i + 5] for i in range(0, len(args), 5)]
-    runs = [(g[2], Path(g[0]) / "STOP", submit(*g)) for g in groups]
+    runs = [(g[2], Path(g[0]) / "STOP", submit(*g, remote=remote)) for g in groups]
     deadline = time.monotonic() + 600
     while not all(stop.exists() for _, stop, _ in runs) and time.monotonic() < deadline:
         time.sleep(0.2)

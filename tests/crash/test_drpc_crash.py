@@ -17,6 +17,8 @@ one topology per store side by side and is killed once every one of them has rea
 
 Every answer is the exact sum the corpus gives, from the txid that first answered it; the queue
 and the log end empty, and the answers namespace holds only answers a client has still to read.
+The same chain runs with the driver a Spark Connect client (SQLite store): every kill point is in
+the client, where the coordinator, the request log and the answers are; the server lives on.
 """
 
 from __future__ import annotations
@@ -128,7 +130,25 @@ class Chain:
 @pytest.mark.timeout(1800)
 def test_requests_in_flight_are_answered_exactly_once_at_every_kill(tmp_path: Path, stores: dict[str, str]) -> None:
     chains = [Chain(kind, url, tmp_path / kind) for kind, url in stores.items()]
-    argv = [str(DRIVER)] + [a for c in chains for a in c.argv]
+    _kill_chain(chains, [str(DRIVER)] + [a for c in chains for a in c.argv])
+
+
+@pytest.mark.timeout(1800)
+def test_requests_in_flight_over_spark_connect_are_answered_exactly_once_at_every_kill(
+    tmp_path: Path, spark_connect_url: str
+) -> None:
+    """The same chain with the driver a Spark Connect client (SQLite store): the coordinator, the request
+    log and the answers are the client's, the query runs on the server, which lives on; every kill point
+    is in the client."""
+    chain = Chain("sqlite", f"sqlite:///{tmp_path / 'sqlite' / 'state' / 'state.db'}", tmp_path / "sqlite")
+    chain.name = f"{NAME}_connect"
+    chain.argv[2] = chain.name
+    chain.log = log_namespace(chain.name)
+    _kill_chain([chain], [str(DRIVER), "--remote", spark_connect_url, *chain.argv])
+
+
+def _kill_chain(chains: list[Chain], argv: list[str]) -> None:
+    """SIGKILL ``argv`` (one driver for every chain's topology) at each step, checking each store after it."""
 
     def kill(point: str) -> None:
         res = run_driver(argv, point, timeout=600, barrier=[c.name for c in chains])

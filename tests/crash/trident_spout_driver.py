@@ -1,6 +1,9 @@
 """A Trident driver over a Storm spout (RedisQueueSpout) that the crash tests run and SIGKILL.
 
-Usage: python trident_spout_driver.py BROKER_URL QUEUE RECORD_URL PG_URL TABLE STATE_DIR NAME N
+Usage: python trident_spout_driver.py BROKER_URL QUEUE RECORD_URL PG_URL TABLE STATE_DIR NAME N [REMOTE]
+
+``REMOTE`` (``sc://HOST:PORT``): run as a Spark Connect client of that server (the spout, its log and
+the coordinator stay in this process; the query runs on the server).
 
 The topology (tests/storm_spouts/_topology.py ``trident_topology``) counts each message id in an
 opaque PostgreSQL map state; the driver runs continuously and, once N ids are counted and N broker
@@ -34,6 +37,10 @@ def main() -> int:
         "weir.spout.batch.max.tuples": 8,
         "weir.batch.max.retries": 3,
     }
+    if len(sys.argv) > 9:
+        del conf["weir.spark.master"]
+        conf["weir.spark.remote"] = sys.argv[9]
+        conf["weir.spark.conf"] = {"spark.sql.shuffle.partitions": "2"}
     run = weir.submit(name, conf, trident_topology(spout, pg_url, table))
     run.start()
     rec = redis.Redis.from_url(record_url)

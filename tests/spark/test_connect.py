@@ -20,7 +20,6 @@ from weir.errors import ConfigError, TopologyError
 from weir.runtime.spark.config import RuntimeConfig
 from weir.runtime.spark.session import connect_master, get_spark, is_connect, remote_url
 from weir.sources import FileSpout
-from weir.topology import Fields, Spout, TopologyBuilder
 from weir.trident import Count, MemoryMapState, TridentTopology
 
 pytestmark = pytest.mark.spark
@@ -93,16 +92,6 @@ def test_a_bad_remote_is_refused_at_submit(monkeypatch: pytest.MonkeyPatch) -> N
         RuntimeConfig.from_conf("t", {"weir.spark.remote": "sc://h:1", "weir.spark.master": "local[2]"})
 
 
-class _NextTupleSpout(Spout):
-    """A Storm spout (``next_tuple``) that emits nothing (only submitted, never run)."""
-
-    def declare_output_fields(self, declarer: Any) -> None:
-        declarer.declare(Fields("word"))
-
-    def next_tuple(self) -> None:
-        return None
-
-
 def _trident(tmp_path: Path) -> TridentTopology:
     topo = TridentTopology()
     lines = topo.new_stream("lines", FileSpout(str(tmp_path / "in")))
@@ -120,37 +109,10 @@ def test_what_cannot_run_over_connect_is_refused_before_it_runs(
     (tmp_path / "in").mkdir()
     conf = {"weir.state.dir": str(tmp_path / "state"), "weir.spark.remote": "sc://127.0.0.1:1"}
     # nothing listens on port 1: each refusal comes before any connection
-    from tests.streams._ops import Summer  # Storm runs over Connect, Streams operators included, but
-
-    b = TopologyBuilder()  # not with weir.metrics.port (the progress listener is the server driver's)
-    b.set_spout("lines", FileSpout(str(tmp_path / "in")))
-    b.set_bolt("op", Summer()).shuffle_grouping("lines")
-    with pytest.raises(
-        TopologyError, match=r"topology 'wc' \(storm dialect\) cannot run over Spark Connect.*weir\.metrics\.port"
-    ):
-        weir.submit("wc", {**conf, "weir.metrics.port": 0}, b.create_topology())
     from tests.streams import _punct  # window marks from the source: positions the Connect stages do not keep
 
     with pytest.raises(TopologyError, match=r"spout 'lines' sends window marks .* do not keep that order"):
         weir.submit("wc", conf, _punct.build(str(tmp_path / "in")))
-    with pytest.raises(TopologyError, match=r"\(trident dialect\) cannot run over Spark Connect.*weir\.metrics\.port"):
-        weir.submit("wc", {**conf, "weir.metrics.port": 0}, _trident(tmp_path))
-    # a Storm spout (next_tuple) in a Trident topology: its spout log is not verified over Connect
-    storm = TridentTopology()
-    storm.new_stream("words", _NextTupleSpout()).group_by("word").persistent_aggregate(
-        MemoryMapState.Factory(), Count(), "count"
-    )
-    with pytest.raises(
-        TopologyError, match=r"\(trident dialect\) cannot run over Spark Connect.*stream 'words' reads a Storm spout"
-    ):
-        weir.submit("wc", conf, storm)
-    # DRPC streams: their request log and answers are not verified over Connect
-    drpc = _trident(tmp_path)
-    drpc.new_drpc_stream("asks").aggregate(Count(), "n")
-    with pytest.raises(
-        TopologyError, match=r"\(trident dialect\) cannot run over Spark Connect.*DRPC streams \(asks\)"
-    ):
-        weir.submit("wc", conf, drpc)
     # the coordinator stays in this process: the server's workers must reach it on a loopback port
     far = {**conf, "weir.spark.remote": "sc://spark.example.com:15002"}
     with pytest.raises(
@@ -169,7 +131,7 @@ def test_weir_run_remote_reaches_the_submit_check(
     monkeypatch.setattr("weir.runtime.spark.session.stop_spark", lambda: None)
     (tmp_path / "in").mkdir()
     module = tmp_path / "wc_topology.py"
-    module.write_text(  # weir.metrics.port is refused over Connect
+    module.write_text(  # a server on another machine is refused (the relay is a loopback port)
         "from weir.sources import FileSpout\n"
         "from weir.trident import Count, MemoryMapState, TridentTopology\n"
         "topo = TridentTopology()\n"
@@ -183,14 +145,12 @@ def test_weir_run_remote_reaches_the_submit_check(
         "run",
         f"{module}:TOPOLOGY",
         "--remote",
-        "sc://127.0.0.1:1",
+        "sc://spark.example.com:15002",
         "--conf",
         f"weir.state.dir={tmp_path}/s",
-        "--conf",
-        "weir.metrics.port=0",
     )
     assert got.code != 0
-    assert "(trident dialect) cannot run over Spark Connect (sc://127.0.0.1:1): weir.metrics.port" in got.err
+    assert "the Spark Connect server sc://spark.example.com:15002 is not on this machine" in got.err
     both = run(capsys, "run", f"{module}:TOPOLOGY", "--remote", "sc://h:1", "--master", "local[1]")
     assert both.code == 2
     assert "--master: not allowed with argument --remote" in both.err

@@ -9,6 +9,8 @@ state, emit the same new values and answer the same queries.
 from __future__ import annotations
 
 import os
+import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -270,3 +272,52 @@ def test_queries_of_one_connect_session_share_the_python_workers(connect_session
     assert len(daemons[0]) == 1, daemons  # local[2]: one worker daemon forks every task's worker
     assert daemons[1] == daemons[0]  # the second query's tasks ran on the first query's daemon
     assert len(daemons[2]) == 1 and daemons[2] != daemons[0]  # isolated: a daemon of its own
+
+
+def test_drpc_over_connect_answers_from_committed_state(connect_session: Any, tmp_path: Path) -> None:
+    """Seed 004's DRPC query over Connect: the requests reach the batch as a DataFrame the client makes,
+    the answers are written by the client's coordinator, every request is answered once (classic:
+    tests/trident/test_drpc.py; SIGKILLs over Connect: tests/crash/test_drpc_crash.py)."""
+    from tests.trident.test_drpc import BATCHES as DRPC_BATCHES
+    from tests.trident.test_drpc import provider_conf, seed_topology, store_url
+    from weir.drpc import Client, DRPCExecutionError
+    from weir.drpc.store import log_namespace, queue_namespace, results_namespace
+
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    store = Store("sqlite", f"sqlite:///{tmp_path / 'trident.db'}", uuid.uuid4().hex[:8])
+    lines = tmp_path / "lines"
+    expected = word_files(lines, DRPC_BATCHES)
+    run = weir.submit("cdrpc", provider_conf(store, tmp_path), seed_topology(store, lines), spark=connect_session)
+    run.start()
+    client = Client(store_url(store, tmp_path))
+    try:
+        assert client.functions() == {"words": "cdrpc", "lengths": "cdrpc"}
+        deadline = time.monotonic() + 180
+        while store.counts("wc") != expected:
+            assert time.monotonic() < deadline, store.counts("wc")
+            time.sleep(0.2)
+        answers: dict[tuple[str, str], Any] = {}
+
+        def ask(fn: str, args: str) -> None:  # concurrent clients: answered by the same batches
+            try:
+                answers[(fn, args)] = Client(store_url(store, tmp_path)).execute(fn, args, timeout=180)
+            except DRPCExecutionError as exc:
+                answers[(fn, args)] = exc
+
+        asks = [("words", "cat dog the man"), ("words", "zebra unicorn"), ("lengths", "ab c"), ("lengths", "x boom")]
+        threads = [threading.Thread(target=ask, args=a) for a in asks]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert answers[("words", "cat dog the man")] == sum(expected[w] for w in "cat dog the man".split())
+        assert answers[("words", "zebra unicorn")] == 0  # Sum of nothing, as in Storm
+        assert answers[("lengths", "ab c")] == [["ab", 2], ["c", 1]]
+        boom = answers[("lengths", "x boom")]
+        assert isinstance(boom, DRPCExecutionError) and "no booms allowed" in str(boom), boom
+    finally:
+        run.stop()
+    backend = client.backend
+    for ns in (queue_namespace("words"), results_namespace("words"), queue_namespace("lengths"),
+               results_namespace("lengths"), log_namespace("cdrpc")):  # fmt: skip
+        assert list(backend.scan(ns)) == [], ns  # every request answered once and read, nothing left behind

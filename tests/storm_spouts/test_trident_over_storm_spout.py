@@ -4,7 +4,9 @@ A Trident count per message id in an opaque PostgreSQL map state reads a Redis r
 driver (tests/crash/trident_spout_driver.py) is SIGKILLed after a batch's spout log entry is written
 (before any state saw it) and between the acks of a committed batch, then runs to the end. Every
 message is counted exactly once, acked on the broker exactly once and only after its count was
-committed, and nothing is left in the queue, the processing lists or the spout log.
+committed, and nothing is left in the queue, the processing lists or the spout log. The same chain
+runs with the driver a Spark Connect client (the spout thread, its log and the coordinator are in the
+client, which is what is killed; the server lives on).
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ CHAIN = ["after_spout_log@2", "between_spout_acks@3"]
 
 
 @pytest.mark.timeout(1800)  # three driver starts: minutes on a loaded machine
+@pytest.mark.parametrize("where", ["classic", "connect"])
 def test_a_trident_count_over_a_redis_queue_spout_is_exact_through_sigkills(
-    redis_server: Any, postgres_url: str, tmp_path: Path
+    redis_server: Any, postgres_url: str, tmp_path: Path, where: str, request: pytest.FixtureRequest
 ) -> None:
     import redis
 
@@ -47,6 +50,8 @@ def test_a_trident_count_over_a_redis_queue_spout_is_exact_through_sigkills(
             c.lpush("lines", f"m{i} w{i % 3}")
         record = f"redis://127.0.0.1:{redis_server.port}/0"
         args = [DRIVER, url, "lines", record, postgres_url, table, str(tmp_path / "state"), name, str(N)]
+        if where == "connect":  # a Spark Connect client: the spout, its log and the coordinator are the client's
+            args.append(request.getfixturevalue("spark_connect_url"))
         for crash in CHAIN:
             res = run_driver(args, crash, 400)
             assert res.returncode == -signal.SIGKILL, (

@@ -194,14 +194,13 @@ class StormDialect(Dialect):
 
         As for every dialect there, the coordinator stays in this process (the server's
         ``foreachBatch`` is relayed here: :mod:`weir.runtime.spark.connect`), so the server must be on
-        this machine, and Spark's progress events (``weir.metrics.port``) are the server's.
+        this machine; ``weir.metrics.port`` serves from this process too (Spark's progress events reach
+        it through a client-side listener).
         """
         from weir.runtime.spark.connect import check_reachable
 
         if rc.remote is not None:
             check_reachable(name, rc.remote)
-        if rc.metrics_port is not None:
-            return "weir.metrics.port listens to Spark's progress events in the driver, which is the server's"
         return connect_refusal(topology) if isinstance(topology, Topology) else None
 
     def spouts(self, plan: Prepared) -> list[tuple[str, Any]]:

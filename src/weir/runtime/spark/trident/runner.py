@@ -455,28 +455,17 @@ class TridentDialect(Dialect):
         Over Connect (:mod:`weir.runtime.spark.connect`) the server's ``foreachBatch`` is relayed to
         this process, where the coordinator runs; each stage is pickled into the batch's plan with
         the batch's txid and epoch bound (no job-local property), and task reports come back as JSON
-        through the relay (no accumulator). Refused: ``weir.metrics.port`` (it listens to Spark's
-        progress events in the driver, which is the server's), a Storm spout (``next_tuple``),
-        whose spout log over Connect has no SIGKILL crash test yet, and DRPC streams (likewise).
+        through the relay (no accumulator); ``weir.metrics.port`` serves from this process (Spark's
+        progress events reach it through a client-side listener); DRPC streams run there too (their
+        requests are a DataFrame the client makes, their answers the client's coordinator writes), and
+        so do Storm spouts (``next_tuple``: the spout's thread and its log are the client's, each batch
+        a DataFrame the client makes from the log). Nothing of a Trident topology is refused there but
+        a server on another machine.
         """
         from weir.runtime.spark.connect import check_reachable
 
         if rc.remote is not None:
             check_reachable(name, rc.remote)
-        if rc.metrics_port is not None:
-            return "weir.metrics.port listens to Spark's progress events in the driver, which is the server's"
-        for node in topology.spout_nodes():
-            if node.params["spout"].is_storm_spout():
-                return (
-                    f"Trident stream {node.name!r} reads a Storm spout (next_tuple), whose spout log is not yet "
-                    "verified over Spark Connect (no SIGKILL crash test there); use a replayable spout (files, "
-                    "Kafka, Redis Streams, NATS JetStream, a ReplayableSpout) or run on classic PySpark"
-                )
-        if topology.drpc_functions():
-            return (
-                f"DRPC streams ({', '.join(sorted(topology.drpc_functions()))}) are not yet verified over Spark "
-                "Connect (no end-to-end or SIGKILL test there); run the topology on classic PySpark"
-            )
         return None
 
     def prepare(self, name: str, conf: Mapping[str, Any], topology: Any, rc: RuntimeConfig, spark: Any) -> TridentPlan:
