@@ -141,8 +141,8 @@ def _broken_layout(where: str, what: str) -> str:
     )
 
 
-def _spout_task(batches: Iterator[Any], n: int, where: str) -> tuple[int | None, Iterator[Any]]:
-    """The spout task of this partition of the spout stage's input, and its record batches (None: no task).
+def _spout_task(batches: Iterator[Any], n: int, where: str, p: int) -> tuple[int | None, Iterator[Any]]:
+    """The spout task of partition ``p`` of the spout stage's input, and its record batches (None: no task).
 
     The input (:meth:`ConnectGraph._spread`) is the batch coalesced to at most ``n`` partitions,
     ``k`` of them, followed by ``n`` partitions of one presence row each, the row of partition
@@ -150,13 +150,9 @@ def _spout_task(batches: Iterator[Any], n: int, where: str) -> tuple[int | None,
     partition ``p`` holding ``j`` runs task ``j`` without rows when no batch partition did
     (``j >= k = p - j``). Every task runs exactly once. With one task the two are one partition.
     """
-    from pyspark import TaskContext
-
     first = next((rb for rb in batches if rb.num_rows), None)
     if n == 1:
         return 0, (chain((first,), batches) if first is not None else iter(()))
-    ctx = TaskContext.get()
-    p = ctx.partitionId() if ctx is not None else -1
     if first is not None and not first.column(2)[0].as_py():  # a presence partition
         j = int(first.column(1)[0].as_py())
         if first.num_rows != 1 or any(rb.num_rows for rb in batches):
@@ -224,7 +220,10 @@ def _stage_function(
         batches = iter(batches)
         passed: list[bytes] = []
         if base == "batch":
-            found, batches = _spout_task(batches, spread, where)
+            from pyspark import TaskContext
+
+            ctx = TaskContext.get()
+            found, batches = _spout_task(batches, spread, where, ctx.partitionId() if ctx is not None else -1)
             if found is None:  # a presence row of a task that a partition of the batch ran
                 return
             pidx = found
