@@ -7,8 +7,8 @@ bolt's loop), with only the plumbing between stages changed:
 * each stage is one ``mapInArrow`` whose Python function runs a chain of components in one pass
   (a spout, then every bolt that reads it without a shuffle), partition *i* being task *i*;
 * the spout's stage reads the batch without an exchange: the batch coalesced to at most the
-  spout's *n* tasks, then one presence row per task, and a union concatenates partitions, so
-  ``TaskContext.partitionId()`` tells each partition's task (:func:`_spout_task`) and every task
+  spout's *n* tasks, then one partition of presence rows (one per task), and a union concatenates
+  partitions, so ``TaskContext.partitionId()`` tells each partition's task (:func:`_spout_tasks`) and every task
   runs once, with or without rows (as the classic job's spout task *i* reads the batch RDD's
   partition *i*);
 * a grouping is a ``repartitionById(n, "task")`` exchange over the producer's rows, each row
@@ -141,27 +141,30 @@ def _broken_layout(where: str, what: str) -> str:
     )
 
 
-def _spout_task(batches: Iterator[Any], n: int, where: str, p: int) -> tuple[int | None, Iterator[Any]]:
-    """The spout task of partition ``p`` of the spout stage's input, and its record batches (None: no task).
+def _spout_tasks(batches: Iterator[Any], n: int, where: str, p: int) -> list[tuple[int, Iterator[Any]]]:
+    """The spout tasks partition ``p`` of the spout stage's input runs, each with its record batches.
 
     The input (:meth:`ConnectGraph._spread`) is the batch coalesced to at most ``n`` partitions,
-    ``k`` of them, followed by ``n`` partitions of one presence row each, the row of partition
-    ``k + j`` naming task ``j``: batch partition ``p`` is task ``p`` (empty or not), and presence
-    partition ``p`` holding ``j`` runs task ``j`` without rows when no batch partition did
-    (``j >= k = p - j``). Every task runs exactly once. With one task the two are one partition.
+    ``k`` of them, followed by one partition holding a presence row for each of the ``n`` tasks (a
+    union concatenates its children's partitions): batch partition ``p`` is task ``p`` (empty or
+    not), and the presence partition (``p == k``) runs, without rows, every task ``j >= k`` that
+    no batch partition ran. Every task runs exactly once. With one task the two are one partition.
     """
     first = next((rb for rb in batches if rb.num_rows), None)
     if n == 1:
-        return 0, (chain((first,), batches) if first is not None else iter(()))
-    if first is not None and not first.column(2)[0].as_py():  # a presence partition
-        j = int(first.column(1)[0].as_py())
-        if first.num_rows != 1 or any(rb.num_rows for rb in batches):
-            raise RuntimeError(_broken_layout(where, f"partition {p} holds task {j}'s presence row and other rows"))
-        k = p - j
-        return (j if j >= k else None), iter(())
+        return [(0, chain((first,), batches) if first is not None else iter(()))]
+    if first is not None and not first.column(2)[0].as_py():  # the presence partition
+        ids: list[int] = []
+        for rb in chain((first,), batches):
+            if any(rb.column(2).to_pylist()):
+                raise RuntimeError(_broken_layout(where, f"partition {p} holds presence rows and rows of the batch"))
+            ids += rb.column(1).to_pylist()
+        if sorted(ids) != list(range(n)) or p > n:
+            raise RuntimeError(_broken_layout(where, f"partition {p} holds the presence rows of tasks {sorted(ids)}"))
+        return [(j, iter(())) for j in range(p, n)]
     if not 0 <= p < n:  # a batch partition past the coalesced ones
         raise RuntimeError(_broken_layout(where, f"partition {p} of the batch, with {n} spout tasks"))
-    return p, (chain((first,), batches) if first is not None else iter(()))
+    return [(p, chain((first,), batches) if first is not None else iter(()))]
 
 
 def _chunk_blocks(batches: Iterator[Any], passed: list[bytes]) -> Iterator[Any]:
@@ -213,75 +216,104 @@ def _stage_function(
     chain (each ``(task, records) -> records``, reports as ``("R", ...)`` / ``("D", ...)`` records);
     ``outputs`` the keyed routes ``(dest, key function)`` of the consumers reading this stage
     through an exchange (none: a terminal stage, only reports leave it); ``spread`` the spout
-    tasks a ``"batch"`` stage runs (:func:`_spout_task`).
+    tasks a ``"batch"`` stage runs (:func:`_spout_tasks`).
     """
 
     def stage(batches: Iterator[Any]) -> Iterator[Any]:
         batches = iter(batches)
         passed: list[bytes] = []
+        runs: list[tuple[int, Iterator[Any]]]
         if base == "batch":
             from pyspark import TaskContext
 
             ctx = TaskContext.get()
-            found, batches = _spout_task(batches, spread, where, ctx.partitionId() if ctx is not None else -1)
-            if found is None:  # a presence row of a task that a partition of the batch ran
-                return
-            pidx = found
-            it: Iterator[Any] = _batch_rows(batches, spread == 1, where)
+            found = _spout_tasks(batches, spread, where, ctx.partitionId() if ctx is not None else -1)
+            runs = [(t, _batch_rows(b, spread == 1, where)) for t, b in found]
         else:
             first = next((rb for rb in batches if rb.num_rows), None)
             if first is None:  # a task always has a row (see ConnectGraph): this is no task's partition
                 return
             batches = chain((first,), batches)
-            pidx = _task_of(first, 1, where)
-            it = _logged_rows(batches, passed) if base == "logged" else _chunk_blocks(batches, passed)
-        reports: list[TaskReport] = []
-        for f in funcs:  # each component's reports leave the chain where it ends
-            it = f(pidx, it)
-            if getattr(f, "_component", False):
-                it = collect_reports(reports, it)
-        dest: list[str] = []
-        task: list[int] = []
-        kind: list[str] = []
-        payload: list[bytes] = []
-        dumps = pickle.dumps
-        given_lineage(lineage)
-        try:
-            if not outputs:
-                for _ in it:
-                    pass
-            else:
-                routed: tuple[tuple[str, Iterator[Any]], ...]
-                if len(outputs) == 1:
-                    routed = ((outputs[0][0], outputs[0][1](pidx, it)),)
-                else:  # several routes read the same records
-                    records = list(it)
-                    routed = tuple((d, key(pidx, iter(records))) for d, key in outputs)
-                for d, pairs in routed:
-                    for t, chunk in pairs:
-                        dest.append(d)
-                        task.append(t)
-                        kind.append("C")
-                        payload.append(dumps(chunk, pickle.HIGHEST_PROTOCOL))
-                        if len(dest) >= _ROWS:
-                            yield _out_batch(dest, task, kind, payload)
-                            dest, task, kind, payload = [], [], [], []
-        finally:
-            given_lineage(None)
-        for text in passed:
-            dest.append("*")
-            task.append(0)
-            kind.append("R")
-            payload.append(text)
-        for r in reports:
-            dest.append("*")
-            task.append(0)
-            kind.append("R")
-            payload.append(r.to_text().encode())
-        if dest:
-            yield _out_batch(dest, task, kind, payload)
+            runs = [
+                (
+                    _task_of(first, 1, where),
+                    _logged_rows(batches, passed) if base == "logged" else _chunk_blocks(batches, passed),
+                )
+            ]
+        for i, (pidx, it) in enumerate(runs):
+            fs, outs = (funcs, outputs) if i == 0 else _fresh(funcs, outputs)
+            yield from _run_task(pidx, it, fs, outs, lineage, passed)
 
     return stage
+
+
+def _fresh(funcs: tuple[Func, ...], outputs: tuple[tuple[str, Func], ...]) -> Any:
+    """A copy of a stage's chain for one more task in the same partition (tasks never share a component).
+
+    Each Spark task unpickles its own chain, so each has its own component objects; a partition
+    that runs several tasks (the spout stage's presence partition) copies it for each one after the
+    first the same way (weir's own functions, pickled in this process).
+    """
+    from pyspark import cloudpickle
+
+    return cloudpickle.loads(cloudpickle.dumps((funcs, outputs)))
+
+
+def _run_task(
+    pidx: int,
+    it: Iterator[Any],
+    funcs: tuple[Func, ...],
+    outputs: tuple[tuple[str, Func], ...],
+    lineage: Lineage,
+    passed: list[bytes],
+) -> Iterator[Any]:
+    """Run task ``pidx`` of a stage's chain over its input ``it``: its output rows, then the reports."""
+    reports: list[TaskReport] = []
+    for f in funcs:  # each component's reports leave the chain where it ends
+        it = f(pidx, it)
+        if getattr(f, "_component", False):
+            it = collect_reports(reports, it)
+    dest: list[str] = []
+    task: list[int] = []
+    kind: list[str] = []
+    payload: list[bytes] = []
+    dumps = pickle.dumps
+    given_lineage(lineage)
+    try:
+        if not outputs:
+            for _ in it:
+                pass
+        else:
+            routed: tuple[tuple[str, Iterator[Any]], ...]
+            if len(outputs) == 1:
+                routed = ((outputs[0][0], outputs[0][1](pidx, it)),)
+            else:  # several routes read the same records
+                records = list(it)
+                routed = tuple((d, key(pidx, iter(records))) for d, key in outputs)
+            for d, pairs in routed:
+                for t, chunk in pairs:
+                    dest.append(d)
+                    task.append(t)
+                    kind.append("C")
+                    payload.append(dumps(chunk, pickle.HIGHEST_PROTOCOL))
+                    if len(dest) >= _ROWS:
+                        yield _out_batch(dest, task, kind, payload)
+                        dest, task, kind, payload = [], [], [], []
+    finally:
+        given_lineage(None)
+    for text in passed:
+        dest.append("*")
+        task.append(0)
+        kind.append("R")
+        payload.append(text)
+    passed.clear()
+    for r in reports:
+        dest.append("*")
+        task.append(0)
+        kind.append("R")
+        payload.append(r.to_text().encode())
+    if dest:
+        yield _out_batch(dest, task, kind, payload)
 
 
 def _bolt_func(spec: TaskSpec, loop: TaskLoop, txid: int, epoch: int | None) -> Func:
@@ -452,9 +484,10 @@ class ConnectGraph:
 
         The batch coalesced to at most ``n`` partitions (narrow: partition *i* of the batch is task *i*
         when it has at most ``n``, as the classic job's spout task *i* reads the batch RDD's partition
-        *i*), followed by one presence row in each of ``n`` partitions: a union concatenates its
+        *i*), followed by one partition of ``n`` presence rows, one per task: a union concatenates its
         children's partitions, so the stage tells which task a partition is from its index
-        (:func:`_spout_task`). With one task both go to one partition. The batch's columns travel as
+        (:func:`_spout_tasks`): the presence partition runs the tasks no partition of the batch ran. With
+        one task both go to one partition. The batch's columns travel as
         one struct: the stage needs neither their names nor their types (no schema round trip to
         the server per batch).
         """
@@ -465,7 +498,7 @@ class ConnectGraph:
             sf.lit(None).cast("int").alias(TASK_COLUMN),
             sf.lit(True).alias(REAL_COLUMN),
         )
-        tasks = batch.sparkSession.range(0, n, 1, n).select(
+        tasks = batch.sparkSession.range(0, n, 1, 1).select(
             sf.lit(None).alias(ROW_COLUMN),
             sf.col("id").cast("int").alias(TASK_COLUMN),
             sf.lit(False).alias(REAL_COLUMN),
