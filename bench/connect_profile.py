@@ -23,11 +23,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shutil
 import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +52,12 @@ def _patch_client() -> None:
 
         def timed(self: Any, *a: Any, **kw: Any) -> Any:
             t = time.perf_counter()
-            try:
-                return orig(self, *a, **kw)
-            finally:
-                RPCS[label(a, kw) if callable(label) else label].append(time.perf_counter() - t)
+            kind = label(a, kw) if callable(label) else label
+            out = orig(self, *a, **kw)
+            if not isinstance(out, Iterator):
+                RPCS[kind].append(time.perf_counter() - t)
+                return out
+            return _timed_iter(out, kind, t)  # a streamed answer: its time is until the last response
 
         setattr(SparkConnectClient, name, timed)
 
@@ -61,9 +65,28 @@ def _patch_client() -> None:
         req = a[0] if a else kw.get("req")
         return "ExecutePlan(command)" if req is not None and req.plan.HasField("command") else "ExecutePlan(query)"
 
+    from pyspark.sql.connect.plan import LogicalPlan
+
+    to_proto = LogicalPlan.to_proto
+
+    def timed_to_proto(self: Any, *a: Any, **kw: Any) -> Any:  # the client making a plan's message
+        t = time.perf_counter()
+        try:
+            return to_proto(self, *a, **kw)
+        finally:
+            RPCS["plan to proto (client)"].append(time.perf_counter() - t)
+
+    LogicalPlan.to_proto = timed_to_proto  # type: ignore[method-assign]
     wrap("_execute_and_fetch_as_iterator", exec_label)
     wrap("_analyze", lambda a, kw: f"AnalyzePlan({kw.get('method', a[0] if a else '?')})")
     wrap("config", "Config")
+
+
+def _timed_iter(it: Iterator[Any], kind: str, t: float) -> Iterator[Any]:
+    try:
+        yield from it
+    finally:
+        RPCS[kind].append(time.perf_counter() - t)
 
 
 def _jobs(log_dir: Path) -> list[dict[str, Any]]:
@@ -98,6 +121,43 @@ def _jobs(log_dir: Path) -> list[dict[str, Any]]:
                 "task_run_s": sum(task_run[s] for s in ran) / 1000,
             }
         )
+    return out
+
+
+_PHASES = ("Started", "Analyzed", "ReadyForExecution", "Finished", "Closed")
+
+
+def _operations(log_dir: Path) -> list[dict[str, float]]:
+    """The Connect server's operations (one per ``ExecutePlan``) in the newest event log: each phase's time.
+
+    The server posts ``SparkListenerConnectOperation<phase>`` events (received, analyzed, ready to
+    run, results sent, closed); a classic session has none.
+    """
+    logs = sorted((p for p in log_dir.iterdir() if p.is_file()), key=lambda p: p.stat().st_mtime)
+    ops: dict[str, dict[str, float]] = {}
+    with logs[-1].open() as fh:
+        for line in fh:
+            if "ConnectOperation" not in line:
+                continue
+            ev = json.loads(line)
+            phase = str(ev.get("Event", "")).rsplit("ConnectOperation", 1)[-1]
+            if phase in _PHASES and "operationId" in ev:
+                ops.setdefault(ev["operationId"], {})[phase] = ev["eventTime"] / 1000
+    return [o for o in ops.values() if "Started" in o]
+
+
+def _server_split(b: dict[str, Any], jobs: list[dict[str, Any]], ops: list[dict[str, float]]) -> dict[str, float]:
+    """Where a batch's server time outside its jobs went: before the first job, after the last one."""
+    mine = [o for o in ops if b["t0"] <= o["Started"] <= b["t1"]]
+    out = {"analyze_s": 0.0, "plan_s": 0.0, "to_job_s": 0.0, "after_job_s": 0.0}
+    for o in mine:
+        js = [j for j in jobs if o["Started"] <= j["start"] <= o.get("Finished", b["t1"])]
+        out["analyze_s"] += o.get("Analyzed", o["Started"]) - o["Started"]
+        ready = o.get("ReadyForExecution", o.get("Analyzed", o["Started"]))
+        out["plan_s"] += ready - o.get("Analyzed", o["Started"])
+        if js:
+            out["to_job_s"] += min(j["start"] for j in js) - ready
+            out["after_job_s"] += o.get("Finished", o.get("Closed", ready)) - max(j["end"] for j in js)
     return out
 
 
@@ -149,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     from tests.servers import SparkConnectServer
 
     _patch_client()
+    load0 = os.getloadavg()[0]
     work = Path(tempfile.mkdtemp(prefix="weir-connect-profile-"))
     stack = contextlib.ExitStack()
     result: dict[str, Any] = {}
@@ -175,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                 batches = _profile_trident(s, v == "connect", work, work / "input")
             time.sleep(3)  # the event log's last lines
             jobs = _jobs(logs[v])
+            ops = _operations(logs[v])
             rows = []
             for b in batches:
                 js = [j for j in jobs if b["t0"] <= j["start"] <= b["t1"]]
@@ -188,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
                         "stage_wall_s": sum(j["stage_wall_s"] for j in js) / n,
                         "task_run_s": sum(j["task_run_s"] for j in js) / n,
                         "rpcs": {k: (c / n, t / n) for k, (c, t) in b["rpcs"].items()},
+                        "server": {k: t / n for k, t in _server_split(b, jobs, ops).items()} if ops else {},
                     }
                 )
             result[v] = rows
@@ -204,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         stack.close()
         shutil.rmtree(work, ignore_errors=True)
     print(f"{args.dialect} word count, per batch (averages; trident: over the query's batches)")
+    print(f"load average (1 min) at the start and the end: {load0:.1f}, {os.getloadavg()[0]:.1f}")
     print(f"{'variant':<8} {'wall s':>7} {'jobs':>5} {'stages':>6} {'job s':>6} {'stage s':>7} {'task s':>6}  RPCs")
     for v, rows in result.items():
         for r in rows[1:] if len(rows) > 1 else rows:  # the first batch opens files, workers
@@ -212,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{v:<8} {r['wall_s']:>7.2f} {r['jobs']:>5g} {r['stages']:>6g} {r['job_wall_s']:>6.2f} "
                 f"{r['stage_wall_s']:>7.2f} {r['task_run_s']:>6.2f}  {rpcs}"
             )
+            if r.get("server"):  # the Connect server's operation events
+                print("         server: " + ", ".join(f"{k[:-2]} {t:.3f} s" for k, t in r["server"].items()))
     if args.dialect == "trident":
         print("per query: submit to first job, the first job, the later jobs (mean), start to start of later jobs")
         for v, rows in result.items():

@@ -27,7 +27,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -44,8 +46,20 @@ from wordcount_corpus import generate_corpus  # noqa: E402
 TARGET = 0.8  # issue 30: Connect ≥ 0.8× classic
 
 
-def drive(session: Any, classic: bool, name: str, input_dir: Path, fpb: int, redis_url: str) -> tuple[float, Any]:
-    """Submit the word count and run every batch through its coordinator; seconds and the counts."""
+def drive(
+    session: Any,
+    classic: bool,
+    name: str,
+    input_dir: Path,
+    fpb: int,
+    redis_url: str,
+    batch_secs: list[tuple[float, float]] | None = None,
+) -> tuple[float, Any]:
+    """Submit the word count and run every batch through its coordinator; seconds and the counts.
+
+    ``batch_secs`` receives each batch's seconds (reading its files to its commit) and its job's
+    seconds (the batch job on the driver, as the coordinator timed it).
+    """
     from storm_wordcount import weir_topology
 
     import weir
@@ -60,6 +74,7 @@ def drive(session: Any, classic: bool, name: str, input_dir: Path, fpb: int, red
     t0 = time.perf_counter()
     run = weir.submit(name, conf, weir_topology(input_dir, fpb), spark=session)
     for bid, start in enumerate(range(0, len(files), fpb)):
+        tb = time.perf_counter()
         df = session.read.text(files[start : start + fpb])
         batch = df.rdd if classic else df
 
@@ -70,6 +85,8 @@ def drive(session: Any, classic: bool, name: str, input_dir: Path, fpb: int, red
         if rep.attempts != 1:
             msg = f"{name}: batch {bid} took {rep.attempts} attempts"
             raise RuntimeError(msg)
+        if batch_secs is not None:
+            batch_secs.append((time.perf_counter() - tb, rep.job_ms / 1000))
     seconds = time.perf_counter() - t0
     counts: dict[str, int] = {}
     for task in range(2):
@@ -94,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="weir-bench-connect-"))
     stack = contextlib.ExitStack()
     rows: list[dict[str, Any]] = []
+    loads: list[float] = []
     ok = True
     try:
         expected = generate_corpus(work / "input", args.words, args.distinct, args.files, args.seed)
@@ -112,30 +130,49 @@ def main(argv: list[str] | None = None) -> int:
             secs, got = drive(s, is_classic, f"warm{v}", work / "warm", 1, redis_url)
             print(f"  warm-up ({v}) {secs:5.1f} s  verified={'yes' if got == dict(warm_expected) else 'NO'}")
         best: dict[str, dict[str, Any]] = {}
+        batches: dict[str, list[tuple[float, float]]] = {v: [] for v in sessions}  # every timed round's batches
+        loads: list[float] = [os.getloadavg()[0]]
         n = sum(expected.values())
         for rnd in range(args.repeat):
             for v, (s, is_classic) in sessions.items():
-                secs, got = drive(s, is_classic, f"wc{v}{rnd}", work / "input", args.files_per_batch, redis_url)
+                mine: list[tuple[float, float]] = []
+                secs, got = drive(s, is_classic, f"wc{v}{rnd}", work / "input", args.files_per_batch, redis_url, mine)
+                batches[v] += mine
                 verified = got == dict(expected)
                 ok = ok and verified
-                print(f"  ({v}) {secs:7.1f} s  {n / secs:>10,.0f} words/s  verified={'yes' if verified else 'NO'}")
+                loads.append(os.getloadavg()[0])
+                wall, jobs = statistics.median(w for w, _ in mine), statistics.median(j for _, j in mine)
+                print(
+                    f"  ({v}) {secs:7.1f} s  {n / secs:>10,.0f} words/s  batch median {wall:.3f} s (job {jobs:.3f} s)"
+                    f"  load {loads[-1]:.1f}  verified={'yes' if verified else 'NO'}"
+                )
                 if v not in best or secs < best[v]["seconds"]:
                     best[v] = {"variant": v, "words": n, "seconds": round(secs, 2), "verified": verified}
-        for r in best.values():
+        for v, r in best.items():
             r["words_per_s"] = round(r["words"] / r["seconds"])
             r["vs_classic"] = round(r["words_per_s"] / best["classic"]["words_per_s"], 3)
+            r["batch_median_s"] = round(statistics.median(w for w, _ in batches[v]), 3)
+            r["job_median_s"] = round(statistics.median(j for _, j in batches[v]), 3)
+            r["batch_vs_classic"] = round(statistics.median(w for w, _ in batches["classic"]) / r["batch_median_s"], 3)
+            r["batches"] = len(batches[v])
             rows.append(r)
     finally:
         stack.close()
         shutil.rmtree(work, ignore_errors=True)
     print()
-    print(f"{'variant':<9} {'words':>9} {'seconds':>8} {'words/s':>9} {'vs classic':>10}  verified")
-    print(f"{'-' * 9} {'-' * 9} {'-' * 8} {'-' * 9} {'-' * 10}  --------")
+    print("whole run: the best round; batch: the median batch over every timed round (read to commit; its job)")
+    head = ("variant", "words", "seconds", "words/s", "vs classic", "batch s", "vs classic", "job s")
+    print("{:<9} {:>9} {:>8} {:>9} {:>10} {:>8} {:>10} {:>6}  verified".format(*head))
+    print(f"{'-' * 9} {'-' * 9} {'-' * 8} {'-' * 9} {'-' * 10} {'-' * 8} {'-' * 10} {'-' * 6}  --------")
     for r in rows:
         print(
             f"{r['variant']:<9} {r['words']:>9,} {r['seconds']:>8.1f} {r['words_per_s']:>9,} "
-            f"{r['vs_classic']:>10.2f}  {'yes' if r['verified'] else 'NO'}"
+            f"{r['vs_classic']:>10.2f} {r['batch_median_s']:>8.3f} {r['batch_vs_classic']:>10.2f} "
+            f"{r['job_median_s']:>6.3f}  "
+            f"{'yes' if r['verified'] else 'NO'}"
         )
+    if loads[1:]:
+        print(f"load average (1 min) over the timed rounds: {min(loads):.1f}–{max(loads):.1f}")
     ratio = next((r["vs_classic"] for r in rows if r["variant"] == "connect"), None)
     if ratio is not None:
         print(f"target: connect ≥ {TARGET}× classic: {'met' if ratio >= TARGET else 'NOT met'} ({ratio:.2f}×)")
@@ -145,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         "args": vars(args),
         "results": rows,
         "target_connect_vs_classic": TARGET,
+        "loadavg_1m": [round(x, 2) for x in loads],
     }
     if args.out:
         path = Path(args.out)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -370,3 +371,54 @@ def test_a_streaming_word_count_runs_end_to_end_over_connect(
     assert st.error is None and st.last_txid == 3 and st.batches == 3
     assert read_counts(conf, "e2ecx") == expected
     assert st.components["count"]["in"] == sum(expected.values())
+
+
+def test_the_spout_stage_reads_the_batch_partitions_without_an_exchange(connect: Any, tmp_path: Path) -> None:
+    """A stateful bolt fused into the spout stage (3 tasks), over batches of 1, 3 and 5 Spark partitions.
+
+    Every task runs exactly once per batch, reports, prepares and commits (its namespace holds the
+    txid), the tasks without a partition of the batch included; with at most 3 partitions, task *i*
+    reads the batch's partition *i*, as the classic job's spout task *i* reads the batch
+    RDD's partition *i*; with 5, each partition goes whole to one task; every row is counted once.
+    """
+    from pyspark.sql import functions as sf
+
+    from weir.state import StateFactory
+
+    from ._topologies import TaskRecorder
+
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(str(tmp_path / "unused")))
+    b.set_bolt("rec", TaskRecorder(), 3).shuffle_grouping("lines")
+    conf = {"weir.state.dir": str(tmp_path / "state")}
+    run = weir.submit("narrow", conf, b.create_topology(), spark=connect)
+    sizes = {1: 7, 3: 11, 5: 13}  # Spark partitions of the batch -> rows
+    for bid, (parts, rows) in enumerate(sizes.items()):
+        df = connect.range(0, rows, 1, parts).select(
+            sf.format_string("b%dp%dr%d", sf.lit(bid), sf.spark_partition_id(), sf.col("id")).alias("value")
+        )
+
+        def job(txid: int, epoch: int | None, attempt: int, _df: Any = df) -> Any:
+            return run.runner.run(_df, "lines", txid, epoch)
+
+        rep = run.coordinator.run_batch("query", bid, job)
+        assert (rep.txid, rep.attempts) == (bid + 1, 1), rep
+        comps = rep.stats["components"]
+        assert (comps["lines"]["tasks"], comps["lines"]["in"]) == (3, rows), (parts, comps)
+        assert (comps["rec"]["tasks"], comps["rec"]["in"]) == (3, rows), (parts, comps)
+    provider = StateFactory.get_provider(conf)
+    states = [provider.new_state(f"narrow-rec-{t}", conf) for t in range(3)]
+    assert [s.committed_txid for s in states] == [3, 3, 3]  # every task prepared every txid
+    owners: dict[tuple[int, int, int], list[int]] = {}  # (batch, partition, row) -> the tasks that counted it
+    for t, s in enumerate(states):
+        for word, n in s:
+            found = re.fullmatch(r"b(\d+)p(\d+)r(\d+)", word)
+            assert found is not None, word
+            owners.setdefault((int(found[1]), int(found[2]), int(found[3])), []).extend([t] * n)
+    assert sorted((bid, i) for bid, _, i in owners) == [(b, i) for b, n in enumerate(sizes.values()) for i in range(n)]
+    assert all(len(tasks) == 1 for tasks in owners.values()), owners  # every row counted once
+    for (bid, part, _), (task,) in owners.items():
+        if bid < 2:  # at most as many partitions as tasks: partition i is task i
+            assert task == part, owners
+    for part in range(5):  # more: coalesced, each partition whole in one task
+        assert len({t for (bid, p, _), (t,) in owners.items() if (bid, p) == (2, part)}) == 1, owners

@@ -5,8 +5,12 @@ same task code runs (:mod:`weir.runtime.spark.storm.task`: a spout's, a bolt's, 
 bolt's loop), with only the plumbing between stages changed:
 
 * each stage is one ``mapInArrow`` whose Python function runs a chain of components in one pass
-  (a spout, then every bolt that reads it without a shuffle), partition *i* being task *i*
-  (``TaskContext.partitionId()``);
+  (a spout, then every bolt that reads it without a shuffle), partition *i* being task *i*;
+* the spout's stage reads the batch without an exchange: the batch coalesced to at most the
+  spout's *n* tasks, then one partition of presence rows (one per task), and a union concatenates
+  partitions, so ``TaskContext.partitionId()`` tells each partition's task (:func:`_spout_tasks`) and every task
+  runs once, with or without rows (as the classic job's spout task *i* reads the batch RDD's
+  partition *i*);
 * a grouping is a ``repartitionById(n, "task")`` exchange over the producer's rows, each row
   ``(dest, task, kind, payload)`` a pickled chunk of input blocks for consumer task ``task``
   (made by the classic job's :func:`~weir.runtime.spark.storm.batch.key_for_grouping`, so
@@ -60,8 +64,9 @@ def connect_refusal(topology: Topology) -> str | None:
     consistent regions and checkpoints run in the task loop, the hand-off between Python workers is
     a file of the server's machine, and the driver's side of a region is the coordinator's, in this
     process). Refused: a spout that sends window marks, whose marks are positions among the rows of
-    one Spark partition of the batch, an order the Connect stages do not keep (they deal the batch's
-    rows over the spout's tasks).
+    one Spark partition of the batch, each partition a spout task of its own on classic Spark; the
+    Connect stages coalesce a batch of more partitions than the spout has tasks, so one task would
+    read the marks of several partitions.
     """
     from weir.topology.components import Spout
 
@@ -72,8 +77,9 @@ def connect_refusal(topology: Topology) -> str | None:
         ):
             return (
                 f"spout {c.id!r} sends window marks (window_mark_each_batch or is_window_mark), which are "
-                "positions among the rows of one Spark partition of the batch; the Connect stages deal the "
-                "batch's rows over the spout's tasks and do not keep that order. The final mark "
+                "positions among the rows of one Spark partition of the batch; the Connect stages coalesce a "
+                "batch of more partitions than the spout has tasks (one task reads several partitions) and "
+                "do not keep that order. The final mark "
                 "(process_available(final=True)) and Streams operators run over Connect"
             )
     return None
@@ -96,12 +102,13 @@ def _out_batch(dest: list[str], task: list[int], kind: list[str], payload: list[
     )
 
 
-def _batch_rows(batches: Iterator[Any]) -> Iterator[Any]:
+def _batch_rows(batches: Iterator[Any], mixed: bool, where: str) -> Iterator[Any]:
     """The rows of the batch DataFrame as PySpark ``Row`` objects (what ``df.rdd`` gives a classic spout).
 
     Each input row is ``(row, task, real)`` (:data:`ROW_COLUMN`, :data:`TASK_COLUMN`,
-    :data:`REAL_COLUMN`): the batch's row as a struct, and whether it is one of the batch (a row that
-    is not real only makes sure its task runs).
+    :data:`REAL_COLUMN`): the batch's row as a struct, and whether it is one of the batch. ``mixed``:
+    the partition may hold its task's presence row too (one spout task: the batch and the presence
+    row in one partition); else a presence row among the batch's rows means the layout is broken.
     """
     import datetime
 
@@ -113,6 +120,8 @@ def _batch_rows(batches: Iterator[Any]) -> Iterator[Any]:
         if make is None:
             make = Row(*[f.name for f in row.type])
         real = rb.column(2).to_pylist()
+        if not mixed and not all(real):
+            raise RuntimeError(_broken_layout(where, "a presence row among the batch's rows"))
         fields = row.flatten()
         cols = [c.to_pylist() for c in fields]
         for i, c in enumerate(cols):  # Arrow's timestamps are zoned; classic rows have naive local times
@@ -121,6 +130,41 @@ def _batch_rows(batches: Iterator[Any]) -> Iterator[Any]:
         for is_real, *vals in zip(real, *cols, strict=True):
             if is_real:
                 yield make(*vals)
+
+
+def _broken_layout(where: str, what: str) -> str:
+    return (
+        f"{where}: the spout stage's partitions are not the batch's partitions followed by one presence "
+        f"row per task ({what}); weir's Connect stages need Spark to concatenate the partitions of a union "
+        "and to keep coalesce narrow: turn off anything that re-plans them (adaptive execution is off "
+        "for these jobs)"
+    )
+
+
+def _spout_tasks(batches: Iterator[Any], n: int, where: str, p: int) -> list[tuple[int, Iterator[Any]]]:
+    """The spout tasks partition ``p`` of the spout stage's input runs, each with its record batches.
+
+    The input (:meth:`ConnectGraph._spread`) is the batch coalesced to at most ``n`` partitions,
+    ``k`` of them, followed by one partition holding a presence row for each of the ``n`` tasks (a
+    union concatenates its children's partitions): batch partition ``p`` is task ``p`` (empty or
+    not), and the presence partition (``p == k``) runs, without rows, every task ``j >= k`` that
+    no batch partition ran. Every task runs exactly once. With one task the two are one partition.
+    """
+    first = next((rb for rb in batches if rb.num_rows), None)
+    if n == 1:
+        return [(0, chain((first,), batches) if first is not None else iter(()))]
+    if first is not None and not first.column(2)[0].as_py():  # the presence partition
+        ids: list[int] = []
+        for rb in chain((first,), batches):
+            if any(rb.column(2).to_pylist()):
+                raise RuntimeError(_broken_layout(where, f"partition {p} holds presence rows and rows of the batch"))
+            ids += rb.column(1).to_pylist()
+        if sorted(ids) != list(range(n)) or p > n:
+            raise RuntimeError(_broken_layout(where, f"partition {p} holds the presence rows of tasks {sorted(ids)}"))
+        return [(j, iter(())) for j in range(p, n)]
+    if not 0 <= p < n:  # a batch partition past the coalesced ones
+        raise RuntimeError(_broken_layout(where, f"partition {p} of the batch, with {n} spout tasks"))
+    return [(p, chain((first,), batches) if first is not None else iter(()))]
 
 
 def _chunk_blocks(batches: Iterator[Any], passed: list[bytes]) -> Iterator[Any]:
@@ -159,77 +203,117 @@ def _task_of(first: Any, column: int, where: str) -> int:
 
 
 def _stage_function(
-    base: str, funcs: tuple[Func, ...], outputs: tuple[tuple[str, Func], ...], lineage: Lineage, where: str
+    base: str,
+    funcs: tuple[Func, ...],
+    outputs: tuple[tuple[str, Func], ...],
+    lineage: Lineage,
+    where: str,
+    spread: int = 0,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The ``mapInArrow`` function of one stage: its input, its chain of components, its outputs.
 
     ``base``: what the input rows are (``"batch"``, ``"chunks"`` or ``"logged"``); ``funcs`` the
     chain (each ``(task, records) -> records``, reports as ``("R", ...)`` / ``("D", ...)`` records);
     ``outputs`` the keyed routes ``(dest, key function)`` of the consumers reading this stage
-    through an exchange (none: a terminal stage, only reports leave it).
+    through an exchange (none: a terminal stage, only reports leave it); ``spread`` the spout
+    tasks a ``"batch"`` stage runs (:func:`_spout_tasks`).
     """
 
     def stage(batches: Iterator[Any]) -> Iterator[Any]:
         batches = iter(batches)
-        first = next((rb for rb in batches if rb.num_rows), None)
-        if first is None:  # a task always has a row (see ConnectGraph): this is no task's partition
-            return
-        batches = chain((first,), batches)
-        pidx = _task_of(first, 1, where)
         passed: list[bytes] = []
+        runs: list[tuple[int, Iterator[Any]]]
         if base == "batch":
-            it: Iterator[Any] = _batch_rows(batches)
-        elif base == "logged":
-            it = _logged_rows(batches, passed)
+            from pyspark import TaskContext
+
+            ctx = TaskContext.get()
+            found = _spout_tasks(batches, spread, where, ctx.partitionId() if ctx is not None else -1)
+            runs = [(t, _batch_rows(b, spread == 1, where)) for t, b in found]
         else:
-            it = _chunk_blocks(batches, passed)
-        reports: list[TaskReport] = []
-        for f in funcs:  # each component's reports leave the chain where it ends
-            it = f(pidx, it)
-            if getattr(f, "_component", False):
-                it = collect_reports(reports, it)
-        dest: list[str] = []
-        task: list[int] = []
-        kind: list[str] = []
-        payload: list[bytes] = []
-        dumps = pickle.dumps
-        given_lineage(lineage)
-        try:
-            if not outputs:
-                for _ in it:
-                    pass
-            else:
-                routed: tuple[tuple[str, Iterator[Any]], ...]
-                if len(outputs) == 1:
-                    routed = ((outputs[0][0], outputs[0][1](pidx, it)),)
-                else:  # several routes read the same records
-                    records = list(it)
-                    routed = tuple((d, key(pidx, iter(records))) for d, key in outputs)
-                for d, pairs in routed:
-                    for t, chunk in pairs:
-                        dest.append(d)
-                        task.append(t)
-                        kind.append("C")
-                        payload.append(dumps(chunk, pickle.HIGHEST_PROTOCOL))
-                        if len(dest) >= _ROWS:
-                            yield _out_batch(dest, task, kind, payload)
-                            dest, task, kind, payload = [], [], [], []
-        finally:
-            given_lineage(None)
-        for text in passed:
-            dest.append("*")
-            task.append(0)
-            kind.append("R")
-            payload.append(text)
-        for r in reports:
-            dest.append("*")
-            task.append(0)
-            kind.append("R")
-            payload.append(r.to_text().encode())
-        if dest:
-            yield _out_batch(dest, task, kind, payload)
+            first = next((rb for rb in batches if rb.num_rows), None)
+            if first is None:  # a task always has a row (see ConnectGraph): this is no task's partition
+                return
+            batches = chain((first,), batches)
+            runs = [
+                (
+                    _task_of(first, 1, where),
+                    _logged_rows(batches, passed) if base == "logged" else _chunk_blocks(batches, passed),
+                )
+            ]
+        for i, (pidx, it) in enumerate(runs):
+            fs, outs = (funcs, outputs) if i == 0 else _fresh(funcs, outputs)
+            yield from _run_task(pidx, it, fs, outs, lineage, passed)
 
     return stage
+
+
+def _fresh(funcs: tuple[Func, ...], outputs: tuple[tuple[str, Func], ...]) -> Any:
+    """A copy of a stage's chain for one more task in the same partition (tasks never share a component).
+
+    Each Spark task unpickles its own chain, so each has its own component objects; a partition
+    that runs several tasks (the spout stage's presence partition) copies it for each one after the
+    first the same way (weir's own functions, pickled in this process).
+    """
+    from pyspark import cloudpickle
+
+    return cloudpickle.loads(cloudpickle.dumps((funcs, outputs)))
+
+
+def _run_task(
+    pidx: int,
+    it: Iterator[Any],
+    funcs: tuple[Func, ...],
+    outputs: tuple[tuple[str, Func], ...],
+    lineage: Lineage,
+    passed: list[bytes],
+) -> Iterator[Any]:
+    """Run task ``pidx`` of a stage's chain over its input ``it``: its output rows, then the reports."""
+    reports: list[TaskReport] = []
+    for f in funcs:  # each component's reports leave the chain where it ends
+        it = f(pidx, it)
+        if getattr(f, "_component", False):
+            it = collect_reports(reports, it)
+    dest: list[str] = []
+    task: list[int] = []
+    kind: list[str] = []
+    payload: list[bytes] = []
+    dumps = pickle.dumps
+    given_lineage(lineage)
+    try:
+        if not outputs:
+            for _ in it:
+                pass
+        else:
+            routed: tuple[tuple[str, Iterator[Any]], ...]
+            if len(outputs) == 1:
+                routed = ((outputs[0][0], outputs[0][1](pidx, it)),)
+            else:  # several routes read the same records
+                records = list(it)
+                routed = tuple((d, key(pidx, iter(records))) for d, key in outputs)
+            for d, pairs in routed:
+                for t, chunk in pairs:
+                    dest.append(d)
+                    task.append(t)
+                    kind.append("C")
+                    payload.append(dumps(chunk, pickle.HIGHEST_PROTOCOL))
+                    if len(dest) >= _ROWS:
+                        yield _out_batch(dest, task, kind, payload)
+                        dest, task, kind, payload = [], [], [], []
+    finally:
+        given_lineage(None)
+    for text in passed:
+        dest.append("*")
+        task.append(0)
+        kind.append("R")
+        payload.append(text)
+    passed.clear()
+    for r in reports:
+        dest.append("*")
+        task.append(0)
+        kind.append("R")
+        payload.append(r.to_text().encode())
+    if dest:
+        yield _out_batch(dest, task, kind, payload)
 
 
 def _bolt_func(spec: TaskSpec, loop: TaskLoop, txid: int, epoch: int | None) -> Func:
@@ -355,7 +439,7 @@ class ConnectGraph:
                     # its partitions: those of the bolt reading it without a shuffle, else its widest consumer's
                     n = narrow[0] if narrow else max([c.parallelism for c, _ in topo.consumers(cid)] or [1])
                     func = _spout_func(spec, cid, self.txid, self.final, spout_id is None)
-                    outs[cid] = _Pending(self._tagged(batch, n), "batch", (func,), n, cid)
+                    outs[cid] = _Pending(self._spread(batch, n), "batch", (func,), n, cid)
                 elif cid in fused:
                     sub = comp.inputs[0]
                     outs[cid] = (
@@ -381,36 +465,47 @@ class ConnectGraph:
             job = terminals[0]
             for other in terminals[1:]:
                 job = job.unionByName(other)
-            rows = job.collect()
+            table = _fetch(job)
         finally:
             for df in self.persisted:
                 with contextlib.suppress(Exception):  # the session is gone: nothing is cached any more
                     df.unpersist()
         reports = []
-        for r in rows:
-            if r["kind"] == "R":
-                rep = TaskReport.from_text(bytes(r["payload"]).decode())
+        for kind, payload in zip(table.column("kind").to_pylist(), table.column("payload").to_pylist(), strict=True):
+            if kind == "R":
+                rep = TaskReport.from_text(bytes(payload).decode())
                 if rep is not None:
                     reports.append(rep)
         return [r for r in reports if r.txid == self.txid]
 
     @staticmethod
-    def _tagged(batch: Any, n: int) -> Any:
-        """The batch's rows spread over ``n`` spout tasks, each row naming its task; every task has a row.
+    def _spread(batch: Any, n: int) -> Any:
+        """The batch's rows as ``n`` spout tasks without an exchange; every task has a partition.
 
-        The batch's columns travel as one struct: the stage needs neither their names nor their types
-        (no schema round trip to the server per batch).
+        The batch coalesced to at most ``n`` partitions (narrow: partition *i* of the batch is task *i*
+        when it has at most ``n``, as the classic job's spout task *i* reads the batch RDD's partition
+        *i*), followed by one partition of ``n`` presence rows, one per task: a union concatenates its
+        children's partitions, so the stage tells which task a partition is from its index
+        (:func:`_spout_tasks`): the presence partition runs the tasks no partition of the batch ran. With
+        one task both go to one partition. The batch's columns travel as
+        one struct: the stage needs neither their names nor their types (no schema round trip to
+        the server per batch).
         """
         from pyspark.sql import functions as sf
 
-        task = sf.pmod(sf.monotonically_increasing_id(), sf.lit(n)).cast("int")
-        rows = batch.select(sf.struct("*").alias(ROW_COLUMN), task.alias(TASK_COLUMN), sf.lit(True).alias(REAL_COLUMN))
-        tasks = batch.sparkSession.range(n).select(
+        rows = batch.select(
+            sf.struct("*").alias(ROW_COLUMN),
+            sf.lit(None).cast("int").alias(TASK_COLUMN),
+            sf.lit(True).alias(REAL_COLUMN),
+        )
+        tasks = batch.sparkSession.range(0, n, 1, 1).select(
             sf.lit(None).alias(ROW_COLUMN),
             sf.col("id").cast("int").alias(TASK_COLUMN),
             sf.lit(False).alias(REAL_COLUMN),
         )
-        return rows.unionByName(tasks).repartitionById(n, TASK_COLUMN)
+        if n == 1:
+            return rows.unionByName(tasks).coalesce(1)
+        return rows.coalesce(n).unionByName(tasks)
 
     @staticmethod
     def _presence(spark: Any, n: int) -> Any:
@@ -461,7 +556,7 @@ class ConnectGraph:
             idx = [src_fields.field_index(f) for f in sub.grouping.fields]
             outputs.append((f"{cid}\x00{i}", self.key_for(sub, idx, n, producers)))
         where = f"topology {self.specs[pending.last].topology!r}, stage of component {pending.last!r}, txid {self.txid}"
-        fn = _stage_function(pending.base, pending.funcs, tuple(outputs), self.lineage, where)
+        fn = _stage_function(pending.base, pending.funcs, tuple(outputs), self.lineage, where, pending.parts)
         df = _map_in_arrow(
             pending.df, fn, [ROW_COLUMN, TASK_COLUMN, REAL_COLUMN] if pending.base == "batch" else _COLUMNS
         )
@@ -488,6 +583,17 @@ def _adaptive_off(spark: Any) -> None:
     if spark is not _ADAPTIVE_OFF:
         spark.conf.set("spark.sql.adaptive.enabled", "false")
         _ADAPTIVE_OFF = spark
+
+
+def _fetch(job: Any) -> Any:
+    """The rows of ``job`` (a Connect DataFrame) as an Arrow table: one ``ExecutePlan``, nothing else.
+
+    ``collect()`` asks the server for a setting (``spark.sql.execution.pyspark.binaryAsBytes``) on
+    every call, one more round trip per batch, and builds ``Row`` objects the caller reads two
+    columns of.
+    """
+    table, _ = job._to_table()
+    return table
 
 
 def _output_schema() -> Any:
