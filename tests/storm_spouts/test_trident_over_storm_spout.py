@@ -69,5 +69,10 @@ def test_a_trident_count_over_a_redis_queue_spout_is_exact_through_sigkills(
         leftover = {k.decode(): c.llen(k) for k in c.keys("lines:processing:*")}
         assert not any(leftover.values()), f"messages left un-acked in processing lists: {leftover}"
         log = [json.loads(v) for _k, v in StateFactory.from_url(postgres_url).backend.scan(f"$spoutlog-{name}")]
-        assert all(e["committed"] for e in log), f"uncommitted spout log entries left: {log}"
+        # the driver stops once every id is counted and acked; a batch the spout driver had logged by then
+        # (empty: nothing was left to poll) may not have run: it replays empty at the next start
+        in_flight = [e for e in log if not e["committed"]]
+        assert all(not e["tuples"] for e in in_flight) and len(in_flight) <= 1, (
+            f"uncommitted spout log entries left: {log}\n{res.stdout}"
+        )
         c.close()
