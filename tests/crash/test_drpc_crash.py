@@ -79,8 +79,8 @@ def stores(tmp_path: Path, redis_server: Any, postgres_database: Any) -> Iterato
 class Chain:
     """One store's topology: its requests, and what the test reads back from its store."""
 
-    def __init__(self, kind: str, url: str, root: Path) -> None:
-        self.kind, self.url, self.name = kind, url, f"{NAME}_{kind}"
+    def __init__(self, kind: str, url: str, root: Path, name: str | None = None) -> None:
+        self.kind, self.url, self.name = kind, url, name or f"{NAME}_{kind}"
         self.state_dir, corpus = root / "state", root / "lines"
         self.state_dir.mkdir(parents=True)
         corpus.mkdir()
@@ -140,10 +140,8 @@ def test_requests_in_flight_over_spark_connect_are_answered_exactly_once_at_ever
     """The same chain with the driver a Spark Connect client (SQLite store): the coordinator, the request
     log and the answers are the client's, the query runs on the server, which lives on; every kill point
     is in the client."""
-    chain = Chain("sqlite", f"sqlite:///{tmp_path / 'sqlite' / 'state' / 'state.db'}", tmp_path / "sqlite")
-    chain.name = f"{NAME}_connect"
-    chain.argv[2] = chain.name
-    chain.log = log_namespace(chain.name)
+    url = f"sqlite:///{tmp_path / 'sqlite' / 'state' / 'state.db'}"
+    chain = Chain("sqlite", url, tmp_path / "sqlite", name=f"{NAME}_connect")
     _kill_chain([chain], [str(DRIVER), "--remote", spark_connect_url, *chain.argv])
 
 
