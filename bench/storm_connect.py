@@ -54,11 +54,13 @@ def drive(
     fpb: int,
     redis_url: str,
     batch_secs: list[tuple[float, float]] | None = None,
+    submit_secs: list[float] | None = None,
 ) -> tuple[float, Any]:
     """Submit the word count and run every batch through its coordinator; seconds and the counts.
 
     ``batch_secs`` receives each batch's seconds (reading its files to its commit) and its job's
-    seconds (the batch job on the driver, as the coordinator timed it).
+    seconds (the batch job on the driver, as the coordinator timed it); ``submit_secs`` the
+    seconds ``weir.submit`` took.
     """
     from storm_wordcount import weir_topology
 
@@ -73,6 +75,8 @@ def drive(
     files = sorted(str(p) for p in input_dir.iterdir())
     t0 = time.perf_counter()
     run = weir.submit(name, conf, weir_topology(input_dir, fpb), spark=session)
+    if submit_secs is not None:
+        submit_secs.append(time.perf_counter() - t0)
     for bid, start in enumerate(range(0, len(files), fpb)):
         tb = time.perf_counter()
         df = session.read.text(files[start : start + fpb])
@@ -131,19 +135,25 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  warm-up ({v}) {secs:5.1f} s  verified={'yes' if got == dict(warm_expected) else 'NO'}")
         best: dict[str, dict[str, Any]] = {}
         batches: dict[str, list[tuple[float, float]]] = {v: [] for v in sessions}  # every timed round's batches
+        firsts: dict[str, list[tuple[float, float]]] = {v: [] for v in sessions}  # (submit, first batch) per round
         loads: list[float] = [os.getloadavg()[0]]
         n = sum(expected.values())
         for rnd in range(args.repeat):
             for v, (s, is_classic) in sessions.items():
                 mine: list[tuple[float, float]] = []
-                secs, got = drive(s, is_classic, f"wc{v}{rnd}", work / "input", args.files_per_batch, redis_url, mine)
+                sub: list[float] = []
+                secs, got = drive(
+                    s, is_classic, f"wc{v}{rnd}", work / "input", args.files_per_batch, redis_url, mine, sub
+                )
                 batches[v] += mine
                 verified = got == dict(expected)
                 ok = ok and verified
                 loads.append(os.getloadavg()[0])
                 wall, jobs = statistics.median(w for w, _ in mine), statistics.median(j for _, j in mine)
+                firsts[v].append((sub[0], mine[0][0]))
                 print(
                     f"  ({v}) {secs:7.1f} s  {n / secs:>10,.0f} words/s  batch median {wall:.3f} s (job {jobs:.3f} s)"
+                    f"  submit {sub[0]:.3f} s, first batch {mine[0][0]:.3f} s"
                     f"  load {loads[-1]:.1f}  verified={'yes' if verified else 'NO'}"
                 )
                 if v not in best or secs < best[v]["seconds"]:
@@ -155,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
             r["job_median_s"] = round(statistics.median(j for _, j in batches[v]), 3)
             r["batch_vs_classic"] = round(statistics.median(w for w, _ in batches["classic"]) / r["batch_median_s"], 3)
             r["batches"] = len(batches[v])
+            r["submit_median_s"] = round(statistics.median(t for t, _ in firsts[v]), 3)
+            r["first_batch_median_s"] = round(statistics.median(t for _, t in firsts[v]), 3)
             rows.append(r)
     finally:
         stack.close()
@@ -170,6 +182,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['vs_classic']:>10.2f} {r['batch_median_s']:>8.3f} {r['batch_vs_classic']:>10.2f} "
             f"{r['job_median_s']:>6.3f}  "
             f"{'yes' if r['verified'] else 'NO'}"
+        )
+    for r in rows:
+        print(
+            f"{r['variant']}: weir.submit median {r['submit_median_s']:.3f} s, "
+            f"first batch median {r['first_batch_median_s']:.3f} s (over the timed rounds)"
         )
     if loads[1:]:
         print(f"load average (1 min) over the timed rounds: {min(loads):.1f}–{max(loads):.1f}")

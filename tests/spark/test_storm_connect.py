@@ -422,3 +422,67 @@ def test_the_spout_stage_reads_the_batch_partitions_without_an_exchange(connect:
             assert task == part, owners
     for part in range(5):  # more: coalesced, each partition whole in one task
         assert len({t for (bid, p, _), (t,) in owners.items() if (bid, p) == (2, part)}) == 1, owners
+
+
+def test_every_consumer_task_runs_from_the_producers_presence_rows_without_a_server_made_union(
+    connect: Any, tmp_path: Path
+) -> None:
+    """A 3-task stateful bolt behind a fields grouping, over a batch of one tuple and an empty batch.
+
+    Every task of the consumer runs once per batch and prepares every txid although at most one
+    of them gets a tuple: the producer's task 0 sends each consumer task a presence row through
+    the exchange. The exchange reads the producer's stage alone: the batch's analysed plan has one
+    ``Union`` (the spout stage's presence partition), no presence rows made by the server in front
+    of the exchange.
+    """
+    from pyspark.sql import functions as sf
+
+    from weir.runtime.spark.storm.batch import _as_block, key_for_grouping
+    from weir.runtime.spark.storm.connect import ConnectGraph
+    from weir.runtime.spark.storm.instances import LineageTracker
+    from weir.state import StateFactory
+
+    from ._topologies import TaskRecorder
+
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(str(tmp_path / "unused")))
+    b.set_bolt("split", Recorder(), 2).shuffle_grouping("lines")
+    b.set_bolt("rec", TaskRecorder(), 3).fields_grouping("split", Fields("word"))
+    conf = {"weir.state.dir": str(tmp_path / "state"), "test.record.dir": str(tmp_path / "rec")}
+    run = weir.submit("presence", conf, b.create_topology(), spark=connect)
+    batches = [
+        connect.range(0, 1, 1, 1).select(sf.lit("one").alias("value")),
+        connect.range(0).select(sf.lit("x").alias("value")),
+    ]
+    for bid, df in enumerate(batches):
+
+        def job(txid: int, epoch: int | None, attempt: int, _df: Any = df) -> Any:
+            return run.runner.run(_df, "lines", txid, epoch)
+
+        rep = run.coordinator.run_batch("query", bid, job)
+        assert (rep.txid, rep.attempts) == (bid + 1, 1), rep
+        comps = rep.stats["components"]
+        assert (comps["rec"]["tasks"], comps["rec"]["in"]) == (3, 1 - bid), comps
+    provider = StateFactory.get_provider(conf)
+    states = [provider.new_state(f"presence-rec-{t}", conf) for t in range(3)]
+    assert [s.committed_txid for s in states] == [2, 2, 2]  # every task prepared both txids
+    assert sorted(w for s in states for w, _ in s) == ["one"]
+
+    runner = run.runner
+    graph = ConnectGraph(
+        runner.topology,
+        runner.specs,
+        runner.loops,
+        3,
+        None,
+        LineageTracker().next(),
+        False,
+        key_for_grouping,
+        _as_block,
+    )
+    text = graph.job(batches[0], "lines", {})._explain_string(extended=True)
+    analysed = text.split("== Analyzed Logical Plan ==")[1].split("== Optimized Logical Plan ==")[0]
+    lines = analysed.strip().splitlines()
+    exchange = next(i for i, line in enumerate(lines) if "RepartitionByExpression" in line)
+    assert "MapInArrow stage(__weir_row" in lines[exchange + 1], analysed  # the spout stage, no union
+    assert analysed.count("Union ") == 1, analysed  # the spout stage's presence partition only

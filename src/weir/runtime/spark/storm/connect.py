@@ -15,7 +15,9 @@ bolt's loop), with only the plumbing between stages changed:
   ``(dest, task, kind, payload)`` a pickled chunk of input blocks for consumer task ``task``
   (made by the classic job's :func:`~weir.runtime.spark.storm.batch.key_for_grouping`, so
   fields / shuffle / all / global / direct route exactly as there), so partition *i* of the
-  consumer stage is task *i* again;
+  consumer stage is task *i* again; task 0 of the producer also sends each consumer task a
+  presence row (kind ``"N"``), so every consumer task runs (and reports) without input and the
+  exchange reads the producer's stage alone (no union with presence rows made by the server);
 * a task's report (with its dead letters) is a row of kind ``"R"`` (its JSON text) that every later
   stage passes on, and the batch's one action collects the terminal stages' rows: the reports of
   every task come back with the job, as data;
@@ -209,6 +211,7 @@ def _stage_function(
     lineage: Lineage,
     where: str,
     spread: int = 0,
+    presence: tuple[tuple[str, int], ...] = (),
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The ``mapInArrow`` function of one stage: its input, its chain of components, its outputs.
 
@@ -216,7 +219,8 @@ def _stage_function(
     chain (each ``(task, records) -> records``, reports as ``("R", ...)`` / ``("D", ...)`` records);
     ``outputs`` the keyed routes ``(dest, key function)`` of the consumers reading this stage
     through an exchange (none: a terminal stage, only reports leave it); ``spread`` the spout
-    tasks a ``"batch"`` stage runs (:func:`_spout_tasks`).
+    tasks a ``"batch"`` stage runs (:func:`_spout_tasks`); ``presence`` the ``(dest, tasks)`` of
+    each consumer, to which task 0 sends one presence row per task (:func:`_run_task`).
     """
 
     def stage(batches: Iterator[Any]) -> Iterator[Any]:
@@ -242,7 +246,7 @@ def _stage_function(
             ]
         for i, (pidx, it) in enumerate(runs):
             fs, outs = (funcs, outputs) if i == 0 else _fresh(funcs, outputs)
-            yield from _run_task(pidx, it, fs, outs, lineage, passed)
+            yield from _run_task(pidx, it, fs, outs, lineage, passed, presence)
 
     return stage
 
@@ -266,8 +270,16 @@ def _run_task(
     outputs: tuple[tuple[str, Func], ...],
     lineage: Lineage,
     passed: list[bytes],
+    presence: tuple[tuple[str, int], ...] = (),
 ) -> Iterator[Any]:
-    """Run task ``pidx`` of a stage's chain over its input ``it``: its output rows, then the reports."""
+    """Run task ``pidx`` of a stage's chain over its input ``it``: its output rows, then the reports.
+
+    Task 0 ends with one presence row (kind ``"N"``, no payload) for every task of every consumer
+    in ``presence`` (``(dest, tasks)``): each consumer task then has a row in the exchange, and
+    runs, even when no producer task sent it a tuple. A stage runs its task 0 exactly once (the
+    spout stage's layout, a logged spout's one row per task, these presence rows), so each
+    consumer task gets one from each producer it reads.
+    """
     reports: list[TaskReport] = []
     for f in funcs:  # each component's reports leave the chain where it ends
         it = f(pidx, it)
@@ -307,6 +319,13 @@ def _run_task(
         kind.append("R")
         payload.append(text)
     passed.clear()
+    if pidx == 0:
+        for d, n in presence:
+            for t in range(n):
+                dest.append(d)
+                task.append(t)
+                kind.append("N")
+                payload.append(b"")
     for r in reports:
         dest.append("*")
         task.append(0)
@@ -409,6 +428,26 @@ class ConnectGraph:
         punctuates: bool,
     ) -> list[TaskReport]:
         """Run every component over the batch DataFrame ``batch``; the reports of every task."""
+        try:
+            table = _fetch(self.job(batch, spout_id, logged))
+        finally:
+            for df in self.persisted:
+                with contextlib.suppress(Exception):  # the session is gone: nothing is cached any more
+                    df.unpersist()
+        reports = []
+        for kind, payload in zip(table.column("kind").to_pylist(), table.column("payload").to_pylist(), strict=True):
+            if kind == "R":
+                rep = TaskReport.from_text(bytes(payload).decode())
+                if rep is not None:
+                    reports.append(rep)
+        return [r for r in reports if r.txid == self.txid]
+
+    def job(self, batch: Any, spout_id: str | None, logged: dict[str, list[list[tuple[Any, ...]]]]) -> Any:
+        """The batch's one DataFrame (not run): every stage over ``batch``, the terminal stages' rows.
+
+        A component read by several consumers is persisted (:attr:`persisted`): :meth:`run`
+        unpersists it after the job.
+        """
         from pyspark.sql import functions as sf
 
         topo = self.topology
@@ -424,59 +463,47 @@ class ConnectGraph:
             for i, sub in enumerate(comp.inputs):
                 routes[sub.source].append((cid, i, sub))
         outs: dict[str, _Pending] = {}
-        try:
-            for cid in topo.order:
-                comp = topo.components[cid]
-                spec = self.specs[cid]
-                if cid in logged:
-                    parts = logged[cid]
-                    rows = [("", i, "L", pickle.dumps(p, pickle.HIGHEST_PROTOCOL)) for i, p in enumerate(parts)]
-                    df = spark.createDataFrame(rows, _output_schema()).repartitionById(len(parts), "task")
-                    func = _logged_func(spec, self.txid, self.final)
-                    outs[cid] = _Pending(df, "logged", (func,), len(parts), cid)
-                elif comp.is_spout:
-                    narrow = [fused[c.id] for c, _ in topo.consumers(cid) if c.id in fused]
-                    # its partitions: those of the bolt reading it without a shuffle, else its widest consumer's
-                    n = narrow[0] if narrow else max([c.parallelism for c, _ in topo.consumers(cid)] or [1])
-                    func = _spout_func(spec, cid, self.txid, self.final, spout_id is None)
-                    outs[cid] = _Pending(self._spread(batch, n), "batch", (func,), n, cid)
-                elif cid in fused:
-                    sub = comp.inputs[0]
-                    outs[cid] = (
-                        outs[sub.source]
-                        .then(_narrow_func(sub.source, sub.stream, self.as_block), cid)
-                        .then(_bolt_func(spec, self.loops[cid], self.txid, self.epoch), cid)
-                    )
-                else:
-                    inputs = []
-                    for src in dict.fromkeys(sub.source for sub in comp.inputs):
-                        made = self._made(outs[src], routes[src])
-                        if len({c for c, _, _ in routes[src]}) > 1:  # persisted, read by several consumers
-                            made = made.where(sf.col("dest").startswith(f"{cid}\x00") | (sf.col("kind") == "R"))
-                        inputs.append(made)
-                    df = inputs[0]
-                    for other in inputs[1:]:
-                        df = df.unionByName(other)
-                    n = comp.parallelism
-                    df = df.unionByName(self._presence(spark, n)).repartitionById(n, "task")
-                    func = _bolt_func(spec, self.loops[cid], self.txid, self.epoch)
-                    outs[cid] = _Pending(df, "chunks", (func,), n, cid)
-            terminals = [self._made(outs[c], []) for c in topo.order if not topo.consumers(c)]
-            job = terminals[0]
-            for other in terminals[1:]:
-                job = job.unionByName(other)
-            table = _fetch(job)
-        finally:
-            for df in self.persisted:
-                with contextlib.suppress(Exception):  # the session is gone: nothing is cached any more
-                    df.unpersist()
-        reports = []
-        for kind, payload in zip(table.column("kind").to_pylist(), table.column("payload").to_pylist(), strict=True):
-            if kind == "R":
-                rep = TaskReport.from_text(bytes(payload).decode())
-                if rep is not None:
-                    reports.append(rep)
-        return [r for r in reports if r.txid == self.txid]
+        for cid in topo.order:
+            comp = topo.components[cid]
+            spec = self.specs[cid]
+            if cid in logged:
+                parts = logged[cid]
+                rows = [("", i, "L", pickle.dumps(p, pickle.HIGHEST_PROTOCOL)) for i, p in enumerate(parts)]
+                df = spark.createDataFrame(rows, _output_schema()).repartitionById(len(parts), "task")
+                func = _logged_func(spec, self.txid, self.final)
+                outs[cid] = _Pending(df, "logged", (func,), len(parts), cid)
+            elif comp.is_spout:
+                narrow = [fused[c.id] for c, _ in topo.consumers(cid) if c.id in fused]
+                # its partitions: those of the bolt reading it without a shuffle, else its widest consumer's
+                n = narrow[0] if narrow else max([c.parallelism for c, _ in topo.consumers(cid)] or [1])
+                func = _spout_func(spec, cid, self.txid, self.final, spout_id is None)
+                outs[cid] = _Pending(self._spread(batch, n), "batch", (func,), n, cid)
+            elif cid in fused:
+                sub = comp.inputs[0]
+                outs[cid] = (
+                    outs[sub.source]
+                    .then(_narrow_func(sub.source, sub.stream, self.as_block), cid)
+                    .then(_bolt_func(spec, self.loops[cid], self.txid, self.epoch), cid)
+                )
+            else:
+                inputs = []
+                for src in dict.fromkeys(sub.source for sub in comp.inputs):
+                    made = self._made(outs[src], routes[src])
+                    if len({c for c, _, _ in routes[src]}) > 1:  # persisted, read by several consumers
+                        made = made.where(sf.col("dest").startswith(f"{cid}\x00") | (sf.col("kind") == "R"))
+                    inputs.append(made)
+                df = inputs[0]
+                for other in inputs[1:]:
+                    df = df.unionByName(other)
+                n = comp.parallelism
+                df = df.repartitionById(n, "task")  # the producers' task 0 sent each task a presence row
+                func = _bolt_func(spec, self.loops[cid], self.txid, self.epoch)
+                outs[cid] = _Pending(df, "chunks", (func,), n, cid)
+        terminals = [self._made(outs[c], []) for c in topo.order if not topo.consumers(c)]
+        job = terminals[0]
+        for other in terminals[1:]:
+            job = job.unionByName(other)
+        return job
 
     @staticmethod
     def _spread(batch: Any, n: int) -> Any:
@@ -506,18 +533,6 @@ class ConnectGraph:
         if n == 1:
             return rows.unionByName(tasks).coalesce(1)
         return rows.coalesce(n).unionByName(tasks)
-
-    @staticmethod
-    def _presence(spark: Any, n: int) -> Any:
-        """One row for each of ``n`` tasks, so that every task of a stage runs (and reports) even without input."""
-        from pyspark.sql import functions as sf
-
-        return spark.range(n).select(
-            sf.lit("").alias("dest"),
-            sf.col("id").cast("int").alias("task"),
-            sf.lit("N").alias("kind"),
-            sf.lit(None).cast("binary").alias("payload"),
-        )
 
     def _fused(self, logged: set[str]) -> dict[str, int]:
         """Bolts run in their producer's stage (one shuffle-grouped input from a producer with one consumer).
@@ -550,13 +565,17 @@ class ConnectGraph:
         topo = self.topology
         producers = pending.parts if pending.parts > 0 else 1
         outputs = []
+        presence: dict[str, tuple[str, int]] = {}  # per consumer (not per input): its first input's dest
         for cid, i, sub in routes:
             n = topo.components[cid].parallelism
             src_fields = topo.components[sub.source].outputs[sub.stream]
             idx = [src_fields.field_index(f) for f in sub.grouping.fields]
             outputs.append((f"{cid}\x00{i}", self.key_for(sub, idx, n, producers)))
+            presence.setdefault(cid, (f"{cid}\x00{i}", n))
         where = f"topology {self.specs[pending.last].topology!r}, stage of component {pending.last!r}, txid {self.txid}"
-        fn = _stage_function(pending.base, pending.funcs, tuple(outputs), self.lineage, where, pending.parts)
+        fn = _stage_function(
+            pending.base, pending.funcs, tuple(outputs), self.lineage, where, pending.parts, tuple(presence.values())
+        )
         df = _map_in_arrow(
             pending.df, fn, [ROW_COLUMN, TASK_COLUMN, REAL_COLUMN] if pending.base == "batch" else _COLUMNS
         )
