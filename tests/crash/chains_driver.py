@@ -1,0 +1,54 @@
+"""Several crash-test topologies side by side in one driver process the crash tests SIGKILL.
+
+Usage: python chains_driver.py KIND STATE_DIR INPUT_DIR STORE [KIND STATE_DIR INPUT_DIR STORE]...
+
+KIND is ``tick`` (``tick_driver.py``'s ``tickwc``, STORE a provider URL), ``lifetime``
+(``lifetime_driver.py``'s ``lifecrash``, STORE a provider URL) or ``trident_ttl``
+(``trident_ttl_driver.py``'s opaque ``tridentttl``, STORE the map's SQLite file). Every topology runs
+in one SparkSession on ``local[2 * N]`` (each may hold two task slots while it waits at an
+executor-side point of the crash barrier, ``WEIR_CRASH_BARRIER``, each armed at its own point with
+``WEIR_CRASH_AT=TOPOLOGY=point@txid,...``) and prints ``NAME DONE txid=<last txid> batches=<n>``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from tests.crash import lifetime_driver, tick_driver, trident_ttl_driver  # noqa: E402
+
+KINDS = ("tick", "lifetime", "trident_ttl")
+
+
+def submit(kind: str, state_dir: str, input_dir: str, store: str, master: str) -> tuple[str, Any]:
+    """(topology name, the submitted topology) of one group of arguments."""
+    if kind == "tick":
+        return "tickwc", tick_driver.submit(state_dir, input_dir, store, master)
+    if kind == "lifetime":
+        return "lifecrash", lifetime_driver.submit(state_dir, input_dir, store, master)
+    if kind == "trident_ttl":
+        return trident_ttl_driver.NAME, trident_ttl_driver.submit(state_dir, input_dir, store, "opaque", master)
+    msg = f"chains_driver.py: unknown kind {kind!r}; use one of {', '.join(KINDS)}"
+    raise SystemExit(msg)
+
+
+def main() -> int:
+    args = sys.argv[1:]
+    groups = [args[i : i + 4] for i in range(0, len(args), 4)]
+    if not groups or any(len(g) != 4 for g in groups):
+        msg = "usage: chains_driver.py KIND STATE_DIR INPUT_DIR STORE [KIND STATE_DIR INPUT_DIR STORE]..."
+        raise SystemExit(msg)
+    master = f"local[{2 * len(groups)}]"
+    runs = [(name, topology.start(available_now=True)) for name, topology in (submit(*g, master) for g in groups)]
+    for name, run in runs:
+        run.await_termination()
+        st = run.status()
+        print(f"{name} DONE txid={st.last_txid} batches={st.batches}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
