@@ -4,7 +4,8 @@ Usage: python chains_driver.py KIND STATE_DIR INPUT_DIR STORE [KIND STATE_DIR IN
 
 KIND is ``tick`` (``tick_driver.py``'s ``tickwc``, STORE a provider URL), ``lifetime``
 (``lifetime_driver.py``'s ``lifecrash``, STORE a provider URL) or ``trident_ttl``
-(``trident_ttl_driver.py``'s opaque ``tridentttl``, STORE the map's SQLite file). Every topology runs
+(``trident_ttl_driver.py``'s opaque ``tridentttl``, STORE the map's SQLite file) or ``ttl:NAME``
+(``ttl_driver.py``'s expiring word count named NAME, STORE a provider URL). Every topology runs
 in one SparkSession on ``local[2 * N]`` (each may hold two task slots while it waits at an
 executor-side point of the crash barrier, ``WEIR_CRASH_BARRIER``, each armed at its own point with
 ``WEIR_CRASH_AT=TOPOLOGY=point@txid,...``) and prints ``NAME DONE txid=<last txid> batches=<n>``.
@@ -18,9 +19,9 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from tests.crash import lifetime_driver, tick_driver, trident_ttl_driver  # noqa: E402
+from tests.crash import lifetime_driver, tick_driver, trident_ttl_driver, ttl_driver  # noqa: E402
 
-KINDS = ("tick", "lifetime", "trident_ttl")
+KINDS = ("tick", "lifetime", "trident_ttl", "ttl:NAME")
 
 
 def submit(kind: str, state_dir: str, input_dir: str, store: str, master: str) -> tuple[str, Any]:
@@ -31,6 +32,9 @@ def submit(kind: str, state_dir: str, input_dir: str, store: str, master: str) -
         return "lifecrash", lifetime_driver.submit(state_dir, input_dir, store, master)
     if kind == "trident_ttl":
         return trident_ttl_driver.NAME, trident_ttl_driver.submit(state_dir, input_dir, store, "opaque", master)
+    if kind.startswith("ttl:"):
+        name = kind.partition(":")[2]
+        return name, ttl_driver.submit(state_dir, input_dir, store, name, master)
     msg = f"chains_driver.py: unknown kind {kind!r}; use one of {', '.join(KINDS)}"
     raise SystemExit(msg)
 

@@ -1,6 +1,6 @@
-"""Three SQLite chains in one driver process per step (``chains_driver.py``), each topology armed at
-its own point (the crash barrier kills the driver once all three reached theirs): 4 driver starts
-instead of 12.
+"""Four SIGKILL chains in one driver process per step (``chains_driver.py``), each topology armed at
+its own point (the crash barrier kills the driver once all reached theirs): 4 driver starts instead
+of 16.
 
 - Ticks (``tickwc``): state that changes on tick tuples, killed at protocol steps of tick batches; the
   restarted runs replay those batches with the same ticks, and every tick's change is committed once.
@@ -14,6 +14,13 @@ instead of 12.
   sweep of txid 6's commit (one expired cell deleted, one left). The last run's recovered commit
   finishes the sweep: the store holds exactly the live words, each with the count of the plain-Python
   model (an expired count restarted from 1, never from its old value), and no expired cell.
+- Storm state TTL (``ttlwc``, ``ttl_driver.py``): a word count whose counts expire (the same batch
+  clock, a 2.5 s TTL), killed with the sweep of the batch in flight prepared, committing and half
+  committed; on SQLite the whole chain, on PostgreSQL (its own commit transaction per namespace) and
+  Redis the step that splits a commit (their topologies start fresh in that step; every store's TTL
+  rows and sweep are covered by tests/contract/test_ttl.py). The committed counts and stored rows
+  equal the plain-Python model: nothing expired is resurrected by recovery, nothing is counted twice,
+  and every expired key is gone from the store.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import random
 import signal
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,9 +39,12 @@ from tests.crash._harness import run_driver
 from tests.crash._tick_topology import tick_state
 from tests.crash.trident_ttl_driver import NAME as TTL_NAME
 from tests.crash.trident_ttl_driver import model
+from tests.crash.ttl_driver import NAME as STORM_TTL_NAME
+from tests.crash.ttl_driver import expected as storm_ttl_expected
 from tests.trident._support import write_lines
 from weir.demo import generate_corpus
 from weir.state import StateFactory
+from weir.state import ttl as T
 from weir.trident.backing import SqliteMapState
 
 pytestmark = [pytest.mark.crash, pytest.mark.slow]
@@ -61,10 +72,17 @@ TTL_CHAIN: list[Step] = [
     ("trident_ttl_during_sweep@6", "COMMITTING", 6),  # the commit of 6 deleted one expired cell of two
 ]
 
+STORM_TTL_FILES = 6
+STORM_TTL_CHAIN: list[Step] = [
+    ("between_prepares@2@0", "PREPARING", 2),
+    ("after_committing@3", "COMMITTING", 3),
+    ("between_commits@5", "COMMITTING", 5),
+]
+
 
 @pytest.mark.timeout(1800)
 def test_sigkill_in_tick_batches_after_hand_offs_and_with_expiries_in_flight_ends_exact(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_server: Any, postgres_database: Any
 ) -> None:
     # the workers import the topologies (and the TTL driver's batch clock) from this checkout
     monkeypatch.setenv("PYTHONPATH", str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -79,37 +97,67 @@ def test_sigkill_in_tick_batches_after_hand_offs_and_with_expiries_in_flight_end
     for i, words in enumerate(files):
         write_lines(ttl_lines, f"f{i:03d}.txt", [" ".join(words)])
 
+    storm_ttl_corpus = tmp_path / "ttl-corpus"
+    generate_corpus(str(storm_ttl_corpus), n_words=1800, n_distinct=400, n_files=STORM_TTL_FILES, seed=11)
+    storm_ttl_files = [(storm_ttl_corpus / f"part-{i:05d}.txt").read_text().split() for i in range(STORM_TTL_FILES)]
+    for i in range(STORM_TTL_FILES):  # Spark orders files by modification time (ms): one second apart, name order
+        os.utime(storm_ttl_corpus / f"part-{i:05d}.txt", (1_700_000_000 + i, 1_700_000_000 + i))
+    storm_want, storm_last_time = storm_ttl_expected(storm_ttl_files)
+    assert 0 < len(storm_want) < len({w for f in storm_ttl_files for w in f})  # some words expired, some live
+    redis_server.flushall()
+    postgres_database.truncate_all()
+
     tick_url = f"sqlite:///{tmp_path / 'tick.db'}"
     life_url = f"sqlite:///{tmp_path / 'life.db'}"
     ttl_state = tmp_path / "ttl-state"
-    argv = [str(DRIVER)]
-    argv += ["tick", str(tmp_path / "tick-state"), str(tick_corpus), tick_url]
-    argv += ["lifetime", str(tmp_path / "life-state"), str(life_corpus), life_url]
-    argv += ["trident_ttl", str(ttl_state), str(ttl_lines), str(map_db)]
-    chains = {
-        "tickwc": (tick_url, TICK_CHAIN),
-        "lifecrash": (life_url, LIFETIME_CHAIN),
-        TTL_NAME: (f"sqlite:///{ttl_state / 'state.db'}", TTL_CHAIN),
+    storm_ttl_urls = {
+        STORM_TTL_NAME: f"sqlite:///{tmp_path / 'ttl.db'}",
+        f"{STORM_TTL_NAME}_postgres": str(postgres_database.url),
+        f"{STORM_TTL_NAME}_redis": str(redis_server.url),
     }
+    # name -> (the chains_driver group, the URL of its coordinator record, its chain, its first step)
+    chains: dict[str, tuple[list[str], str, list[Step], int]] = {
+        "tickwc": (["tick", str(tmp_path / "tick-state"), str(tick_corpus), tick_url], tick_url, TICK_CHAIN, 0),
+        "lifecrash": (
+            ["lifetime", str(tmp_path / "life-state"), str(life_corpus), life_url],
+            life_url,
+            LIFETIME_CHAIN,
+            0,
+        ),
+        TTL_NAME: (
+            ["trident_ttl", str(ttl_state), str(ttl_lines), str(map_db)],
+            f"sqlite:///{ttl_state / 'state.db'}",
+            TTL_CHAIN,
+            0,
+        ),
+    }
+    for name, url in storm_ttl_urls.items():
+        chain = STORM_TTL_CHAIN if name == STORM_TTL_NAME else STORM_TTL_CHAIN[-1:]
+        group = [f"ttl:{name}", str(tmp_path / f"state-{name}"), str(storm_ttl_corpus), url]
+        chains[name] = (group, url, chain, len(STORM_TTL_CHAIN) - len(chain))
+
+    def argv(step: int) -> list[str]:
+        return [str(DRIVER)] + [a for group, _, _, first in chains.values() if first <= step for a in group]
+
     for step in range(3):
-        crash = {name: chain[step][0] for name, (_, chain) in chains.items()}
-        res = run_driver(argv, crash, 600)
+        armed = {name: chain[step - first] for name, (_, _, chain, first) in chains.items() if first <= step}
+        crash = {name: at[0] for name, at in armed.items()}
+        res = run_driver(argv(step), crash, 600)
         assert res.returncode == -signal.SIGKILL, f"not killed at {crash}: rc={res.returncode}\n{res.stderr[-3000:]}"
-        for name, (url, chain) in chains.items():
-            point, phase, txid = chain[step]
-            raw = StateFactory.from_url(url).backend.get(f"$checkpointspout-{name}", b"__state")
+        for name, (point, phase, txid) in armed.items():
+            raw = StateFactory.from_url(chains[name][1]).backend.get(f"$checkpointspout-{name}", b"__state")
             assert raw is not None, name
             rec = json.loads(raw)
             assert (rec["phase"], rec["txid"]) == (phase, txid), f"{name}: after the crash at {point}: {rec}"
-            if name == TTL_NAME:
-                assert (rec["batch_txid"], rec["batch_ms"]) == (txid, txid * 1000)
+            if name == TTL_NAME or name in storm_ttl_urls:
+                assert (rec["batch_txid"], rec["batch_ms"]) == (txid, txid * 1000), name
         if step == 2:  # the TTL sweep, mid-way: of the two cells the commit of 6 deletes, one is gone
             cells = model(files)
             due = {w for w, (_, t) in cells.items() if t == TTL_FILES - 3}  # older ones: earlier commits
             stored = _keys(map_db)
             assert len(due) == 2 and len(due & stored) == 1, (due, stored)
             assert not {w for w, (_, t) in cells.items() if t < TTL_FILES - 3} & stored
-    final = run_driver(argv, None, 600)
+    final = run_driver(argv(3), None, 600)
     assert final.returncode == 0, final.stderr[-4000:]
     assert f"tickwc DONE txid={TICK_FILES} " in final.stdout
     assert f"lifecrash DONE txid={LIFETIME_FILES} " in final.stdout
@@ -127,11 +175,11 @@ def test_sigkill_in_tick_batches_after_hand_offs_and_with_expiries_in_flight_end
 
     # task lifetime: both operators' counts are exactly every word once, whatever worker ran which task when
     provider = StateFactory.from_url(life_url)
-    words = sum(life_expected.values())
+    n_words = sum(life_expected.values())
     last = dict(provider.new_state("lifecrash-last-0"))
-    assert last["inreg-0"] + last["inreg-1"] == words
-    assert last["outreg-0"] + last["outreg-1"] == words
-    assert sum(dict(provider.new_state(f"lifecrash-probe-{i}"))["n"] for i in range(2)) == words
+    assert last["inreg-0"] + last["inreg-1"] == n_words
+    assert last["outreg-0"] + last["outreg-1"] == n_words
+    assert sum(dict(provider.new_state(f"lifecrash-probe-{i}"))["n"] for i in range(2)) == n_words
 
     # TTL: the store holds exactly the live words (counts written after txid 3, the cutoff of txid 6),
     # each exact: the swept cells are gone, nothing else is
@@ -143,6 +191,23 @@ def test_sigkill_in_tick_batches_after_hand_offs_and_with_expiries_in_flight_end
     got = dict(zip(ttl_words, state.multi_get([[w] for w in ttl_words]), strict=True))
     assert {w: n for w, n in got.items() if n is not None} == live
     assert any(t <= TTL_FILES - 3 for _, t in want.values()) and live  # the corpus has both kinds
+
+    # Storm state TTL: on every store the live counts of the model, and nothing expired left stored
+    for name, url in storm_ttl_urls.items():
+        assert f"{name} DONE txid={STORM_TTL_FILES} " in final.stdout
+        ttl_provider = StateFactory.from_url(url)
+        counts: dict[str, int] = {}
+        stored_words: set[str] = set()
+        for task in range(2):
+            ns = f"{name}-count-{task}"
+            kv = ttl_provider.new_state(ns)
+            counts.update(dict(kv))
+            for skey, sval in ttl_provider.backend.scan(ns):
+                if not T.is_reserved(skey):
+                    stored_words.add(kv.key_serializer.deserialize(skey))
+                    assert (T.expiry_of(sval) or 0) > storm_last_time, name  # nothing expired is left
+        assert counts == storm_want, name
+        assert stored_words == set(storm_want), name
 
 
 def _keys(map_db: Path) -> set[str]:
