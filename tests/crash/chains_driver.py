@@ -5,7 +5,12 @@ Usage: python chains_driver.py KIND STATE_DIR INPUT_DIR STORE [KIND STATE_DIR IN
 KIND is ``tick`` (``tick_driver.py``'s ``tickwc``, STORE a provider URL), ``lifetime``
 (``lifetime_driver.py``'s ``lifecrash``, STORE a provider URL) or ``trident_ttl``
 (``trident_ttl_driver.py``'s opaque ``tridentttl``, STORE the map's SQLite file) or ``ttl:NAME``
-(``ttl_driver.py``'s expiring word count named NAME, STORE a provider URL). Every topology runs
+(``ttl_driver.py``'s expiring word count named NAME, STORE a provider URL) or ``regions``
+(``streams_regions_driver.py``'s two consistent regions, STORE a provider URL, its call log
+``STATE_DIR.calls.log`` and its failure markers in ``STATE_DIR.markers/``) or ``seed``
+(``trident_seed_driver.py``'s ``seedcrash``, STORE the map's SQLite file; its ``initial_state`` is
+loaded at submit, on the main thread: give it last, so every other topology has started before it
+may wait at the barrier). Every topology runs
 in one SparkSession on ``local[2 * N]`` (each may hold two task slots while it waits at an
 executor-side point of the crash barrier, ``WEIR_CRASH_BARRIER``, each armed at its own point with
 ``WEIR_CRASH_AT=TOPOLOGY=point@txid,...``) and prints ``NAME DONE txid=<last txid> batches=<n>``.
@@ -19,9 +24,16 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from tests.crash import lifetime_driver, tick_driver, trident_ttl_driver, ttl_driver  # noqa: E402
+from tests.crash import (  # noqa: E402
+    lifetime_driver,
+    streams_regions_driver,
+    tick_driver,
+    trident_seed_driver,
+    trident_ttl_driver,
+    ttl_driver,
+)
 
-KINDS = ("tick", "lifetime", "trident_ttl", "ttl:NAME")
+KINDS = ("tick", "lifetime", "trident_ttl", "ttl:NAME", "regions", "seed")
 
 
 def submit(kind: str, state_dir: str, input_dir: str, store: str, master: str) -> tuple[str, Any]:
@@ -32,6 +44,13 @@ def submit(kind: str, state_dir: str, input_dir: str, store: str, master: str) -
         return "lifecrash", lifetime_driver.submit(state_dir, input_dir, store, master)
     if kind == "trident_ttl":
         return trident_ttl_driver.NAME, trident_ttl_driver.submit(state_dir, input_dir, store, "opaque", master)
+    if kind == "seed":
+        return "seedcrash", trident_seed_driver.submit(state_dir, input_dir, store, master)
+    if kind == "regions":
+        log, markers = f"{state_dir}.calls.log", f"{state_dir}.markers"
+        return streams_regions_driver.NAME, streams_regions_driver.submit(
+            state_dir, input_dir, store, log, markers, master
+        )
     if kind.startswith("ttl:"):
         name = kind.partition(":")[2]
         return name, ttl_driver.submit(state_dir, input_dir, store, name, master)

@@ -1,6 +1,6 @@
-"""Four SIGKILL chains in one driver process per step (``chains_driver.py``), each topology armed at
-its own point (the crash barrier kills the driver once all reached theirs): 4 driver starts instead
-of 16.
+"""Six SIGKILL chains in one driver process per step (``chains_driver.py``), each topology armed at
+its own point (the crash barrier kills the driver once all reached theirs), a topology sitting out
+the steps outside its chain: 4 driver starts instead of 20.
 
 - Ticks (``tickwc``): state that changes on tick tuples, killed at protocol steps of tick batches; the
   restarted runs replay those batches with the same ticks, and every tick's change is committed once.
@@ -21,6 +21,15 @@ of 16.
   rows and sweep are covered by tests/contract/test_ttl.py). The committed counts and stored rows
   equal the plain-Python model: nothing expired is resurrected by recovery, nothing is counted twice,
   and every expired key is gone from the store.
+- Independent consistent regions (``regions``, ``streams_regions_driver.py``): a failure in region
+  ``b`` resets only ``b``; region ``a`` keeps its prepared checkpoint and is not run again. Killed
+  right after such a region-scoped rollback (step 0), restarted with the final run, where a later
+  batch fails in ``b`` again without a crash: both regions' committed totals equal the input exactly.
+- A Trident word count seeded with ``initial_state`` (``seedcrash``, ``trident_seed_driver.py``),
+  killed inside the load at submit (step 1) after the first chunk of seeded cells was written (the
+  marker stored); the final run (the same program, the same ``initial_state``) finishes the load
+  from the staged rows before its first batch and counts on: exactly seed + words, never a
+  half-loaded seed.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import os
 import random
 import signal
 import sqlite3
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -37,21 +47,24 @@ import pytest
 
 from tests.crash._harness import run_driver
 from tests.crash._tick_topology import tick_state
+from tests.crash.trident_seed_driver import SEED
 from tests.crash.trident_ttl_driver import NAME as TTL_NAME
 from tests.crash.trident_ttl_driver import model
 from tests.crash.ttl_driver import NAME as STORM_TTL_NAME
 from tests.crash.ttl_driver import expected as storm_ttl_expected
-from tests.trident._support import write_lines
+from tests.trident._support import Store, write_lines
 from weir.demo import generate_corpus
+from weir.runtime.spark.trident.bootstrap import MARKER_KEY
 from weir.state import StateFactory
 from weir.state import ttl as T
+from weir.streams import load_checkpoint
 from weir.trident.backing import SqliteMapState
 
 pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
 DRIVER = Path(__file__).with_name("chains_driver.py")
 REPO = Path(__file__).resolve().parents[2]
-Step = tuple[str, str, int]  # (crash point, phase the coordinator record is left in, its txid)
+Step = tuple[str, str | None, int]  # (crash point, phase the coordinator record is left in, its txid)
 
 TICK_FILES = 6  # one file per batch: txids 1..6; freq 2 s at the default 1000 ms interval: ticks at 2, 4, 6
 TICK_CHAIN: list[Step] = [
@@ -78,6 +91,8 @@ STORM_TTL_CHAIN: list[Step] = [
     ("after_committing@3", "COMMITTING", 3),
     ("between_commits@5", "COMMITTING", 5),
 ]
+
+REGION_BATCHES = [[1, 2, 3], [10, 11, 12], [20, 21, 22]]
 
 
 @pytest.mark.timeout(1800)
@@ -107,6 +122,21 @@ def test_sigkill_in_tick_batches_after_hand_offs_and_with_expiries_in_flight_end
     redis_server.flushall()
     postgres_database.truncate_all()
 
+    regions_in, regions_state = tmp_path / "regions-in", tmp_path / "regions-state"
+    regions_log, markers = Path(f"{regions_state}.calls.log"), Path(f"{regions_state}.markers")
+    regions_in.mkdir()
+    markers.mkdir()
+    for i, batch in enumerate(REGION_BATCHES):
+        f = regions_in / f"f{i}.txt"
+        f.write_text("".join(f"{v}\n" for v in batch))
+        os.utime(f, (1_700_000_000 + i, 1_700_000_000 + i))
+    regions_url = f"sqlite:///{tmp_path / 'regions.db'}"
+    (markers / "fail-11").write_text("")  # b fails on 11 (batch 2) in step 0
+
+    seed_state, seed_lines, seed_db = tmp_path / "seed-state", tmp_path / "seed-lines", tmp_path / "seed.db"
+    write_lines(seed_lines, "f000.txt", ["w1 w1 new", "w1499 new"])
+    seed_store = Store("sqlite", f"sqlite:///{seed_db}", "")
+
     tick_url = f"sqlite:///{tmp_path / 'tick.db'}"
     life_url = f"sqlite:///{tmp_path / 'life.db'}"
     ttl_state = tmp_path / "ttl-state"
@@ -131,26 +161,61 @@ def test_sigkill_in_tick_batches_after_hand_offs_and_with_expiries_in_flight_end
             0,
         ),
     }
+    chains["regions"] = (
+        ["regions", str(regions_state), str(regions_in), regions_url],
+        regions_url,
+        [("after_region_rollback@2", "PREPARING", 2)],
+        0,
+    )
     for name, url in storm_ttl_urls.items():
         chain = STORM_TTL_CHAIN if name == STORM_TTL_NAME else STORM_TTL_CHAIN[-1:]
         group = [f"ttl:{name}", str(tmp_path / f"state-{name}"), str(storm_ttl_corpus), url]
         chains[name] = (group, url, chain, len(STORM_TTL_CHAIN) - len(chain))
+    # the seed is loaded at submit, on the driver's main thread: its group comes last (chains_driver.py);
+    # killed there, it has no coordinator record yet (phase None)
+    seed_url = f"sqlite:///{seed_state / 'state.db'}"
+    chains["seedcrash"] = (
+        ["seed", str(seed_state), str(seed_lines), str(seed_db)],
+        seed_url,
+        [("trident_bootstrap_between_chunks@0", None, 0)],
+        1,
+    )
+
+    def runs(step: int, chain: list[Step], first: int) -> bool:
+        return step == 3 or first <= step < first + len(chain)  # step 3: the final run, of every chain
 
     def argv(step: int) -> list[str]:
-        return [str(DRIVER)] + [a for group, _, _, first in chains.values() if first <= step for a in group]
+        return [str(DRIVER)] + [
+            a for group, _, chain, first in chains.values() if runs(step, chain, first) for a in group
+        ]
 
     for step in range(3):
-        armed = {name: chain[step - first] for name, (_, _, chain, first) in chains.items() if first <= step}
+        armed = {name: chain[step - first] for name, (_, _, chain, first) in chains.items() if runs(step, chain, first)}
         crash = {name: at[0] for name, at in armed.items()}
         res = run_driver(argv(step), crash, 600)
         assert res.returncode == -signal.SIGKILL, f"not killed at {crash}: rc={res.returncode}\n{res.stderr[-3000:]}"
         for name, (point, phase, txid) in armed.items():
+            if phase is None:
+                continue
             raw = StateFactory.from_url(chains[name][1]).backend.get(f"$checkpointspout-{name}", b"__state")
             assert raw is not None, name
             rec = json.loads(raw)
             assert (rec["phase"], rec["txid"]) == (phase, txid), f"{name}: after the crash at {point}: {rec}"
             if name == TTL_NAME or name in storm_ttl_urls:
                 assert (rec["batch_txid"], rec["batch_ms"]) == (txid, txid * 1000), name
+        if step == 0:  # regions: b failed on 11, a's cut of batch 2 was kept; the driver died right after
+            regions_backend = StateFactory.from_url(regions_url).backend
+            assert regions_backend.txids("regions-a-0").prepared == 2  # region a: prepared, kept
+            assert regions_backend.txids("regions-b-0").prepared is None  # region b: rolled back
+            processed = [int(v) for m, v in _calls(regions_log)["a"] if m == "process"]
+            assert processed == [1, 2, 3, 10, 11, 12]  # a ran batch 2 once and prepared it
+            # the final run: recovery rolls back both (the kept cut was prepared under the dead
+            # driver's epoch) and batch 2 runs again in both regions; then b fails on 21 once
+            regions_log.write_text("")
+            (markers / "fail-21").write_text("")
+        if step == 1:  # the seed: the first chunk of seeded cells only, the load's marker stored
+            assert len(seed_store.read_all_table("seeded")) == 1000
+            assert StateFactory.from_url(seed_url).backend.get("$checkpointspout-seedcrash", MARKER_KEY) is not None
         if step == 2:  # the TTL sweep, mid-way: of the two cells the commit of 6 deletes, one is gone
             cells = model(files)
             due = {w for w, (_, t) in cells.items() if t == TTL_FILES - 3}  # older ones: earlier commits
@@ -162,6 +227,31 @@ def test_sigkill_in_tick_batches_after_hand_offs_and_with_expiries_in_flight_end
     assert f"tickwc DONE txid={TICK_FILES} " in final.stdout
     assert f"lifecrash DONE txid={LIFETIME_FILES} " in final.stdout
     assert f"{TTL_NAME} DONE txid={TTL_FILES} " in final.stdout
+
+    # the seed: the load finished from the staged rows, then the batch was counted on top
+    assert "seedcrash DONE txid=1 batches=1" in final.stdout
+    got_seed = Counter({k[0]: v for k, v in seed_store.read_all_table("seeded").items()})
+    assert got_seed == Counter(SEED) + Counter({"w1": 2, "new": 2, "w1499": 1})
+    assert StateFactory.from_url(seed_url).backend.get("$checkpointspout-seedcrash", MARKER_KEY) is None
+
+    # regions: only b is reset by its second failure; both totals exact
+    assert "regions DONE txid=3 " in final.stdout
+    calls = _calls(regions_log)
+    a_batch3 = [c for c in calls["a"] if c in {("process", "20"), ("process", "21"), ("process", "22")}]
+    # a ran batch 3 once: its cut was kept on the retry (it may have been reset to 2 *before* batch 3,
+    # when Spark gave the task to another Python worker — never because b failed)
+    assert sorted(a_batch3) == [("process", "20"), ("process", "21"), ("process", "22")]
+    first_21 = calls["b"].index(("process", "21"))
+    after = calls["b"][first_21 + 1 :]
+    # b failed on 21 and ran batch 3 again from checkpoint 2: reset to it by the worker that failed,
+    # or restored from another Python worker's live instance still at checkpoint 2 (Spark chooses the
+    # worker; no reset() call is needed then) — either way each tuple of batch 3 exactly once more
+    assert ("reset", "2") in after or ("reset", "3") not in after
+    assert sorted(c for c in after if c[0] == "process") == [("process", "20"), ("process", "21"), ("process", "22")]
+    region_total = sum(sum(b) for b in REGION_BATCHES)
+    for cid in ("a", "b"):
+        ck = load_checkpoint(regions_url, "regions", cid, 0)
+        assert ck is not None and ck.sequence_id == 3 and ck.get("total") == region_total, cid
 
     # ticks: each tick's change committed exactly once
     states = tick_state(StateFactory.from_url(tick_url), "tickwc")
@@ -214,3 +304,12 @@ def _keys(map_db: Path) -> set[str]:
     """The words stored in the map's table."""
     with sqlite3.connect(map_db) as conn:
         return {json.loads(k)[0] for (k,) in conn.execute('SELECT k FROM "ttl"')}
+
+
+def _calls(log: Path) -> dict[str, list[tuple[str, str]]]:
+    """The regions topology's call log: per component, its (method, argument) calls in order."""
+    out: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for line in log.read_text().splitlines():
+        name, _pid, method, *arg = line.split()
+        out[name].append((method, arg[0] if arg else ""))
+    return out

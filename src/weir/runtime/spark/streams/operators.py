@@ -777,7 +777,7 @@ class StreamsParticipants(Participants):
                 sorted(r for r in failed if r is not None),
                 kept,
             )
-            crash_point("after_region_rollback", txid)
+            crash_point("after_region_rollback", txid, topology=self.rc.topology)
         self._check_resets()
 
     def _check_resets(self) -> None:
