@@ -10,7 +10,9 @@ KIND is ``tick`` (``tick_driver.py``'s ``tickwc``, STORE a provider URL), ``life
 ``STATE_DIR.calls.log`` and its failure markers in ``STATE_DIR.markers/``) or ``seed``
 (``trident_seed_driver.py``'s ``seedcrash``, STORE the map's SQLite file; its ``initial_state`` is
 loaded at submit, on the main thread: give it last, so every other topology has started before it
-may wait at the barrier). Every topology runs
+may wait at the barrier) or ``streamparse`` (``streamparse_driver.py``'s word count ``sp_crash``,
+INPUT_DIR ``PREFIX:N``: its N lines in the Redis list ``PREFIX:lines`` of STORE, a Redis URL; it
+runs until they are all acked and counted, then stops). Every topology runs
 in one SparkSession on ``local[2 * N]`` (each may hold two task slots while it waits at an
 executor-side point of the crash barrier, ``WEIR_CRASH_BARRIER``, each armed at its own point with
 ``WEIR_CRASH_AT=TOPOLOGY=point@txid,...``) and prints ``NAME DONE txid=<last txid> batches=<n>``.
@@ -26,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 from tests.crash import (  # noqa: E402
     lifetime_driver,
+    streamparse_driver,
     streams_regions_driver,
     tick_driver,
     trident_seed_driver,
@@ -33,7 +36,7 @@ from tests.crash import (  # noqa: E402
     ttl_driver,
 )
 
-KINDS = ("tick", "lifetime", "trident_ttl", "ttl:NAME", "regions", "seed")
+KINDS = ("tick", "lifetime", "trident_ttl", "ttl:NAME", "regions", "seed", "streamparse")
 
 
 def submit(kind: str, state_dir: str, input_dir: str, store: str, master: str) -> tuple[str, Any]:
@@ -65,12 +68,25 @@ def main() -> int:
         msg = "usage: chains_driver.py KIND STATE_DIR INPUT_DIR STORE [KIND STATE_DIR INPUT_DIR STORE]..."
         raise SystemExit(msg)
     master = f"local[{2 * len(groups)}]"
-    runs = [(name, topology.start(available_now=True)) for name, topology in (submit(*g, master) for g in groups)]
-    for name, run in runs:
+    runs = []
+    for kind, state_dir, input_dir, store in groups:
+        if kind == "streamparse":  # a continuous run, stopped once every line is acked and counted
+            name = "sp_crash"
+            run = streamparse_driver.submit(store, state_dir, name, input_dir.rpartition(":")[0], master)
+            runs.append((name, run.start(), input_dir, store))
+        else:
+            name, topology = submit(kind, state_dir, input_dir, store, master)
+            runs.append((name, topology.start(available_now=True), None, None))
+    rc = 0
+    for name, run, lines, url in runs:
+        if lines is not None:
+            prefix, _, n = lines.rpartition(":")
+            rc |= streamparse_driver.finish(run, url, prefix, int(n), label=f"{name} ")
+            continue
         run.await_termination()
         st = run.status()
         print(f"{name} DONE txid={st.last_txid} batches={st.batches}", flush=True)
-    return 0
+    return rc
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""Six SIGKILL chains in one driver process per step (``chains_driver.py``), each topology armed at
+"""Seven SIGKILL chains in one driver process per step (``chains_driver.py``), each topology armed at
 its own point (the crash barrier kills the driver once all reached theirs), a topology sitting out
-the steps outside its chain: 4 driver starts instead of 20.
+the steps outside its chain: 4 driver starts instead of 23.
 
 - Ticks (``tickwc``): state that changes on tick tuples, killed at protocol steps of tick batches; the
   restarted runs replay those batches with the same ticks, and every tick's change is committed once.
@@ -30,6 +30,11 @@ the steps outside its chain: 4 driver starts instead of 20.
   marker stored); the final run (the same program, the same ``initial_state``) finishes the load
   from the staged rows before its first batch and counts on: exactly seed + words, never a
   half-loaded seed.
+- The streamparse word count (``sp_crash``, ``streamparse_driver.py``: its spout reads and acks in a
+  real Redis, its counts in weir state on Redis, a bolt writes the running counts into a Redis hash),
+  killed inside a bolt task while a batch is processed, then between two spout acks after a commit
+  (steps 0 and 1); the final run goes on until every line is acked: each line acked once, the hash
+  and the committed state hold the exact counts.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from tests.crash.trident_ttl_driver import NAME as TTL_NAME
 from tests.crash.trident_ttl_driver import model
 from tests.crash.ttl_driver import NAME as STORM_TTL_NAME
 from tests.crash.ttl_driver import expected as storm_ttl_expected
+from tests.streamparse_compat._topology import acked, lines_for, load_lines, redis_counts
 from tests.trident._support import Store, write_lines
 from weir.demo import generate_corpus
 from weir.runtime.spark.trident.bootstrap import MARKER_KEY
@@ -60,7 +66,7 @@ from weir.state import ttl as T
 from weir.streams import load_checkpoint
 from weir.trident.backing import SqliteMapState
 
-pytestmark = [pytest.mark.crash, pytest.mark.slow]
+pytestmark = [pytest.mark.crash, pytest.mark.slow, pytest.mark.spark, pytest.mark.services]
 
 DRIVER = Path(__file__).with_name("chains_driver.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -121,6 +127,9 @@ def test_sigkill_in_tick_batches_after_hand_offs_and_with_expiries_in_flight_end
     assert 0 < len(storm_want) < len({w for f in storm_ttl_files for w in f})  # some words expired, some live
     redis_server.flushall()
     postgres_database.truncate_all()
+    sp_url = f"redis://127.0.0.1:{redis_server.port}/0"
+    sp_lines = lines_for(30)
+    load_lines(sp_url, "crash", sp_lines)
 
     regions_in, regions_state = tmp_path / "regions-in", tmp_path / "regions-state"
     regions_log, markers = Path(f"{regions_state}.calls.log"), Path(f"{regions_state}.markers")
@@ -171,6 +180,12 @@ def test_sigkill_in_tick_batches_after_hand_offs_and_with_expiries_in_flight_end
         chain = STORM_TTL_CHAIN if name == STORM_TTL_NAME else STORM_TTL_CHAIN[-1:]
         group = [f"ttl:{name}", str(tmp_path / f"state-{name}"), str(storm_ttl_corpus), url]
         chains[name] = (group, url, chain, len(STORM_TTL_CHAIN) - len(chain))
+    chains["sp_crash"] = (
+        ["streamparse", str(tmp_path / "sp-state"), f"crash:{len(sp_lines)}", sp_url],
+        sp_url,
+        [("during_processing@2", None, 2), ("between_spout_acks@3", None, 3)],
+        0,
+    )
     # the seed is loaded at submit, on the driver's main thread: its group comes last (chains_driver.py);
     # killed there, it has no coordinator record yet (phase None)
     seed_url = f"sqlite:///{seed_state / 'state.db'}"
@@ -227,6 +242,18 @@ def test_sigkill_in_tick_batches_after_hand_offs_and_with_expiries_in_flight_end
     assert f"tickwc DONE txid={TICK_FILES} " in final.stdout
     assert f"lifecrash DONE txid={LIFETIME_FILES} " in final.stdout
     assert f"{TTL_NAME} DONE txid={TTL_FILES} " in final.stdout
+
+    # streamparse: every line acked once; the hash and the committed state hold the exact counts
+    assert "sp_crash DONE" in final.stdout
+    sp_expected = dict(Counter(w for line in sp_lines for w in line.split()))
+    assert redis_counts(sp_url, "crash") == sp_expected
+    sp_committed: dict[str, int] = {}
+    sp_provider = StateFactory.from_url(sp_url)
+    for i in range(2):
+        for k, v in sp_provider.new_state(f"sp_crash-count_bolt-{i}"):
+            sp_committed[k] = sp_committed.get(k, 0) + int(v)
+    assert sp_committed == sp_expected
+    assert acked(sp_url, "crash") == len(sp_lines)
 
     # the seed: the load finished from the staged rows, then the batch was counted on top
     assert "seedcrash DONE txid=1 batches=1" in final.stdout
