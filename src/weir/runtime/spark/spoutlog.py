@@ -222,7 +222,7 @@ class _Task:
         self.absorbed: dict[str, Any] = {}
         self.where = f"topology {driver.topology_name!r}, spout {cid!r}, task {task}"
         #: owns the spout: every call into it runs there; polls the next batch ahead (see .spoutthread)
-        self.thread = SpoutThread(f"weir-spout {driver.topology_name}/{cid}/{task}")
+        self.thread = SpoutThread(f"weir-spout {driver.topology_name}/{cid}/{task}", topology=driver.topology_name)
         #: the last poll stopped because ``next_tuple`` emitted nothing (the source had nothing more)
         self.drained = False
 
