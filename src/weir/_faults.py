@@ -14,6 +14,10 @@ it holds only at points whose call site passes ``topology=``; a point without on
 ``DIR/!unnamed@<point>`` and kills at once, and a barrier still short after
 ``WEIR_CRASH_BARRIER_TIMEOUT`` seconds (default 300) writes ``DIR/!timeout`` and kills: the test's
 harness (``tests/crash/_harness.py``) turns either into a failure that names the missing topologies.
+
+Per-topology points (``WEIR_CRASH_AT=TOPOLOGY=point@txid[@task],TOPOLOGY=...``, with the barrier):
+each topology of the driver is armed at its own point, so chains with different kill points still
+share their driver starts; the barrier then counts one arrival per entry, each at its own point.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import os
 import signal
 import time
 
-__all__ = ["BARRIER_ENV", "POINTS", "crash_point"]
+__all__ = ["BARRIER_ENV", "POINTS", "armed", "crash_point"]
 
 #: the test-only knob of the crash barrier (``DIR:N``), see the module's docstring
 BARRIER_ENV = "WEIR_CRASH_BARRIER"
@@ -62,18 +66,48 @@ def crash_point(point: str, txid: int, *, task: int | None = None, topology: str
     the one arriving here).
     """
     spec = os.environ.get("WEIR_CRASH_AT")
-    if not spec:
-        return
-    parts = spec.split("@")
-    if parts[0] != point or len(parts) < 2 or int(parts[1]) != txid:
-        return
-    if len(parts) > 2 and task is not None and int(parts[2]) != task:
+    if not spec or not _armed(spec, point, txid, task, topology):
         return
     barrier = os.environ.get(BARRIER_ENV)
     if barrier:
         _await_barrier(barrier, point, txid, topology)
     pgid = int(os.environ.get("WEIR_CRASH_PGID", "0")) or os.getpgid(0)
     os.killpg(pgid, signal.SIGKILL)
+
+
+def armed(point: str, topology: str | None = None) -> bool:
+    """Whether ``WEIR_CRASH_AT`` arms ``point`` at some txid for ``topology``'s calls.
+
+    A cheap check for a point inside a per-tuple loop (``during_processing``), made once per task.
+    """
+    spec = os.environ.get("WEIR_CRASH_AT")
+    if not spec:
+        return False
+    for entry in spec.split(","):
+        name, named, at = entry.strip().rpartition("=")
+        if at.split("@")[0] == point and not (named and topology is not None and name != topology):
+            return True
+    return False
+
+
+def _armed(spec: str, point: str, txid: int, task: int | None, topology: str | None) -> bool:
+    """Whether ``spec`` arms this call.
+
+    ``spec`` is ``point@txid[@task]``, or ``TOPOLOGY=point@txid[@task]`` entries separated by commas.
+    An entry for a named topology arms only that topology's calls, and call sites that name no
+    topology (the barrier reports those as unnamed).
+    """
+    for entry in spec.split(","):
+        name, named, at = entry.strip().rpartition("=")
+        if named and topology is not None and name != topology:
+            continue
+        parts = at.split("@")
+        if parts[0] != point or len(parts) < 2 or int(parts[1]) != txid:
+            continue
+        if len(parts) > 2 and task is not None and int(parts[2]) != task:
+            continue
+        return True
+    return False
 
 
 def _mark(path: str, text: str) -> None:

@@ -5,7 +5,7 @@ The commit of txid *n* deletes the cells whose stored txid is at or below *n*'s 
 that moment: a rewritten cell survives, a replayed commit deletes nothing new, and at most
 ``weir.state.ttl.sweep.max`` cells go per commit (later commits finish). Readers outside a batch hide
 the cells expired at the topology's last committed txid. No Spark here; the word count on Spark is in
-``tests/trident/test_ttl.py`` and the SIGKILL chain in ``tests/crash/test_trident_ttl_crash.py``.
+``tests/trident/test_ttl.py`` and the SIGKILL chain in ``tests/crash/test_tick_lifetime_ttl_crash.py``.
 """
 
 from __future__ import annotations

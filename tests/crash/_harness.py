@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,7 @@ from weir._faults import BARRIER_ENV
 
 def run_driver(
     cmd: list[str],
-    crash: str | None,
+    crash: str | Mapping[str, str] | None,
     timeout: float = 300,
     *,
     barrier: Sequence[str] = (),
@@ -29,7 +29,16 @@ def run_driver(
     ``crash``; the process is killed once all have reached it (``WEIR_CRASH_BARRIER``, see
     :mod:`weir._faults`). A topology that never reached it fails the test, naming it; the barrier
     gives up after ``barrier_timeout`` seconds (default: a minute before ``timeout``).
+
+    ``crash`` as a mapping arms each topology at its own point (``{topology: "point@txid[@task]"}``,
+    see :mod:`weir._faults`): the barrier is then its topologies, killed once each reached its point.
     """
+    if isinstance(crash, Mapping):
+        if barrier:
+            msg = "run_driver: a per-topology crash names its barrier (its keys); pass no barrier"
+            raise ValueError(msg)
+        barrier = sorted(crash)
+        crash = ",".join(f"{name}={at}" for name, at in sorted(crash.items())) or None
     env = dict(os.environ)
     for key in ("WEIR_CRASH_AT", "WEIR_CRASH_PGID", BARRIER_ENV, f"{BARRIER_ENV}_TIMEOUT"):
         env.pop(key, None)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -15,16 +16,19 @@ import weir  # noqa: E402
 from tests.spark._lifetime import lifetime_topology  # noqa: E402
 
 
-def main() -> int:
-    state_dir, input_dir, url = sys.argv[1:4]
+def submit(state_dir: str, input_dir: str, url: str, master: str = "local[2]") -> Any:
+    """The task-lifetime topology ``lifecrash`` of ``input_dir`` with its state in ``url``, submitted (not started)."""
     conf: dict[str, object] = {
         "weir.state.dir": state_dir,
-        "weir.spark.master": "local[2]",
+        "weir.spark.master": master,
         "topology.state.provider.config": {"url": url},
         "weir.batch.max.retries": 2,
     }
-    run = weir.submit("lifecrash", conf, lifetime_topology(input_dir, outreg_period_ms=0))
-    st = run.process_available()
+    return weir.submit("lifecrash", conf, lifetime_topology(input_dir, outreg_period_ms=0))
+
+
+def main() -> int:
+    st = submit(*sys.argv[1:4]).process_available()
     print(f"DONE txid={st.last_txid} batches={st.batches}", flush=True)
     return 0
 

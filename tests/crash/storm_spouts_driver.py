@@ -7,6 +7,10 @@ tests/storm_spouts/_topology.py) counts each message id; the driver runs continu
 ids are counted and N broker acks recorded, stops the topology and prints ``DONE``. Progress lines:
 ``BATCH <txid> <tuples>``, and ``RESTARTS <n>`` when supervision restarted the query (a RabbitMQ
 spout whose broker stayed away through every attempt of a batch); exits 1 if the topology fails.
+
+Several groups of eight run that many topologies side by side in one SparkSession on ``local[2 * N]``
+(the crash barrier of ``WEIR_CRASH_BARRIER``, each armed at its own point): the same lines, each
+prefixed with ``NAME ``; the driver ends once every topology is DONE.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.storm_spouts
 
@@ -23,8 +28,10 @@ import weir  # noqa: E402
 from tests.storm_spouts._topology import RecordingRedisQueueSpout, all_counts, rabbit_spout, topology  # noqa: E402
 
 
-def main() -> int:
-    kind, broker, queue, record_url, pg_url, state_dir, name, n = sys.argv[1:9]
+def submit(
+    kind: str, broker: str, queue: str, record_url: str, pg_url: str, state_dir: str, name: str, n_groups: int = 1
+) -> Any:
+    """The count of ``kind``'s spout (``redis`` or ``rabbitmq``), submitted (not started)."""
     if kind == "redis":
         spout = RecordingRedisQueueSpout(broker, queue, record_url, pg_url, name)
         spout.max_per_call = 3
@@ -34,7 +41,7 @@ def main() -> int:
         spout.max_per_call = 3
     conf = {
         "weir.state.dir": state_dir,
-        "weir.spark.master": "local[2]",
+        "weir.spark.master": f"local[{2 * n_groups}]",
         "topology.state.provider.config": {"url": pg_url},
         "topology.state.checkpoint.interval.ms": 300,
         "weir.spout.batch.max.tuples": 4,
@@ -43,29 +50,54 @@ def main() -> int:
         "weir.restart.max": 20,  # a killed broker takes 10-20 s to come back here: several restarts
         "weir.restart.backoff.ms": 500,
     }
-    run = weir.submit(name, conf, topology(spout))
-    run.start()
-    rec = redis.Redis.from_url(record_url)
-    last = None
-    restarts = 0
-    while True:
-        st = run.status()
-        if st.last_txid != last:
-            last = st.last_txid
-            print(f"BATCH {st.last_txid} {st.tuples_in}", flush=True)
-        if st.restarts != restarts:
-            restarts = st.restarts
-            print(f"RESTARTS {restarts}", flush=True)
-        if len(all_counts(pg_url, name)) >= int(n) and rec.llen(f"{name}:acks") >= int(n):
-            run.stop()
-            print("DONE", flush=True)
-            return 0
-        if not run.query.isActive and st.state != "restarting":
+    return weir.submit(name, conf, topology(spout))
+
+
+class Watch:
+    """One started topology of the driver: its progress lines, and whether it is done or failed."""
+
+    def __init__(self, run: Any, record_url: str, pg_url: str, name: str, n: int, prefix: str) -> None:
+        self.run, self.pg_url, self.name, self.n, self.prefix = run, pg_url, name, n, prefix
+        self.rec = redis.Redis.from_url(record_url)
+        self.last: int | None = None
+        self.restarts = 0
+        self.rc: int | None = None  # 0: DONE, 1: failed
+
+    def poll(self) -> None:
+        st = self.run.status()
+        if st.last_txid != self.last:
+            self.last = st.last_txid
+            print(f"{self.prefix}BATCH {st.last_txid} {st.tuples_in}", flush=True)
+        if st.restarts != self.restarts:
+            self.restarts = st.restarts
+            print(f"{self.prefix}RESTARTS {self.restarts}", flush=True)
+        if len(all_counts(self.pg_url, self.name)) >= self.n and self.rec.llen(f"{self.name}:acks") >= self.n:
+            self.run.stop()
+            print(f"{self.prefix}DONE", flush=True)
+            self.rc = 0
+            return
+        if not self.run.query.isActive and st.state != "restarting":
             try:
-                run.await_termination(1)
+                self.run.await_termination(1)
             except Exception as exc:
-                print(f"STOPPED {exc}", flush=True)
-                return 1
+                print(f"{self.prefix}STOPPED {exc}", flush=True)
+                self.rc = 1
+
+
+def main() -> int:
+    args = sys.argv[1:]
+    groups = [args[i : i + 8] for i in range(0, len(args), 8)]
+    watches = []
+    for kind, broker, queue, record_url, pg_url, state_dir, name, n in groups:
+        run = submit(kind, broker, queue, record_url, pg_url, state_dir, name, len(groups))
+        run.start()
+        watches.append(Watch(run, record_url, pg_url, name, int(n), f"{name} " if len(groups) > 1 else ""))
+    while True:
+        for w in watches:
+            if w.rc is None:
+                w.poll()
+        if all(w.rc is not None for w in watches):
+            return max(w.rc or 0 for w in watches)
         time.sleep(0.3)
 
 

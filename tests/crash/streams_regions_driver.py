@@ -81,8 +81,8 @@ class Summer(Operator, StateHandler):
         pass
 
 
-def main() -> int:
-    state_dir, input_dir, url, log, markers = sys.argv[1:6]
+def submit(state_dir: str, input_dir: str, url: str, log: str, markers: str, master: str = "local[2]") -> Any:
+    """The two-region topology :data:`NAME` of ``input_dir`` with its state in ``url``, submitted (not started)."""
     b = TopologyBuilder()
     b.set_spout("lines", FileSpout(input_dir, files_per_batch=1))
     b.set_bolt("parse", Parse(), 1).shuffle_grouping("lines")
@@ -92,11 +92,15 @@ def main() -> int:
     b.consistent_region("b", max_consecutive_reset_attempts=2)
     conf = {
         "weir.state.dir": state_dir,
-        "weir.spark.master": "local[2]",
+        "weir.spark.master": master,
         "topology.state.provider.config": {"url": url},
         "weir.batch.max.retries": 2,
     }
-    st = weir.submit(NAME, conf, b.create_topology()).process_available()
+    return weir.submit(NAME, conf, b.create_topology())
+
+
+def main() -> int:
+    st = submit(*sys.argv[1:6]).process_available()
     print(f"DONE txid={st.last_txid} batches={st.batches} retries={st.retries}", flush=True)
     return 0
 

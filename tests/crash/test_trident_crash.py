@@ -13,12 +13,13 @@ import json
 import os
 import random
 import signal
-import subprocess
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,22 +32,7 @@ DRIVER = Path(__file__).with_name("trident_driver.py")
 NAME = "tridentcrash"
 
 
-def _run(
-    state_dir: Path,
-    corpus: Path,
-    store: tuple[str, str, str],
-    state_type: str,
-    spout: str,
-    crash: str | None,
-    timeout: float = 400,
-) -> subprocess.CompletedProcess[str]:
-    kind, url, table = store
-    return run_driver(
-        [str(DRIVER), str(state_dir), str(corpus), kind, url, table, state_type, spout, NAME], crash, timeout
-    )
-
-
-def _record(state_dir: Path, name: str = NAME) -> dict[str, object]:
+def _record(state_dir: Path, name: str = NAME) -> dict[str, Any]:
     backend = StateFactory.from_url(f"sqlite:///{state_dir / 'state.db'}").backend
     data = backend.get(f"$checkpointspout-{name}", b"__state")
     assert data is not None
@@ -148,33 +134,128 @@ CHAIN = [
 ]
 
 
-def test_sigkill_before_during_and_after_a_batch_gives_exact_counts(
+@dataclass
+class Chain:
+    """A topology of the merged test, its input, its crash steps and the step they start at."""
+
+    topo: Topo
+    corpus: Path
+    spout: str
+    steps: list[tuple[str, str, int]]
+    first: int
+    n_batches: int
+
+
+def _chains_then_finish(chains: list[Chain], n_steps: int, between: Callable[[int], None]) -> None:
+    """Per step, one driver process runs every chain armed in that step, each killed at its own point
+    (the crash barrier), checks their records and calls ``between(step)``; then one driver runs every
+    chain to the end. A chain sits out the steps outside its own."""
+
+    def argv(step: int) -> list[str]:
+        out = [str(DRIVER)]
+        for c in chains:
+            if step == n_steps or c.first <= step < c.first + len(c.steps):
+                t = c.topo
+                out += [str(t.state_dir), str(c.corpus), *t.store, t.state_type, c.spout, t.name]
+        return out
+
+    for step in range(n_steps):
+        armed = {c.topo.name: (c, c.steps[step - c.first]) for c in chains if c.first <= step < c.first + len(c.steps)}
+        crash = {name: at[0] for name, (_, at) in armed.items()}
+        res = run_driver(argv(step), crash, 600)
+        assert res.returncode == -signal.SIGKILL, (
+            f"the driver should have been killed at {crash}; rc={res.returncode}\n{res.stderr[-3000:]}"
+        )
+        assert "DONE" not in res.stdout
+        for name, (c, (point, phase, txid)) in armed.items():
+            rec = _record(c.topo.state_dir, name)
+            assert (rec["phase"], rec["txid"]) == (phase, txid), f"{name}: after the crash at {point}: {rec}"
+        between(step)
+    final = run_driver(argv(n_steps), None, 600)
+    assert final.returncode == 0, final.stderr[-4000:]
+    for c in chains:
+        t = c.topo
+        assert f"{t.name} DONE txid={c.n_batches} " in final.stdout, t.name
+        rec = _record(t.state_dir, t.name)
+        assert (rec["phase"], rec["txid"]) == ("COMMITTED", c.n_batches), t.name
+        assert int(rec["epoch"]) == len(c.steps) + 1, t.name  # every restart took a new epoch
+
+
+# Each driver run first recovers what the previous run's crash left, then is killed at the next
+# point: before the job, inside a state partition between multi_update and commit, and after the
+# batch committed but before Spark committed its offsets (the batch replays and is skipped).
+CHAIN = [
+    ("after_preparing@2", "PREPARING", 2),
+    ("trident_after_multi_update@3", "PREPARING", 3),
+    ("after_committed@4", "COMMITTED", 4),
+]
+SERVER_STORES = [("redis", "opaque"), ("postgres", "transactional"), ("memcached", "opaque")]
+
+
+def test_sigkill_before_during_and_after_a_batch_on_every_store_and_an_opaque_replay_gives_exact_counts(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    """Opaque and transactional map states, side by side in one driver per step (crash barrier)."""
+    """Three chains side by side, one driver per step, each topology armed at its own point (crash barrier).
+
+    - SQLite, opaque and transactional map states: CHAIN (steps 0-2).
+    - Redis (opaque), PostgreSQL (transactional), memcached (opaque): killed inside a state partition
+      (step 2), then exact.
+    - An opaque spout's batch 2 holds other lines after the crash (step 1; the file is rewritten before
+      the final run): the state counts what was committed.
+    4 driver starts instead of 8.
+    """
+    chains: list[Chain] = []
     corpus = tmp_path / "corpus"
     expected, vocab = _corpus(corpus, 5, seed=11)
-    topos = []
     for state_type in ("opaque", "transactional"):
         (tmp_path / state_type).mkdir()
         store = _store(request, "sqlite", tmp_path / state_type)
-        topos.append(Topo(f"{NAME}_{state_type}", tmp_path / state_type / "state", store, state_type))
-    _crash_then_finish(topos, corpus, "transactional", CHAIN, 5)
-    for t in topos:
-        got = _counts(t.store, t.state_type, vocab)
-        assert {w: c for w, c in got.items() if c is not None} == dict(expected), t.state_type
+        topo = Topo(f"{NAME}_{state_type}", tmp_path / state_type / "state", store, state_type)
+        chains.append(Chain(topo, corpus, "transactional", CHAIN, 0, 5))
+    server_corpus = tmp_path / "server-corpus"
+    server_expected, server_vocab = _corpus(server_corpus, 3, seed=5)
+    for kind, st in SERVER_STORES:
+        topo = Topo(f"{NAME}_{kind}", tmp_path / f"state-{kind}", _store(request, kind, tmp_path), st)
+        chains.append(
+            Chain(topo, server_corpus, "transactional", [("trident_after_multi_update@2@1", "PREPARING", 2)], 2, 3)
+        )
+
+    # the opaque replay: batch 2 is another file's lines after the crash
+    replay_corpus = tmp_path / "replay-corpus"
+    first = ["alpha beta gamma", "beta delta"]
+    attempt = ["alpha beta beta", "epsilon zeta eta theta", "iota kappa lambda mu", "gamma gamma"]
+    replay = ["alpha alpha", "nu", "delta"]
+    last = ["beta omega"]
+    _write(replay_corpus, "f000.txt", first)
+    mtime = _write(replay_corpus, "f001.txt", attempt)
+    _write(replay_corpus, "f002.txt", last)
+    (tmp_path / "replay").mkdir()
+    replay_store = _store(request, "sqlite", tmp_path / "replay")
+    replay_topo = Topo(f"{NAME}_replay", tmp_path / "replay" / "state", replay_store, "opaque")
+    chains.append(Chain(replay_topo, replay_corpus, "opaque", [("trident_after_multi_update@2", "PREPARING", 2)], 1, 3))
+    words_of = {w for line in first + attempt + replay + last for w in line.split()}
+
+    def between(step: int) -> None:
+        if step == 1:
+            partial = _counts(replay_store, "opaque", sorted(words_of))
+            assert any(partial.get(w) for w in ("epsilon", "zeta", "eta", "iota")), partial  # attempt 1 wrote some
+            _write(replay_corpus, "f001.txt", replay, mtime=mtime)  # the opaque spout replays batch 2 differently
+
+    _chains_then_finish(chains, len(CHAIN), between)
+
+    for c in chains[:2]:
+        got = _counts(c.topo.store, c.topo.state_type, vocab)
+        assert {w: n for w, n in got.items() if n is not None} == dict(expected), c.topo.state_type
+    for c in chains[2:5]:
+        got = _counts(c.topo.store, c.topo.state_type, server_vocab)
+        assert {w: n for w, n in got.items() if n is not None} == dict(server_expected), c.topo.store[0]
+    replay_expected = Counter(w for line in first + replay + last for w in line.split())
+    got = _counts(replay_store, "opaque", sorted(words_of))
+    assert {w: n for w, n in got.items() if n is not None} == dict(replay_expected)
 
 
-# the server stores' topologies side by side in one driver per step (crash barrier); HBase's on its own
-# (its server runs in the "hbase" xdist group)
-@pytest.mark.parametrize(
-    "stores",
-    [
-        [("redis", "opaque"), ("postgres", "transactional"), ("memcached", "opaque")],
-        [("hbase", "opaque")],
-    ],
-    ids=["redis-opaque,postgres-transactional,memcached-opaque", "hbase-opaque"],
-)
+# HBase's on its own (its server runs in the "hbase" xdist group)
+@pytest.mark.parametrize("stores", [[("hbase", "opaque")]], ids=["hbase-opaque"])
 def test_sigkill_inside_a_state_partition_on_server_stores(
     request: pytest.FixtureRequest, tmp_path: Path, stores: list[tuple[str, str]]
 ) -> None:
@@ -194,33 +275,3 @@ def test_sigkill_inside_a_state_partition_on_server_stores(
     for t in topos:
         got = _counts(t.store, t.state_type, vocab)
         assert {w: c for w, c in got.items() if c is not None} == dict(expected), t.store[0]
-
-
-def test_opaque_state_is_exact_when_the_replayed_batch_has_other_tuples(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> None:
-    """An opaque spout's batch 2 holds other lines after the crash: the state counts what was committed."""
-    corpus = tmp_path / "corpus"
-    first = ["alpha beta gamma", "beta delta"]
-    attempt = ["alpha beta beta", "epsilon zeta eta theta", "iota kappa lambda mu", "gamma gamma"]
-    replay = ["alpha alpha", "nu", "delta"]
-    last = ["beta omega"]
-    _write(corpus, "f000.txt", first)
-    mtime = _write(corpus, "f001.txt", attempt)
-    _write(corpus, "f002.txt", last)
-    store = _store(request, "sqlite", tmp_path)
-    state_dir = tmp_path / "state"
-    res = _run(state_dir, corpus, store, "opaque", "opaque", "trident_after_multi_update@2")
-    assert res.returncode == -signal.SIGKILL, res.stderr[-3000:]
-    rec = _record(state_dir)
-    assert (rec["phase"], rec["txid"]) == ("PREPARING", 2)
-    words_of = {w for line in first + attempt + replay + last for w in line.split()}
-    partial = _counts(store, "opaque", sorted(words_of))
-    assert any(partial.get(w) for w in ("epsilon", "zeta", "eta", "iota")), partial  # attempt 1 wrote some
-    _write(corpus, "f001.txt", replay, mtime=mtime)  # the opaque spout replays batch 2 differently
-    final = _run(state_dir, corpus, store, "opaque", "opaque", None)
-    assert final.returncode == 0, final.stderr[-4000:]
-    assert "DONE txid=3" in final.stdout
-    expected = Counter(w for line in first + replay + last for w in line.split())
-    got = _counts(store, "opaque", sorted(words_of))
-    assert {w: c for w, c in got.items() if c is not None} == dict(expected)

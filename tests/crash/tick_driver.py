@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -14,16 +15,19 @@ import weir  # noqa: E402
 from tests.crash._tick_topology import tick_topology  # noqa: E402
 
 
-def main() -> int:
-    state_dir, input_dir, url = sys.argv[1:4]
+def submit(state_dir: str, input_dir: str, url: str, master: str = "local[2]") -> Any:
+    """The tick-flush topology ``tickwc`` of ``input_dir`` with its state in ``url``, submitted (not started)."""
     conf: dict[str, object] = {
         "weir.state.dir": state_dir,
-        "weir.spark.master": "local[2]",
+        "weir.spark.master": master,
         "topology.state.provider.config": {"url": url},
         "weir.batch.max.retries": 2,
     }
-    run = weir.submit("tickwc", conf, tick_topology(input_dir))
-    st = run.process_available()
+    return weir.submit("tickwc", conf, tick_topology(input_dir))
+
+
+def main() -> int:
+    st = submit(*sys.argv[1:4]).process_available()
     print(f"DONE txid={st.last_txid} batches={st.batches}", flush=True)
     return 0
 

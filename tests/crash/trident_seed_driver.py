@@ -27,8 +27,8 @@ class Split(Function):
             collector.emit([word])
 
 
-def main() -> int:
-    state_dir, input_dir, map_db = sys.argv[1:4]
+def submit(state_dir: str, input_dir: str, map_db: str, master: str = "local[2]") -> Any:
+    """The seeded word count ``seedcrash`` of ``input_dir`` into ``map_db``: submitting it loads the seed."""
     topology = TridentTopology()
     (
         topology.new_stream("lines", FileSpout(input_dir))
@@ -38,8 +38,12 @@ def main() -> int:
         .name("counts")
         .parallelism_hint(2)
     )
-    conf = {"weir.state.dir": state_dir, "weir.spark.master": "local[2]", "weir.batch.max.retries": 2}
-    st = weir.submit("seedcrash", conf, topology, initial_state={"counts": SEED}).process_available()
+    conf = {"weir.state.dir": state_dir, "weir.spark.master": master, "weir.batch.max.retries": 2}
+    return weir.submit("seedcrash", conf, topology, initial_state={"counts": SEED})
+
+
+def main() -> int:
+    st = submit(*sys.argv[1:4]).process_available()
     print(f"DONE txid={st.last_txid} batches={st.batches}", flush=True)
     return 0
 

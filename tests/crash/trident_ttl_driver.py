@@ -49,8 +49,8 @@ class Split(Function):
             collector.emit([word])
 
 
-def main() -> int:
-    state_dir, input_dir, map_db, state_type = sys.argv[1:5]
+def submit(state_dir: str, input_dir: str, map_db: str, state_type: str, master: str = "local[2]") -> Any:
+    """The expiring Trident word count :data:`NAME` of ``input_dir`` into ``map_db``, submitted (not started)."""
     from weir.runtime.spark.trident import ttl
 
     ttl.SWEEP_CHUNK = 1  # the commit's sweep deletes one cell at a time: a kill lands in the middle of it
@@ -65,12 +65,16 @@ def main() -> int:
     )
     conf = {
         "weir.state.dir": state_dir,
-        "weir.spark.master": "local[2]",
+        "weir.spark.master": master,
         "weir.batch.max.retries": 2,
         "weir.batch.clock": "tests.crash.trident_ttl_driver:clock",
         "weir.state.ttl.ms": {"counts": TTL_MS},
     }
-    st = weir.submit(NAME, conf, topology).process_available()
+    return weir.submit(NAME, conf, topology)
+
+
+def main() -> int:
+    st = submit(*sys.argv[1:5]).process_available()
     print(f"DONE txid={st.last_txid} batches={st.batches}", flush=True)
     return 0
 

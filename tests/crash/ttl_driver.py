@@ -45,11 +45,11 @@ def expected(files: Iterable[list[str]]) -> tuple[dict[str, int], int]:
     return {w: n for w, (n, exp) in counts.items() if exp > now}, now
 
 
-def submit(state_dir: str, input_dir: str, url: str, name: str) -> Any:
+def submit(state_dir: str, input_dir: str, url: str, name: str, master: str | None = None) -> Any:
     """The expiring word count of ``input_dir`` with its state in ``url``, submitted (not started)."""
     conf: dict[str, Any] = {
         "weir.state.dir": state_dir,
-        "weir.spark.master": os.environ.get("WEIR_TEST_MASTER", "local[2]"),
+        "weir.spark.master": master or os.environ.get("WEIR_TEST_MASTER", "local[2]"),
         "topology.state.provider.config": {"url": url},
         "weir.batch.max.retries": 2,
         "weir.batch.clock": "tests.crash.ttl_driver:clock",

@@ -1,12 +1,18 @@
 """The windowing crash driver (see ``_window_topology``); the crash tests SIGKILL it (``WEIR_CRASH_AT``).
 
-Usage: python window_driver.py STATE_DIR INPUT_DIR PROVIDER_URL
+Usage: python window_driver.py STATE_DIR INPUT_DIR PROVIDER_URL [STATE_DIR INPUT_DIR PROVIDER_URL NAME]...
+
+With several groups of four, that many copies of the topology (each its own name, store and state
+directory) run side by side in one SparkSession on ``local[2 * N]`` (a copy may hold both its
+windowed tasks' slots while it waits at an executor-side crash point of the crash barrier,
+``WEIR_CRASH_BARRIER``); each prints ``NAME DONE txid=...``, a single one ``DONE txid=...``.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.crash
 
@@ -16,18 +22,30 @@ import weir  # noqa: E402
 from tests.crash import _window_topology  # noqa: E402
 
 
-def main() -> int:
-    state_dir, input_dir, url = sys.argv[1:4]
-    cloudpickle.register_pickle_by_value(_window_topology)  # the workers cannot import tests/
+def submit(state_dir: str, input_dir: str, url: str, name: str, n: int) -> Any:
+    """The windowed topology of ``input_dir`` with its state in ``url``, submitted (not started)."""
     conf = {
         "weir.state.dir": state_dir,
-        "weir.spark.master": "local[2]",
+        "weir.spark.master": f"local[{2 * n}]",
         "topology.state.provider.config": {"url": url},
         "weir.batch.max.retries": 1,
     }
-    run = weir.submit(_window_topology.NAME, conf, _window_topology.build(input_dir))
-    st = run.process_available()
-    print(f"DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
+    return weir.submit(name, conf, _window_topology.build(input_dir))
+
+
+def main() -> int:
+    args = sys.argv[1:]
+    cloudpickle.register_pickle_by_value(_window_topology)  # the workers cannot import tests/
+    if len(args) == 3:
+        st = submit(*args, _window_topology.NAME, 1).process_available()
+        print(f"DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
+        return 0
+    groups = [args[i : i + 4] for i in range(0, len(args), 4)]
+    runs = [(g[3], submit(*g, len(groups)).start(available_now=True)) for g in groups]
+    for name, run in runs:
+        run.await_termination()
+        st = run.status()
+        print(f"{name} DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
     return 0
 
 

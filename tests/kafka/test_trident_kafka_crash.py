@@ -6,7 +6,12 @@ The steps: inside the state partition after the batch's records are queued but b
 published (``trident_after_multi_update``); after the partition published its Kafka transaction with
 the marker but before the coordinator knows (``trident_after_partition_commit``: the replay must send
 nothing); after the job, before COMMITTING (``after_prepared``); after COMMITTED, before Spark commits
-its offsets (``after_committed``: the batch replays and is skipped)."""
+its offsets (``after_committed``: the batch replays and is skipped).
+
+Two copies of the topology read the same input topic side by side in one driver per step (each its
+own output topic, transactional id and state), each killed at its own point (the crash barrier): the
+first at the state partition's two steps, the second at the coordinator's two, then both drain: 3
+driver starts instead of 5."""
 
 from __future__ import annotations
 
@@ -44,7 +49,7 @@ def _record(state_dir: Path, name: str) -> dict[str, object]:
     return dict(json.loads(data))
 
 
-def _run(args: list[str], crash: str | None, expect_rc: int) -> str:
+def _run(args: list[str], crash: dict[str, str] | None, expect_rc: int) -> str:
     for _ in range(5):  # again when Spark could not even start a Python worker (an overloaded machine)
         res = run_driver([str(DRIVER), *args], crash, timeout=600)
         if res.returncode == expect_rc or SPARK_OVERLOAD not in res.stderr:
@@ -56,18 +61,28 @@ def _run(args: list[str], crash: str | None, expect_rc: int) -> str:
 @pytest.mark.timeout(1500)
 def test_sigkill_at_each_step_publishes_every_record_once(tmp_path: Path, kafka_broker: KafkaBroker) -> None:
     b = kafka_broker.bootstrap
-    src, out = create_topic(b, 2), create_topic(b, 1)
+    src = create_topic(b, 2)
     produce(b, src, [(f"k{i % 7}", f"e{i}") for i in range(N)])
-    name = f"tkcrash_{uuid.uuid4().hex[:6]}"
-    state_dir = tmp_path / "state"
-    args = [str(state_dir), b, src, out, f"tk-{uuid.uuid4().hex[:6]}", name]
-    for crash, phase, txid in CHAIN:
+    run = uuid.uuid4().hex[:6]
+    # copy name -> (its steps of CHAIN, its state directory, its output topic)
+    copies = {
+        f"tkcrash_{run}_a": (CHAIN[:2], tmp_path / "state-a", create_topic(b, 1)),
+        f"tkcrash_{run}_b": (CHAIN[2:], tmp_path / "state-b", create_topic(b, 1)),
+    }
+    args: list[str] = []
+    for name, (_, state_dir, out) in copies.items():
+        args += [str(state_dir), b, src, out, f"tk-{name}", name]
+    for step in range(2):
+        crash = {name: chain[step][0] for name, (chain, _, _) in copies.items()}
         stdout = _run(args, crash, -signal.SIGKILL)
         assert "DONE" not in stdout
-        rec = _record(state_dir, name)
-        assert (rec["phase"], rec["txid"]) == (phase, txid), f"after the crash at {crash}: {rec}"
+        for name, (chain, state_dir, _) in copies.items():
+            point, phase, txid = chain[step]
+            rec = _record(state_dir, name)
+            assert (rec["phase"], rec["txid"]) == (phase, txid), f"{name}: after the crash at {point}: {rec}"
     stdout = _run(args, None, 0)
-    assert "DONE txid=5" in stdout
-    published = read_committed(b, out)
-    assert Counter(v for _, v in published) == Counter(f"e{i}" for i in range(N))  # each exactly once
-    assert all(k == f"k{int(v[1:]) % 7}" for k, v in published)
+    for name, (_, _, out) in copies.items():
+        assert f"{name} DONE txid=5 " in stdout, stdout
+        published = read_committed(b, out)
+        assert Counter(v for _, v in published) == Counter(f"e{i}" for i in range(N)), name  # each exactly once
+        assert all(k == f"k{int(v[1:]) % 7}" for k, v in published), name

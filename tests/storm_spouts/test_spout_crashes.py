@@ -8,6 +8,9 @@ spout's deliveries are un-acked then (RabbitMQ requeues them all and redelivers 
 ``redelivered`` set; the Redis spout's stay in its processing list). At the end every message is
 counted exactly once, acked on the broker exactly once and only once its count was committed, and
 the broker holds no message (none un-acked).
+
+The two chains' crash runs share their driver starts (one driver per step runs both topologies, each
+armed at its own point: the crash barrier); their last runs, each killing its own broker, stay apart.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ def _driver_args(
     kind: str, broker: str, queue: str, record_url: str, pg_url: str, tmp: Path, name: str, n: int = N
 ) -> list[str]:
     """The driver stops (DONE) once ``n`` messages are counted and acked: a crash point never reached fails fast."""
-    return [DRIVER, kind, broker, queue, record_url, pg_url, str(tmp / "state"), name, str(n)]
+    return [kind, broker, queue, record_url, pg_url, str(tmp / f"state-{kind}"), name, str(n)]
 
 
 def _last_run_with_broker_kill(args: list[str], kill_broker: Any, start_broker: Any = None) -> tuple[str, str]:
@@ -58,7 +61,7 @@ def _last_run_with_broker_kill(args: list[str], kill_broker: Any, start_broker: 
     """
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     env.pop("WEIR_CRASH_AT", None)
-    proc = subprocess.Popen([sys.executable, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, DRIVER, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)  # fmt: skip
     out: list[str] = []
     killed = False
@@ -108,88 +111,71 @@ def _check(record_url: str, pg_url: str, name: str) -> None:
     assert all(e["committed"] for e in log), f"uncommitted spout log entries left: {log}"
 
 
-def _chain(
-    kind: str,
-    broker_url: str,
-    queue: str,
-    record_url: str,
-    pg_url: str,
-    tmp: Path,
-    publish: Any,
-    kill_broker: Any,
-    start_broker: Any = None,
-) -> str:
-    """Run the chain; the last run's stderr."""
-    name = f"spouts_{kind}"
-    args = _driver_args(kind, broker_url, queue, record_url, pg_url, tmp, name)
-    publish(range(N // 2))
-    # RabbitMQ's crash runs stop once the published half is done (its deliveries may fill txids early, and
-    # a crash point never reached then fails fast); Redis' run until killed
-    n_crash = N // 2 if kind == "rabbitmq" else N
-    for crash in CHAINS[kind]:
-        res = run_driver(_driver_args(kind, broker_url, queue, record_url, pg_url, tmp, name, n_crash), crash, 400)
-        assert res.returncode == -signal.SIGKILL, (
-            f"{crash}: the driver was not killed (rc {res.returncode}):\n{res.stdout}\n{res.stderr[-4000:]}"
-        )
-    publish(range(N // 2, N))  # the last run has work when the broker dies
-    if kill_broker is None:
-        res = run_driver(args, None, 400)
-        assert "DONE" in res.stdout, f"the last run did not finish:\n{res.stdout}\n{res.stderr[-4000:]}"
-        err = res.stderr
-    else:
-        _out, err = _last_run_with_broker_kill(args, kill_broker, start_broker)
-    _check(record_url, pg_url, name)
-    return err
-
-
-@pytest.mark.timeout(1800)  # three driver starts and a broker restart; far slower on a loaded machine
-def test_redis_queue_spout_exactly_once_through_driver_and_broker_crashes(
-    redis_server: Any, postgres_url: str, tmp_path: Path
+@pytest.mark.timeout(1800)  # three shared crash runs, two last runs with a broker restart each; far slower loaded
+def test_redis_queue_and_rabbitmq_spouts_exactly_once_through_driver_and_broker_crashes(
+    rabbitmq_server: RabbitMQServer, redis_server: Any, postgres_url: str, tmp_path: Path
 ) -> None:
+    import pika
     import redis
 
+    record = f"redis://127.0.0.1:{redis_server.port}/0"
     with RedisServer(tmp_path / "broker", appendonly=True) as broker:
-        url = f"redis://127.0.0.1:{broker.port}/0"
+        redis_url = f"redis://127.0.0.1:{broker.port}/0"
 
-        def publish(ids: range) -> None:
-            c = redis.Redis.from_url(url)
+        def publish_redis(ids: range) -> None:
+            c = redis.Redis.from_url(redis_url)
             for i in ids:
                 c.lpush("lines", f"m{i} w{i % 3} w{i % 5}")
             c.close()
 
-        record = f"redis://127.0.0.1:{redis_server.port}/0"
-        _chain("redis", url, "lines", record, postgres_url, tmp_path, publish, broker.kill_and_restart)
-        c = redis.Redis.from_url(url)
+        def publish_rabbitmq(ids: range) -> None:
+            conn = pika.BlockingConnection(pika.URLParameters(rabbitmq_server.url))
+            ch = conn.channel()
+            ch.queue_declare("lines", durable=True)
+            ch.confirm_delivery()  # persistent and confirmed: on disk before the broker is killed
+            for i in ids:
+                props = pika.BasicProperties(message_id=f"m{i}", delivery_mode=2)
+                ch.basic_publish("", "lines", f"m{i} w{i % 3} w{i % 5}".encode(), props)
+            conn.close()
+
+        urls = {"redis": redis_url, "rabbitmq": rabbitmq_server.url}
+        publish = {"redis": publish_redis, "rabbitmq": publish_rabbitmq}
+        for kind in CHAINS:
+            publish[kind](range(N // 2))
+        # RabbitMQ's crash runs stop once the published half is done (its deliveries may fill txids early, and
+        # a crash point never reached then fails fast); Redis' run until killed
+        n_crash = {"redis": N, "rabbitmq": N // 2}
+        for step in range(max(len(chain) for chain in CHAINS.values())):
+            kinds = [k for k, chain in CHAINS.items() if step < len(chain)]
+            argv = [DRIVER]
+            for kind in kinds:
+                argv += _driver_args(kind, urls[kind], "lines", record, postgres_url, tmp_path, f"spouts_{kind}",
+                                     n_crash[kind])  # fmt: skip
+            crash = {f"spouts_{kind}": CHAINS[kind][step] for kind in kinds}
+            res = run_driver(argv, crash, 400)
+            assert res.returncode == -signal.SIGKILL, (
+                f"{crash}: the driver was not killed (rc {res.returncode}):\n{res.stdout}\n{res.stderr[-4000:]}"
+            )
+        for kind in CHAINS:
+            publish[kind](range(N // 2, N))  # the last run has work when the broker dies
+
+        # Redis: the last run kills (SIGKILL) and restarts the broker after its first batch
+        args = _driver_args("redis", redis_url, "lines", record, postgres_url, tmp_path, "spouts_redis")
+        _last_run_with_broker_kill(args, broker.kill_and_restart)
+        _check(record, postgres_url, "spouts_redis")
+        c = redis.Redis.from_url(redis_url)
         assert c.llen("lines") == 0
         leftover = {k.decode(): c.llen(k) for k in c.keys("lines:processing:*")}
         assert not any(leftover.values()), f"messages left un-acked in processing lists: {leftover}"
 
-
-@pytest.mark.timeout(1800)  # three driver starts and a broker restart; far slower on a loaded machine
-def test_rabbitmq_spout_exactly_once_through_driver_and_broker_crashes(
-    rabbitmq_server: RabbitMQServer, redis_server: Any, postgres_url: str, tmp_path: Path
-) -> None:
-    import pika
-
-    def publish(ids: range) -> None:
-        conn = pika.BlockingConnection(pika.URLParameters(rabbitmq_server.url))
-        ch = conn.channel()
-        ch.queue_declare("lines", durable=True)
-        ch.confirm_delivery()  # persistent and confirmed: on disk before the broker is killed
-        for i in ids:
-            props = pika.BasicProperties(message_id=f"m{i}", delivery_mode=2)
-            ch.basic_publish("", "lines", f"m{i} w{i % 3} w{i % 5}".encode(), props)
-        conn.close()
-
-    record = f"redis://127.0.0.1:{redis_server.port}/0"
-    url = rabbitmq_server.url
-    # the broker stays down until supervision restarted the query (each spout reconnect gives up after
-    # 1 s: TransientSourceError), then comes back on the same port and data directory
+    # RabbitMQ: the broker stays down until supervision restarted the query (each spout reconnect gives
+    # up after 1 s: TransientSourceError), then comes back on the same port and data directory
+    args = _driver_args("rabbitmq", rabbitmq_server.url, "lines", record, postgres_url, tmp_path, "spouts_rabbitmq")
     try:
-        err = _chain("rabbitmq", url, "lines", record, postgres_url, tmp_path, publish, rabbitmq_server.kill,
-                     rabbitmq_server.start)  # fmt: skip
+        _out, err = _last_run_with_broker_kill(args, rabbitmq_server.kill, rabbitmq_server.start)
     finally:
         rabbitmq_server.start()  # a no-op when it runs: the session's other tests get their broker back
+    _check(record, postgres_url, "spouts_rabbitmq")
     assert "connection lost during" in err, f"the spout never saw the broker die:\n{err[-4000:]}"
     assert "transient failure" in err, f"no supervised restart while the broker was down:\n{err[-4000:]}"
     conn = pika.BlockingConnection(pika.URLParameters(rabbitmq_server.url))

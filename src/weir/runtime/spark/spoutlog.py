@@ -222,7 +222,7 @@ class _Task:
         self.absorbed: dict[str, Any] = {}
         self.where = f"topology {driver.topology_name!r}, spout {cid!r}, task {task}"
         #: owns the spout: every call into it runs there; polls the next batch ahead (see .spoutthread)
-        self.thread = SpoutThread(f"weir-spout {driver.topology_name}/{cid}/{task}")
+        self.thread = SpoutThread(f"weir-spout {driver.topology_name}/{cid}/{task}", topology=driver.topology_name)
         #: the last poll stopped because ``next_tuple`` emitted nothing (the source had nothing more)
         self.drained = False
 
@@ -424,7 +424,7 @@ class _Task:
                     log.warning("%s: ack(%r) raised; acked on redelivery", self.where, msg_id, exc_info=True)
                     ok = False
                 if first:
-                    crash_point("between_spout_acks", txid)
+                    crash_point("between_spout_acks", txid, topology=self.driver.topology_name)
                     first = False
                 via = self._ack_absorbed(msg_id)
                 if via is True:
@@ -666,7 +666,7 @@ class SpoutDriver:
         self.timings["poll_s"] += time.perf_counter() - t0
         self._write(changes)
         if wrote:
-            crash_point("after_spout_log", txid)
+            crash_point("after_spout_log", txid, topology=self.topology_name)
         self._polled = txid
         self._more = bool(failures) or any(not t.drained for tasks in self.tasks.values() for t in tasks)
         if not failures and self.poll_ahead:  # logged: the next batch is polled while this one's job runs

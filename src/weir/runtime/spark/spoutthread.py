@@ -51,8 +51,9 @@ class SpoutThread:
     name : the thread's name (the topology, spout and task)
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, topology: str | None = None) -> None:
         self.name = name
+        self.topology = topology  # names the crash point's topology (the crash barrier of the tests)
         self._cond = threading.Condition()
         self._commands: collections.deque[tuple[Callable[[], Any], Future[Any]]] = collections.deque()
         self._stopping = False
@@ -188,4 +189,4 @@ class SpoutThread:
                     self._buffer.extend(got)
                     txid = self._txid
                 if first:
-                    crash_point("during_poll_ahead", txid)
+                    crash_point("during_poll_ahead", txid, topology=self.topology)

@@ -13,14 +13,13 @@ raised), so the driver can name the component, task and txid; the coordinator th
 
 from __future__ import annotations
 
-import os
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from typing import Any
 
-from weir._faults import crash_point
+from weir._faults import armed, crash_point
 from weir.errors import FencedError, TopologyError
 from weir.runtime.spark.executor import (
     TaskReport,
@@ -204,9 +203,7 @@ def run_bolt_blocks(
     current: Tuple | None = None
     run: list[Any] = []  # the output block being filled: tuples emitted on run_stream
     run_stream = ""
-    crash_after = -1
-    if os.environ.get("WEIR_CRASH_AT", "").startswith("during_processing@"):
-        crash_after = 0
+    crash_after = 0 if armed("during_processing", spec.topology) else -1
     try:
         shape = execute_shape(comp, spec.component_id)
         if kept is None:

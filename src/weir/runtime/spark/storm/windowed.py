@@ -13,12 +13,11 @@ emits may anchor to any tuple of a window.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from weir._faults import crash_point
+from weir._faults import armed, crash_point
 from weir.runtime.spark.executor import TaskSpec, check_emitted, dead_letter, task_report
 from weir.runtime.spark.storm.common import failure_report_at, forwarding_marks
 from weir.state.kv import TransactionalKeyValueState
@@ -53,7 +52,7 @@ def run_windowed_task(
     n_in = n_out = n_failed = 0
     stage = "prepare"
     current: Tuple | None = None
-    crash_after = 0 if os.environ.get("WEIR_CRASH_AT", "").startswith("during_processing@") else -1
+    crash_after = 0 if armed("during_processing", spec.topology) else -1
     fields_of = spec.input_fields
 
     def make_tuple(ev: Event) -> Tuple:
@@ -115,7 +114,7 @@ def run_windowed_task(
             current.owner = out.token
             n_in += 1
             if crash_after >= 0 and n_in > crash_after:
-                crash_point("during_processing", txid, task=task)
+                crash_point("during_processing", txid, task=task, topology=spec.topology)
             now = _now_ms()
             if not mgr.add(current, now):
                 if cfg.late_stream is not None:
@@ -133,7 +132,7 @@ def run_windowed_task(
         stage = "prepare_commit"
         state.prepare_commit(txid)
         wstate.prepare_commit(txid)
-        crash_point("between_prepares", txid, task=task)
+        crash_point("between_prepares", txid, task=task, topology=spec.topology)
         stage = "cleanup"
         comp.cleanup()
     except Exception as exc:

@@ -37,7 +37,6 @@ Crash points (``WEIR_CRASH_AT``, executor side): ``during_processing@n[@task]`` 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 import traceback
@@ -48,7 +47,7 @@ from typing import Any
 
 from pyspark import cloudpickle
 
-from weir._faults import crash_point
+from weir._faults import armed, crash_point
 from weir.checkpoint.coordinator import Participants
 from weir.errors import CheckpointError, ConfigError, FencedError, TopologyError
 from weir.runtime.spark.config import RuntimeConfig
@@ -328,7 +327,7 @@ class _OperatorTask:
         except Exception as exc:
             msg = f"{self.where}: storing checkpoint {cid} failed: {type(exc).__name__}: {exc}"
             raise CheckpointError(msg) from exc
-        crash_point("during_checkpoint", self.txid, task=self.task)
+        crash_point("during_checkpoint", self.txid, task=self.task, topology=self.spec.topology)
         self.stats["checkpoint_ms"] = self.stats.get("checkpoint_ms", 0.0) + (time.perf_counter() - t0) * 1000
         self.stats["checkpoint_bytes"] = self.stats.get("checkpoint_bytes", 0) + meta.size
         self.metas.append(meta)
@@ -411,7 +410,7 @@ class _OperatorTask:
         spec, txid = self.spec, self.txid
         op, out = live.operator, live.collector
         fields_of = spec.input_fields
-        crash_first = os.environ.get("WEIR_CRASH_AT", "").startswith("during_processing@")
+        crash_first = armed("during_processing", spec.topology)
         placement = self.placement
         sorting = hold and bool(placement.control or placement.autonomous)
         self.stage = "process"
@@ -433,7 +432,7 @@ class _OperatorTask:
             self.current = tup = Tuple(values, fields_of[(source, stream)], source, stream, source_task, txid)
             self.stats["n_in"] += 1
             if crash_first:
-                crash_point("during_processing", txid, task=self.task)
+                crash_point("during_processing", txid, task=self.task, topology=self.spec.topology)
             try:
                 op.process(tup)
             except FailedTuple as exc:
@@ -591,7 +590,7 @@ class _OperatorTask:
                 self.stage = "hand-off"
                 cut = self.last_ckpt if cid is not None and not self.after_cut else None
                 self._hand_off(key, cut)
-            crash_point("between_prepares", txid, task=task)
+            crash_point("between_prepares", txid, task=task, topology=self.spec.topology)
             if cid is None or region is None or not region.non_blocking:
                 yield from drained
         except Exception as exc:
@@ -778,7 +777,7 @@ class StreamsParticipants(Participants):
                 sorted(r for r in failed if r is not None),
                 kept,
             )
-            crash_point("after_region_rollback", txid)
+            crash_point("after_region_rollback", txid, topology=self.rc.topology)
         self._check_resets()
 
     def _check_resets(self) -> None:

@@ -174,10 +174,16 @@ def _cell(state_type: StateType, value: Any) -> Any:
     return value
 
 
-def _write_cells(backend: Backend, staging: str, factory: MapStateFactory, where: str) -> int:
+def _write_cells(backend: Backend, staging: str, factory: MapStateFactory, where: str, topology: str) -> int:
     """Write every staged row into the map state as a committed cell; returns the rows written."""
     return write_staged(
-        backend, staging, factory, where, lambda v: _cell(factory.state_type, v), "trident_bootstrap_between_chunks"
+        backend,
+        staging,
+        factory,
+        where,
+        lambda v: _cell(factory.state_type, v),
+        "trident_bootstrap_between_chunks",
+        topology=topology,
     )
 
 
@@ -189,12 +195,15 @@ def write_staged(
     to_cell: Callable[[Any], Any],
     crash_at: str,
     on_put_error: Callable[[Exception], Exception] | None = None,
+    *,
+    topology: str | None = None,
 ) -> int:
     """Write a staging namespace's rows (JSON key → JSON value) into ``factory``'s map state, in chunks.
 
     Shared by the initial-state load and ``weir state convert``: ``to_cell`` makes each stored cell from
     its staged value; ``crash_at`` is the crash point after the first chunk; ``on_put_error`` turns a
-    store's refusal into the caller's error. Returns the rows written.
+    store's refusal into the caller's error; ``topology`` names the crash point's topology (the crash
+    barrier of the tests). Returns the rows written.
     """
     backing = factory.store.backing_map(factory.state_type)
     keys: list[Key] = []
@@ -218,7 +227,7 @@ def write_staged(
             n += len(keys)
             keys, cells = [], []
             if first:
-                crash_point(crash_at, 0)
+                crash_point(crash_at, 0, topology=topology)
                 first = False
     if keys:
         put()
@@ -244,7 +253,7 @@ def finish_trident_bootstrap(backend: Backend, topology: str, epoch: int, factor
     where = f"topology {topology!r}, state {sid!r}: initial_state"
     log.warning("%s: finishing the interrupted load", where)
     staging = staging_namespace(topology, sid)
-    _write_cells(backend, staging, factory, where)
+    _write_cells(backend, staging, factory, where, topology)
     done = json.dumps({k: marker[k] for k in ("rows", "digest") if k in marker}, sort_keys=True).encode()
     backend.drop(staging)
     backend.write_direct(store.namespace, {MARKER_KEY: None, _done_key(sid): done}, epoch)
@@ -328,7 +337,7 @@ def load_trident_state(
     marker_data = {"state": state_id, "stage": "switching", **summary}
     backend.write_direct(store.namespace, {MARKER_KEY: json.dumps(marker_data).encode()}, epoch)
     crash_point("trident_bootstrap_switching", 0)
-    _write_cells(backend, staging, factory, where)
+    _write_cells(backend, staging, factory, where, topology)
     backend.drop(staging)
     done = json.dumps(summary, sort_keys=True).encode()
     backend.write_direct(store.namespace, {MARKER_KEY: None, _done_key(state_id): done}, epoch)

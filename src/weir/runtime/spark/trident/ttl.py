@@ -263,7 +263,7 @@ class TtlSweep:
                     msg = f"topology {self.topology!r}, state {s.state_id!r}, txid {txid}: {exc}"
                     raise StateError(msg) from exc
                 deleted += n
-                crash_point("trident_ttl_during_sweep", txid)
+                crash_point("trident_ttl_during_sweep", txid, topology=self.topology)
                 if upto is None:
                     break
             self.last[s.state_id] = (txid, deleted, more)
