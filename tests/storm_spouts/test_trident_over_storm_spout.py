@@ -41,7 +41,8 @@ def test_a_trident_count_over_a_redis_queue_spout_is_exact_through_sigkills(
 
     from weir.state.factory import StateFactory
 
-    name = "trident_spout"
+    # its own name per run: the store, the record Redis and the spout log are shared with the other variant's run
+    name = f"trident_spout_{where}_{uuid.uuid4().hex[:6]}"
     table = f"ts_{uuid.uuid4().hex[:8]}"
     with RedisServer(tmp_path / "broker", appendonly=True) as broker:
         url = f"redis://127.0.0.1:{broker.port}/0"
