@@ -135,10 +135,10 @@ def machine() -> dict[str, Any]:
     }
 
 
-def write_results(name: str, data: dict[str, Any]) -> Path:
-    """Write ``bench/results/<name>.json`` and return its path."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
+def write_results(name: str, data: dict[str, Any], out: str | None = None) -> Path:
+    """Write ``bench/results/<name>.json`` (or ``out``, a ``--out`` path) and return its path."""
+    path = Path(out) if out else RESULTS / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
     return path
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import shutil
 import statistics
@@ -201,12 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         "target_connect_vs_classic": TARGET,
         "loadavg_1m": [round(x, 2) for x in loads],
     }
-    if args.out:
-        path = Path(args.out)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=2) + "\n")
-    else:
-        path = write_results("storm_wordcount_connect", data)
+    path = write_results("storm_wordcount_connect", data, args.out)
     print(f"wrote {path}")
     return 0 if ok else 1
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
-import json
 import os
 import shutil
 import statistics
@@ -161,12 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         "results": rows,
         "loadavg_1m": [round(x, 2) for x in loads],
     }
-    if args.out:
-        path = Path(args.out)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=2) + "\n")
-    else:
-        path = write_results("storm_connect_ab", data)
+    path = write_results("storm_connect_ab", data, args.out)
     print(f"wrote {path}")
     return 0 if all(r["verified"] for r in rows) else 1
 

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -87,3 +88,15 @@ def _arrived(arrivals: str, barrier: Sequence[str]) -> str:
     missing = sorted(set(barrier) - set(names))
     markers = {n: t for n, t in names.items() if n.startswith("!")}
     return f"never reached: {missing}, arrived: {sorted(set(names) - set(markers))}, markers: {markers}"
+
+
+def storm_counts(url: str, name: str, tasks: int = 2) -> Counter[str]:
+    """The word counts of topology ``name``'s ``count`` bolt (``tasks`` tasks) in the store at ``url``."""
+    from weir.state import StateFactory
+
+    provider = StateFactory.from_url(url)
+    got: Counter[str] = Counter()
+    for i in range(tasks):
+        for k, v in provider.new_state(f"{name}-count-{i}"):
+            got[k] += v
+    return got

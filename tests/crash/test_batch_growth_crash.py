@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.crash._harness import run_driver
+from tests.crash._harness import run_driver, storm_counts
 from weir.demo import generate_corpus
 from weir.state import StateFactory
 
@@ -39,15 +39,6 @@ CHAINS: dict[str, list[tuple[str, int, tuple[str, int]]]] = {
         ("between_commits@3", 1, ("COMMITTING", 3)),  # growth off: the replay still reads 30..70
     ],
 }
-
-
-def _counts(url: str, name: str) -> Counter[str]:
-    provider = StateFactory.from_url(url)
-    got: Counter[str] = Counter()
-    for i in range(2):
-        for k, v in provider.new_state(f"{name}-count-{i}"):
-            got[k] += v
-    return got
 
 
 @pytest.mark.timeout(900)
@@ -81,7 +72,7 @@ def test_sigkill_across_a_grown_batch_and_a_slow_started_one_replays_their_logge
     # restarts ran with growth off, so a replay that re-decided its size would read one file
     assert "crashwc DONE txid=2 " in final.stdout, final.stdout  # nothing left after the replayed 4-file batch
     assert record("crashwc") == ("COMMITTED", 2)
-    assert _counts(urls["crashwc"], "crashwc") == expected
+    assert storm_counts(urls["crashwc"], "crashwc") == expected
     # Spark's file log: batch 0 (txid 1) and batch 1 (txid 2) hold four files each, all eight once
     sources = wc_state / "spark" / "crashwc" / "sources" / "0"
     batches = [[json.loads(x)["path"] for x in (sources / str(b)).read_text().splitlines()[1:]] for b in (0, 1)]
@@ -91,7 +82,7 @@ def test_sigkill_across_a_grown_batch_and_a_slow_started_one_replays_their_logge
     # the replayable spout: txid 3 was 30..70 (replayed as logged); then 80 records in batches of 10
     assert "growwc DONE txid=11 " in final.stdout, final.stdout
     assert record("growwc") == ("COMMITTED", 11)
-    assert _counts(urls["growwc"], "growwc") == Counter(f"k{i % 7}" for i in range(150))
+    assert storm_counts(urls["growwc"], "growwc") == Counter(f"k{i % 7}" for i in range(150))
     offsets = grow_state / "spark" / "growwc" / "offsets"
     ends = [json.loads((offsets / str(b)).read_text().splitlines()[-1])["n"] for b in range(11)]
     assert ends == [10, 30, 70, *range(80, 151, 10)]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.crash._harness import run_driver
+from tests.crash._harness import run_driver, storm_counts
 from weir.demo import generate_corpus
 from weir.state import StateFactory
 
@@ -52,15 +52,6 @@ def _record(url: str, name: str) -> dict[str, object]:
     data = backend.get(f"$checkpointspout-{name}", b"__state")
     assert data is not None, name
     return dict(json.loads(data))
-
-
-def _counts(url: str, name: str) -> Counter[str]:
-    provider = StateFactory.from_url(url)
-    got: Counter[str] = Counter()
-    for i in range(2):
-        for k, v in provider.new_state(f"{name}-count-{i}"):
-            got[k] += v
-    return got
 
 
 @pytest.fixture
@@ -137,7 +128,7 @@ def test_sigkill_at_every_protocol_step_on_sqlite_redis_cluster_hbase_and_a_cust
             assert got == expected, name
             assert not (tmp_path / f"state-{name}" / "state.db").exists()  # the record never went to SQLite
         else:
-            assert _counts(url, name) == expected, name
+            assert storm_counts(url, name) == expected, name
             backend = StateFactory.from_url(url).backend
             for i in range(2):
                 rec = backend.txids(f"{name}-count-{i}")
