@@ -21,8 +21,11 @@ import os
 import sys
 from typing import Any
 
-import weir
-from weir.demo import wordcount_topology
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # tests.crash
+
+import weir  # noqa: E402
+from tests.crash import _side_by_side as side_by_side  # noqa: E402
+from weir.demo import wordcount_topology  # noqa: E402
 
 
 def submit(state_dir: str, input_dir: str, url: str, name: str, n: int = 1) -> Any:
@@ -53,13 +56,9 @@ def main() -> int:
         st = submit(*args[:3], args[3] if len(args) > 3 else "crashwc").process_available()
         print(f"DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
         return 0
-    groups = [args[i : i + 4] for i in range(0, len(args), 4)]
+    groups = side_by_side.groups(args, 4)
     runs = [(g[3], submit(*g, n=len(groups)).start(available_now=True)) for g in groups]
-    for name, run in runs:
-        run.await_termination()
-        st = run.status()
-        print(f"{name} DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
-    return 0
+    return side_by_side.await_each(runs)
 
 
 if __name__ == "__main__":

@@ -14,12 +14,22 @@ point. They print ``NAME DONE txid=...`` each; one topology prints ``DONE txid=.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
-import weir
-from weir.sources import FileSpout, Guarantee
-from weir.trident import Count, Function, TridentTopology
-from weir.trident.backing import HBaseMapState, MemcachedMapState, PostgresMapState, RedisMapState, SqliteMapState
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.crash
+
+import weir  # noqa: E402
+from tests.crash import _side_by_side as side_by_side  # noqa: E402
+from weir.sources import FileSpout, Guarantee  # noqa: E402
+from weir.trident import Count, Function, TridentTopology  # noqa: E402
+from weir.trident.backing import (  # noqa: E402
+    HBaseMapState,
+    MemcachedMapState,
+    PostgresMapState,
+    RedisMapState,
+    SqliteMapState,
+)
 
 
 class Split(Function):
@@ -71,13 +81,9 @@ def main() -> int:
         st = submit(*args[:7], args[7] if len(args) > 7 else "tridentcrash", n=1).process_available()
         print(f"DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
         return 0
-    groups = [args[i : i + 8] for i in range(0, len(args), 8)]
+    groups = side_by_side.groups(args, 8)
     runs = [(g[7], submit(*g, n=len(groups)).start(available_now=True)) for g in groups]
-    for name, run in runs:
-        run.await_termination()
-        st = run.status()
-        print(f"{name} DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
-    return 0
+    return side_by_side.await_each(runs)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 from pyspark import cloudpickle  # noqa: E402
 
 import weir  # noqa: E402
+from tests.crash import _side_by_side as side_by_side  # noqa: E402
 from tests.crash import _window_topology  # noqa: E402
 
 
@@ -40,13 +41,9 @@ def main() -> int:
         st = submit(*args, _window_topology.NAME, 1).process_available()
         print(f"DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
         return 0
-    groups = [args[i : i + 4] for i in range(0, len(args), 4)]
+    groups = side_by_side.groups(args, 4)
     runs = [(g[3], submit(*g, len(groups)).start(available_now=True)) for g in groups]
-    for name, run in runs:
-        run.await_termination()
-        st = run.status()
-        print(f"{name} DONE txid={st.last_txid} batches={st.batches} skipped={st.skipped}", flush=True)
-    return 0
+    return side_by_side.await_each(runs)
 
 
 if __name__ == "__main__":
