@@ -42,7 +42,7 @@ from typing import Any
 from weir.runtime.spark.executor import TaskReport, TaskSpec, collect_reports
 from weir.runtime.spark.spoutlog import logged_spout_task
 from weir.runtime.spark.storm.instances import Lineage, given_lineage
-from weir.runtime.spark.storm.task import TaskLoop, run_spout_task
+from weir.runtime.spark.storm.task import TaskLoop, run_bolt_blocks, run_spout_task
 from weir.topology.builder import GroupingKind, Topology
 
 __all__ = ["SCHEMA", "ConnectGraph", "connect_refusal"]
@@ -143,7 +143,9 @@ def _broken_layout(where: str, what: str) -> str:
     )
 
 
-def _spout_tasks(batches: Iterator[Any], n: int, where: str, p: int) -> list[tuple[int, Iterator[Any]]]:
+def _spout_tasks(
+    batches: Iterator[Any], n: int, where: str, p: int, sparse: bool = False
+) -> list[tuple[int, Iterator[Any]]]:
     """The spout tasks partition ``p`` of the spout stage's input runs, each with its record batches.
 
     The input (:meth:`ConnectGraph._spread`) is the batch coalesced to at most ``n`` partitions,
@@ -151,10 +153,16 @@ def _spout_tasks(batches: Iterator[Any], n: int, where: str, p: int) -> list[tup
     union concatenates its children's partitions): batch partition ``p`` is task ``p`` (empty or
     not), and the presence partition (``p == k``) runs, without rows, every task ``j >= k`` that
     no batch partition ran. Every task runs exactly once. With one task the two are one partition.
+
+    ``sparse``: the input is that union coalesced again to at most ``n`` partitions, with one
+    presence row only (:meth:`ConnectGraph._spread`): partition ``p`` is task ``p``, whatever it
+    holds, and tasks past the last partition do not run (their chain does nothing without input).
     """
     first = next((rb for rb in batches if rb.num_rows), None)
-    if n == 1:
-        return [(0, chain((first,), batches) if first is not None else iter(()))]
+    if n == 1 or sparse:
+        if not 0 <= p < n:
+            raise RuntimeError(_broken_layout(where, f"partition {p} of the spout stage, with {n} spout tasks"))
+        return [(p, chain((first,), batches) if first is not None else iter(()))]
     if first is not None and not first.column(2)[0].as_py():  # the presence partition
         ids: list[int] = []
         for rb in chain((first,), batches):
@@ -212,6 +220,7 @@ def _stage_function(
     where: str,
     spread: int = 0,
     presence: tuple[tuple[str, int], ...] = (),
+    sparse: bool = False,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The ``mapInArrow`` function of one stage: its input, its chain of components, its outputs.
 
@@ -219,8 +228,9 @@ def _stage_function(
     chain (each ``(task, records) -> records``, reports as ``("R", ...)`` / ``("D", ...)`` records);
     ``outputs`` the keyed routes ``(dest, key function)`` of the consumers reading this stage
     through an exchange (none: a terminal stage, only reports leave it); ``spread`` the spout
-    tasks a ``"batch"`` stage runs (:func:`_spout_tasks`); ``presence`` the ``(dest, tasks)`` of
-    each consumer, to which task 0 sends one presence row per task (:func:`_run_task`).
+    tasks a ``"batch"`` stage runs (:func:`_spout_tasks`, ``sparse``: in the sparse layout);
+    ``presence`` the ``(dest, tasks)`` of each consumer, to which task 0 sends one presence row per
+    task (:func:`_run_task`).
     """
 
     def stage(batches: Iterator[Any]) -> Iterator[Any]:
@@ -231,8 +241,8 @@ def _stage_function(
             from pyspark import TaskContext
 
             ctx = TaskContext.get()
-            found = _spout_tasks(batches, spread, where, ctx.partitionId() if ctx is not None else -1)
-            runs = [(t, _batch_rows(b, spread == 1, where)) for t, b in found]
+            found = _spout_tasks(batches, spread, where, ctx.partitionId() if ctx is not None else -1, sparse)
+            runs = [(t, _batch_rows(b, spread == 1 or sparse, where)) for t, b in found]
         else:
             first = next((rb for rb in batches if rb.num_rows), None)
             if first is None:  # a task always has a row (see ConnectGraph): this is no task's partition
@@ -376,8 +386,11 @@ def _narrow_func(source: str, stream: str, as_block: Callable[[str, Any], Any]) 
 class _Pending:
     """A stage not yet made: its input DataFrame, what its rows are, its chain, its partitions (-1: unknown)."""
 
-    def __init__(self, df: Any, base: str, funcs: tuple[Func, ...], parts: int, last: str) -> None:
+    def __init__(
+        self, df: Any, base: str, funcs: tuple[Func, ...], parts: int, last: str, chain: tuple[str, ...] = ()
+    ) -> None:
         self.last = last  # the last component of the chain (for messages)
+        self.chain = chain or (last,)  # every component of the chain, in order
         self.df = df
         self.base = base
         self.funcs = funcs
@@ -385,7 +398,8 @@ class _Pending:
         self.made: Any = None  # the stage's DataFrame, once made
 
     def then(self, f: Func, cid: str) -> _Pending:
-        return _Pending(self.df, self.base, (*self.funcs, f), self.parts, cid)
+        chain = self.chain if self.chain[-1] == cid else (*self.chain, cid)
+        return _Pending(self.df, self.base, (*self.funcs, f), self.parts, cid, chain)
 
 
 class ConnectGraph:
@@ -419,6 +433,8 @@ class ConnectGraph:
         self.lineage = lineage
         self.final = final
         self.persisted: list[Any] = []
+        #: spout stages in the sparse layout: (their chain, spout first; their tasks)
+        self.sparse: list[tuple[tuple[str, ...], int]] = []
 
     def run(
         self,
@@ -438,9 +454,29 @@ class ConnectGraph:
         for kind, payload in zip(table.column("kind").to_pylist(), table.column("payload").to_pylist(), strict=True):
             if kind == "R":
                 rep = TaskReport.from_text(bytes(payload).decode())
-                if rep is not None:
+                if rep is not None and rep.txid == self.txid:
                     reports.append(rep)
-        return [r for r in reports if r.txid == self.txid]
+        return reports + self._idle(reports)
+
+    def _idle(self, reports: list[TaskReport]) -> list[TaskReport]:
+        """The reports of the tasks a sparse spout stage did not run: no input, so nothing to do.
+
+        In the sparse layout (:meth:`_spread`) the stage has ``m`` partitions, tasks ``0..m-1``,
+        fewer than its ``n`` tasks only when the batch has fewer than ``n - 1`` partitions; its chain
+        (the spout and stateless bolts without ticks) does nothing without input, so tasks
+        ``m..n-1`` count as run, idle. Only when the spout's reports are exactly tasks ``0..m-1``
+        (the layout's); anything else is left to the check of missing reports.
+        """
+        idle: list[TaskReport] = []
+        for comps, n in self.sparse:
+            ran = {r.task for r in reports if r.component == comps[0]}
+            m = len(ran)
+            if not ran or ran != set(range(m)):
+                continue
+            for cid in comps:
+                have = {r.task for r in reports if r.component == cid}
+                idle += [TaskReport(cid, t, self.txid, extra={"idle": True}) for t in range(m, n) if t not in have]
+        return idle
 
     def job(self, batch: Any, spout_id: str | None, logged: dict[str, list[list[tuple[Any, ...]]]]) -> Any:
         """The batch's one DataFrame (not run): every stage over ``batch``, the terminal stages' rows.
@@ -477,7 +513,7 @@ class ConnectGraph:
                 # its partitions: those of the bolt reading it without a shuffle, else its widest consumer's
                 n = narrow[0] if narrow else max([c.parallelism for c, _ in topo.consumers(cid)] or [1])
                 func = _spout_func(spec, cid, self.txid, self.final, spout_id is None)
-                outs[cid] = _Pending(self._spread(batch, n), "batch", (func,), n, cid)
+                outs[cid] = _Pending(batch, "batch", (func,), n, cid)  # spread when its chain is known
             elif cid in fused:
                 sub = comp.inputs[0]
                 outs[cid] = (
@@ -506,7 +542,7 @@ class ConnectGraph:
         return job
 
     @staticmethod
-    def _spread(batch: Any, n: int) -> Any:
+    def _spread(batch: Any, n: int, sparse: bool = False) -> Any:
         """The batch's rows as ``n`` spout tasks without an exchange; every task has a partition.
 
         The batch coalesced to at most ``n`` partitions (narrow: partition *i* of the batch is task *i*
@@ -517,6 +553,15 @@ class ConnectGraph:
         one task both go to one partition. The batch's columns travel as
         one struct: the stage needs neither their names nor their types (no schema round trip to
         the server per batch).
+
+        ``sparse`` (a chain that does nothing without input, :meth:`_sparse_ok`): the batch
+        coalesced to at most ``n`` partitions, ``k``, then one presence row, the union coalesced
+        again to at most ``n``: ``n`` partitions when ``k >= n - 1`` (the presence row joins a
+        partition of the batch when ``k == n``: no task of its own), else ``k + 1``. Partition *p*
+        is task *p*; there is always a task 0 (it sends the consumers' presence rows), and the tasks
+        past the last partition had no input (:meth:`_idle`). Spark's coalesce gives every group a
+        partition (``DefaultPartitionCoalescer`` fills empty groups first), and the task count
+        holds whatever the grouping.
         """
         from pyspark.sql import functions as sf
 
@@ -525,14 +570,30 @@ class ConnectGraph:
             sf.lit(None).cast("int").alias(TASK_COLUMN),
             sf.lit(True).alias(REAL_COLUMN),
         )
-        tasks = batch.sparkSession.range(0, n, 1, 1).select(
+        tasks = batch.sparkSession.range(0, 1 if sparse else n, 1, 1).select(
             sf.lit(None).alias(ROW_COLUMN),
             sf.col("id").cast("int").alias(TASK_COLUMN),
             sf.lit(False).alias(REAL_COLUMN),
         )
         if n == 1:
             return rows.unionByName(tasks).coalesce(1)
+        if sparse:
+            return rows.coalesce(n).unionByName(tasks).coalesce(n)
         return rows.coalesce(n).unionByName(tasks)
+
+    def _sparse_ok(self, chain: tuple[str, ...]) -> bool:
+        """Whether the spout stage running ``chain`` (spout first) may leave tasks without input unrun.
+
+        Its bolts must do nothing observable without input: plain bolts (not stateful, windowed or
+        Streams operators), without tick tuples or marks, and the batch is not the final mark's.
+        """
+        if self.final:
+            return False
+        for cid in chain[1:]:
+            spec = self.specs[cid]
+            if self.loops[cid] is not run_bolt_blocks or spec.stateful or spec.ticks is not None or spec.punctuation:
+                return False
+        return not self.specs[chain[0]].punctuation
 
     def _fused(self, logged: set[str]) -> dict[str, int]:
         """Bolts run in their producer's stage (one shuffle-grouped input from a producer with one consumer).
@@ -573,12 +634,23 @@ class ConnectGraph:
             outputs.append((f"{cid}\x00{i}", self.key_for(sub, idx, n, producers)))
             presence.setdefault(cid, (f"{cid}\x00{i}", n))
         where = f"topology {self.specs[pending.last].topology!r}, stage of component {pending.last!r}, txid {self.txid}"
+        source, sparse = pending.df, False
+        if pending.base == "batch":
+            sparse = pending.parts > 1 and self._sparse_ok(pending.chain)
+            source = self._spread(pending.df, pending.parts, sparse)
+            if sparse:
+                self.sparse.append((pending.chain, pending.parts))
         fn = _stage_function(
-            pending.base, pending.funcs, tuple(outputs), self.lineage, where, pending.parts, tuple(presence.values())
+            pending.base,
+            pending.funcs,
+            tuple(outputs),
+            self.lineage,
+            where,
+            pending.parts,
+            tuple(presence.values()),
+            sparse,
         )
-        df = _map_in_arrow(
-            pending.df, fn, [ROW_COLUMN, TASK_COLUMN, REAL_COLUMN] if pending.base == "batch" else _COLUMNS
-        )
+        df = _map_in_arrow(source, fn, [ROW_COLUMN, TASK_COLUMN, REAL_COLUMN] if pending.base == "batch" else _COLUMNS)
         if len({c for c, _, _ in routes}) > 1:
             df = df.persist()
             self.persisted.append(df)
