@@ -486,3 +486,123 @@ def test_every_consumer_task_runs_from_the_producers_presence_rows_without_a_ser
     exchange = next(i for i, line in enumerate(lines) if "RepartitionByExpression" in line)
     assert "MapInArrow stage(__weir_row" in lines[exchange + 1], analysed  # the spout stage, no union
     assert analysed.count("Union ") == 1, analysed  # the spout stage's presence partition only
+
+
+def _partitions_of(df: Any) -> list[list[str]]:
+    """The values in each Spark partition of the spout stage's input ``df`` (one row per partition, empty or not)."""
+    import pyarrow as pa
+
+    from weir.runtime.spark.storm.connect import ROW_COLUMN, TASK_COLUMN
+
+    def per_partition(batches: Iterator[Any]) -> Iterator[Any]:
+        from pyspark import TaskContext
+
+        values: list[str] = []
+        for rb in batches:
+            values += [r["value"] for r in rb.column(0).to_pylist() if r is not None]
+        ctx = TaskContext.get()
+        yield pa.RecordBatch.from_arrays(
+            [pa.array([ctx.partitionId() if ctx else -1], pa.int32()), pa.array([json.dumps(sorted(values))])],
+            names=["p", "values"],
+        )
+
+    rows = df.select(ROW_COLUMN, TASK_COLUMN).mapInArrow(per_partition, "p int, values string").collect()
+    return [json.loads(r["values"]) for r in sorted(rows, key=lambda r: r["p"])]
+
+
+def test_a_stateless_spout_stage_reads_the_batch_in_as_many_partitions_as_tasks(connect: Any, tmp_path: Path) -> None:
+    """A spout and a stateless 3-task bolt in one stage (the word count's shape), over batches of 0-5 partitions.
+
+    The stage's input is the batch in at most 3 Spark partitions with no partition of its own for
+    the presence row (it joins a partition of the batch): 3 partitions for a batch of 3 or 5, so
+    3 Python tasks, not 4; a batch of *k* < 2 partitions gives *k* + 1 partitions and the tasks
+    past them report idle. Partition *i* is task *i*; every row is read once; the stateful bolt
+    behind a fields grouping prepares every txid in every task, and its counts are exact.
+    """
+    from pyspark.sql import functions as sf
+
+    from weir.runtime.spark.storm.connect import ConnectGraph
+    from weir.state import StateFactory
+
+    from ._topologies import TaskRecorder
+
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(str(tmp_path / "unused")))
+    b.set_bolt("split", Recorder(), 3).shuffle_grouping("lines")
+    b.set_bolt("rec", TaskRecorder(), 2).fields_grouping("split", Fields("word"))
+    conf = {"weir.state.dir": str(tmp_path / "state"), "test.record.dir": str(tmp_path / "rec")}
+    run = weir.submit("sparse", conf, b.create_topology(), spark=connect)
+    sizes = {0: 0, 1: 5, 2: 7, 3: 11, 5: 13}  # Spark partitions of the batch -> rows
+    expected: Counter[str] = Counter()
+    for bid, (parts, rows) in enumerate(sizes.items()):
+        df = connect.range(0, rows, 1, parts) if parts else connect.range(0, 0)
+        df = df.select(sf.format_string("b%dp%dr%d", sf.lit(bid), sf.spark_partition_id(), sf.col("id")).alias("value"))
+        spread = _partitions_of(ConnectGraph._spread(df, 3, sparse=True))
+        assert len(spread) == min(parts + 1, 3), (parts, spread)
+        assert sorted(v for p in spread for v in p) == sorted(df.toPandas()["value"]), parts  # every row once
+        if parts == 3:  # one partition of the batch in each, whole
+            assert [sorted({v.split("r")[0] for v in p}) for p in spread] == [[f"b{bid}p{i}"] for i in range(3)]
+
+        def job(txid: int, epoch: int | None, attempt: int, _df: Any = df) -> Any:
+            return run.runner.run(_df, "lines", txid, epoch)
+
+        rep = run.coordinator.run_batch("query", bid, job)
+        assert (rep.txid, rep.attempts) == (bid + 1, 1), rep
+        comps = rep.stats["components"]
+        assert (comps["split"]["tasks"], comps["split"]["in"]) == (3, rows), (parts, comps)
+        assert (comps["rec"]["tasks"], comps["rec"]["in"]) == (2, rows), (parts, comps)
+        expected.update(f"b{bid}p{p}r{i}" for p, vals in enumerate(spread) for i in range(len(vals)))
+    recorded = _recorded(tmp_path / "rec")
+    words_of_task = {t: {w for w in recorded.get(f"split-{t}", Counter()) if not w.isdigit()} for t in range(3)}
+    for bid, parts in enumerate(sizes):
+        if 0 < parts <= 3:  # partition i of the batch (at most as many as tasks) is task i
+            for t in range(3):
+                got = {w.split("r")[0] for w in words_of_task[t] if w.startswith(f"b{bid}p")}
+                assert got <= {f"b{bid}p{t}"}, (parts, t, got)
+    provider = StateFactory.get_provider(conf)
+    states = [provider.new_state(f"sparse-rec-{t}", conf) for t in range(2)]
+    assert [s.committed_txid for s in states] == [5, 5]  # both tasks prepared every txid, the empty batch's too
+    counted: Counter[str] = Counter()
+    for s in states:
+        for word, n in s:
+            counted[word] += n
+    assert sum(counted.values()) == sum(sizes.values()) and all(n == 1 for n in counted.values())
+
+
+def test_only_a_chain_that_does_nothing_without_input_leaves_tasks_unrun(connect: Any, tmp_path: Path) -> None:
+    """The sparse layout is chosen for a spout fused with plain stateless bolts only.
+
+    A stateful, windowed or tick-driven bolt fused into the spout's stage, and the final mark's
+    batch, keep the layout where every task runs (a presence partition for the tasks without a
+    partition of the batch).
+    """
+    from weir.runtime.spark.storm.batch import _as_block, key_for_grouping
+    from weir.runtime.spark.storm.connect import ConnectGraph
+    from weir.runtime.spark.storm.instances import LineageTracker
+    from weir.topology.ticks import TOPOLOGY_TICK_TUPLE_FREQ_SECS
+    from weir.topology.windowing import Count
+
+    from ._fidelity import TumblingNumbers
+    from ._topologies import TaskRecorder
+
+    def chosen(name: str, second: Any, *, final: bool = False, ticks: bool = False) -> bool:
+        b = TopologyBuilder()
+        b.set_spout("lines", FileSpout(str(tmp_path / "unused")))
+        d = b.set_bolt("split", Recorder(), 2).shuffle_grouping("lines")
+        if ticks:
+            d.add_configuration(TOPOLOGY_TICK_TUPLE_FREQ_SECS, 1)
+        b.set_bolt("second", second, 2).shuffle_grouping("split")  # fused too: 2 tasks to 2
+        conf = {"weir.state.dir": str(tmp_path / name), "test.record.dir": str(tmp_path / "rec")}
+        run = weir.submit(name, conf, b.create_topology(), spark=connect)
+        r = run.runner
+        graph = ConnectGraph(
+            r.topology, r.specs, r.loops, 1, None, LineageTracker().next(), final, key_for_grouping, _as_block
+        )
+        graph.job(connect.range(0, 4, 1, 2).selectExpr("cast(id as string) as value"), "lines", {})
+        return bool(graph.sparse)
+
+    assert chosen("plain", Recorder()) is True
+    assert chosen("final", Recorder(), final=True) is False
+    assert chosen("ticks", Recorder(), ticks=True) is False
+    assert chosen("stateful", TaskRecorder()) is False
+    assert chosen("windowed", TumblingNumbers().with_window(Count(2))) is False

@@ -73,3 +73,60 @@ def test_a_presence_row_after_the_rows_of_a_batch_partition_is_refused() -> None
     assert [r.value for r in _batch_rows(iter([_batch("a"), _presence(0), _batch("b")]), True, WHERE)] == ["a", "b"]
     with pytest.raises(RuntimeError, match=r"txid 4: .*\(a presence row among the batch's rows\)"):
         list(_batch_rows(iter([_batch("a"), _presence(0)]), False, WHERE))
+
+
+# ---- the sparse layout: a chain that does nothing without input (ConnectGraph._spread(sparse=True)) ----
+
+
+def _sparse(partitions: list[list[Any]], n: int) -> list[list[tuple[int, list[str]]]]:
+    """For each partition in the sparse layout: the tasks it runs, each with the values of its rows."""
+    return [
+        [
+            (t, [r.value for r in _batch_rows(rest, True, WHERE)])
+            for t, rest in _spout_tasks(iter(part), n, WHERE, p, True)
+        ]
+        for p, part in enumerate(partitions)
+    ]
+
+
+def test_sparse_partition_p_is_task_p_whatever_it_holds() -> None:
+    # k = n = 3: the presence row joined the last partition of the batch; no task of its own
+    got = _sparse([[_batch("a")], [_batch("b", "c")], [_batch("d"), _presence(0)]], 3)
+    assert got == [[(0, ["a"])], [(1, ["b", "c"])], [(2, ["d"])]]
+    # k = 1 < n - 1: the batch's partition and the presence row's, tasks 0 and 1 (task 2 is idle)
+    assert _sparse([[_batch("a")], [_presence(0)]], 3) == [[(0, ["a"])], [(1, [])]]
+    # an empty batch: the presence row alone is task 0
+    assert _sparse([[_presence(0)]], 3) == [[(0, [])]]
+
+
+def test_sparse_partition_past_the_tasks_is_refused() -> None:
+    with pytest.raises(RuntimeError, match=r"stage of component 'lines'.*partition 3 of the spout stage, with 3 spout"):
+        _sparse([[_batch("a")]] * 4, 3)
+
+
+def _graph(sparse: list[tuple[tuple[str, ...], int]]) -> Any:
+    from weir.runtime.spark.storm.connect import ConnectGraph
+
+    graph = object.__new__(ConnectGraph)  # _idle reads only what a batch's graph knows after its job
+    graph.txid, graph.sparse = 7, sparse
+    return graph
+
+
+def test_tasks_past_a_sparse_stages_partitions_report_idle() -> None:
+    from weir.runtime.spark.executor import TaskReport
+
+    sent = [TaskReport("lines", 0, 7, n_in=4), TaskReport("split", 0, 7, n_in=4, n_out=9)]
+    idle = _graph([(("lines", "split"), 3)])._idle(sent)
+    assert sorted((r.component, r.task) for r in idle) == [("lines", 1), ("lines", 2), ("split", 1), ("split", 2)]
+    assert all(r.ok and r.txid == 7 and r.n_in == 0 and r.extra == {"idle": True} for r in idle)
+
+
+def test_no_idle_report_when_the_spouts_reports_are_not_the_layouts() -> None:
+    from weir.runtime.spark.executor import TaskReport
+
+    graph = _graph([(("lines", "split"), 3)])
+    # tasks 0 and 2 ran, 1 did not: not a prefix of the tasks, so a lost task, left to the check of missing reports
+    assert graph._idle([TaskReport("lines", 0, 7), TaskReport("lines", 2, 7)]) == []
+    assert graph._idle([]) == []  # no spout task reported: the job lost its output
+    # every task ran: nothing to add
+    assert graph._idle([TaskReport(c, t, 7) for c in ("lines", "split") for t in range(3)]) == []

@@ -564,15 +564,16 @@ class ConnectGraph:
         holds whatever the grouping.
         """
         from pyspark.sql import functions as sf
+        from pyspark.sql.types import IntegerType
 
         rows = batch.select(
             sf.struct("*").alias(ROW_COLUMN),
-            sf.lit(None).cast("int").alias(TASK_COLUMN),
+            sf.lit(None).cast(IntegerType()).alias(TASK_COLUMN),
             sf.lit(True).alias(REAL_COLUMN),
         )
         tasks = batch.sparkSession.range(0, 1 if sparse else n, 1, 1).select(
             sf.lit(None).alias(ROW_COLUMN),
-            sf.col("id").cast("int").alias(TASK_COLUMN),
+            sf.col("id").cast(IntegerType()).alias(TASK_COLUMN),
             sf.lit(False).alias(REAL_COLUMN),
         )
         if n == 1:
