@@ -10,7 +10,10 @@ bolt's loop), with only the plumbing between stages changed:
   spout's *n* tasks, then one partition of presence rows (one per task), and a union concatenates
   partitions, so ``TaskContext.partitionId()`` tells each partition's task (:func:`_spout_tasks`) and every task
   runs once, with or without rows (as the classic job's spout task *i* reads the batch RDD's
-  partition *i*);
+  partition *i*); when the stage's chain does nothing without input (plain stateless bolts), one
+  presence row joins the batch and the union is coalesced again to at most *n* partitions (the
+  sparse layout: no Python task for the presence row when the batch has *n* partitions or more;
+  tasks past the last partition report idle, :meth:`ConnectGraph._idle`);
 * a grouping is a ``repartitionById(n, "task")`` exchange over the producer's rows, each row
   ``(dest, task, kind, payload)`` a pickled chunk of input blocks for consumer task ``task``
   (made by the classic job's :func:`~weir.runtime.spark.storm.batch.key_for_grouping`, so
