@@ -12,6 +12,7 @@ import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyspark
 import pytest
@@ -38,12 +39,17 @@ def _spark_class(*args: str, log: Path) -> subprocess.Popen[bytes]:
         )
 
 
-def _alive_workers(ui_port: int) -> int:
+def _master_state(ui_port: int) -> dict[str, Any]:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as r:
-            return sum(1 for w in json.load(r).get("workers", []) if w.get("state") == "ALIVE")
+            state = json.load(r)
     except (OSError, ValueError):  # not up yet; a master still starting may answer /json/ with an HTML page
-        return 0
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def _alive_workers(ui_port: int) -> int:
+    return sum(1 for w in _master_state(ui_port).get("workers", []) if w.get("state") == "ALIVE")
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +71,9 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
     ]
     url = f"spark://127.0.0.1:{port}"
     try:
+        # the workers start once the master is ALIVE: a worker whose first registration comes before the
+        # master's leader election is not answered and retries only after Spark's randomized 5-15 s
+        wait_until(lambda: _master_state(ui).get("status") == "ALIVE", timeout=90, what="the standalone master")
         for i in range(2):
             procs.append(
                 _spark_class(
