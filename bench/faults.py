@@ -393,7 +393,9 @@ def read_topic(bootstrap: str, topic: str) -> Counter[str]:
     try:
         for p in md.topics[topic].partitions:
             tp = TopicPartition(topic, p)
-            _low, high = c.get_watermark_offsets(tp, timeout=30, cached=False)
+            low, high = c.get_watermark_offsets(tp, timeout=30, cached=False)
+            if high <= low:  # empty: a consumer that reads nothing keeps its position at -1001 (no wait)
+                continue
             c.assign([TopicPartition(topic, p, 0)])
             deadline = time.monotonic() + 60
             while c.position([tp])[0].offset < high and time.monotonic() < deadline:

@@ -84,6 +84,8 @@ def xdist_group(nodeid: str) -> str:
         return "connect"
     if "import_storm" in nodeid:  # one Apache Storm LocalCluster run per worker: keep its tests on one
         return "storm"
+    if nodeid.startswith("tests/spark/test_standalone_cluster.py"):  # its master and two workers: started once
+        return "standalone"
     return nodeid
 
 

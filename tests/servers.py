@@ -1135,7 +1135,16 @@ class KafkaCluster:
         return self
 
     def close(self) -> None:
-        """Stop every node and remove the directory if we created it."""
+        """Stop every node and remove the directory if we created it.
+
+        Every node is signalled first, then each is awaited: stopped one after another, the last
+        node has no controller quorum left for its controlled shutdown and waited out the whole
+        ``timeout`` before its SIGKILL (25 s to close a 3-node cluster; signalled together, 5 s).
+        """
+        for b in self.brokers:
+            if b.proc is not None and b.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(b.proc.pid, b.stop_signal)
         for b in self.brokers:
             b.stop(timeout=20)
         if self._own_dir:

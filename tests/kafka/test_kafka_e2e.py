@@ -112,7 +112,11 @@ def read_committed(bootstrap: str, topic: str) -> list[tuple[str, str]]:
     try:
         for p in md.topics[topic].partitions:
             tp = TopicPartition(topic, p)
-            _low, high = c.get_watermark_offsets(tp, timeout=30, cached=False)
+            low, high = c.get_watermark_offsets(tp, timeout=30, cached=False)
+            if high <= low:
+                # an empty partition: nothing to read, and a consumer that reads nothing keeps its position
+                # at OFFSET_INVALID (-1001) forever, so the loop below would wait out its deadline
+                continue
             c.assign([TopicPartition(topic, p, 0)])
             deadline = time.monotonic() + 60
             while c.position([tp])[0].offset < high and time.monotonic() < deadline:

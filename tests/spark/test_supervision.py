@@ -179,7 +179,8 @@ def test_redis_store_stopped_and_restarted_mid_run_finishes_exact(spark: Any, tm
             wait_until(lambda: run.status().last_txid == 2, timeout=300, what="the first two batches")
             server.stop()  # the store goes away...
             expected += _write_inputs(inp, 3, start=2)  # ...while new input arrives
-            time.sleep(6)
+            # down until the run failed on it and was restarted at least once (asserted below; a fixed 6 s before)
+            wait_until(lambda: run.status().restarts >= 1, timeout=300, what="a restart while Redis is down")
             server.start()  # ...and comes back on the same port, with its data (AOF)
             wait_until(
                 lambda: run.status().last_txid == 5 and run.status().state == "running",
