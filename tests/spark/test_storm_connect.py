@@ -431,9 +431,9 @@ def test_every_consumer_task_runs_from_the_producers_presence_rows_without_a_ser
 
     Every task of the consumer runs once per batch and prepares every txid although at most one
     of them gets a tuple: the producer's task 0 sends each consumer task a presence row through
-    the exchange. The exchange reads the producer's stage alone: the batch's analysed plan has one
-    ``Union`` (the spout stage's presence partition), no presence rows made by the server in front
-    of the exchange.
+    the exchange. The exchange reads the producer's stage alone: the batch's analysed plan has no
+    ``Union``, no presence rows made by the server in front of the exchange (and the spout stage,
+    a stateless split, none either: its sparse layout).
     """
     from pyspark.sql import functions as sf
 
@@ -485,7 +485,7 @@ def test_every_consumer_task_runs_from_the_producers_presence_rows_without_a_ser
     lines = analysed.strip().splitlines()
     exchange = next(i for i, line in enumerate(lines) if "RepartitionByExpression" in line)
     assert "MapInArrow stage(__weir_row" in lines[exchange + 1], analysed  # the spout stage, no union
-    assert analysed.count("Union ") == 1, analysed  # the spout stage's presence partition only
+    assert analysed.count("Union ") == 0, analysed  # and the spout stage (a stateless split) has no presence partition
 
 
 def _partitions_of(df: Any) -> list[list[str]]:
@@ -513,11 +513,12 @@ def _partitions_of(df: Any) -> list[list[str]]:
 def test_a_stateless_spout_stage_reads_the_batch_in_as_many_partitions_as_tasks(connect: Any, tmp_path: Path) -> None:
     """A spout and a stateless 3-task bolt in one stage (the word count's shape), over batches of 0-5 partitions.
 
-    The stage's input is the batch in at most 3 Spark partitions with no partition of its own for
-    the presence row (it joins a partition of the batch): 3 partitions for a batch of 3 or 5, so
-    3 Python tasks, not 4; a batch of *k* < 2 partitions gives *k* + 1 partitions and the tasks
-    past them report idle. Partition *i* is task *i*; every row is read once; the stateful bolt
-    behind a fields grouping prepares every txid in every task, and its counts are exact.
+    The stage's input is the batch coalesced to at most 3 Spark partitions, nothing else: 3 Python
+    tasks for a batch of 3 or 5 partitions, not 4 (no partition of presence rows); a batch of *k*
+    < 3 partitions runs *k* tasks and the others report idle; a batch of no partition runs no
+    task, so the job runs again with a presence partition (no task idle). Partition *i* is task
+    *i*; every row is read once; the stateful bolt behind a fields grouping prepares every txid in
+    every task, and its counts are exact.
     """
     from pyspark.sql import functions as sf
 
@@ -538,7 +539,7 @@ def test_a_stateless_spout_stage_reads_the_batch_in_as_many_partitions_as_tasks(
         df = connect.range(0, rows, 1, parts) if parts else connect.range(0, 0)
         df = df.select(sf.format_string("b%dp%dr%d", sf.lit(bid), sf.spark_partition_id(), sf.col("id")).alias("value"))
         spread = _partitions_of(ConnectGraph._spread(df, 3, sparse=True))
-        assert len(spread) == min(parts + 1, 3), (parts, spread)
+        assert len(spread) == min(parts, 3), (parts, spread)
         assert sorted(v for p in spread for v in p) == sorted(df.toPandas()["value"]), parts  # every row once
         if parts == 3:  # one partition of the batch in each, whole
             assert [sorted({v.split("r")[0] for v in p}) for p in spread] == [[f"b{bid}p{i}"] for i in range(3)]
@@ -550,6 +551,8 @@ def test_a_stateless_spout_stage_reads_the_batch_in_as_many_partitions_as_tasks(
         assert (rep.txid, rep.attempts) == (bid + 1, 1), rep
         comps = rep.stats["components"]
         assert (comps["split"]["tasks"], comps["split"]["in"]) == (3, rows), (parts, comps)
+        idle = max(0, 3 - parts) if parts else 0  # no partition: run again with every task running
+        assert (comps["lines"].get("idle", 0), comps["split"].get("idle", 0)) == (idle, idle), (parts, comps)
         assert (comps["rec"]["tasks"], comps["rec"]["in"]) == (2, rows), (parts, comps)
         expected.update(f"b{bid}p{p}r{i}" for p, vals in enumerate(spread) for i in range(len(vals)))
     recorded = _recorded(tmp_path / "rec")

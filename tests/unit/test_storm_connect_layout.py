@@ -90,13 +90,11 @@ def _sparse(partitions: list[list[Any]], n: int) -> list[list[tuple[int, list[st
 
 
 def test_sparse_partition_p_is_task_p_whatever_it_holds() -> None:
-    # k = n = 3: the presence row joined the last partition of the batch; no task of its own
-    got = _sparse([[_batch("a")], [_batch("b", "c")], [_batch("d"), _presence(0)]], 3)
+    # k = n = 3: the batch's partitions, no partition of presence rows
+    got = _sparse([[_batch("a")], [_batch("b", "c")], [_batch("d")]], 3)
     assert got == [[(0, ["a"])], [(1, ["b", "c"])], [(2, ["d"])]]
-    # k = 1 < n - 1: the batch's partition and the presence row's, tasks 0 and 1 (task 2 is idle)
-    assert _sparse([[_batch("a")], [_presence(0)]], 3) == [[(0, ["a"])], [(1, [])]]
-    # an empty batch: the presence row alone is task 0
-    assert _sparse([[_presence(0)]], 3) == [[(0, [])]]
+    # k = 2 < n: tasks 0 and 1 (task 2 is idle), an empty partition of the batch is its task without rows
+    assert _sparse([[], [_batch("a")]], 3) == [[(0, [])], [(1, ["a"])]]
 
 
 def test_sparse_partition_past_the_tasks_is_refused() -> None:

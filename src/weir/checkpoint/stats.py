@@ -51,8 +51,9 @@ class ComponentStats:
     """One component's tasks in one batch: tuples in and out, tuples failed, tasks and their summed time.
 
     ``instances`` counts tasks by how their instance came, where a dialect says so: ``kept`` (a
-    bolt task that continued with its worker's instance) and ``restore_<kind>`` (how a Streams
-    operator task's state was restored).
+    bolt task that continued with its worker's instance), ``restore_<kind>`` (how a Streams
+    operator task's state was restored) and ``idle`` (a task with no input that did not run, in a
+    Storm spout stage over Spark Connect whose bolts do nothing without input).
     """
 
     n_in: int = 0
@@ -117,6 +118,8 @@ class BatchStats:
             inst: dict[str, int] = c[5]
             if r.extra.get("instance") == "kept":
                 inst["kept"] = inst.get("kept", 0) + 1
+            elif r.extra.get("idle"):
+                inst["idle"] = inst.get("idle", 0) + 1
             restore = r.extra.get("restore")
             if restore is not None:
                 inst[f"restore_{restore}"] = inst.get(f"restore_{restore}", 0) + 1

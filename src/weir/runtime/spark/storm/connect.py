@@ -10,10 +10,10 @@ bolt's loop), with only the plumbing between stages changed:
   spout's *n* tasks, then one partition of presence rows (one per task), and a union concatenates
   partitions, so ``TaskContext.partitionId()`` tells each partition's task (:func:`_spout_tasks`) and every task
   runs once, with or without rows (as the classic job's spout task *i* reads the batch RDD's
-  partition *i*); when the stage's chain does nothing without input (plain stateless bolts), one
-  presence row joins the batch and the union is coalesced again to at most *n* partitions (the
-  sparse layout: no Python task for the presence row when the batch has *n* partitions or more;
-  tasks past the last partition report idle, :meth:`ConnectGraph._idle`);
+  partition *i*); when the stage's chain does nothing without input (plain stateless bolts), the
+  batch coalesced to at most *n* partitions alone (the sparse layout: no Python task without
+  rows of the batch; tasks past the last partition report idle, :meth:`ConnectGraph._idle`, and a
+  batch of no partition at all, where nothing ran, runs again in the first layout);
 * a grouping is a ``repartitionById(n, "task")`` exchange over the producer's rows, each row
   ``(dest, task, kind, payload)`` a pickled chunk of input blocks for consumer task ``task``
   (made by the classic job's :func:`~weir.runtime.spark.storm.batch.key_for_grouping`, so
@@ -157,9 +157,9 @@ def _spout_tasks(
     not), and the presence partition (``p == k``) runs, without rows, every task ``j >= k`` that
     no batch partition ran. Every task runs exactly once. With one task the two are one partition.
 
-    ``sparse``: the input is that union coalesced again to at most ``n`` partitions, with one
-    presence row only (:meth:`ConnectGraph._spread`): partition ``p`` is task ``p``, whatever it
-    holds, and tasks past the last partition do not run (their chain does nothing without input).
+    ``sparse``: the input is the batch coalesced to at most ``n`` partitions alone
+    (:meth:`ConnectGraph._spread`): partition ``p`` is task ``p``, and tasks past the last
+    partition do not run (their chain does nothing without input).
     """
     first = next((rb for rb in batches if rb.num_rows), None)
     if n == 1 or sparse:
@@ -438,6 +438,7 @@ class ConnectGraph:
         self.persisted: list[Any] = []
         #: spout stages in the sparse layout: (their chain, spout first; their tasks)
         self.sparse: list[tuple[tuple[str, ...], int]] = []
+        self._sparse_allowed = True
 
     def run(
         self,
@@ -446,13 +447,17 @@ class ConnectGraph:
         logged: dict[str, list[list[tuple[Any, ...]]]],
         punctuates: bool,
     ) -> list[TaskReport]:
-        """Run every component over the batch DataFrame ``batch``; the reports of every task."""
-        try:
-            table = _fetch(self.job(batch, spout_id, logged))
-        finally:
-            for df in self.persisted:
-                with contextlib.suppress(Exception):  # the session is gone: nothing is cached any more
-                    df.unpersist()
+        """Run every component over the batch DataFrame ``batch``; the reports of every task.
+
+        A spout stage in the sparse layout (:meth:`_spread`) over a batch of no Spark partition
+        runs no task, so no task of the job runs (each later task learns which task it is from its
+        rows, and has none): nothing ran, and the batch runs again with every spout stage in the
+        layout where every task runs.
+        """
+        table = self._run_job(batch, spout_id, logged, sparse=True)
+        if self.sparse and table.num_rows == 0:  # the batch had no partition: no task ran
+            self.sparse = []
+            table = self._run_job(batch, spout_id, logged, sparse=False)
         reports = []
         for kind, payload in zip(table.column("kind").to_pylist(), table.column("payload").to_pylist(), strict=True):
             if kind == "R":
@@ -461,13 +466,24 @@ class ConnectGraph:
                     reports.append(rep)
         return reports + self._idle(reports)
 
+    def _run_job(
+        self, batch: Any, spout_id: str | None, logged: dict[str, list[list[tuple[Any, ...]]]], sparse: bool
+    ) -> Any:
+        try:
+            return _fetch(self.job(batch, spout_id, logged, sparse=sparse))
+        finally:
+            for df in self.persisted:
+                with contextlib.suppress(Exception):  # the session is gone: nothing is cached any more
+                    df.unpersist()
+            self.persisted = []
+
     def _idle(self, reports: list[TaskReport]) -> list[TaskReport]:
         """The reports of the tasks a sparse spout stage did not run: no input, so nothing to do.
 
         In the sparse layout (:meth:`_spread`) the stage has ``m`` partitions, tasks ``0..m-1``,
-        fewer than its ``n`` tasks only when the batch has fewer than ``n - 1`` partitions; its chain
-        (the spout and stateless bolts without ticks) does nothing without input, so tasks
-        ``m..n-1`` count as run, idle. Only when the spout's reports are exactly tasks ``0..m-1``
+        fewer than its ``n`` tasks when the batch has fewer than ``n`` partitions; its chain (the
+        spout and stateless bolts without ticks) does nothing without input, so tasks ``m..n-1``
+        count as run, idle. Only when the spout's reports are exactly tasks ``0..m-1``
         (the layout's); anything else is left to the check of missing reports.
         """
         idle: list[TaskReport] = []
@@ -481,12 +497,18 @@ class ConnectGraph:
                 idle += [TaskReport(cid, t, self.txid, extra={"idle": True}) for t in range(m, n) if t not in have]
         return idle
 
-    def job(self, batch: Any, spout_id: str | None, logged: dict[str, list[list[tuple[Any, ...]]]]) -> Any:
+    def job(
+        self, batch: Any, spout_id: str | None, logged: dict[str, list[list[tuple[Any, ...]]]], sparse: bool = True
+    ) -> Any:
         """The batch's one DataFrame (not run): every stage over ``batch``, the terminal stages' rows.
 
         A component read by several consumers is persisted (:attr:`persisted`): :meth:`run`
-        unpersists it after the job.
+        unpersists it after the job. ``sparse``: a spout stage whose chain does nothing without
+        input may leave tasks unrun (:meth:`_spread`; they are in :attr:`sparse`), when every row
+        of the job comes from ``batch`` (no Storm spout's logged tuples): then a batch of no
+        partition runs no task at all, which :meth:`run` sees.
         """
+        self._sparse_allowed = sparse and not logged
         from pyspark.sql import functions as sf
 
         topo = self.topology
@@ -558,13 +580,11 @@ class ConnectGraph:
         the server per batch).
 
         ``sparse`` (a chain that does nothing without input, :meth:`_sparse_ok`): the batch
-        coalesced to at most ``n`` partitions, ``k``, then one presence row, the union coalesced
-        again to at most ``n``: ``n`` partitions when ``k >= n - 1`` (the presence row joins a
-        partition of the batch when ``k == n``: no task of its own), else ``k + 1``. Partition *p*
-        is task *p*; there is always a task 0 (it sends the consumers' presence rows), and the tasks
-        past the last partition had no input (:meth:`_idle`). Spark's coalesce gives every group a
-        partition (``DefaultPartitionCoalescer`` fills empty groups first), and the task count
-        holds whatever the grouping.
+        coalesced to at most ``n`` partitions alone, no union: a batch of ``n`` partitions or more
+        is ``n`` Python tasks and no more. Partition *p* is task *p*; the tasks past the last
+        partition had no input (:meth:`_idle`); task 0 sends the consumers' presence rows, and a
+        batch of no partition, with no task 0, runs nothing (:meth:`run` runs it again in the
+        first layout).
         """
         from pyspark.sql import functions as sf
         from pyspark.sql.types import IntegerType
@@ -574,15 +594,15 @@ class ConnectGraph:
             sf.lit(None).cast(IntegerType()).alias(TASK_COLUMN),
             sf.lit(True).alias(REAL_COLUMN),
         )
-        tasks = batch.sparkSession.range(0, 1 if sparse else n, 1, 1).select(
+        if sparse and n > 1:
+            return rows.coalesce(n)
+        tasks = batch.sparkSession.range(0, n, 1, 1).select(
             sf.lit(None).alias(ROW_COLUMN),
             sf.col("id").cast(IntegerType()).alias(TASK_COLUMN),
             sf.lit(False).alias(REAL_COLUMN),
         )
         if n == 1:
             return rows.unionByName(tasks).coalesce(1)
-        if sparse:
-            return rows.coalesce(n).unionByName(tasks).coalesce(n)
         return rows.coalesce(n).unionByName(tasks)
 
     def _sparse_ok(self, chain: tuple[str, ...]) -> bool:
@@ -640,7 +660,7 @@ class ConnectGraph:
         where = f"topology {self.specs[pending.last].topology!r}, stage of component {pending.last!r}, txid {self.txid}"
         source, sparse = pending.df, False
         if pending.base == "batch":
-            sparse = pending.parts > 1 and self._sparse_ok(pending.chain)
+            sparse = self._sparse_allowed and pending.parts > 1 and self._sparse_ok(pending.chain)
             source = self._spread(pending.df, pending.parts, sparse)
             if sparse:
                 self.sparse.append((pending.chain, pending.parts))
