@@ -194,7 +194,7 @@ def _profile_trident(session: Any, connect: bool, work: Path, input_dir: Path) -
 
     RPCS.clear()
     t0 = time.time()
-    _, nb, _ = drive(session, connect, work, input_dir, 2, "sqlite", {})
+    _, nb, _, _ = drive(session, connect, work, input_dir, 2, "sqlite", {})
     return [{"t0": t0, "t1": time.time(), "batches": nb, "rpcs": {k: (len(v), sum(v)) for k, v in RPCS.items()}}]
 
 

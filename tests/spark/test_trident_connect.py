@@ -321,3 +321,41 @@ def test_drpc_over_connect_answers_from_committed_state(connect_session: Any, tm
     for ns in (queue_namespace("words"), results_namespace("words"), queue_namespace("lengths"),
                results_namespace("lengths"), log_namespace("cdrpc")):  # fmt: skip
         assert list(backend.scan(ns)) == [], ns  # every request answered once and read, nothing left behind
+
+
+def test_the_end_of_a_run_closes_the_clients_of_the_querys_session(
+    connect_session: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The relay opens a client on each query's session (the server's clone) to run its batches.
+
+    When the run ends, that client is closed (its channel only: the query's session ends with the
+    query). An open one would, at the process's exit, send PySpark's clean-up command to the
+    server, and retry it for minutes if the server was gone by then.
+    """
+    from weir.runtime.spark.connect import ConnectRelay
+
+    opened: list[Any] = []
+    session_of = ConnectRelay._session
+
+    def spy(relay: ConnectRelay, session_id: str) -> Any:  # the real method, recording what it opens
+        got = session_of(relay, session_id)
+        opened.append(got)
+        return got
+
+    monkeypatch.setattr(ConnectRelay, "_session", spy)
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    lines_dir = tmp_path / "lines"
+    expected = word_files(lines_dir, BATCHES)
+    store = Store("sqlite", f"sqlite:///{tmp_path / 'trident.db'}", "closed")
+    topo = TridentTopology()
+    (
+        topo.new_stream("lines", FileSpout(str(lines_dir)))
+        .each(["line"], Split(), ["word:str"])
+        .group_by(["word"])
+        .persistent_aggregate(store.factory("opaque", "wc"), Count(), "count")
+    )
+    status = weir.submit("closed", conf_for(tmp_path), topo, spark=connect_session).process_available()
+    assert status.error is None and status.batches == len(BATCHES)
+    assert store.counts("wc") == expected
+    assert opened and all(s.client.is_closed for s in opened)  # one per batch, the same client
+    assert not connect_session.client.is_closed  # the user's own session stays open

@@ -189,6 +189,15 @@ class ConnectRelay:
         return {"ok": False, "error": f"unknown request {kind!r}"}
 
     def close(self) -> None:
-        """Stop listening (a batch in flight fails on the server)."""
+        """Stop listening (a batch in flight fails on the server); close the query's session clients.
+
+        Closing a client closes its channel only (the query's session on the server ends with the
+        query). A client left open would, at this process's exit, send PySpark's clean-up command to
+        the server, and retry it for minutes when the server has gone away first.
+        """
         self._server.shutdown()
         self._server.server_close()
+        sessions, self._sessions = self._sessions, {}
+        for session in sessions.values():
+            with contextlib.suppress(Exception):
+                session.client.close()
