@@ -79,6 +79,37 @@ def _grouping_topology(corpus: Path) -> Any:
     return b.create_topology()
 
 
+def _split_then_count(connect: Any, tmp_path: Path, name: str, splits: int, counts: int) -> tuple[dict[str, Any], Any]:
+    """A word count's shape over Connect: a spout, a stateless ``split`` (:class:`Recorder`), a stateful ``rec``.
+
+    ``split`` reads the spout with a shuffle grouping (in its stage), ``rec`` (a
+    :class:`~tests.spark._topologies.TaskRecorder`) reads ``split`` behind a fields grouping.
+    """
+    from ._topologies import TaskRecorder
+
+    b = TopologyBuilder()
+    b.set_spout("lines", FileSpout(str(tmp_path / "unused")))
+    b.set_bolt("split", Recorder(), splits).shuffle_grouping("lines")
+    b.set_bolt("rec", TaskRecorder(), counts).fields_grouping("split", Fields("word"))
+    conf = {"weir.state.dir": str(tmp_path / "state"), "test.record.dir": str(tmp_path / "rec")}
+    return conf, weir.submit(name, conf, b.create_topology(), spark=connect)
+
+
+def _first_attempt(run: Any, bid: int, df: Any) -> dict[str, Any]:
+    """Run batch ``bid`` (the Connect DataFrame ``df``) through the coordinator: its components' stats.
+
+    The batch must commit as txid ``bid + 1`` at its first attempt.
+    """
+
+    def job(txid: int, epoch: int | None, attempt: int) -> Any:
+        return run.runner.run(df, "lines", txid, epoch)
+
+    rep = run.coordinator.run_batch("query", bid, job)
+    assert (rep.txid, rep.attempts) == (bid + 1, 1), rep
+    comps: dict[str, Any] = rep.stats["components"]
+    return comps
+
+
 def _job(spark: Any, name: str, topology: Any, conf: dict[str, Any]) -> Any:
     plan = submit_topology(name, conf, topology, RuntimeConfig.from_conf(name, conf), spark)
     return plan.job
@@ -398,12 +429,7 @@ def test_the_spout_stage_reads_the_batch_partitions_without_an_exchange(connect:
             sf.format_string("b%dp%dr%d", sf.lit(bid), sf.spark_partition_id(), sf.col("id")).alias("value")
         )
 
-        def job(txid: int, epoch: int | None, attempt: int, _df: Any = df) -> Any:
-            return run.runner.run(_df, "lines", txid, epoch)
-
-        rep = run.coordinator.run_batch("query", bid, job)
-        assert (rep.txid, rep.attempts) == (bid + 1, 1), rep
-        comps = rep.stats["components"]
+        comps = _first_attempt(run, bid, df)
         assert (comps["lines"]["tasks"], comps["lines"]["in"]) == (3, rows), (parts, comps)
         assert (comps["rec"]["tasks"], comps["rec"]["in"]) == (3, rows), (parts, comps)
     provider = StateFactory.get_provider(conf)
@@ -442,26 +468,13 @@ def test_every_consumer_task_runs_from_the_producers_presence_rows_without_a_ser
     from weir.runtime.spark.storm.instances import LineageTracker
     from weir.state import StateFactory
 
-    from ._topologies import TaskRecorder
-
-    b = TopologyBuilder()
-    b.set_spout("lines", FileSpout(str(tmp_path / "unused")))
-    b.set_bolt("split", Recorder(), 2).shuffle_grouping("lines")
-    b.set_bolt("rec", TaskRecorder(), 3).fields_grouping("split", Fields("word"))
-    conf = {"weir.state.dir": str(tmp_path / "state"), "test.record.dir": str(tmp_path / "rec")}
-    run = weir.submit("presence", conf, b.create_topology(), spark=connect)
+    conf, run = _split_then_count(connect, tmp_path, "presence", 2, 3)
     batches = [
         connect.range(0, 1, 1, 1).select(sf.lit("one").alias("value")),
         connect.range(0).select(sf.lit("x").alias("value")),
     ]
     for bid, df in enumerate(batches):
-
-        def job(txid: int, epoch: int | None, attempt: int, _df: Any = df) -> Any:
-            return run.runner.run(_df, "lines", txid, epoch)
-
-        rep = run.coordinator.run_batch("query", bid, job)
-        assert (rep.txid, rep.attempts) == (bid + 1, 1), rep
-        comps = rep.stats["components"]
+        comps = _first_attempt(run, bid, df)
         assert (comps["rec"]["tasks"], comps["rec"]["in"]) == (3, 1 - bid), comps
     provider = StateFactory.get_provider(conf)
     states = [provider.new_state(f"presence-rec-{t}", conf) for t in range(3)]
@@ -525,14 +538,7 @@ def test_a_stateless_spout_stage_reads_the_batch_in_as_many_partitions_as_tasks(
     from weir.runtime.spark.storm.connect import ConnectGraph
     from weir.state import StateFactory
 
-    from ._topologies import TaskRecorder
-
-    b = TopologyBuilder()
-    b.set_spout("lines", FileSpout(str(tmp_path / "unused")))
-    b.set_bolt("split", Recorder(), 3).shuffle_grouping("lines")
-    b.set_bolt("rec", TaskRecorder(), 2).fields_grouping("split", Fields("word"))
-    conf = {"weir.state.dir": str(tmp_path / "state"), "test.record.dir": str(tmp_path / "rec")}
-    run = weir.submit("sparse", conf, b.create_topology(), spark=connect)
+    conf, run = _split_then_count(connect, tmp_path, "sparse", 3, 2)
     sizes = {0: 0, 1: 5, 2: 7, 3: 11, 5: 13}  # Spark partitions of the batch -> rows
     expected: Counter[str] = Counter()
     for bid, (parts, rows) in enumerate(sizes.items()):
@@ -544,12 +550,7 @@ def test_a_stateless_spout_stage_reads_the_batch_in_as_many_partitions_as_tasks(
         if parts == 3:  # one partition of the batch in each, whole
             assert [sorted({v.split("r")[0] for v in p}) for p in spread] == [[f"b{bid}p{i}"] for i in range(3)]
 
-        def job(txid: int, epoch: int | None, attempt: int, _df: Any = df) -> Any:
-            return run.runner.run(_df, "lines", txid, epoch)
-
-        rep = run.coordinator.run_batch("query", bid, job)
-        assert (rep.txid, rep.attempts) == (bid + 1, 1), rep
-        comps = rep.stats["components"]
+        comps = _first_attempt(run, bid, df)
         assert (comps["split"]["tasks"], comps["split"]["in"]) == (3, rows), (parts, comps)
         idle = max(0, 3 - parts) if parts else 0  # no partition: run again with every task running
         assert (comps["lines"].get("idle", 0), comps["split"].get("idle", 0)) == (idle, idle), (parts, comps)
