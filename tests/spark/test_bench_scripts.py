@@ -208,3 +208,30 @@ def test_state_ttl_benchmark_sweeps_and_verifies(bench_path: None, tmp_path: Pat
     )
     r = json.loads(out.read_text())["results"]["sqlite"]
     assert r["sweep_commit_ms"] > 0 and r["expired_keys_per_s"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dialect", ["storm", "trident"])
+def test_connect_profile_runs_both_sessions_and_exits(dialect: str, tmp_path: Path) -> None:
+    """``bench/connect_profile.py`` as docs/where-weir-runs.md gives it, on a tiny corpus, in its own process.
+
+    It starts a classic session and a Spark Connect server of its own, profiles the word count on
+    both, writes a row per batch (Storm) or per query (Trident) for each, and exits: its process
+    ends (a Connect client left open on a query's session once kept it retrying at exit).
+    """
+    import subprocess
+
+    out = tmp_path / "profile.json"
+    cmd = [sys.executable, str(BENCH / "connect_profile.py"), dialect, "--words", "6000", "--files", "4"]
+    done = subprocess.run(
+        [*cmd, "--out", str(out)], cwd=BENCH.parent, capture_output=True, text=True, timeout=480, check=False
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    results = json.loads(out.read_text())["results"]
+    assert set(results) == {"classic", "connect"}
+    for rows in results.values():
+        assert rows and all(r["wall_s"] > 0 and r["jobs"] >= 1 for r in rows), rows
+    if dialect == "trident":
+        assert all("first_job_s" in rows[0] for rows in results.values()), results
+    else:
+        assert all(r["server"] for r in results["connect"]), results["connect"]  # the server's operation events
