@@ -459,7 +459,8 @@ def test_every_consumer_task_runs_from_the_producers_presence_rows_without_a_ser
     of them gets a tuple: the producer's task 0 sends each consumer task a presence row through
     the exchange. The exchange reads the producer's stage alone: the batch's analysed plan has no
     ``Union``, no presence rows made by the server in front of the exchange (and the spout stage,
-    a stateless split, none either: its sparse layout).
+    a stateless split, none either: its sparse layout, which reads the batch coalesced with no
+    projection in between).
     """
     from pyspark.sql import functions as sf
 
@@ -497,29 +498,31 @@ def test_every_consumer_task_runs_from_the_producers_presence_rows_without_a_ser
     analysed = text.split("== Analyzed Logical Plan ==")[1].split("== Optimized Logical Plan ==")[0]
     lines = analysed.strip().splitlines()
     exchange = next(i for i, line in enumerate(lines) if "RepartitionByExpression" in line)
-    assert "MapInArrow stage(__weir_row" in lines[exchange + 1], analysed  # the spout stage, no union
+    # the spout stage (a stateless split: the sparse layout) reads the batch coalesced, its own columns
+    assert "MapInArrow stage()" in lines[exchange + 1], analysed
+    assert "Repartition 2, false" in lines[exchange + 2], analysed
+    assert "Project [one AS value" in lines[exchange + 3], analysed  # the batch's plan: nothing added before the stage
     assert analysed.count("Union ") == 0, analysed  # and the spout stage (a stateless split) has no presence partition
 
 
 def _partitions_of(df: Any) -> list[list[str]]:
-    """The values in each Spark partition of the spout stage's input ``df`` (one row per partition, empty or not)."""
+    """The values in each Spark partition of the sparse spout stage's input ``df`` (the batch's own columns)."""
     import pyarrow as pa
-
-    from weir.runtime.spark.storm.connect import ROW_COLUMN, TASK_COLUMN
 
     def per_partition(batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import TaskContext
 
         values: list[str] = []
         for rb in batches:
-            values += [r["value"] for r in rb.column(0).to_pylist() if r is not None]
+            values += rb.column(0).to_pylist()
         ctx = TaskContext.get()
         yield pa.RecordBatch.from_arrays(
             [pa.array([ctx.partitionId() if ctx else -1], pa.int32()), pa.array([json.dumps(sorted(values))])],
             names=["p", "values"],
         )
 
-    rows = df.select(ROW_COLUMN, TASK_COLUMN).mapInArrow(per_partition, "p int, values string").collect()
+    assert df.columns == ["value"]  # nothing added to the batch's columns: no projection before the stage
+    rows = df.mapInArrow(per_partition, "p int, values string").collect()
     return [json.loads(r["values"]) for r in sorted(rows, key=lambda r: r["p"])]
 
 

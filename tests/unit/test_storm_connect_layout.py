@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from weir.runtime.spark.storm.connect import _batch_rows, _spout_tasks
+from weir.runtime.spark.storm.connect import _batch_rows, _plain_rows, _spout_tasks
 
 WHERE = "topology 't', stage of component 'lines', txid 4"
 
@@ -78,28 +78,46 @@ def test_a_presence_row_after_the_rows_of_a_batch_partition_is_refused() -> None
 # ---- the sparse layout: a chain that does nothing without input (ConnectGraph._spread(sparse=True)) ----
 
 
+def _plain(*values: str) -> Any:
+    """A record batch of the batch DataFrame itself (the sparse layout adds no column)."""
+    return pa.RecordBatch.from_arrays([pa.array(list(values), pa.string())], names=["value"])
+
+
 def _sparse(partitions: list[list[Any]], n: int) -> list[list[tuple[int, list[str]]]]:
     """For each partition in the sparse layout: the tasks it runs, each with the values of its rows."""
     return [
-        [
-            (t, [r.value for r in _batch_rows(rest, True, WHERE)])
-            for t, rest in _spout_tasks(iter(part), n, WHERE, p, True)
-        ]
+        [(t, [r.value for r in _plain_rows(rest)]) for t, rest in _spout_tasks(iter(part), n, WHERE, p, True)]
         for p, part in enumerate(partitions)
     ]
 
 
 def test_sparse_partition_p_is_task_p_whatever_it_holds() -> None:
     # k = n = 3: the batch's partitions, no partition of presence rows
-    got = _sparse([[_batch("a")], [_batch("b", "c")], [_batch("d")]], 3)
+    got = _sparse([[_plain("a")], [_plain("b", "c")], [_plain("d")]], 3)
     assert got == [[(0, ["a"])], [(1, ["b", "c"])], [(2, ["d"])]]
     # k = 2 < n: tasks 0 and 1 (task 2 is idle), an empty partition of the batch is its task without rows
-    assert _sparse([[], [_batch("a")]], 3) == [[(0, [])], [(1, ["a"])]]
+    assert _sparse([[], [_plain("a")]], 3) == [[(0, [])], [(1, ["a"])]]
+    # one task: its one partition, whole
+    assert _sparse([[_plain("a"), _plain(), _plain("b")]], 1) == [[(0, ["a", "b"])]]
+
+
+def test_sparse_rows_are_the_batchs_own_columns_as_a_classic_spout_reads_them() -> None:
+    import datetime
+
+    at = datetime.datetime(2026, 11, 26, 12, 30, tzinfo=datetime.timezone.utc)
+    rb = pa.RecordBatch.from_arrays(
+        [pa.array(["x", None]), pa.array([1, 2], pa.int64()), pa.array([at, None], pa.timestamp("us", tz="UTC"))],
+        names=["key", "n", "ts"],
+    )
+    first, second = _plain_rows(iter([rb]))
+    assert first.asDict() == {"key": "x", "n": 1, "ts": at.astimezone().replace(tzinfo=None)}  # naive local time
+    assert (second.key, second.n, second.ts) == (None, 2, None)
+    assert first[0] == "x" and list(first.__fields__) == ["key", "n", "ts"]  # by position and by name
 
 
 def test_sparse_partition_past_the_tasks_is_refused() -> None:
     with pytest.raises(RuntimeError, match=r"stage of component 'lines'.*partition 3 of the spout stage, with 3 spout"):
-        _sparse([[_batch("a")]] * 4, 3)
+        _sparse([[_plain("a")]] * 4, 3)
 
 
 def _graph(sparse: list[tuple[tuple[str, ...], int]]) -> Any:

@@ -66,7 +66,9 @@ def map_in_arrow_known(df: Any, fn: Callable[..., Any], columns: list[str], sche
     ``mapInArrow`` whose input has no cached schema (a ``select``, a ``repartition``, a source);
     the caller knows them (``columns``, in order), and the result's ``schema`` (a ``StructType``)
     is cached on it, so nothing asks for that later either. The function is pickled into the plan
-    when an action sends it, as with ``mapInArrow``.
+    when an action sends it, as with ``mapInArrow``. ``columns`` may be empty: Spark's
+    ``MapInArrow`` hands the function every column of its input whatever the function's arguments,
+    so a stage reading the whole of an input whose columns the caller does not know sends none.
     """
     from pyspark.sql.connect.dataframe import DataFrame
     from pyspark.sql.connect.plan import MapPartitions

@@ -11,9 +11,10 @@ bolt's loop), with only the plumbing between stages changed:
   partitions, so ``TaskContext.partitionId()`` tells each partition's task (:func:`_spout_tasks`) and every task
   runs once, with or without rows (as the classic job's spout task *i* reads the batch RDD's
   partition *i*); when the stage's chain does nothing without input (plain stateless bolts), the
-  batch coalesced to at most *n* partitions alone (the sparse layout: no Python task without
-  rows of the batch; tasks past the last partition report idle, :meth:`ConnectGraph._idle`, and a
-  batch of no partition at all, where nothing ran, runs again in the first layout);
+  batch coalesced to at most *n* partitions alone, with its own columns (the sparse layout: no
+  projection, no Python task without rows of the batch; tasks past the last partition report idle,
+  :meth:`ConnectGraph._idle`, and a batch of no partition at all, where nothing ran, runs again in
+  the first layout);
 * a grouping is a ``repartitionById(n, "task")`` exchange over the producer's rows, each row
   ``(dest, task, kind, payload)`` a pickled chunk of input blocks for consumer task ``task``
   (made by the classic job's :func:`~weir.runtime.spark.storm.batch.key_for_grouping`, so
@@ -115,8 +116,6 @@ def _batch_rows(batches: Iterator[Any], mixed: bool, where: str) -> Iterator[Any
     the partition may hold its task's presence row too (one spout task: the batch and the presence
     row in one partition); else a presence row among the batch's rows means the layout is broken.
     """
-    import datetime
-
     from pyspark.sql import Row
 
     make: Any = None
@@ -127,14 +126,36 @@ def _batch_rows(batches: Iterator[Any], mixed: bool, where: str) -> Iterator[Any
         real = rb.column(2).to_pylist()
         if not mixed and not all(real):
             raise RuntimeError(_broken_layout(where, "a presence row among the batch's rows"))
-        fields = row.flatten()
-        cols = [c.to_pylist() for c in fields]
-        for i, c in enumerate(cols):  # Arrow's timestamps are zoned; classic rows have naive local times
-            if c and getattr(fields[i].type, "tz", None):
-                cols[i] = [v.astimezone().replace(tzinfo=None) if isinstance(v, datetime.datetime) else v for v in c]
-        for is_real, *vals in zip(real, *cols, strict=True):
+        for is_real, *vals in zip(real, *_pylists(row.flatten()), strict=True):
             if is_real:
                 yield make(*vals)
+
+
+def _plain_rows(batches: Iterator[Any]) -> Iterator[Any]:
+    """The rows of the batch DataFrame as ``Row`` objects, its record batches having its own columns.
+
+    The sparse layout's input (:meth:`ConnectGraph._spread`): the batch coalesced, nothing added,
+    every row one of the batch.
+    """
+    from pyspark.sql import Row
+
+    make: Any = None
+    for rb in batches:
+        if make is None:
+            make = Row(*rb.schema.names)
+        for vals in zip(*_pylists(rb.columns), strict=True):
+            yield make(*vals)
+
+
+def _pylists(columns: list[Any]) -> list[list[Any]]:
+    """Each Arrow column as a Python list, its zoned timestamps as naive local times (as classic rows have)."""
+    import datetime
+
+    cols = [c.to_pylist() for c in columns]
+    for i, c in enumerate(cols):
+        if c and getattr(columns[i].type, "tz", None):
+            cols[i] = [v.astimezone().replace(tzinfo=None) if isinstance(v, datetime.datetime) else v for v in c]
+    return cols
 
 
 def _broken_layout(where: str, what: str) -> str:
@@ -245,7 +266,7 @@ def _stage_function(
 
             ctx = TaskContext.get()
             found = _spout_tasks(batches, spread, where, ctx.partitionId() if ctx is not None else -1, sparse)
-            runs = [(t, _batch_rows(b, spread == 1 or sparse, where)) for t, b in found]
+            runs = [(t, _plain_rows(b) if sparse else _batch_rows(b, spread == 1, where)) for t, b in found]
         else:
             first = next((rb for rb in batches if rb.num_rows), None)
             if first is None:  # a task always has a row (see ConnectGraph): this is no task's partition
@@ -580,8 +601,9 @@ class ConnectGraph:
         the server per batch).
 
         ``sparse`` (a chain that does nothing without input, :meth:`_sparse_ok`): the batch
-        coalesced to at most ``n`` partitions alone, no union: a batch of ``n`` partitions or more
-        is ``n`` Python tasks and no more. Partition *p* is task *p*; the tasks past the last
+        coalesced to at most ``n`` partitions alone, no union and no projection (the stage reads
+        the batch's own columns, :func:`_plain_rows`): a batch of ``n`` partitions or more is ``n``
+        Python tasks and no more. Partition *p* is task *p*; the tasks past the last
         partition had no input (:meth:`_idle`); task 0 sends the consumers' presence rows, and a
         batch of no partition, with no task 0, runs nothing (:meth:`run` runs it again in the
         first layout).
@@ -589,13 +611,13 @@ class ConnectGraph:
         from pyspark.sql import functions as sf
         from pyspark.sql.types import IntegerType
 
+        if sparse:
+            return batch.coalesce(n)
         rows = batch.select(
             sf.struct("*").alias(ROW_COLUMN),
             sf.lit(None).cast(IntegerType()).alias(TASK_COLUMN),
             sf.lit(True).alias(REAL_COLUMN),
         )
-        if sparse and n > 1:
-            return rows.coalesce(n)
         tasks = batch.sparkSession.range(0, n, 1, 1).select(
             sf.lit(None).alias(ROW_COLUMN),
             sf.col("id").cast(IntegerType()).alias(TASK_COLUMN),
@@ -660,7 +682,7 @@ class ConnectGraph:
         where = f"topology {self.specs[pending.last].topology!r}, stage of component {pending.last!r}, txid {self.txid}"
         source, sparse = pending.df, False
         if pending.base == "batch":
-            sparse = self._sparse_allowed and pending.parts > 1 and self._sparse_ok(pending.chain)
+            sparse = self._sparse_allowed and pending.parts >= 1 and self._sparse_ok(pending.chain)
             source = self._spread(pending.df, pending.parts, sparse)
             if sparse:
                 self.sparse.append((pending.chain, pending.parts))
@@ -674,7 +696,11 @@ class ConnectGraph:
             tuple(presence.values()),
             sparse,
         )
-        df = _map_in_arrow(source, fn, [ROW_COLUMN, TASK_COLUMN, REAL_COLUMN] if pending.base == "batch" else _COLUMNS)
+        if pending.base != "batch":
+            columns = _COLUMNS
+        else:  # the sparse layout's input is the batch's own columns: MapInArrow reads all of them
+            columns = [] if sparse else [ROW_COLUMN, TASK_COLUMN, REAL_COLUMN]
+        df = _map_in_arrow(source, fn, columns)
         if len({c for c, _, _ in routes}) > 1:
             df = df.persist()
             self.persisted.append(df)
