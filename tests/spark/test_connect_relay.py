@@ -81,3 +81,13 @@ def test_a_server_elsewhere_is_refused() -> None:
     check_reachable("wc", "sc://localhost:15002/;token=x")
     with pytest.raises(ConfigError, match=r"topology 'wc': the Spark Connect server sc://10\.0\.0\.5:15002 is not on"):
         check_reachable("wc", "sc://10.0.0.5:15002")
+
+
+def test_close_ends_the_serving_loop_and_the_listener() -> None:
+    relay = ConnectRelay("sc://127.0.0.1:15002", "wc", _refuse)
+    relay.report_sink().add([TaskReport("count", 0, 1)])  # it serves until closed
+    relay.close()
+    relay._thread.join(30)
+    assert not relay._thread.is_alive()  # the serving loop has returned: it does not outlive the run
+    with pytest.raises(OSError), socket.create_connection(relay.addr, timeout=5):
+        pass  # nothing listens on its port any more

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
+import socket
 import socketserver
 import threading
 from collections.abc import Callable
@@ -197,7 +198,12 @@ class ConnectRelay:
         query). A client left open would, at this process's exit, send PySpark's clean-up command to
         the server, and retry it for minutes when the server has gone away first.
         """
-        self._server.shutdown()
+        stopper = threading.Thread(target=self._server.shutdown, name="weir-connect-relay-stop", daemon=True)
+        stopper.start()
+        while stopper.is_alive():  # the serving loop sees the request between waits: a connection ends its wait
+            with contextlib.suppress(OSError):
+                socket.create_connection(self.addr, timeout=1).close()
+            stopper.join(0.005)
         self._server.server_close()
         sessions, self._sessions = self._sessions, {}
         for session in sessions.values():
