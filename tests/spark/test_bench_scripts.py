@@ -235,3 +235,73 @@ def test_connect_profile_runs_both_sessions_and_exits(dialect: str, tmp_path: Pa
         assert all("first_job_s" in rows[0] for rows in results.values()), results
     else:
         assert all(r["server"] for r in results["connect"]), results["connect"]  # the server's operation events
+
+
+def _run_bench(cmd: list[str], out: Path) -> dict[str, Any]:
+    """Run a benchmark script in its own process, from the repository's root; its JSON."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, *cmd, "--out", str(out)], cwd=BENCH.parent, capture_output=True, text=True, timeout=480,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    data: dict[str, Any] = json.loads(out.read_text())
+    return data
+
+
+@pytest.mark.slow
+def test_storm_wordcount_connect_benchmark_runs_both_sessions_and_verifies(tmp_path: Path) -> None:
+    """``bench/storm_wordcount.py --connect`` as docs/where-weir-runs.md gives it, on a tiny corpus.
+
+    Its own classic session and Spark Connect server; each variant's counts are checked by the
+    script against the generator's (exit status 0 only if all are right).
+    """
+    data = _run_bench(
+        ["bench/storm_wordcount.py", "--connect", "--words", "6000", "--distinct", "200", "--files", "4",
+         "--repeat", "1"], tmp_path / "swc.json",
+    )  # fmt: skip
+    got = {r["variant"]: r for r in data["results"]}
+    assert sorted(got) == ["classic", "connect"]
+    for r in got.values():
+        assert r["verified"] and r["words"] == 6000 and r["batches"] == 2, r
+        assert 0 < r["job_median_s"] and 0 < r["batch_median_s"] and r["first_batch_median_s"] > 0, r
+    assert got["classic"]["vs_classic"] == 1.0 and got["connect"]["vs_classic"] > 0
+    assert data["target_connect_vs_classic"] == 0.8
+
+
+@pytest.mark.slow
+def test_trident_wordcount_connect_benchmark_runs_both_sessions_and_verifies(tmp_path: Path) -> None:
+    """``bench/trident_wordcount.py --connect`` as docs/where-weir-runs.md gives it, on a tiny corpus.
+
+    A real streaming query on each session (``process_available``); the map state is read back
+    and checked against the generator's counts by the script.
+    """
+    data = _run_bench(
+        ["bench/trident_wordcount.py", "--connect", "--words", "6000", "--keys", "200", "--files", "4",
+         "--repeat", "1"], tmp_path / "twc.json",
+    )  # fmt: skip
+    assert data["verified"] is True
+    got = {r["variant"]: r for r in data["results"]}
+    assert sorted(got) == ["classic", "connect"]
+    for r in got.values():
+        assert r["words"] == 6000 and r["batches"] == 2 and len(r["runs_s"]) == 1, r
+        assert 0 < r["median_batch_span_s"] <= r["median_s"], r  # the batches lie inside the run
+    assert data["target"].startswith("target: connect >= 0.8x classic: whole run ")
+
+
+@pytest.mark.slow
+def test_storm_connect_ab_benchmark_runs_a_git_revision_beside_this_tree(tmp_path: Path) -> None:
+    """``bench/storm_connect_ab.py --base REV``: the Connect stages of a git revision and this tree's, interleaved.
+
+    The base is read with ``git show`` (here HEAD); both versions' batches run against one server
+    and every count is checked by the script.
+    """
+    data = _run_bench(
+        ["bench/storm_connect_ab.py", "--base", "HEAD", "--words", "6000", "--distinct", "200", "--files", "4"],
+        tmp_path / "ab.json",
+    )
+    got = {r["version"]: r for r in data["results"]}
+    assert sorted(got) == ["base", "this tree"]
+    assert all(r["verified"] and r["batches"] == 2 and r["median_s"] > 0 for r in got.values()), got
+    assert data["args"]["base"] == "HEAD"
