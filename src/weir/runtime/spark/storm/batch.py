@@ -317,7 +317,7 @@ class BatchJob(BatchRunner):
                 graph = ConnectGraph(
                     self.topology, self.specs, self.loops, txid, epoch, lineage, final, key_for_grouping, _as_block
                 )
-                reports = graph.run(batch_rdd, spout_id, logged, self.punctuation)
+                reports = graph.run(batch_rdd, spout_id, logged)
             except Exception as exc:
                 self._lineage.finished(txid, lineage, ok=False)
                 return JobOutcome(

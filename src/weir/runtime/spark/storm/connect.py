@@ -466,7 +466,6 @@ class ConnectGraph:
         batch: Any,
         spout_id: str | None,
         logged: dict[str, list[list[tuple[Any, ...]]]],
-        punctuates: bool,
     ) -> list[TaskReport]:
         """Run every component over the batch DataFrame ``batch``; the reports of every task.
 
