@@ -47,6 +47,27 @@ def test_get_spark_builds_a_connect_session_on_the_server(connect: Any, spark_co
     )
 
 
+def test_the_servers_master_is_asked_once_per_session(
+    connect: Any, spark_connect_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A submit asks for the master twice (its checks, then its session): one Config round trip, not two."""
+    from pyspark.sql.connect.client.core import SparkConnectClient
+
+    from weir.runtime.spark import session
+
+    asked: list[str] = []
+    config = SparkConnectClient.config
+
+    def spy(self: Any, operation: Any) -> Any:
+        asked.append(str(operation))
+        return config(self, operation)
+
+    monkeypatch.setattr(SparkConnectClient, "config", spy)
+    session._SERVER_MASTERS.pop(connect, None)
+    assert [connect_master(connect, spark_connect_url) for _ in range(3)] == ["local[2]"] * 3
+    assert sum("spark.master" in op for op in asked) == 1, asked
+
+
 def test_python_udfs_run_on_the_server_with_weir_importable(connect: Any) -> None:
     from pyspark.sql.connect.functions.builtin import udf
     from pyspark.sql.types import StringType

@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -160,6 +161,10 @@ def remote_host(url: str) -> str:
     return rest.rsplit(":", 1)[0] if ":" in rest else rest
 
 
+#: the ``spark.master`` of each Connect session's server (see :func:`connect_master`)
+_SERVER_MASTERS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
 def connect_master(spark: Any, url: str) -> str:
     """The master a Connect server runs on, as seen from this machine.
 
@@ -167,10 +172,14 @@ def connect_master(spark: Any, url: str) -> str:
     server counts as local mode; otherwise ``"<url> (spark.master <m>)"``, never local: files on this
     machine (an SQLite store, a checkpoint directory) are not the server's.
     """
-    try:
-        master = str(spark.conf.get("spark.master"))
-    except Exception:  # noqa: BLE001 - a server that hides its master is treated as remote
-        master = "unknown"
+    master = _SERVER_MASTERS.get(spark)
+    if master is None:
+        try:
+            master = str(spark.conf.get("spark.master"))
+        except Exception:  # noqa: BLE001 - a server that hides its master is treated as remote
+            master = "unknown"
+        else:  # a session's server keeps its master: asked once per session (a Config round trip)
+            _SERVER_MASTERS[spark] = master
     if remote_host(url) in ("127.0.0.1", "localhost", "::1"):
         return master
     return f"{url} (spark.master {master})"
