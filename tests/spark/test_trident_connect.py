@@ -330,7 +330,8 @@ def test_the_end_of_a_run_closes_the_clients_of_the_querys_session(
 
     When the run ends, that client is closed (its channel only: the query's session ends with the
     query). An open one would, at the process's exit, send PySpark's clean-up command to the
-    server, and retry it for minutes if the server was gone by then.
+    server, and retry it for minutes if the server was gone by then. The ended run's status is
+    then read without a request to the server.
     """
     from weir.runtime.spark.connect import ConnectRelay
 
@@ -354,8 +355,21 @@ def test_the_end_of_a_run_closes_the_clients_of_the_querys_session(
         .group_by(["word"])
         .persistent_aggregate(store.factory("opaque", "wc"), Count(), "count")
     )
-    status = weir.submit("closed", conf_for(tmp_path), topo, spark=connect_session).process_available()
+    run = weir.submit("closed", conf_for(tmp_path), topo, spark=connect_session)
+    status = run.process_available()
     assert status.error is None and status.batches == len(BATCHES)
     assert store.counts("wc") == expected
     assert opened and all(s.client.is_closed for s in opened)  # one per batch, the same client
     assert not connect_session.client.is_closed  # the user's own session stays open
+
+    from pyspark.sql.connect.client.core import SparkConnectClient
+
+    sent: list[Any] = []
+    execute = SparkConnectClient._execute_and_fetch_as_iterator
+
+    def counted(self: Any, *a: Any, **kw: Any) -> Any:
+        sent.append(a)
+        return execute(self, *a, **kw)
+
+    monkeypatch.setattr(SparkConnectClient, "_execute_and_fetch_as_iterator", counted)
+    assert run.status().state == "stopped" and sent == []  # an ended run's status asks the server nothing

@@ -816,7 +816,8 @@ class TopologyRun:
             s.components = {k: dict(v) for k, v in self._status.components.items()}
             s.recent = [dict(r) for r in self._status.recent]
         s.elapsed_s = time.time() - self._t0 if self._t0 else 0.0
-        if self.query is not None and self.query.isActive and not self._supervisor.done:
+        # the supervisor first: over Spark Connect isActive is a round trip to the server
+        if self.query is not None and not self._supervisor.done and self.query.isActive:
             s.state = "running"
         if sizes and isinstance(self.provider, KeyValueStateProvider):
             b = self.provider.backend
